@@ -1,0 +1,74 @@
+"""
+nanoGPT's configurator, strict: override a script's module-level settings, then run it.
+
+    python train.py config/dense_2p5b.py --mixer=kda --batch_size=4
+
+A script calls `configure(globals())` after its block of settings. Each argument is either
+- a config file (a path ending in .py), run as Python; every public name it binds is an override, or
+- `--key=value`: the value is read as a Python literal (`3`, `1e-3`, `True`, `None`, `(1, 2)`) and
+  otherwise taken as a plain string, so `--out_dir=out/run=1` works.
+Settings are the script's public globals of type bool/int/float/str/tuple/list/dict or None.
+An unknown key, or a value of the wrong type, stops the script with a message that names the key;
+an int is accepted for a float, and a setting whose default is None takes any value.
+"""
+import ast
+import difflib
+import sys
+
+SETTING_TYPES = (bool, int, float, str, tuple, list, dict, type(None))
+
+
+def _fail(msg):
+    raise SystemExit(f"configurator: {msg}")
+
+
+def _check(key, value, settings, source):
+    if key not in settings:
+        close = difflib.get_close_matches(key, settings, n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        _fail(f"unknown setting '{key}' (from {source}){hint}")
+    default = settings[key]
+    if default is None:
+        return value
+    if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if type(value) is not type(default):
+        _fail(f"setting '{key}' (from {source}) expects {type(default).__name__}, "
+              f"got {type(value).__name__} {value!r}")
+    return value
+
+
+def configure(config, argv=None):
+    """Apply config files and --key=value overrides from argv (default sys.argv[1:]) to the dict
+    `config` (a script's globals()), in order. Returns the dict of applied overrides."""
+    argv = sys.argv[1:] if argv is None else argv
+    settings = {k: v for k, v in config.items()
+                if not k.startswith("_") and isinstance(v, SETTING_TYPES)}
+    applied = {}
+    for arg in argv:
+        if arg.startswith("--"):
+            if "=" not in arg:
+                _fail(f"'{arg}' needs a value: write --key=value")
+            key, text = arg[2:].split("=", 1)
+            try:
+                value = ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                value = text  # a bare word is a string: --mixer=eda
+            updates = {key: (value, f"'{arg}'")}
+        elif arg.endswith(".py"):
+            try:
+                with open(arg) as f:
+                    source = f.read()
+            except OSError as err:
+                _fail(f"cannot read config file '{arg}': {err.strerror}")
+            scope = {}
+            exec(compile(source, arg, "exec"), scope)
+            updates = {k: (v, f"config file {arg}") for k, v in scope.items()
+                       if not k.startswith("_") and isinstance(v, SETTING_TYPES)}
+        else:
+            _fail(f"cannot read argument '{arg}': expected a config file (*.py) or --key=value")
+        for key, (value, src) in updates.items():
+            value = _check(key, value, settings, src)
+            config[key] = value
+            applied[key] = value
+    return applied

@@ -1,0 +1,276 @@
+"""
+Erase-then-Delta Attention (EDA), the update rule three ways, side by side.
+
+Paper: "Erase-then-Delta Attention", Method section (Eq. numbers refer to its labels).
+Per value head, with a recurrent memory S (K x V):
+
+    S_t = (I - beta_t k_t k_t^T) (I - gamma_t e_t e_t^T) D_t S_{t-1} + beta_t k_t v_t^T      (Eq. ed)
+    o_t = S_t^T q_t
+
+factors applied right to left: decay D_t = Diag(exp(g_t)), erase at the address e_t (Eq. erase_step),
+then the usual delta correction and write at k_t (Eq. eda_two_stage).
+
+1. eda_recurrent: one token at a time. Dead simple; it is the spec.
+2. eda_chunk:     the chunk-parallel form of Sec. 3.4: the erase and write sub-steps interleaved into one
+                  delta-rule (DPLR) sequence (Eq. double_data), WY representation + UT transform inside a
+                  chunk (Eq. wy_representation, ut_transformation), state passed between chunks
+                  (Eq. chunk_wise_eda). Plain PyTorch, differentiable by autograd.
+3. eda_triton:    the same signature, running the fused Triton kernels of kernel.py.
+
+Conventions (those of flash-linear-attention, so other libraries can serve as oracles):
+    q, k: [B, T, H, K]      v: [B, T, HV, V]      e: [B, T, HV, K]
+    g (log decay, <= 0): [B, T, HV, K] channel-wise (KDA/EDA) or [B, T, HV] one per head (GDN)
+    beta, gamma: [B, T, HV]        initial_state / final_state: [B, HV, K, V]
+HV is a multiple of H: value head i reads query/key head i // (HV // H) (grouped value heads).
+e=None, gamma=None is KDA exactly; a per-head g is GDN; g = 0 is DeltaNet. Inputs are used as given
+(the layer normalizes q, k, e); `scale` (default K^-0.5) multiplies q.
+"""
+import math
+
+import torch
+import torch.nn.functional as F
+
+# ----------------------------------------------------------------------------------------------------
+# Gates: map the layer's decay projection `a` to a log decay g <= 0.
+
+
+def safe_gate(a, A_log, dt_bias, lower_bound=-5.0):
+    """EDA's bounded safe gate (Eq. safe_gate): g = l + (-l) * exp(-(A / |l|) * softplus(a + dt_bias)).
+
+    a: [..., HV, K], A_log: [HV], dt_bias: [HV, K]. Returns g in (l, 0], fp32. Near softplus(.) = 0 it
+    behaves like the log gate, g ~ -A * Delta; for large inputs it saturates at l instead of -inf.
+    """
+    if lower_bound >= 0:
+        raise ValueError(f"safe_gate: lower_bound must be negative, got {lower_bound}")
+    l = float(lower_bound)
+    A = A_log.float().exp().view(-1, *([1] * (dt_bias.dim() - 1)))
+    delta = F.softplus(a.float() + dt_bias.float())
+    return l + (-l) * torch.exp(-(A / abs(l)) * delta)
+
+
+def log_gate(a, A_log, dt_bias):
+    """Mamba2 / Gated DeltaNet log-space gate (Eq. log_gate): g = -A * softplus(a + dt_bias), fp32.
+
+    GDN uses it per head: a: [..., HV], A_log: [HV], dt_bias: [HV]. Unbounded below.
+    """
+    A = A_log.float().exp().view(-1, *([1] * (dt_bias.dim() - 1)))
+    return -A * F.softplus(a.float() + dt_bias.float())
+
+
+def kda_gate(a, A_log, dt_bias, lower_bound=-5.0):
+    """Kimi Delta Attention's sigmoid gate: g = l * sigmoid(A * (a + dt_bias)), in (l, 0), fp32.
+
+    a: [..., HV, K], A_log: [HV], dt_bias: [HV, K].
+    """
+    A = A_log.float().exp().view(-1, *([1] * (dt_bias.dim() - 1)))
+    return lower_bound * torch.sigmoid(A * (a.float() + dt_bias.float()))
+
+
+# ----------------------------------------------------------------------------------------------------
+# Input checks shared by the three versions: bad input is a ValueError naming the argument.
+
+
+def check_inputs(q, k, v, e, g, beta, gamma, initial_state=None):
+    """Validate shapes, dtypes and devices; return (B, T, H, HV, K, V)."""
+    named = dict(q=q, k=k, v=v, g=g, beta=beta)
+    if (e is None) != (gamma is None):
+        raise ValueError("e and gamma go together: pass both (EDA) or neither (KDA/GDN); "
+                         f"got e={'None' if e is None else 'tensor'}, gamma={'None' if gamma is None else 'tensor'}")
+    if e is not None:
+        named.update(e=e, gamma=gamma)
+    if initial_state is not None:
+        named["initial_state"] = initial_state
+    for name, x in named.items():
+        if not isinstance(x, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+        if not x.is_floating_point():
+            raise ValueError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+        if x.device != q.device:
+            raise ValueError(f"{name} is on {x.device} but q is on {q.device}: all inputs must share a device")
+    if q.dim() != 4:
+        raise ValueError(f"q must be [B, T, H, K], got shape {tuple(q.shape)}")
+    B, T, H, K = q.shape
+    if v.dim() != 4:
+        raise ValueError(f"v must be [B, T, HV, V], got shape {tuple(v.shape)}")
+    HV, V = v.shape[2], v.shape[3]
+
+    def expect(name, x, shape):
+        if tuple(x.shape) != tuple(shape):
+            raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(x.shape)}")
+
+    expect("k", k, (B, T, H, K))
+    if tuple(v.shape[:2]) != (B, T):
+        raise ValueError(f"v must have shape (B, T, HV, V) = ({B}, {T}, HV, V) to match q, got {tuple(v.shape)}")
+    if HV % H != 0:
+        raise ValueError(f"the value heads HV={HV} (v.shape[2]) must be a multiple of the query/key heads H={H}")
+    if tuple(g.shape) not in ((B, T, HV, K), (B, T, HV)):
+        raise ValueError(f"g must have shape {(B, T, HV, K)} (channel-wise) or {(B, T, HV)} (per head), "
+                         f"got {tuple(g.shape)}")
+    expect("beta", beta, (B, T, HV))
+    if e is not None:
+        expect("e", e, (B, T, HV, K))
+        expect("gamma", gamma, (B, T, HV))
+    if initial_state is not None:
+        expect("initial_state", initial_state, (B, HV, K, V))
+    return B, T, H, HV, K, V
+
+
+def _prepare(q, k, v, e, g, beta, gamma, scale, initial_state):
+    """Common preamble: checks, compute dtype, grouped heads expanded, channel-wise g, initial state."""
+    B, T, H, HV, K, V = check_inputs(q, k, v, e, g, beta, gamma, initial_state)
+    # fp64 in -> fp64 math (the reference for tests); anything else accumulates in fp32
+    acc = torch.float64 if q.dtype == torch.float64 else torch.float32
+    scale = K ** -0.5 if scale is None else scale
+    G = HV // H  # value head i reads query/key head i // G
+    q = q.to(acc).repeat_interleave(G, dim=2) * scale
+    k = k.to(acc).repeat_interleave(G, dim=2)
+    v = v.to(acc)
+    g = g.to(acc)
+    if g.dim() == 3:  # one decay per head (GDN): the same on every key channel
+        g = g.unsqueeze(-1).expand(B, T, HV, K)
+    beta = beta.to(acc)
+    if e is not None:
+        e, gamma = e.to(acc), gamma.to(acc)
+    S = q.new_zeros(B, HV, K, V) if initial_state is None else initial_state.to(acc)
+    return q, k, v, e, g, beta, gamma, S
+
+
+# ----------------------------------------------------------------------------------------------------
+# 1. The reference: one token at a time.
+
+
+def eda_recurrent(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False):
+    """Step-by-step EDA (Eq. ed in its two-stage form, Eq. decayed_memory, erase_step, eda_two_stage).
+
+    Returns (o [B, T, HV, V] in v's dtype, final_state [B, HV, K, V] or None).
+    """
+    out_dtype = v.dtype
+    q, k, v, e, g, beta, gamma, S = _prepare(q, k, v, e, g, beta, gamma, scale, initial_state)
+    T = q.shape[1]
+    outs = []
+    for t in range(T):
+        S = g[:, t].exp().unsqueeze(-1) * S  # decay: S^ = D_t S_{t-1}   (Eq. decayed_memory)
+        if e is not None:                      # erase at e_t: S~ = (I - gamma e e^T) S^   (Eq. erase_step)
+            e_t = e[:, t]
+            S = S - gamma[:, t, :, None, None] * e_t.unsqueeze(-1) * torch.einsum("bhk,bhkv->bhv", e_t, S).unsqueeze(-2)
+        k_t = k[:, t]                          # delta at k_t: S = (I - beta k k^T) S~ + beta k v^T   (Eq. eda_two_stage)
+        residual = v[:, t] - torch.einsum("bhk,bhkv->bhv", k_t, S)
+        S = S + beta[:, t, :, None, None] * k_t.unsqueeze(-1) * residual.unsqueeze(-2)
+        outs.append(torch.einsum("bhk,bhkv->bhv", q[:, t], S))  # o_t = S_t^T q_t
+    o = torch.stack(outs, dim=1) if outs else v.new_zeros(v.shape)
+    return o.to(out_dtype), (S if output_final_state else None)
+
+
+# ----------------------------------------------------------------------------------------------------
+# 2. Chunk-parallel form (Sec. 3.4).
+
+
+def double_sequence(q, k, v, e, g, beta, gamma):
+    """Interleave the erase and write sub-steps into one delta-rule sequence of length 2T (Eq. double_data).
+
+    Sub-step 2t (0-based: erase of step t): (q', k', v', beta', g') = (0, e_t, 0, gamma_t, g_t)
+    Sub-step 2t+1 (write of step t):        (q', k', v', beta', g') = (q_t, k_t, v_t, beta_t, 0)
+    q, k are expanded to the HV value heads (the erase address is per value head). The plain delta rule
+    with decay (KDA form) run on this sequence equals EDA at the write sub-steps (Eq. double_kda).
+    """
+    B, T, H, HV, K, V = check_inputs(q, k, v, e, g, beta, gamma)
+    if e is None:
+        raise ValueError("double_sequence needs the erase address e and gate gamma")
+    G = HV // H
+    q, k = q.repeat_interleave(G, dim=2), k.repeat_interleave(G, dim=2)
+    if g.dim() == 3:
+        g = g.unsqueeze(-1).expand(B, T, HV, K)
+
+    def interleave(erase, write):  # [B, T, ...] x2 -> [B, 2T, ...] as erase_1, write_1, erase_2, ...
+        return torch.stack([erase, write], dim=2).flatten(1, 2)
+
+    q2 = interleave(torch.zeros_like(q), q)
+    k2 = interleave(e.to(k.dtype), k)
+    v2 = interleave(torch.zeros_like(v), v)
+    g2 = interleave(g, torch.zeros_like(g))
+    beta2 = interleave(gamma.to(beta.dtype), beta)
+    return q2, k2, v2, g2, beta2
+
+
+def _chunk_delta_rule(q, k, v, g, beta, S, chunk_size):
+    """Chunked gated delta rule S_i = (I - b_i k_i k_i^T) D_i S_{i-1} + b_i k_i v_i^T, o_i = S_i^T q_i.
+
+    All inputs already in the compute dtype, one key head per value head: q, k, g: [B, N, HV, K],
+    v: [B, N, HV, V], beta: [B, N, HV], S: [B, HV, K, V]. Returns (o [B, N, HV, V], S_N).
+
+    Within a chunk, with G_i the cumulative log decay and Gamma_ij = exp(G_i - G_j) (i >= j):
+      WY / UT (Eq. wy_representation, ut_transformation with the inverse made explicit, see NOTES.md):
+          (I + StrictTril(Diag(b) A)) [U~ | W] = Diag(b) [V | exp(G) * K],  A_ij = k_i^T Diag(Gamma_ij) k_j
+          U = U~ - W S_0                   (the corrected values: what each sub-step writes)
+      outputs and state (Eq. chunk_wise_eda):
+          O   = (exp(G) * Q) S_0 + Tril(Q_i^T Diag(Gamma_ij) k_j) U
+          S_C = exp(G_C) * S_0 + sum_j (exp(G_C - G_j) * k_j) u_j^T
+    Only differences G_i - G_j with i >= j (<= 0) are exponentiated, after masking: the factored form
+    (A*K)(K/A)^T would divide by exp(G) and overflow over long chunks (NOTES.md).
+    """
+    B, N, HV, K = k.shape
+    V = v.shape[-1]
+    C = chunk_size
+    pad = (-N) % C
+    if pad:  # zero keys, values and decay after the end change neither outputs nor the final state
+        q, k, v, g = (F.pad(x, (0, 0, 0, 0, 0, pad)) for x in (q, k, v, g))
+        beta = F.pad(beta, (0, 0, 0, pad))
+    NC = (N + pad) // C
+    # [B, HV, NC, C, ...]
+    q, k, v, g = (x.view(B, NC, C, HV, -1).permute(0, 3, 1, 2, 4) for x in (q, k, v, g))
+    beta = beta.view(B, NC, C, HV).permute(0, 3, 1, 2)
+
+    Gc = g.cumsum(dim=-2)                                            # G_i, cumulative log decay in the chunk
+    diff = Gc.unsqueeze(-2) - Gc.unsqueeze(-3)                        # [..., C, C, K]: G_i - G_j
+    incl = torch.ones(C, C, dtype=torch.bool, device=q.device).tril()  # j <= i
+    strict = incl.tril(-1)                                            # j <  i
+    decay = torch.exp(diff.masked_fill(~incl[..., None], float("-inf")))  # Gamma_ij, zero above the diagonal
+
+    A = torch.einsum("...ik,...jk,...ijk->...ij", k, k, decay) * strict   # k_i^T Diag(Gamma_ij) k_j, j < i
+    Qk = torch.einsum("...ik,...jk,...ijk->...ij", q, k, decay)           # q_i^T Diag(Gamma_ij) k_j, j <= i
+    L = torch.eye(C, dtype=q.dtype, device=q.device) + beta.unsqueeze(-1) * A  # I + StrictTril(Diag(b) A)
+    rhs = beta.unsqueeze(-1) * torch.cat([v, Gc.exp() * k], dim=-1)
+    UW = torch.linalg.solve_triangular(L, rhs, upper=False, unitriangular=True)  # UT transform
+    U_tilde, W = UW[..., :V], UW[..., V:]
+    q_decayed = Gc.exp() * q                                           # exp(G_i) * q_i
+    k_to_end = torch.exp(Gc[..., -1:, :] - Gc) * k                     # exp(G_C - G_j) * k_j
+    chunk_decay = Gc[..., -1, :].exp()                                 # exp(G_C)
+
+    outs = []
+    for c in range(NC):  # chunk-wise state passing: the only sequential part
+        U = U_tilde[:, :, c] - W[:, :, c] @ S
+        outs.append(q_decayed[:, :, c] @ S + Qk[:, :, c] @ U)
+        S = chunk_decay[:, :, c].unsqueeze(-1) * S + k_to_end[:, :, c].transpose(-1, -2) @ U
+    o = torch.stack(outs, dim=2)                                       # [B, HV, NC, C, V]
+    o = o.permute(0, 2, 3, 1, 4).reshape(B, NC * C, HV, V)[:, :N]
+    return o, S
+
+
+def eda_chunk(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False,
+              chunk_size=64):
+    """Chunk-parallel EDA (Sec. 3.4): the delta rule over the doubled sequence (Eq. double_data) in chunks
+    of `chunk_size` tokens (2 * chunk_size sub-steps), outputs read at the write sub-steps.
+
+    Same arguments and results as eda_recurrent. With e=None no sub-steps are doubled (KDA / GDN).
+    """
+    if not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
+    out_dtype = v.dtype
+    q, k, v, e, g, beta, gamma, S = _prepare(q, k, v, e, g, beta, gamma, scale, initial_state)
+    if e is None:
+        o, S = _chunk_delta_rule(q, k, v, g, beta, S, chunk_size)
+    else:
+        q2, k2, v2, g2, beta2 = double_sequence(q, k, v, e, g, beta, gamma)
+        o2, S = _chunk_delta_rule(q2, k2, v2, g2, beta2, S, 2 * chunk_size)
+        o = o2[:, 1::2]  # the write sub-steps carry the outputs
+    return o.to(out_dtype), (S if output_final_state else None)
+
+
+# ----------------------------------------------------------------------------------------------------
+# 3. Triton (kernel.py).
+
+
+def eda_triton(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False):
+    """Fused Triton EDA: same arguments and results as eda_recurrent (kernels in kernel.py)."""
+    raise NotImplementedError("eda_triton: the Triton kernels (kernel.py) are not written yet; "
+                              "use eda_chunk or eda_recurrent")
