@@ -1,0 +1,297 @@
+"""eda.py: the chunked form equals the step-by-step reference, and the paper's properties of the rule hold."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from eda import (double_sequence, eda_chunk, eda_recurrent, kda_gate, log_gate, safe_gate)
+
+B, H, HV, K, V = 2, 2, 4, 32, 16  # grouped value heads (2 per query/key head), K != V
+
+
+def rel(a, b):
+    return ((a - b).norm() / b.norm().clamp_min(1e-300)).item()
+
+
+def make_inputs(T, seed, dtype=torch.float64, scalar_g=False, erase=True, b=B, h=H, hv=HV, k=K, v=V):
+    """Random EDA inputs as a layer would give them: q, k, e unit-norm; g from the safe gate's range."""
+    gen = torch.Generator().manual_seed(seed)
+
+    def rnd(*shape):
+        return torch.randn(*shape, generator=gen, dtype=torch.float64)
+
+    def uni(*shape):
+        return torch.rand(*shape, generator=gen, dtype=torch.float64)
+
+    x = dict(
+        q=F.normalize(rnd(b, T, h, k), dim=-1),
+        k=F.normalize(rnd(b, T, h, k), dim=-1),
+        v=rnd(b, T, hv, v),
+        e=F.normalize(rnd(b, T, hv, k), dim=-1) if erase else None,
+        g=-5 * uni(b, T, hv) if scalar_g else -5 * uni(b, T, hv, k),
+        beta=uni(b, T, hv),
+        gamma=uni(b, T, hv) if erase else None,
+    )
+    return {n: (t.to(dtype) if t is not None else None) for n, t in x.items()}, rnd(b, hv, k, v).to(dtype)
+
+
+# --- the chunked form equals the reference ----------------------------------------------------------
+
+@pytest.mark.parametrize("T,chunk_size", [(1, 16), (15, 4), (63, 16), (100, 32)])
+@pytest.mark.parametrize("with_state", [False, True])
+def test_chunk_matches_recurrent_fp64(T, chunk_size, with_state):
+    x, S0 = make_inputs(T, seed=1000 + T + chunk_size + with_state)
+    S0 = S0 if with_state else None
+    o_ref, s_ref = eda_recurrent(**x, initial_state=S0, output_final_state=True)
+    o, s = eda_chunk(**x, initial_state=S0, output_final_state=True, chunk_size=chunk_size)
+    assert o.shape == (B, T, HV, V) and s.shape == (B, HV, K, V)
+    assert o.dtype == s.dtype == torch.float64
+    assert rel(o, o_ref) <= 1e-10
+    assert rel(s, s_ref) <= 1e-10
+
+
+@pytest.mark.parametrize("case", ["kda", "gdn", "deltanet"])
+def test_chunk_matches_recurrent_without_erase(case):
+    x, S0 = make_inputs(37, seed=7, erase=False, scalar_g=(case == "gdn"))
+    if case == "deltanet":
+        x["g"] = torch.zeros_like(x["g"])
+    o_ref, s_ref = eda_recurrent(**x, initial_state=S0, output_final_state=True)
+    o, s = eda_chunk(**x, initial_state=S0, output_final_state=True, chunk_size=16)
+    assert rel(o, o_ref) <= 1e-10 and rel(s, s_ref) <= 1e-10
+
+
+def test_chunk_fp32_matches_fp64_reference():
+    x64, S64 = make_inputs(100, seed=11)
+    o_ref, s_ref = eda_recurrent(**x64, initial_state=S64, output_final_state=True)
+    x32 = {n: t.float() for n, t in x64.items()}
+    o, s = eda_chunk(**x32, initial_state=S64.float(), output_final_state=True, chunk_size=32)
+    assert o.dtype == s.dtype == torch.float32
+    assert rel(o.double(), o_ref) <= 1e-5
+    assert rel(s.double(), s_ref) <= 1e-5
+
+
+def test_chunk_survives_extreme_decay_over_long_chunks():
+    # the safe gate's floor on every channel: a 64-step chunk decays by exp(-320), far below fp32's range;
+    # the chunked form must only exponentiate non-positive decay differences (NOTES.md)
+    x, S0 = make_inputs(130, seed=12, dtype=torch.float32)
+    x["g"] = torch.full_like(x["g"], -5.0)
+    o, s = eda_chunk(**x, initial_state=S0, output_final_state=True, chunk_size=64)
+    o_ref, s_ref = eda_recurrent(**{n: t.double() for n, t in x.items()}, initial_state=S0.double(),
+                                 output_final_state=True)
+    assert torch.isfinite(o).all() and torch.isfinite(s).all()
+    assert rel(o.double(), o_ref) <= 1e-5 and rel(s.double(), s_ref) <= 1e-5
+
+
+def test_low_precision_inputs_give_outputs_in_v_dtype_and_fp32_state():
+    x, S0 = make_inputs(20, seed=13, dtype=torch.bfloat16)
+    for fn in (eda_recurrent, eda_chunk):
+        o, s = fn(**x, output_final_state=True)
+        assert o.dtype == torch.bfloat16 and s.dtype == torch.float32
+
+
+def test_scale_multiplies_q():
+    x, _ = make_inputs(9, seed=14)
+    o_default, _ = eda_recurrent(**x)
+    o_one, _ = eda_recurrent(**x, scale=1.0)
+    assert rel(o_default, o_one * K ** -0.5) <= 1e-12
+
+
+# --- gradients --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("T,chunk_size,scalar_g", [(15, 4, False), (63, 16, False), (100, 32, False), (23, 8, True)])
+def test_chunk_gradients_match_recurrent_fp64(T, chunk_size, scalar_g):
+    x, S0 = make_inputs(T, seed=2000 + T, scalar_g=scalar_g)
+    leaves = {n: t.clone().requires_grad_() for n, t in x.items()}
+    S0 = S0.clone().requires_grad_()
+    gen = torch.Generator().manual_seed(T)
+    do = torch.randn(B, T, HV, V, generator=gen, dtype=torch.float64)
+    ds = torch.randn(B, HV, K, V, generator=gen, dtype=torch.float64)
+
+    def grads(fn, **kw):
+        o, s = fn(**leaves, initial_state=S0, output_final_state=True, **kw)
+        return torch.autograd.grad((o * do).sum() + (s * ds).sum(), [*leaves.values(), S0])
+
+    ref = grads(eda_recurrent)
+    got = grads(eda_chunk, chunk_size=chunk_size)
+    for name, r, c in zip([*leaves, "initial_state"], ref, got):
+        assert rel(c, r) <= 1e-10, name
+
+
+def test_chunk_passes_gradcheck():
+    x, S0 = make_inputs(5, seed=3, b=1, h=1, hv=2, k=4, v=3)
+    names = list(x)
+
+    def f(*args):
+        kw = dict(zip(names, args[:-1]))
+        o, s = eda_chunk(**kw, initial_state=args[-1], output_final_state=True, chunk_size=2)
+        return o, s
+
+    args = [t.clone().requires_grad_() for t in x.values()] + [S0.clone().requires_grad_()]
+    assert torch.autograd.gradcheck(f, args)
+
+
+# --- properties of the rule (paper, Sec. 3.3) --------------------------------------------------------
+
+def test_cross_term_expansion():
+    # Eq. expansion: (I - b k k^T)(I - c e e^T) = I - c e e^T - b k k^T + c b (k^T e) k e^T
+    gen = torch.Generator().manual_seed(4)
+    k = F.normalize(torch.randn(K, generator=gen, dtype=torch.float64), dim=0)
+    e = F.normalize(torch.randn(K, generator=gen, dtype=torch.float64), dim=0)
+    b, c = 0.7, 0.4
+    I = torch.eye(K, dtype=torch.float64)
+    lhs = (I - b * torch.outer(k, k)) @ (I - c * torch.outer(e, e))
+    rhs = I - c * torch.outer(e, e) - b * torch.outer(k, k) + c * b * (k @ e) * torch.outer(k, e)
+    assert rel(lhs, rhs) <= 1e-14
+
+
+def one_step(S, e, g, gamma, k=None, beta=0.0, v=None):
+    """One EDA step through eda_recurrent on a single head, from state S [K, V]."""
+    k = torch.zeros(K, dtype=torch.float64) if k is None else k
+    v = torch.zeros(V, dtype=torch.float64) if v is None else v
+    t = lambda x: x.reshape(1, 1, 1, -1)  # noqa: E731
+    s = lambda x: torch.tensor(x, dtype=torch.float64).reshape(1, 1, 1)  # noqa: E731
+    _, S1 = eda_recurrent(t(torch.zeros(K, dtype=torch.float64)), t(k), t(v), t(e), t(g), s(beta), s(gamma),
+                          initial_state=S.reshape(1, 1, K, V), output_final_state=True)
+    return S1.reshape(K, V)
+
+
+def test_erase_readout_identity():
+    # Eq. erase_readout: a query orthogonal to e reads the same as before the erase; q = e reads (1 - gamma) x
+    gen = torch.Generator().manual_seed(5)
+    S = torch.randn(K, V, generator=gen, dtype=torch.float64)
+    e = F.normalize(torch.randn(K, generator=gen, dtype=torch.float64), dim=0)
+    q = torch.randn(K, generator=gen, dtype=torch.float64)
+    q_perp = q - (q @ e) * e
+    gamma = 0.35
+    S_erased = one_step(S, e, torch.zeros(K, dtype=torch.float64), gamma)  # no decay, no write (beta = 0)
+    assert rel(S_erased.T @ q_perp, S.T @ q_perp) <= 1e-14
+    assert rel(S_erased.T @ e, (1 - gamma) * (S.T @ e)) <= 1e-14
+    expected = S.T @ q - gamma * (q @ e) * (S.T @ e)
+    assert rel(S_erased.T @ q, expected) <= 1e-14
+
+
+def test_erase_at_the_write_key_is_a_stronger_same_address_correction():
+    # e = k: (I - b k k^T)(I - c k k^T) = I - (b + c - b c) k k^T for a unit k, with the write b k v^T unchanged
+    gen = torch.Generator().manual_seed(6)
+    S = torch.randn(K, V, generator=gen, dtype=torch.float64)
+    k = F.normalize(torch.randn(K, generator=gen, dtype=torch.float64), dim=0)
+    v = torch.randn(V, generator=gen, dtype=torch.float64)
+    g = -torch.rand(K, generator=gen, dtype=torch.float64)
+    b, c = 0.6, 0.3
+    got = one_step(S, k, g, c, k=k, beta=b, v=v)
+    strength = b + c - b * c
+    assert strength > b
+    D_S = g.exp()[:, None] * S
+    expected = D_S - strength * torch.outer(k, k @ D_S) + b * torch.outer(k, v)
+    assert rel(got, expected) <= 1e-13
+
+
+def test_erase_before_delta_keeps_the_new_write():
+    # Erase first, then write (Eq. ed): erasing at the very address being written cannot remove the new
+    # content. The reversed order (delta, then erase) would wipe it.
+    gen = torch.Generator().manual_seed(8)
+    S = torch.randn(K, V, generator=gen, dtype=torch.float64)
+    k = F.normalize(torch.randn(K, generator=gen, dtype=torch.float64), dim=0)
+    v = torch.randn(V, generator=gen, dtype=torch.float64)
+    zero_g = torch.zeros(K, dtype=torch.float64)
+    eda = one_step(S, k, zero_g, 1.0, k=k, beta=1.0, v=v)
+    assert rel(eda.T @ k, v) <= 1e-13  # memory at k returns exactly the new value
+    I = torch.eye(K, dtype=torch.float64)
+    P = I - torch.outer(k, k)
+    reversed_order = P @ (P @ S + torch.outer(k, v))
+    assert (reversed_order.T @ k).norm() <= 1e-12  # ... whereas delta-then-erase erased it
+    assert rel(eda, reversed_order) > 0.1
+
+
+def test_erase_and_delta_do_not_commute_for_random_addresses():
+    x, S0 = make_inputs(6, seed=9)
+    o, _ = eda_recurrent(**x, initial_state=S0)
+    swapped = dict(x, k=x["e"][:, :, ::2].contiguous(), e=x["k"].repeat_interleave(HV // H, dim=2),
+                   beta=x["gamma"], gamma=x["beta"])  # write at e, erase at k
+    o_swapped, _ = eda_recurrent(**swapped, initial_state=S0)
+    assert rel(o, o_swapped) > 1e-2
+
+
+def test_zero_erase_gate_equals_kda():
+    x, S0 = make_inputs(40, seed=10)
+    x["gamma"] = torch.zeros_like(x["gamma"])
+    o, s = eda_recurrent(**x, initial_state=S0, output_final_state=True)
+    o_kda, s_kda = eda_recurrent(**dict(x, e=None, gamma=None), initial_state=S0, output_final_state=True)
+    assert rel(o, o_kda) <= 1e-14 and rel(s, s_kda) <= 1e-14
+    o_c, s_c = eda_chunk(**x, initial_state=S0, output_final_state=True, chunk_size=16)
+    assert rel(o_c, o_kda) <= 1e-10 and rel(s_c, s_kda) <= 1e-10
+
+
+def test_delta_rule_on_doubled_sequence_equals_eda():
+    # Eq. double_data / double_kda: plain delta rule (KDA form) over [e_1, k_1, e_2, k_2, ...]
+    x, S0 = make_inputs(33, seed=15)
+    o, s = eda_recurrent(**x, initial_state=S0, output_final_state=True)
+    q2, k2, v2, g2, beta2 = double_sequence(**x)
+    assert q2.shape == (B, 66, HV, K) and beta2.shape == (B, 66, HV)
+    o2, s2 = eda_recurrent(q2, k2, v2, None, g2, beta2, None, scale=K ** -0.5, initial_state=S0,
+                           output_final_state=True)
+    assert rel(o2[:, 1::2], o) <= 1e-12 and rel(s2, s) <= 1e-12
+    assert o2[:, 0::2].abs().max() == 0  # q' = 0 at the erase sub-steps
+
+
+# --- gates --------------------------------------------------------------------------------------------
+
+def test_safe_gate_stays_in_its_range():
+    gen = torch.Generator().manual_seed(16)
+    a = 30 * torch.randn(4, 64, 3, 8, generator=gen)
+    A_log = torch.randn(3, generator=gen)
+    dt_bias = torch.randn(3, 8, generator=gen)
+    for lower in (-5.0, -1.0):
+        g = safe_gate(a, A_log, dt_bias, lower_bound=lower)
+        assert g.dtype == torch.float32 and g.shape == a.shape
+        # (l, 0] in exact arithmetic; in fp32 a saturated coordinate may round onto l, never below
+        assert (g >= lower).all() and (g <= 0).all()
+        assert (safe_gate(a / 10, A_log, dt_bias, lower_bound=lower) > lower).all()
+    huge = safe_gate(torch.full((2, 3, 8), 1e4), A_log, dt_bias)
+    assert torch.allclose(huge, torch.full_like(huge, -5.0), atol=1e-5)  # saturates at l, never -inf
+
+
+def test_safe_gate_matches_log_gate_near_zero():
+    # Taylor limit at Delta -> 0: g = -A * Delta + O(A^2 Delta^2 / |l|)
+    A_log = torch.tensor([0.3, -1.0, 1.2], dtype=torch.float64)
+    dt_bias = torch.zeros(3, 4, dtype=torch.float64)
+    for delta in (1e-2, 1e-3):
+        a = torch.full((3, 4), delta, dtype=torch.float64).expm1().log()  # softplus(a) = delta
+        g = safe_gate(a, A_log, dt_bias).double()
+        linear = log_gate(a, A_log, dt_bias).double()  # -A * Delta
+        A = A_log.exp()[:, None]
+        err = (g - linear).abs()
+        assert (err <= (A * delta) ** 2 / 5 * 0.51 + 1e-6).all()  # the second-order term, A^2 D^2 / (2|l|)
+        assert (err / linear.abs()).max() < 0.02
+
+
+def test_kda_and_log_gates_have_their_ranges():
+    gen = torch.Generator().manual_seed(17)
+    a = 10 * torch.randn(5, 3, 8, generator=gen)
+    A_log, dt_bias = torch.randn(3, generator=gen), torch.randn(3, 8, generator=gen)
+    g = kda_gate(a, A_log, dt_bias)
+    assert (g >= -5).all() and (g <= 0).all()  # (l, 0) in exact arithmetic, closed after fp32 rounding
+    assert (kda_gate(a / 10, A_log, dt_bias) > -5).all()
+    g_head = log_gate(a[..., 0], A_log, dt_bias[:, 0])  # GDN: one scalar per head
+    assert g_head.shape == (5, 3) and (g_head <= 0).all()
+
+
+# --- bad input -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fn", [eda_recurrent, eda_chunk])
+def test_bad_inputs_raise_value_errors_that_name_the_problem(fn):
+    x, S0 = make_inputs(5, seed=18)
+    bad = [
+        (dict(k=x["k"][:, :4]), "k must have shape"),
+        (dict(v=x["v"][:, :, :3]), "multiple of the query/key heads"),
+        (dict(gamma=None), "e and gamma go together"),
+        (dict(beta=x["beta"].long()), "beta must be a floating-point"),
+        (dict(g=x["g"][..., :5]), "g must have shape"),
+        (dict(e=x["e"][..., :5]), "e must have shape"),
+        (dict(q=x["q"][0]), r"q must be \[B, T, H, K\]"),
+        (dict(beta=x["beta"].to("meta")), "all inputs must share a device"),
+    ]
+    for change, message in bad:
+        with pytest.raises(ValueError, match=message):
+            fn(**dict(x, **change))
+    with pytest.raises(ValueError, match="initial_state must have shape"):
+        fn(**x, initial_state=S0[:, :, :3])
