@@ -192,6 +192,31 @@ def double_sequence(q, k, v, e, g, beta, gamma):
     return q2, k2, v2, g2, beta2
 
 
+def _causal_decayed_dots(x, y, G, strict, sub=16):
+    """P_ij = sum_d x_id y_jd exp(G_id - G_jd) for j <= i (j < i if strict), zero above; x, y, G: [..., C, K].
+
+    This is the paper's (A*X)(Y/A)^T of Eq. ut_transformation, anchored locally so that nothing overflows:
+    for a block of `sub` rows starting at s, exp(G_i - G_j) = exp(G_i - G_{s-1}) * exp(G_{s-1} - G_j) for
+    every column j < s, and both factors are <= 1 since G only decreases. Inside the diagonal block the
+    masked differences G_i - G_j (<= 0) are exponentiated directly.
+    """
+    C = x.shape[-2]
+    rows, G_prev = [], None
+    for s, xs, ys, Gs in zip(range(0, C, sub), x.split(sub, -2), y.split(sub, -2), G.split(sub, -2)):
+        n = xs.shape[-2]
+        mask = torch.ones(n, n, dtype=torch.bool, device=x.device).tril(-1 if strict else 0)
+        decay = torch.exp((Gs.unsqueeze(-2) - Gs.unsqueeze(-3)).masked_fill(~mask[..., None], float("-inf")))
+        diag = torch.einsum("...ik,...jk,...ijk->...ij", xs, ys, decay)
+        parts = [diag, x.new_zeros(*x.shape[:-2], n, C - s - n)]
+        if s > 0:
+            anchor = G_prev[..., -1:, :]  # G_{s-1}; columns j >= s are clamped here and dropped below
+            left = (xs * torch.exp(Gs - anchor)) @ (y * torch.exp((anchor - G).clamp(max=0))).transpose(-1, -2)
+            parts.insert(0, left[..., :s])
+        rows.append(torch.cat(parts, dim=-1))
+        G_prev = Gs
+    return torch.cat(rows, dim=-2)
+
+
 def _chunk_delta_rule(q, k, v, g, beta, S, chunk_size):
     """Chunked gated delta rule S_i = (I - b_i k_i k_i^T) D_i S_{i-1} + b_i k_i v_i^T, o_i = S_i^T q_i.
 
@@ -205,8 +230,8 @@ def _chunk_delta_rule(q, k, v, g, beta, S, chunk_size):
       outputs and state (Eq. chunk_wise_eda):
           O   = (exp(G) * Q) S_0 + Tril(Q_i^T Diag(Gamma_ij) k_j) U
           S_C = exp(G_C) * S_0 + sum_j (exp(G_C - G_j) * k_j) u_j^T
-    Only differences G_i - G_j with i >= j (<= 0) are exponentiated, after masking: the factored form
-    (A*K)(K/A)^T would divide by exp(G) and overflow over long chunks (NOTES.md).
+    Only non-positive log decays are exponentiated: the factored form (A*K)(K/A)^T with one anchor per
+    chunk would divide by exp(G), which overflows over long chunks (NOTES.md).
     """
     B, N, HV, K = k.shape
     V = v.shape[-1]
@@ -217,31 +242,26 @@ def _chunk_delta_rule(q, k, v, g, beta, S, chunk_size):
         beta = F.pad(beta, (0, 0, 0, pad))
     NC = (N + pad) // C
     # [B, HV, NC, C, ...]
-    q, k, v, g = (x.view(B, NC, C, HV, -1).permute(0, 3, 1, 2, 4) for x in (q, k, v, g))
-    beta = beta.view(B, NC, C, HV).permute(0, 3, 1, 2)
+    q, k, v, g = (x.view(B, NC, C, HV, -1).permute(0, 3, 1, 2, 4).contiguous() for x in (q, k, v, g))
+    beta = beta.view(B, NC, C, HV).permute(0, 3, 1, 2).contiguous()
 
-    Gc = g.cumsum(dim=-2)                                            # G_i, cumulative log decay in the chunk
-    diff = Gc.unsqueeze(-2) - Gc.unsqueeze(-3)                        # [..., C, C, K]: G_i - G_j
-    incl = torch.ones(C, C, dtype=torch.bool, device=q.device).tril()  # j <= i
-    strict = incl.tril(-1)                                            # j <  i
-    decay = torch.exp(diff.masked_fill(~incl[..., None], float("-inf")))  # Gamma_ij, zero above the diagonal
-
-    A = torch.einsum("...ik,...jk,...ijk->...ij", k, k, decay) * strict   # k_i^T Diag(Gamma_ij) k_j, j < i
-    Qk = torch.einsum("...ik,...jk,...ijk->...ij", q, k, decay)           # q_i^T Diag(Gamma_ij) k_j, j <= i
+    Gc = g.cumsum(dim=-2)                                     # G_i, cumulative log decay in the chunk
+    A = _causal_decayed_dots(k, k, Gc, strict=True)           # k_i^T Diag(Gamma_ij) k_j, j < i
+    Qk = _causal_decayed_dots(q, k, Gc, strict=False)         # q_i^T Diag(Gamma_ij) k_j, j <= i
     L = torch.eye(C, dtype=q.dtype, device=q.device) + beta.unsqueeze(-1) * A  # I + StrictTril(Diag(b) A)
     rhs = beta.unsqueeze(-1) * torch.cat([v, Gc.exp() * k], dim=-1)
     UW = torch.linalg.solve_triangular(L, rhs, upper=False, unitriangular=True)  # UT transform
     U_tilde, W = UW[..., :V], UW[..., V:]
-    q_decayed = Gc.exp() * q                                           # exp(G_i) * q_i
-    k_to_end = torch.exp(Gc[..., -1:, :] - Gc) * k                     # exp(G_C - G_j) * k_j
-    chunk_decay = Gc[..., -1, :].exp()                                 # exp(G_C)
+    q_decayed = Gc.exp() * q                                  # exp(G_i) * q_i
+    k_to_end = torch.exp(Gc[..., -1:, :] - Gc) * k            # exp(G_C - G_j) * k_j
+    chunk_decay = Gc[..., -1, :].exp()                        # exp(G_C)
 
     outs = []
     for c in range(NC):  # chunk-wise state passing: the only sequential part
         U = U_tilde[:, :, c] - W[:, :, c] @ S
         outs.append(q_decayed[:, :, c] @ S + Qk[:, :, c] @ U)
         S = chunk_decay[:, :, c].unsqueeze(-1) * S + k_to_end[:, :, c].transpose(-1, -2) @ U
-    o = torch.stack(outs, dim=2)                                       # [B, HV, NC, C, V]
+    o = torch.stack(outs, dim=2)                              # [B, HV, NC, C, V]
     o = o.permute(0, 2, 3, 1, 4).reshape(B, NC * C, HV, V)[:, :N]
     return o, S
 
@@ -271,6 +291,8 @@ def eda_chunk(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
 
 
 def eda_triton(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False):
-    """Fused Triton EDA: same arguments and results as eda_recurrent (kernels in kernel.py)."""
-    raise NotImplementedError("eda_triton: the Triton kernels (kernel.py) are not written yet; "
-                              "use eda_chunk or eda_recurrent")
+    """Fused Triton EDA: same arguments and results as eda_recurrent (kernels in kernel.py; the final state
+    is fp32). Differentiable in q, k, v, e, g, beta, gamma and initial_state."""
+    from kernel import eda_fused  # imported here so that eda.py needs no Triton
+    return eda_fused(q, k, v, e, g, beta, gamma, scale=scale, initial_state=initial_state,
+                     output_final_state=output_final_state)

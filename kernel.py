@@ -1,0 +1,721 @@
+"""
+Fused Triton kernels for Erase-then-Delta Attention (EDA), forward, backward and decode.
+
+Paper: "Erase-then-Delta Attention", Method section (Eq. labels below refer to it); eda.py holds the
+reference (`eda_recurrent`, the spec) and the chunked PyTorch form (`eda_chunk`).
+
+Design (chunked training kernels, Sec. 3.4):
+- A chunk of C tokens is BT = 2C sub-steps of the doubled sequence (Eq. double_data). The sub-step
+  tiles k' = [e_1, k_1, e_2, k_2, ...], q' = [0, q_1, 0, q_2, ...], v', beta', g' are *built by masked
+  loads in registers*: even rows read e / gamma / g, odd rows read k / q / v / beta. The doubled
+  sequence never exists in HBM. With e=None (KDA/GDN) a constexpr flag drops the erase rows and a chunk
+  is BT = C tokens. Outputs are stored at the write sub-steps only.
+- Forward, two launches:
+  (1) `_eda_prep_kernel`, one program per chunk (fully parallel): the state-free part of a chunk, the
+      UT transform's inverse T = (I + StrictTril(diag(b') A))^-1 (Eq. ut_transformation with the inverse
+      made explicit, NOTES.md; forward substitution in 8-row blocks, then exact block merges) and
+      Qk = Tril(Q' Gamma K'^T), stored as [BT, BT] per chunk (small: 2 BT^2 per chunk).
+  (2) `_eda_fwd_kernel`, one program per (batch x value head, V-block), walks the chunks carrying the
+      state S (K x BV, fp32) in registers (Eq. chunk_wise_eda) with matrix products only:
+          U = T diag(b') (V' - (exp(G) K') S_0)        (what each sub-step writes, Eq. wy_representation)
+          O = (exp(G) Q') S_0 + Qk U,   S_C = exp(G_C) S_0 + (exp(G_C - G) K')^T U.
+      It stores S_0 of every chunk (input dtype) for the backward.
+- Backward, two launches: (3) `_eda_bwd_dh_kernel` walks the chunks in reverse for the state gradient
+  alone (the chunk map is affine in S_0, so dS_0 = exp(G_C) dS_C + (exp(G) Q')^T dO - (exp(G) K')^T dR
+  needs no S_0) and stores dS_C per chunk; (4) `_eda_bwd_kernel`, one program per (chunk, V-block),
+  recomputes the chunk's forward from its inputs, S_0 and T, and produces every input gradient; partial
+  sums over V-blocks and grouped heads are added atomically.
+- Decay numerics: a chunk's cumulative log decay G can reach -5 C (safe gate, Eq. safe_gate), so
+  exp(-G) overflows. Products Gamma_ij = exp(G_i - G_j) (i >= j) are formed as
+  (k_i exp(G_i - G_a)) . (k_j exp(G_a - G_j)) with local anchors: inside blocks of ANCHOR_TOKENS tokens
+  the block's middle row (each factor within exp(5 * 8) = exp(40)); across blocks the block boundary
+  (both factors <= 1, the rest masked to -inf *before* exponentiating). The product of a kept pair is
+  <= 1; pairs above the diagonal are discarded with `where`, never multiplied. All other exponentials
+  are of G_i <= 0 or G_C - G_i <= 0. Channel-wise decays need per-token log decays above about -10 on
+  average over half an anchor block (the safe gate and KDA's gate guarantee -5). One decay per head (GDN,
+  g [B, T, HV]) takes an exact path instead: Gamma_ij is then a scalar, exp(G_i - G_j) is formed after
+  masking (<= 0), and any log decay is safe (an unbounded log gate too).
+- Decode: a fused recurrent kernel applies Eq. ed token by token to a state held in HBM (fp32), in
+  place when asked.
+"""
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from eda import check_inputs
+
+# tokens per chunk, and tokens per anchor block inside a chunk: anchors at the middle of 16-token blocks
+# keep every anchored decay factor within exp(5 * 8) = exp(40) under the safe gate (-5 per step)
+CHUNK_TOKENS = 16
+ANCHOR_TOKENS = 16
+# Channel-wise log decays must stay above this: an anchored factor spans up to ANCHOR_TOKENS // 2 steps,
+# exp(8 * 10) = exp(80) < fp32's (and bf16's) largest exp(88.7). The safe and KDA gates give >= -5.
+G_MIN = -10.0
+_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Triton building blocks
+
+
+@triton.jit
+def _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
+                H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr,
+                BT: tl.constexpr, BK: tl.constexpr, EDA: tl.constexpr):
+    """Sub-step tiles of chunk c (Eq. double_data), built in registers from the token tensors.
+
+    Returns k' [BT, BK], q' (scaled) [BT, BK], beta' [BT], G (cumulative log decay in the chunk, fp32)
+    [BT, BK], the (b, t) row of every sub-step, and the masks of write rows and erase rows.
+    """
+    r = tl.arange(0, BT)
+    ck = tl.arange(0, BK)
+    mk = ck < K
+    if EDA:  # row 2t: erase sub-step of token t, row 2t+1: its write sub-step
+        tok = c * (BT // 2) + r // 2
+        is_w = (r % 2) == 1
+    else:
+        tok = c * BT + r
+        is_w = r >= 0
+    valid = tok < T
+    wrow = valid & is_w
+    erow = valid & (r % 2 == 0)
+    row_bt = i_b.to(tl.int64) * T + tok  # (b, t) row of every [B, T, ...] tensor
+    off_qk = (row_bt * H + i_h) * K
+    off_hk = (row_bt * HV + i_hv) * K
+    off_b = row_bt * HV + i_hv
+    kk = tl.load(k + off_qk[:, None] + ck[None, :], mask=wrow[:, None] & mk[None, :], other=0.).to(tl.float32)
+    qq = tl.load(q + off_qk[:, None] + ck[None, :], mask=wrow[:, None] & mk[None, :], other=0.).to(tl.float32)
+    bb = tl.load(beta + off_b, mask=wrow, other=0.).to(tl.float32)
+    if EDA:
+        kk += tl.load(e + off_hk[:, None] + ck[None, :], mask=erow[:, None] & mk[None, :], other=0.).to(tl.float32)
+        bb += tl.load(gamma + off_b, mask=erow, other=0.).to(tl.float32)
+        gmask = erow  # the decay rides on the erase sub-step; the write sub-step has identity decay
+    else:
+        gmask = wrow
+    gg = tl.load(g + off_hk[:, None] + ck[None, :], mask=gmask[:, None] & mk[None, :], other=0.).to(tl.float32)
+    G = tl.cumsum(gg, axis=0)
+    return kk, qq * scale, bb, G, row_bt, wrow, erow
+
+
+@triton.jit
+def _row(X, r, i):
+    """Row i of a [BT, BK] tile as a [BK] vector."""
+    return tl.sum(tl.where(r[:, None] == i, X, 0.), axis=0)
+
+
+@triton.jit
+def _unit_lower_inverse(M, BT: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr, DT: tl.constexpr,
+                        PREC: tl.constexpr):
+    """(I + M)^-1 for strictly lower-triangular M [BT, BT]: the UT transform's solve (Eq. ut_transformation).
+
+    Forward substitution (stable for any M: a Neumann/doubling series would cancel catastrophically when
+    keys repeat) inside the diagonal blocks of size SB, all blocks at once (SB - 1 dependent steps instead
+    of BT - 1); then blocks are merged pairwise: with L = D + N, N the lower-left block of each pair,
+    L^-1 = D^-1 - D^-1 N D^-1 exactly, since (D^-1 N)^2 = 0.
+    """
+    r = tl.arange(0, BT)
+    rb = r // SB
+    Tm = (r[:, None] == r[None, :]).to(tl.float32)
+    Mb = tl.where(rb[:, None] == rb[None, :], M, 0.)
+    for i in range(1, SB):
+        m_i = tl.sum(tl.where((r % SB)[:, None] == i, Mb, 0.), axis=0)  # row i of every block (disjoint columns)
+        t_i = tl.sum(m_i[:, None] * Tm, axis=0)                         # sum_j M_ij row_j(T), per block
+        sel = ((r % SB)[:, None] == i) & (rb[:, None] == rb[None, :])
+        Tm = Tm - tl.where(sel, t_i[None, :], 0.)
+    for lvl in tl.static_range(NLVL):  # block size s = SB * 2^lvl doubles up to BT
+        pr = r // (SB * 2 ** (lvl + 1))  # pair index
+        half = (r // (SB * 2 ** lvl)) % 2  # 0: first block of its pair, 1: second
+        N = tl.where((pr[:, None] == pr[None, :]) & (half[:, None] == 1) & (half[None, :] == 0), M, 0.)
+        NT_ = tl.dot(N.to(DT), Tm.to(DT), input_precision=PREC)
+        Tm = Tm - tl.dot(Tm.to(DT), NT_.to(DT), input_precision=PREC)
+    return Tm
+
+
+@triton.jit
+def _anchored(kk, qq, G, BT: tl.constexpr, AB: tl.constexpr, SCALAR_G: tl.constexpr, DT: tl.constexpr,
+              PREC: tl.constexpr):
+    """Decay-weighted chunk matrices with local anchors (module docstring, 'Decay numerics').
+
+    The chunk's BT rows form anchor blocks of AB rows. Pairs inside a block use the block's middle row
+    as anchor a (both factors within exp(5 AB/2 tokens)); pairs across blocks are handled by
+    _cross_block (anchor at the block boundary, both factors <= 1).
+    Returns A = StrictTril(K' Gamma K'^T), Qk = Tril(Q' Gamma K'^T) [BT, BT], the in-block factors
+    Kp = k' exp(G - G_a), Kn = k' exp(G_a - G), Qp = q' exp(G - G_a), Ea, En, and G_C (the chunk's decay).
+    With one decay per head (SCALAR_G, GDN) Gamma_ij is a scalar: A = (K' K'^T) * exp(G_i - G_j) exactly,
+    for any log decay, and the factors are k', k', q' themselves.
+    """
+    r = tl.arange(0, BT)
+    rb = r // AB
+    GN = _row(G, r, BT - 1)
+    if SCALAR_G:
+        D = _scalar_decay(G, r)
+        kd = kk.to(DT)
+        A = tl.where(r[:, None] > r[None, :], tl.dot(kd, tl.trans(kd), input_precision=PREC) * D, 0.)
+        Qk = tl.dot(qq.to(DT), tl.trans(kd), input_precision=PREC) * D
+        Kp = kk
+        Kn = kk
+        Qp = qq
+        Ea = tl.full(G.shape, 1.0, tl.float32)  # unused on this path
+        En = Ea
+    else:
+        Ganc = tl.zeros_like(G)
+        for I in tl.static_range(BT // AB):
+            Ganc = tl.where((rb == I)[:, None], _row(G, r, I * AB + AB // 2)[None, :], Ganc)
+        Ea = tl.exp(G - Ganc)
+        En = tl.exp(Ganc - G)
+        Kp = kk * Ea
+        Kn = kk * En
+        Qp = qq * Ea
+        Knt = tl.trans(Kn.to(DT))
+        same = rb[:, None] == rb[None, :]
+        A = tl.where(same & (r[:, None] > r[None, :]), tl.dot(Kp.to(DT), Knt, input_precision=PREC), 0.)
+        Qk = tl.where(same & (r[:, None] >= r[None, :]), tl.dot(Qp.to(DT), Knt, input_precision=PREC), 0.)
+        for I in tl.static_range(1, BT // AB):
+            KpI, KnI, QpI, EpI, EnI = _cross_block(kk, qq, G, r, I, AB)
+            KnIt = tl.trans(KnI.to(DT))
+            A += tl.dot(KpI.to(DT), KnIt, input_precision=PREC)
+            Qk += tl.dot(QpI.to(DT), KnIt, input_precision=PREC)
+    return A, Qk, Kp, Kn, Qp, Ea, En, GN
+
+
+@triton.jit
+def _scalar_decay(G, r):
+    """exp(G_i - G_j) for j <= i, 0 above the diagonal, from a per-head decay (every column of G equal);
+    masked to -inf before exponentiating, so any log decay is safe."""
+    Gs = tl.sum(tl.where((tl.arange(0, G.shape[1]) == 0)[None, :], G, 0.), axis=1)
+    return tl.exp(tl.where(r[:, None] >= r[None, :], Gs[:, None] - Gs[None, :], float("-inf")))
+
+
+@triton.jit
+def _cross_block(kk, qq, G, r, I: tl.constexpr, AB: tl.constexpr):
+    """Factors for the pairs (i in block I, j in an earlier block), anchored at b = the last row before
+    block I: k_i exp(G_i - G_b) and k_j exp(G_b - G_j), both exponents <= 0. Rows outside the pair's
+    range are zeroed by masking the exponent to -inf *before* exponentiating (no inf * 0)."""
+    Gb = _row(G, r, I * AB - 1)
+    EpI = tl.exp(tl.where((r // AB == I)[:, None], G - Gb[None, :], float("-inf")))
+    EnI = tl.exp(tl.where((r < I * AB)[:, None], Gb[None, :] - G, float("-inf")))
+    return kk * EpI, kk * EnI, qq * EpI, EpI, EnI
+
+
+# ----------------------------------------------------------------------------------------------------
+# Forward: (1) per chunk, in parallel: T = (I + diag(b') A)^-1 and Qk; (2) per head, the chunk loop.
+
+
+@triton.jit
+def _eda_prep_kernel(q, k, e, g, beta, gamma, Tout, Qkout, scale, T, NT,
+                     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr,
+                     BT: tl.constexpr, BK: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr, AB: tl.constexpr,
+                     EDA: tl.constexpr, SCALAR_G: tl.constexpr,
+                     DT: tl.constexpr, PREC: tl.constexpr):
+    """Everything of a chunk that does not depend on the state: the UT transform's inverse
+    T = (I + StrictTril(diag(b') A))^-1 and Qk = Tril(Q' Gamma K'^T), stored [BT, BT] per chunk.
+    Fully parallel over chunks, so the sequential loop is left with matrix products only."""
+    c = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    i_b = i_bh // HV
+    i_hv = i_bh % HV
+    i_h = i_hv // (HV // H)
+    r = tl.arange(0, BT)
+    kk, qq, bb, G, row_bt, wrow, erow = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
+                                                    H, HV, K, BT, BK, EDA)
+    A, Qk, Kp, Kn, Qp, Ea, En, GN = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
+    Tm = _unit_lower_inverse(bb[:, None] * A, BT, SB, NLVL, DT, PREC)
+    off = (i_bh.to(tl.int64) * NT + c) * BT * BT + r[:, None] * BT + r[None, :]
+    tl.store(Tout + off, Tm.to(Tout.dtype.element_ty))
+    tl.store(Qkout + off, Qk.to(Qkout.dtype.element_ty))
+
+
+@triton.jit
+def _eda_fwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, h0, o, ht, hs, scale, T, NT,
+                    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+                    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
+                    HAS_H0: tl.constexpr, STORE_HT: tl.constexpr, STORE_HS: tl.constexpr,
+                    DT: tl.constexpr, PREC: tl.constexpr):
+    """One program per (V-block, batch x value head): the chunk loop of Eq. chunk_wise_eda,
+        U = T diag(b') (V' - (exp(G) K') S_0),  O = (exp(G) Q') S_0 + Qk U,
+        S_C = exp(G_C) S_0 + (exp(G_C - G) K')^T U."""
+    i_v = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    i_b = i_bh // HV
+    i_hv = i_bh % HV
+    i_h = i_hv // (HV // H)
+    r = tl.arange(0, BT)
+    ck = tl.arange(0, BK)
+    cv = i_v * BV + tl.arange(0, BV)
+    mv = cv < V
+    m_s = (ck[:, None] < K) & mv[None, :]
+    off_s = ck[:, None] * V + cv[None, :]
+    S = tl.zeros([BK, BV], dtype=tl.float32)
+    if HAS_H0:
+        S = tl.load(h0 + i_bh.to(tl.int64) * K * V + off_s, mask=m_s, other=0.).to(tl.float32)
+    for c in range(NT):
+        if STORE_HS:  # S_0 of every chunk, for the backward
+            tl.store(hs + (i_bh.to(tl.int64) * NT + c) * K * V + off_s, S.to(hs.dtype.element_ty), mask=m_s)
+        kk, qq, bb, G, row_bt, wrow, erow = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
+                                                        H, HV, K, BT, BK, EDA)
+        off_t = (i_bh.to(tl.int64) * NT + c) * BT * BT + r[:, None] * BT + r[None, :]
+        Tm = tl.load(Tin + off_t)
+        Qk = tl.load(Qkin + off_t)
+        off_v = (row_bt * HV + i_hv)[:, None] * V + cv[None, :]
+        m_v = wrow[:, None] & mv[None, :]
+        vv = tl.load(v + off_v, mask=m_v, other=0.).to(tl.float32)
+        GN = _row(G, r, BT - 1)
+        eG = tl.exp(G)
+        Sd = S.to(DT)
+        R = vv - tl.dot((kk * eG).to(DT), Sd, input_precision=PREC)
+        U = tl.dot(Tm.to(DT), (bb[:, None] * R).to(DT), input_precision=PREC)
+        Ud = U.to(DT)
+        out = tl.dot((qq * eG).to(DT), Sd, input_precision=PREC) + tl.dot(Qk.to(DT), Ud, input_precision=PREC)
+        tl.store(o + off_v, out.to(o.dtype.element_ty), mask=m_v)  # outputs only at write sub-steps
+        Ke = kk * tl.exp(GN[None, :] - G)
+        S = S * tl.exp(GN)[:, None] + tl.dot(tl.trans(Ke.to(DT)), Ud, input_precision=PREC)
+    if STORE_HT:
+        tl.store(ht + i_bh.to(tl.int64) * K * V + off_s, S, mask=m_s)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Backward: (3) per head, the reverse chunk loop for dS only; (4) per chunk, in parallel, all gradients.
+
+
+@triton.jit
+def _eda_bwd_dh_kernel(q, k, e, g, beta, gamma, Tin, Qkin, do, dht, dhs, dh0, scale, T, NT,
+                       H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+                       BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
+                       HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+    """Reverse walk of the state gradient. The chunk map is affine in S_0, so without S_0:
+        dU = Qk^T dO + (exp(G_C - G) K') dS_C,  dR = diag(b') T^T dU,
+        dS_0 = exp(G_C) dS_C + (exp(G) Q')^T dO - (exp(G) K')^T dR.
+    Stores dS_C of every chunk for the parallel gradient kernel."""
+    i_v = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    i_b = i_bh // HV
+    i_hv = i_bh % HV
+    i_h = i_hv // (HV // H)
+    r = tl.arange(0, BT)
+    ck = tl.arange(0, BK)
+    cv = i_v * BV + tl.arange(0, BV)
+    mv = cv < V
+    m_s = (ck[:, None] < K) & mv[None, :]
+    off_s = ck[:, None] * V + cv[None, :]
+    dS = tl.zeros([BK, BV], dtype=tl.float32)
+    if HAS_DHT:
+        dS = tl.load(dht + i_bh.to(tl.int64) * K * V + off_s, mask=m_s, other=0.).to(tl.float32)
+    for cc in range(NT):
+        c = NT - 1 - cc
+        tl.store(dhs + (i_bh.to(tl.int64) * NT + c) * K * V + off_s, dS.to(dhs.dtype.element_ty), mask=m_s)
+        kk, qq, bb, G, row_bt, wrow, erow = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
+                                                        H, HV, K, BT, BK, EDA)
+        off_t = (i_bh.to(tl.int64) * NT + c) * BT * BT + r[:, None] * BT + r[None, :]
+        Tm = tl.load(Tin + off_t)
+        Qk = tl.load(Qkin + off_t)
+        dO = tl.load(do + (row_bt * HV + i_hv)[:, None] * V + cv[None, :], mask=wrow[:, None] & mv[None, :],
+                     other=0.).to(DT)
+        GN = _row(G, r, BT - 1)
+        eG = tl.exp(G)
+        Ke = kk * tl.exp(GN[None, :] - G)
+        dU = tl.dot(tl.trans(Qk.to(DT)), dO, input_precision=PREC) + \
+            tl.dot(Ke.to(DT), dS.to(DT), input_precision=PREC)
+        dR = bb[:, None] * tl.dot(tl.trans(Tm.to(DT)), dU.to(DT), input_precision=PREC)
+        dS = dS * tl.exp(GN)[:, None] + tl.dot(tl.trans((qq * eG).to(DT)), dO, input_precision=PREC) \
+            - tl.dot(tl.trans((kk * eG).to(DT)), dR.to(DT), input_precision=PREC)
+    if STORE_DH0:
+        tl.store(dh0 + i_bh.to(tl.int64) * K * V + off_s, dS, mask=m_s)
+
+
+@triton.jit
+def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, hs, dhs, do, dq, dk, dv, de, dg, dbeta, dgamma,
+                    scale, T, NT,
+                    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+                    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, AB: tl.constexpr, EDA: tl.constexpr,
+                    SCALAR_G: tl.constexpr, ATOMIC_QK: tl.constexpr, ATOMIC_H: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+    """All input gradients of one chunk (and one V-block) from its S_0 (forward) and dS_C (backward walk),
+    the chunk's forward recomputed (T = (I + diag(b') A)^-1 from the forward's store, R = V' - (exp(G) K') S_0):
+        dU = Qk^T dO + (exp(G_C - G) K') dS_C,  dX = T^T dU,  dV' = b' dX,  db' = rowsum(dX R + dL A),
+        dL = -StrictTril(dX U^T),  dA = diag(b') dL,  dQk = Tril(dO U^T),
+    then chained through the anchored factors to k', q' and G, and G = cumsum(g') to g'.
+    Partial sums over V-blocks (and over grouped heads for q, k) are added atomically when needed."""
+    c = tl.program_id(0)
+    i_v = tl.program_id(1)
+    i_bh = tl.program_id(2)
+    i_b = i_bh // HV
+    i_hv = i_bh % HV
+    i_h = i_hv // (HV // H)
+    r = tl.arange(0, BT)
+    ck = tl.arange(0, BK)
+    cv = i_v * BV + tl.arange(0, BV)
+    mk = ck < K
+    mv = cv < V
+    m_s = mk[:, None] & mv[None, :]
+    off_s = (i_bh.to(tl.int64) * NT + c) * K * V + ck[:, None] * V + cv[None, :]
+    # S_0 and dS_C only feed products: kept in the dot dtype (as stored), never as fp32 tiles (registers)
+    Sd = tl.load(hs + off_s, mask=m_s, other=0.).to(DT)
+    dSd = tl.load(dhs + off_s, mask=m_s, other=0.).to(DT)
+    kk, qq, bb, G, row_bt, wrow, erow = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
+                                                    H, HV, K, BT, BK, EDA)
+    A, Qk, Kp, Kn, Qp, Ea, En, GN = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
+    off_t = (i_bh.to(tl.int64) * NT + c) * BT * BT + r[:, None] * BT + r[None, :]
+    Tm = tl.load(Tin + off_t).to(DT)
+    eG = tl.exp(G)
+    eNG = tl.exp(GN[None, :] - G)
+    off_v = (row_bt * HV + i_hv)[:, None] * V + cv[None, :]
+    m_v = wrow[:, None] & mv[None, :]
+    vv = tl.load(v + off_v, mask=m_v, other=0.).to(tl.float32)
+    R = vv - tl.dot((kk * eG).to(DT), Sd, input_precision=PREC)
+    U = tl.dot(Tm, (bb[:, None] * R).to(DT), input_precision=PREC)
+    Ud = U.to(DT)
+    dO = tl.load(do + off_v, mask=m_v, other=0.).to(tl.float32)
+    dOd = dO.to(DT)
+    dU = tl.dot(tl.trans(Qk.to(DT)), dOd, input_precision=PREC) + \
+        tl.dot((kk * eNG).to(DT), dSd, input_precision=PREC)
+    dX = tl.dot(tl.trans(Tm), dU.to(DT), input_precision=PREC)
+    dR = bb[:, None] * dX
+    tl.store(dv + off_v, dR.to(dv.dtype.element_ty), mask=m_v)
+    dL = -tl.dot(dX.to(DT), tl.trans(Ud), input_precision=PREC)
+    dL = tl.where(r[:, None] > r[None, :], dL, 0.)
+    db = tl.sum(dX * R, axis=1) + tl.sum(dL * A, axis=1)
+    dA = bb[:, None] * dL
+    dQk = tl.dot(dOd, tl.trans(Ud), input_precision=PREC)
+    dQk = tl.where(r[:, None] >= r[None, :], dQk, 0.)
+    # through the S_0 and state terms
+    dKg = -tl.dot(dR.to(DT), tl.trans(Sd), input_precision=PREC)
+    dQg = tl.dot(dOd, tl.trans(Sd), input_precision=PREC)
+    dKe = tl.dot(Ud, tl.trans(dSd), input_precision=PREC)
+    neg_e = dKe * eNG
+    # through A and Qk. Their products feed dG, whose reverse cumsum cancels pairwise terms (i > j adds
+    # to dG_i what it takes from dG_j): fp32 operands (tf32 on the tensor cores, 8x finer than bf16) keep
+    # dg's relative error well inside 1e-2.
+    if SCALAR_G:  # A = (K' K'^T) * D, D_ij = exp(G_i - G_j): dG_m = rowsum_m(P) - colsum_m(P), P = dA A + dQk Qk
+        D = _scalar_decay(G, r)
+        dAD = dA * D
+        dQkD = dQk * D
+        dkk = tl.dot(dAD, kk, input_precision=PREC) + tl.dot(tl.trans(dAD), kk, input_precision=PREC) + \
+            tl.dot(tl.trans(dQkD), qq, input_precision=PREC) + dKg * eG + neg_e
+        dqq = tl.dot(dQkD, kk, input_precision=PREC) + dQg * eG
+        P = dA * A + dQk * Qk
+        dGs = tl.sum(P, axis=1) - tl.sum(P, axis=0)
+        # one decay per head: its gradient may sit on any channel (the wrapper sums them); channel 0
+        dG = kk * (dKg * eG - neg_e) + qq * (dQg * eG) + tl.where(ck[None, :] == 0, dGs[:, None], 0.)
+    else:
+        # in-block pairs (A = Kp Kn^T, Qk = Qp Kn^T). Every factor of k' (q') is k' (q') times exp(+G)
+        # ("pos") or exp(-G) ("neg") up to constants, so dG = k' (pos - neg) + q' dq' and dk' = pos + neg.
+        same = (r // AB)[:, None] == (r // AB)[None, :]
+        dAs = tl.where(same, dA, 0.)
+        dQks = tl.where(same, dQk, 0.)
+        dKp = tl.dot(dAs, Kn, input_precision=PREC)
+        dKn = tl.dot(tl.trans(dAs), Kp, input_precision=PREC) + tl.dot(tl.trans(dQks), Qp, input_precision=PREC)
+        dQp = tl.dot(dQks, Kn, input_precision=PREC)
+        pos = dKp * Ea + dKg * eG
+        neg = dKn * En
+        dqq = dQp * Ea + dQg * eG
+        for I in tl.static_range(1, BT // AB):  # cross-block pairs, anchored at block I's boundary
+            KpI, KnI, QpI, EpI, EnI = _cross_block(kk, qq, G, r, I, AB)
+            dAI = tl.where((r // AB == I)[:, None] & ~same, dA, 0.)
+            dQkI = tl.where((r // AB == I)[:, None] & ~same, dQk, 0.)
+            dKpI = tl.dot(dAI, KnI, input_precision=PREC)
+            dKnI = tl.dot(tl.trans(dAI), KpI, input_precision=PREC) + \
+                tl.dot(tl.trans(dQkI), QpI, input_precision=PREC)
+            dQpI = tl.dot(dQkI, KnI, input_precision=PREC)
+            pos += dKpI * EpI
+            neg += dKnI * EnI
+            dqq += dQpI * EpI
+        dkk = pos + neg + neg_e
+        dG = kk * (pos - neg - neg_e) + qq * dqq
+    dqq = dqq * scale
+    dGN = tl.exp(GN) * tl.sum(Sd.to(tl.float32) * dSd.to(tl.float32), axis=1) + tl.sum(neg_e * kk, axis=0)
+    dG = dG + tl.where(r[:, None] == BT - 1, dGN[None, :], 0.)
+    dgg = tl.sum(dG, axis=0)[None, :] - tl.cumsum(dG, axis=0) + dG  # G = cumsum(g'): reverse cumsum
+    # scatter to the token tensors: write rows -> q, k, beta; erase rows -> e, gamma; g on its rows
+    off_qk = (row_bt * H + i_h)[:, None] * K + ck[None, :]
+    off_hk = (row_bt * HV + i_hv)[:, None] * K + ck[None, :]
+    off_b = row_bt * HV + i_hv
+    m_w = wrow[:, None] & mk[None, :]
+    m_e = erow[:, None] & mk[None, :]
+    if ATOMIC_QK:
+        tl.atomic_add(dq + off_qk, dqq, mask=m_w)
+        tl.atomic_add(dk + off_qk, dkk, mask=m_w)
+    else:
+        tl.store(dq + off_qk, dqq, mask=m_w)
+        tl.store(dk + off_qk, dkk, mask=m_w)
+    if ATOMIC_H:
+        tl.atomic_add(dbeta + off_b, db, mask=wrow)
+        if EDA:
+            tl.atomic_add(de + off_hk, dkk, mask=m_e)
+            tl.atomic_add(dgamma + off_b, db, mask=erow)
+            tl.atomic_add(dg + off_hk, dgg, mask=m_e)
+        else:
+            tl.atomic_add(dg + off_hk, dgg, mask=m_w)
+    else:
+        tl.store(dbeta + off_b, db, mask=wrow)
+        if EDA:
+            tl.store(de + off_hk, dkk, mask=m_e)
+            tl.store(dgamma + off_b, db, mask=erow)
+            tl.store(dg + off_hk, dgg, mask=m_e)
+        else:
+            tl.store(dg + off_hk, dgg, mask=m_w)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Decode: fused recurrent (Eq. ed, one token at a time, state in HBM)
+
+
+@triton.jit
+def _eda_decode_kernel(q, k, v, e, g, beta, gamma, s_in, s_out, o, scale, T,
+                       H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+                       BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr, SCALAR_G: tl.constexpr):
+    i_bh = tl.program_id(0)  # batch x heads on axis 0: up to 2^31 programs, large decode batches
+    i_v = tl.program_id(1)
+    i_b = i_bh // HV
+    i_hv = i_bh % HV
+    i_h = i_hv // (HV // H)
+    ck = tl.arange(0, BK)
+    cv = i_v * BV + tl.arange(0, BV)
+    mk = ck < K
+    mv = cv < V
+    m_s = mk[:, None] & mv[None, :]
+    off_s = i_bh.to(tl.int64) * K * V + ck[:, None] * V + cv[None, :]
+    S = tl.load(s_in + off_s, mask=m_s, other=0.).to(tl.float32)
+    for t in range(T):
+        row = i_b.to(tl.int64) * T + t
+        qv = tl.load(q + (row * H + i_h) * K + ck, mask=mk, other=0.).to(tl.float32) * scale
+        kv = tl.load(k + (row * H + i_h) * K + ck, mask=mk, other=0.).to(tl.float32)
+        vv = tl.load(v + (row * HV + i_hv) * V + cv, mask=mv, other=0.).to(tl.float32)
+        if SCALAR_G:
+            S = S * tl.exp(tl.load(g + row * HV + i_hv).to(tl.float32))
+        else:
+            gv = tl.load(g + (row * HV + i_hv) * K + ck, mask=mk, other=0.).to(tl.float32)
+            S = S * tl.exp(gv)[:, None]                                  # Eq. decayed_memory
+        if EDA:                                                          # Eq. erase_step
+            ev = tl.load(e + (row * HV + i_hv) * K + ck, mask=mk, other=0.).to(tl.float32)
+            gm = tl.load(gamma + row * HV + i_hv).to(tl.float32)
+            S = S - (gm * ev)[:, None] * tl.sum(ev[:, None] * S, axis=0)[None, :]
+        bt = tl.load(beta + row * HV + i_hv).to(tl.float32)               # Eq. eda_two_stage
+        res = vv - tl.sum(kv[:, None] * S, axis=0)
+        S = S + (bt * kv)[:, None] * res[None, :]
+        ov = tl.sum(qv[:, None] * S, axis=0)
+        tl.store(o + (row * HV + i_hv) * V + cv, ov.to(o.dtype.element_ty), mask=mv)
+    tl.store(s_out + off_s, S, mask=m_s)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Python side: checks, launches, autograd
+
+
+def _interpreting():
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def _check_kernel_inputs(q, k, v, e, g, beta, gamma, initial_state, scale):
+    """check_inputs (eda.py) plus what the kernels need; a ValueError names the offending input."""
+    B, T, H, HV, K, V = check_inputs(q, k, v, e, g, beta, gamma, initial_state)
+    for name, x in dict(q=q, k=k, v=v, e=e).items():
+        if x is not None and x.dtype not in _DTYPES:
+            raise ValueError(f"eda_triton: {name} has dtype {x.dtype}; the kernels take float32, bfloat16 or "
+                             "float16 (use eda_recurrent for float64)")
+    for name, d in (("K (q.shape[-1])", K), ("V (v.shape[-1])", V)):
+        if d % 16 or not 16 <= d <= 256:
+            raise ValueError(f"eda_triton: head dim {name} = {d} must be a multiple of 16 in [16, 256]")
+    if q.device.type == "cpu":
+        if not _interpreting():
+            raise ValueError("eda_triton: CPU tensors need TRITON_INTERPRET=1 (Triton's interpreter); "
+                             "otherwise pass CUDA tensors")
+    elif q.device.type != "cuda":
+        raise ValueError(f"eda_triton: tensors on {q.device} are not supported (CUDA, or CPU under TRITON_INTERPRET=1)")
+    if scale is not None and not isinstance(scale, (int, float)):
+        raise ValueError(f"eda_triton: scale must be a number or None, got {type(scale).__name__}")
+    if g.dim() == 4 and g.numel() and g.detach().amin().item() < G_MIN:
+        # one reduction and a host sync per call: the price of never returning inf/NaN silently
+        raise ValueError(f"eda_triton: channel-wise log decay g has values below {G_MIN} (min "
+                         f"{g.detach().amin().item():.3g}); the kernels' anchored decay factors would overflow. "
+                         f"Bound it with eda.safe_gate / eda.kda_gate, or use a per-head g [B, T, HV] (exact for any g)")
+    return B, T, H, HV, K, V
+
+
+
+def _dot_types(x):
+    """Tensor-core operand dtype and precision: bf16 for half inputs (fp16 would overflow the anchored
+    decay factors, up to exp(40)), exact fp32 for fp32 inputs."""
+    if x.dtype == torch.float32:
+        return tl.float32, "ieee"
+    return tl.bfloat16, "tf32"
+
+
+def _blocks(K, V, bv):
+    BK = triton.next_power_of_2(K)
+    BV = min(triton.next_power_of_2(V), bv)
+    return BK, BV
+
+
+# launch settings (bench.py may override); chosen for K = V = 128 on Hopper
+PREP_WARPS, SUB_BLOCK = 4, 8
+FWD_BV, FWD_WARPS, FWD_STAGES = 64, 8, 1
+DH_BV, DH_WARPS, DH_STAGES = 64, 8, 1
+BWD_BV, BWD_WARPS, BWD_STAGES = 64, 8, 1
+
+
+def _geometry(q, v, e, chunk_tokens):
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    eda = e is not None
+    BT = 2 * chunk_tokens if eda else chunk_tokens
+    return B, T, H, HV, K, V, eda, BT, triton.cdiv(T, chunk_tokens)
+
+
+def _anchor_rows(eda, BT):
+    """Rows per anchor block: ANCHOR_TOKENS tokens (module docstring, 'Decay numerics')."""
+    return min(BT, ANCHOR_TOKENS * (2 if eda else 1))
+
+
+def _prep(q, k, e, g, beta, gamma, scale, chunk_tokens, scalar_g):
+    """T = (I + diag(b') A)^-1 and Qk of every chunk, [B*HV, NT, BT, BT] in the dot dtype."""
+    B, T, H, HV, K, V, eda, BT, NT = _geometry(q, q, e, chunk_tokens)
+    HV = beta.shape[2]
+    DT, PREC = _dot_types(q)
+    tdt = torch.float32 if q.dtype == torch.float32 else torch.bfloat16
+    Tm = torch.empty(B * HV, NT, BT, BT, dtype=tdt, device=q.device)
+    SB = min(SUB_BLOCK, BT)
+    Qk = torch.empty_like(Tm)
+    _eda_prep_kernel[(NT, B * HV)](
+        q, k, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, scale, T, NT,
+        H=H, HV=HV, K=K, BT=BT, BK=triton.next_power_of_2(K), SB=SB, NLVL=(BT // SB).bit_length() - 1,
+        AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g, DT=DT, PREC=PREC, num_warps=PREP_WARPS)
+    return Tm, Qk
+
+
+def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states, chunk_tokens, scalar_g):
+    B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
+    BK, BV = _blocks(K, V, FWD_BV)
+    DT, PREC = _dot_types(q)
+    Tm, Qk = _prep(q, k, e, g, beta, gamma, scale, chunk_tokens, scalar_g)
+    o = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
+    ht = torch.empty(B, HV, K, V, dtype=torch.float32, device=q.device) if output_final_state else None
+    hs = torch.empty(B, HV, NT, K, V, dtype=q.dtype, device=q.device) if need_states else None
+    grid = (triton.cdiv(V, BV), B * HV)
+    _eda_fwd_kernel[grid](
+        q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, h0 if h0 is not None else q,
+        o, ht if ht is not None else o, hs if hs is not None else o, scale, T, NT,
+        H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
+        STORE_HT=output_final_state, STORE_HS=need_states, DT=DT, PREC=PREC,
+        num_warps=FWD_WARPS, num_stages=FWD_STAGES)
+    return o, ht, hs, (Tm, Qk) if need_states else None
+
+
+def _bwd(q, k, v, e, g, beta, gamma, scale, hs, TQ, do, dht, need_dh0, chunk_tokens, scalar_g):
+    B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
+    BK = triton.next_power_of_2(K)
+    DT, PREC = _dot_types(q)
+    Tm, Qk = TQ
+    f32 = dict(dtype=torch.float32, device=q.device)
+    # (3) the state gradient at every chunk end, walking backwards
+    dhs = torch.empty_like(hs)
+    dh0 = torch.empty(B, HV, K, V, **f32) if need_dh0 else None
+    _, BVd = _blocks(K, V, DH_BV)
+    _eda_bwd_dh_kernel[(triton.cdiv(V, BVd), B * HV)](
+        q, k, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, do,
+        dht if dht is not None else do, dhs, dh0 if dh0 is not None else dhs, scale, T, NT,
+        H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BVd, EDA=eda, HAS_DHT=dht is not None,
+        STORE_DH0=need_dh0, DT=DT, PREC=PREC, num_warps=DH_WARPS, num_stages=DH_STAGES)
+    # (4) every chunk's input gradients, in parallel
+    _, BV = _blocks(K, V, BWD_BV)
+    NV = triton.cdiv(V, BV)
+    atomic_qk = NV > 1 or HV > H
+    atomic_h = NV > 1
+    new = torch.zeros if atomic_qk else torch.empty
+    dq, dk = new(B, T, H, K, **f32), new(B, T, H, K, **f32)
+    newh = torch.zeros if atomic_h else torch.empty
+    dg = newh(B, T, HV, K, **f32)
+    dbeta = newh(B, T, HV, **f32)
+    de = newh(B, T, HV, K, **f32) if eda else None
+    dgamma = newh(B, T, HV, **f32) if eda else None
+    dv = torch.empty_like(v)
+    _eda_bwd_kernel[(NT, NV, B * HV)](
+        q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, hs, dhs, do,
+        dq, dk, dv, de if eda else dq, dg, dbeta, dgamma if eda else dbeta, scale, T, NT,
+        H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
+        ATOMIC_QK=atomic_qk, ATOMIC_H=atomic_h,
+        DT=DT, PREC=PREC, num_warps=BWD_WARPS, num_stages=BWD_STAGES)
+    return dq, dk, dv, de, dg, dbeta, dgamma, dh0
+
+
+class EDAFunction(torch.autograd.Function):
+    """Chunked EDA with gradients for q, k, v, e, g, beta, gamma and initial_state (Eq. chunk_wise_eda)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, e, g, beta, gamma, scale, initial_state, output_final_state, chunk_tokens):
+        scalar_g = g.dim() == 3
+        gx = g.unsqueeze(-1).expand(*g.shape, q.shape[-1]) if scalar_g else g  # GDN: one decay on all channels
+        q, k, v, gx, beta = (x.contiguous() for x in (q, k, v, gx, beta))
+        e = e.contiguous() if e is not None else None
+        gamma = gamma.contiguous() if gamma is not None else None
+        h0 = initial_state.contiguous() if initial_state is not None else None
+        need_grad = any(ctx.needs_input_grad)
+        o, ht, hs, TQ = _fwd(q, k, v, e, gx, beta, gamma, scale, h0, output_final_state, need_grad, chunk_tokens,
+                             scalar_g)
+        ctx.save_for_backward(q, k, v, e, gx, beta, gamma, hs, *(TQ or (None, None)))
+        ctx.meta = (scale, scalar_g, chunk_tokens, initial_state is not None,
+                    g.dtype, beta.dtype, None if gamma is None else gamma.dtype,
+                    None if initial_state is None else initial_state.dtype)
+        if ht is not None:
+            return o, ht
+        return o, None
+
+    @staticmethod
+    def backward(ctx, do, dht):
+        q, k, v, e, gx, beta, gamma, hs, Tm, Qk = ctx.saved_tensors
+        scale, scalar_g, chunk_tokens, has_h0, g_dtype, b_dtype, gm_dtype, h0_dtype = ctx.meta
+        dq, dk, dv, de, dg, dbeta, dgamma, dh0 = _bwd(
+            q, k, v, e, gx, beta, gamma, scale, hs, (Tm, Qk), do.contiguous(),
+            dht.contiguous() if dht is not None else None, has_h0, chunk_tokens, scalar_g)
+        if scalar_g:
+            dg = dg.sum(-1)
+        return (dq.to(q.dtype), dk.to(k.dtype), dv, None if de is None else de.to(e.dtype), dg.to(g_dtype),
+                dbeta.to(b_dtype), None if dgamma is None else dgamma.to(gm_dtype), None,
+                None if dh0 is None else dh0.to(h0_dtype), None, None)
+
+
+def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False,
+              chunk_size=None):
+    """Chunked fused EDA (Eq. ed; Sec. 3.4). Same arguments and results as eda.eda_recurrent, plus
+    `chunk_size` (tokens per chunk, a power of 2 with chunk_size * (2 if e else 1) >= 16; default
+    CHUNK_TOKENS).
+    The final state is fp32; the output has v's dtype."""
+    B, T, H, HV, K, V = _check_kernel_inputs(q, k, v, e, g, beta, gamma, initial_state, scale)
+    chunk_size = CHUNK_TOKENS if chunk_size is None else chunk_size
+    if B * HV > 65535:  # grid axis 1 of the chunk kernels
+        raise ValueError(f"eda_triton: B * HV = {B * HV} exceeds 65535; split the batch")
+    if not isinstance(chunk_size, int) or chunk_size & (chunk_size - 1) or chunk_size * (2 if e is not None else 1) < 16:
+        raise ValueError(f"eda_triton: chunk_size must be a power of 2 giving >= 16 sub-steps, got {chunk_size!r}")
+    scale = K ** -0.5 if scale is None else float(scale)
+    if T == 0:
+        o = v.new_zeros(v.shape)
+        ht = None
+        if output_final_state:
+            ht = initial_state.float().clone() if initial_state is not None else q.new_zeros(B, HV, K, V, dtype=torch.float32)
+        return o, ht
+    return EDAFunction.apply(q, k, v, e, g, beta, gamma, scale, initial_state, output_final_state, chunk_size)
+
+
+def eda_decode(q, k, v, e, g, beta, gamma, state, scale=None, inplace=True):
+    """Fused recurrent EDA for decoding (Eq. ed applied token by token): a few tokens q, k, v, ...
+    ([B, T, ...], T small) against `state` [B, HV, K, V] (fp32) in HBM. Returns (o, new_state); with
+    inplace=True new_state is `state`, updated in place. No autograd (inference only)."""
+    B, T, H, HV, K, V = _check_kernel_inputs(q, k, v, e, g, beta, gamma, state, scale)
+    if state.dtype != torch.float32:
+        raise ValueError(f"eda_decode: state must be float32, got {state.dtype}")
+    if not state.is_contiguous():
+        raise ValueError("eda_decode: state must be contiguous (it is updated in place)")
+    scale = K ** -0.5 if scale is None else float(scale)
+    eda = e is not None
+    q, k, v, g, beta = (x.contiguous() for x in (q, k, v, g, beta))
+    if eda:
+        e, gamma = e.contiguous(), gamma.contiguous()
+    out_state = state if inplace else torch.empty_like(state)
+    o = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
+    BK = triton.next_power_of_2(K)
+    BV = min(triton.next_power_of_2(V), 32 if K <= 128 else 16)
+    grid = (B * HV, triton.cdiv(V, BV))
+    _eda_decode_kernel[grid](q, k, v, e if eda else k, g, beta, gamma if eda else beta, state, out_state, o,
+                             scale, T, H=H, HV=HV, K=K, V=V, BK=BK, BV=BV, EDA=eda,
+                             SCALAR_G=g.dim() == 3, num_warps=4)
+    return o, out_state

@@ -1,0 +1,282 @@
+"""Tests of kernel.py (eda_triton): every output and gradient against eda_recurrent in float64.
+
+On a machine without CUDA the kernels run in Triton's interpreter (TRITON_INTERPRET=1, set before triton
+is imported), on small shapes. The GPU tests (bf16, long sequences, decode) skip themselves there.
+"""
+import os
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import eda  # noqa: E402
+import kernel  # noqa: E402
+
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(),
+                               reason="needs a CUDA GPU: bf16 tensor-core paths and long sequences")
+NAMES = ("q", "k", "v", "e", "g", "beta", "gamma", "initial_state")
+
+
+def make_inputs(B, T, H, HV, K, V, erase=True, scalar_g=False, h0=True, dtype=torch.float32, g_low=-5.0,
+                seed=0):
+    """Layer-like inputs: unit q, k, e; log decay in (g_low, 0] (the safe gate's range); gates in (0, 1)."""
+    gen = torch.Generator().manual_seed(seed)
+
+    def rn(*s):
+        return torch.randn(*s, generator=gen)
+
+    def ru(*s):
+        return torch.rand(*s, generator=gen)
+
+    x = dict(q=F.normalize(rn(B, T, H, K), dim=-1), k=F.normalize(rn(B, T, H, K), dim=-1), v=rn(B, T, HV, V),
+             e=F.normalize(rn(B, T, HV, K), dim=-1) if erase else None,
+             g=g_low * ru(B, T, HV) if scalar_g else g_low * ru(B, T, HV, K),
+             beta=ru(B, T, HV), gamma=ru(B, T, HV) if erase else None,
+             initial_state=rn(B, HV, K, V) if h0 else None)
+    cast = dict(q=dtype, k=dtype, v=dtype, e=dtype)  # g, gates and the state stay fp32, as a layer gives them
+    return {n: (t.to(DEV, cast.get(n, torch.float32)) if t is not None else None) for n, t in x.items()}
+
+
+def rel(a, b):
+    a, b = a.double().cpu(), b.double().cpu()
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+def compare(x, fn, tol, **kw):
+    """Forward, final state and every gradient of fn (kernel) against eda_recurrent in fp64 on upcast inputs."""
+    xt = {n: (t.clone().requires_grad_() if t is not None else None) for n, t in x.items()}
+    xr = {n: (t.detach().double().cpu().requires_grad_() if t is not None else None) for n, t in x.items()}
+    args = [xt[n] for n in NAMES[:7]]
+    o, ht = fn(*args, initial_state=xt["initial_state"], output_final_state=True, **kw)
+    orf, htr = eda.eda_recurrent(*[xr[n] for n in NAMES[:7]], initial_state=xr["initial_state"],
+                                 output_final_state=True)
+    assert o.dtype == x["v"].dtype and o.shape == orf.shape
+    assert torch.isfinite(o).all() and torch.isfinite(ht).all()
+    errs = {"o": rel(o, orf), "final_state": rel(ht, htr)}
+    do, dht = torch.randn_like(o), torch.randn_like(ht)
+    ((o.float() * do.float()).sum() + (ht * dht).sum()).backward()
+    ((orf * do.double().cpu()).sum() + (htr * dht.double().cpu()).sum()).backward()
+    for n in NAMES:
+        if xt[n] is not None:
+            assert xt[n].grad is not None and xt[n].grad.dtype == xt[n].dtype, n
+            assert torch.isfinite(xt[n].grad).all(), n
+            errs["d" + n] = rel(xt[n].grad, xr[n].grad)
+    bad = {n: f"{v:.2e}" for n, v in errs.items() if not v <= tol}
+    assert not bad, f"relative errors above {tol}: {bad}"
+    return errs
+
+
+# ----------------------------------------------------------------------------------------------------
+# CI (interpreter on CPU, or the GPU): fp32, small shapes, small chunks, rel err <= 1e-4
+
+
+def test_eda_matches_recurrence_single_token():
+    compare(make_inputs(1, 1, 1, 1, 16, 16), kernel.eda_fused, 1e-4, chunk_size=8)
+
+
+def test_eda_matches_recurrence_partial_chunks_T15():
+    compare(make_inputs(1, 15, 1, 1, 16, 32, seed=1), kernel.eda_fused, 1e-4, chunk_size=8)
+
+
+def test_eda_matches_recurrence_many_chunks_grouped_heads_T40():
+    # 5 chunks, the last one partial; HV = 2 H (grouped value heads); K != V; two V-blocks in the backward
+    compare(make_inputs(1, 40, 1, 2, 32, 64, seed=2), kernel.eda_fused, 1e-4, chunk_size=8)
+
+
+def test_eda_without_initial_state_through_eda_triton():
+    # the public wrapper in eda.py, default chunk, no initial state
+    x = make_inputs(2, 20, 1, 1, 16, 16, h0=False, seed=3)
+    compare(x, eda.eda_triton, 1e-4)
+
+
+@pytest.mark.parametrize("erase", [True, False])
+def test_several_anchor_blocks_per_chunk_match_recurrence(erase, monkeypatch):
+    # 2-token anchor blocks in 8/16-token chunks: in-block pairs use the block's middle anchor, cross-block
+    # pairs the boundary anchor (the path that makes 32-token chunks safe under the safe gate)
+    monkeypatch.setattr(kernel, "ANCHOR_TOKENS", 2 if erase else 4)
+    compare(make_inputs(1, 37, 1, 2, 16, 32, erase=erase, seed=17), kernel.eda_fused, 1e-4,
+            chunk_size=8 if erase else 16)
+
+
+def test_long_chunks_with_strongest_decay_stay_exact():
+    # 32-token chunks, every log decay at the safe gate's floor on half the channels: without local anchors
+    # exp(-G) would reach exp(160) and overflow; here every exponentiated difference stays bounded
+    x = make_inputs(1, 70, 1, 1, 16, 16, erase=True, seed=18)
+    x["g"] = torch.where(torch.rand(x["g"].shape, generator=torch.Generator().manual_seed(0)) < 0.5,
+                         -4.999, -0.01).to(x["g"])
+    compare(x, kernel.eda_fused, 1e-4, chunk_size=32)
+
+
+def test_kda_special_case_e_none_matches_recurrence():
+    compare(make_inputs(1, 40, 1, 2, 16, 16, erase=False, seed=4), kernel.eda_fused, 1e-4, chunk_size=16)
+
+
+def test_gdn_special_case_scalar_g_matches_recurrence():
+    compare(make_inputs(1, 40, 1, 1, 16, 16, erase=False, scalar_g=True, seed=5), kernel.eda_fused, 1e-4,
+            chunk_size=16)
+
+
+@pytest.mark.parametrize("erase", [True, False])
+def test_scalar_g_from_an_unbounded_log_gate_is_exact(erase):
+    # per-head log decays down to -40 (a GDN log gate is unbounded below): the scalar path exponentiates
+    # only masked differences G_i - G_j <= 0, so nothing overflows even far beyond the safe gate's range
+    x = make_inputs(1, 40, 1, 2, 16, 16, erase=erase, scalar_g=True, g_low=-40.0, seed=19)
+    compare(x, kernel.eda_fused, 1e-4, chunk_size=16)
+
+
+def test_eda_with_scalar_g_matches_recurrence():
+    compare(make_inputs(1, 24, 1, 1, 16, 16, scalar_g=True, seed=6), kernel.eda_fused, 1e-4, chunk_size=8)
+
+
+def test_head_dims_not_powers_of_two():
+    compare(make_inputs(1, 12, 1, 1, 48, 80, seed=7), kernel.eda_fused, 1e-4, chunk_size=8)
+
+
+def test_ut_solve_stable_when_erase_address_equals_write_key():
+    # e = k and beta = gamma = 0.99, decay 0: the chunk's triangular system is as ill-conditioned as it gets
+    # (the series form of its inverse would cancel catastrophically); forward substitution stays exact
+    x = make_inputs(1, 32, 1, 1, 16, 16, g_low=0.0, seed=16)
+    x["k"] = x["k"][:, :1].expand_as(x["k"]).contiguous()  # one key repeated
+    x["e"] = x["k"].clone()
+    x["beta"] = torch.full_like(x["beta"], 0.99)
+    x["gamma"] = torch.full_like(x["gamma"], 0.99)
+    compare(x, kernel.eda_fused, 1e-4, chunk_size=16)
+
+
+def test_no_grad_forward_matches_and_stores_no_states():
+    x = make_inputs(1, 20, 1, 1, 16, 16, seed=8)
+    with torch.no_grad():
+        o, ht = eda.eda_triton(*[x[n] for n in NAMES[:7]], initial_state=x["initial_state"],
+                               output_final_state=True)
+        orf, htr = eda.eda_recurrent(*[x[n].double() if x[n] is not None else None for n in NAMES[:7]],
+                                     initial_state=x["initial_state"].double(), output_final_state=True)
+    assert rel(o, orf) <= 1e-4 and rel(ht, htr) <= 1e-4
+    o2, ht2 = eda.eda_triton(*[x[n] for n in NAMES[:7]])
+    assert ht2 is None and rel(o2, eda.eda_recurrent(*[x[n] for n in NAMES[:7]])[0]) <= 1e-4
+
+
+def test_decode_kernel_matches_recurrence_step_by_step_in_place():
+    B, T, H, HV, K, V = 2, 6, 1, 2, 16, 32
+    for erase, scalar_g in ((True, False), (False, False), (True, True)):
+        x = make_inputs(B, T, H, HV, K, V, erase=erase, scalar_g=scalar_g, seed=9)
+        state = x["initial_state"].clone()
+        ptr = state.data_ptr()
+        ref_state = x["initial_state"].double()
+        for t in range(T):
+            step = [x[n][:, t:t + 1] if x[n] is not None else None for n in NAMES[:7]]
+            o, state = kernel.eda_decode(*step, state=state, inplace=True)
+            orf, ref_state = eda.eda_recurrent(*[s.double() if s is not None else None for s in step],
+                                               initial_state=ref_state, output_final_state=True)
+            assert state.data_ptr() == ptr
+            assert rel(o, orf) <= 1e-5 and rel(state, ref_state) <= 1e-5, (erase, scalar_g, t)
+    # several tokens in one call, not in place
+    x = make_inputs(B, T, H, HV, K, V, seed=10)
+    s_in = x["initial_state"].clone()
+    o, s_out = kernel.eda_decode(*[x[n] for n in NAMES[:7]], state=s_in, inplace=False)
+    orf, srf = eda.eda_recurrent(*[x[n] for n in NAMES[:7]], initial_state=x["initial_state"],
+                                 output_final_state=True)
+    assert torch.equal(s_in, x["initial_state"])
+    assert rel(o, orf) <= 1e-5 and rel(s_out, srf) <= 1e-5
+
+
+def test_bad_inputs_raise_value_errors_naming_them():
+    x = make_inputs(1, 4, 1, 1, 16, 16)
+    args = [x[n] for n in NAMES[:7]]
+
+    def call(**over):
+        a = dict(zip(NAMES[:7], args))
+        a.update(over)
+        return eda.eda_triton(**a)
+
+    with pytest.raises(ValueError, match="float64"):
+        call(q=x["q"].double(), k=x["k"].double(), v=x["v"].double(), e=x["e"].double())
+    with pytest.raises(ValueError, match="head dim K"):
+        bad = make_inputs(1, 4, 1, 1, 24, 16)
+        eda.eda_triton(*[bad[n] for n in NAMES[:7]])
+    with pytest.raises(ValueError, match="head dim V"):
+        bad = make_inputs(1, 4, 1, 1, 16, 272)
+        eda.eda_triton(*[bad[n] for n in NAMES[:7]])
+    with pytest.raises(ValueError, match="gamma"):
+        call(gamma=None)
+    with pytest.raises(ValueError, match="beta"):
+        call(beta=x["beta"][:, :2])
+    with pytest.raises(ValueError, match="HV"):
+        bad = make_inputs(1, 4, 2, 3, 16, 16)
+        eda.eda_triton(*[bad[n] for n in NAMES[:7]])
+    with pytest.raises(ValueError, match="initial_state"):
+        eda.eda_triton(*args, initial_state=x["initial_state"][:, :, :8])
+    with pytest.raises(ValueError, match="chunk_size"):
+        kernel.eda_fused(*args, chunk_size=12)
+    with pytest.raises(ValueError, match="state must be float32"):
+        kernel.eda_decode(*args, state=x["initial_state"].half())
+    if DEV == "cpu":
+        os.environ["TRITON_INTERPRET"] = "0"
+        try:
+            with pytest.raises(ValueError, match="TRITON_INTERPRET"):
+                call()
+        finally:
+            os.environ["TRITON_INTERPRET"] = "1"
+
+
+# ----------------------------------------------------------------------------------------------------
+# GPU: bf16 at T = 4096, long sequences, decode over 64 tokens
+
+
+@needs_gpu
+def test_gpu_bf16_T4096_matches_fp64_reference():
+    x = make_inputs(1, 4096, 2, 4, 128, 128, dtype=torch.bfloat16, seed=11)
+    errs = compare(x, eda.eda_triton, 1e-2)
+    print("bf16 T=4096 EDA rel errors:", {n: f"{v:.1e}" for n, v in errs.items()})
+
+
+@needs_gpu
+def test_gpu_bf16_kda_T4096_matches_fp64_reference():
+    x = make_inputs(1, 4096, 2, 2, 128, 128, erase=False, dtype=torch.bfloat16, seed=12)
+    errs = compare(x, eda.eda_triton, 1e-2)
+    print("bf16 T=4096 KDA rel errors:", {n: f"{v:.1e}" for n, v in errs.items()})
+
+
+@needs_gpu
+def test_gpu_fp32_matches_fp64_reference():
+    compare(make_inputs(2, 1000, 2, 4, 64, 128, seed=13), eda.eda_triton, 1e-4)
+
+
+@needs_gpu
+def test_gpu_decode_64_tokens_step_by_step():
+    B, T, H, HV, K, V = 8, 64, 4, 8, 128, 128
+    x = make_inputs(B, T, H, HV, K, V, dtype=torch.bfloat16, seed=14)
+    state = x["initial_state"].clone()
+    ref = x["initial_state"].double()
+    for t in range(T):
+        step = [x[n][:, t:t + 1] if x[n] is not None else None for n in NAMES[:7]]
+        o, state = kernel.eda_decode(*step, state=state)
+        orf, ref = eda.eda_recurrent(*[s.double() if s is not None else None for s in step],
+                                     initial_state=ref, output_final_state=True)
+        assert rel(o, orf) <= 1e-2 and rel(state, ref) <= 1e-4, t
+
+
+@needs_gpu
+def test_gpu_bf16_T32768_extreme_decays_stay_finite():
+    # g at the safe gate's floor on every channel, or 0: the hardest case for the anchored decay factors
+    x = make_inputs(1, 32768, 2, 2, 128, 128, dtype=torch.bfloat16, seed=15)
+    x["g"] = torch.where(torch.rand_like(x["g"]) < 0.5, -4.999, 0.0)
+    xt = {n: (t.clone().requires_grad_() if t is not None else None) for n, t in x.items()}
+    o, ht = eda.eda_triton(*[xt[n] for n in NAMES[:7]], initial_state=xt["initial_state"],
+                           output_final_state=True)
+    (o.float().square().sum() + ht.square().sum()).backward()
+    assert torch.isfinite(o).all() and torch.isfinite(ht).all()
+    for n in NAMES:
+        if xt[n] is not None:
+            assert torch.isfinite(xt[n].grad).all(), n
+
+
+def test_channel_wise_decay_below_the_kernels_range_is_a_clear_error():
+    x = make_inputs(B=1, T=5, H=1, HV=1, K=16, V=16, seed=77)
+    x["g"][0, 2, 0, 3] = -11.0  # an unbounded log gate can go here; the safe gate cannot
+    with pytest.raises(ValueError, match="below -10"):
+        eda.eda_triton(**x)
