@@ -4,6 +4,7 @@ decode-step times and peak memory, ours against the references (and FLA when it 
 
     python bench.py                              # all shapes, checks + table
     python bench.py --shapes="[(1, 4096, 4, 4)]" --use_fla=False
+    python bench.py --what=model_decode           # sample.py's decoding: EDA hybrid vs Transformer
 
 Times are `triton.testing.do_bench` medians in ms; "fwd" is a training forward (inputs require grad),
 "fwd+bwd" one forward plus backward(do); "peak MiB" is the extra memory allocated during fwd+bwd.
@@ -35,6 +36,11 @@ fla_extra_shapes = 1  # FLA safe_gate and doubled-sequence rows for this many sh
 sweep = [dict(FWD_STAGES=2), dict(DH_STAGES=2), dict(FWD_BV=128), dict(DH_BV=128), dict(FWD_WARPS=4),
          dict(BWD_BV=32), dict(BWD_BV=128), dict(PREP_WARPS=8)]  # launch variants, shape 0
 bench_eda_chunk = True
+what = "kernels"     # 'kernels' (the tables above), 'model_decode' (sample.py's path), or 'all'
+decode_config = "config/eda_125m.py"  # model_decode: the EDA hybrid of this config vs its Transformer
+decode_contexts = [1024, 8192, 32768]
+decode_model_batches = [1, 64]
+decode_steps = 32
 compile_eda_chunk = False
 chunk_size = kernel.CHUNK_TOKENS
 fwd_bv, fwd_warps, fwd_stages = kernel.FWD_BV, kernel.FWD_WARPS, kernel.FWD_STAGES
@@ -327,10 +333,6 @@ def bench_decode(fla):
 
 
 # ----------------------------------------------------------------------------------------------------
-# 4. model decode (a later section: whole-model decode timings go here, using sample.py's model)
-
-
-# ----------------------------------------------------------------------------------------------------
 # the table
 
 
@@ -372,10 +374,70 @@ def print_tables(krows, drows):
                   f"EDA new state {get['eda_decode (EDA, new state)'] / get['FLA fused_recurrent_kda']:.2f}x")
 
 
+# ----------------------------------------------------------------------------------------------------
+# 4. model decoding (sample.py's path): tokens/s and memory per sequence against context length, for the
+# EDA hybrid and the Transformer of the same config. The caches are filled with random content up to
+# the context length (what a prefill would leave, without paying for it); then `decode_steps` tokens are
+# decoded one at a time through GPT.decode_step and timed with CUDA events.
+
+
+def model_decode_table():
+    import runpy
+    import dataclasses
+    from model import GPT, GPTConfig
+    fields = {f.name for f in dataclasses.fields(GPTConfig)}
+    base = {k: v for k, v in runpy.run_path(decode_config).items() if k in fields}
+    rows = []
+    for mixer in ("eda", "transformer"):
+        for ctx_len in decode_contexts:
+            for B in decode_model_batches:
+                cfg = GPTConfig(**dict(base, mixer=mixer, block_size=ctx_len + decode_steps + 8))
+                torch.cuda.empty_cache()
+                model = GPT(cfg).to(DEV, DTYPE).eval()
+                weights = torch.cuda.memory_allocated()
+                cache = model.new_cache(B, device=DEV, dtype=DTYPE)
+                for layer in cache["layers"]:  # random memory content, as if ctx_len tokens had been read
+                    for t in layer.values():
+                        t.normal_()
+                cache["pos"] = ctx_len
+                per_seq = (torch.cuda.memory_allocated() - weights) / B
+                tok = torch.randint(0, cfg.vocab_size, (B,), device=DEV)
+                with torch.no_grad():
+                    for _ in range(3):  # warm-up (kernels compile on first use)
+                        model.decode_step(tok, cache)
+                        cache["pos"] -= 1
+                    torch.cuda.synchronize()
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    for _ in range(decode_steps):
+                        logits, cache = model.decode_step(tok, cache)
+                    end.record()
+                    torch.cuda.synchronize()
+                ms = start.elapsed_time(end) / decode_steps
+                rows.append((mixer, ctx_len, B, ms, B * 1000 / ms, per_seq / 2**20))
+                del model, cache
+    print(f"\nmodel decode ({decode_config}, {dtype}, {decode_steps} steps after a context of ctx tokens)")
+    print(f"{'mixer':<12}{'ctx':>7}{'B':>5}{'ms/step':>10}{'tok/s':>12}{'MiB/seq':>10}")
+    for r in rows:
+        print(f"{r[0]:<12}{r[1]:>7}{r[2]:>5}{r[3]:>10.3f}{r[4]:>12.0f}{r[5]:>10.2f}")
+    for ctx_len in decode_contexts:
+        for B in decode_model_batches:
+            e = next(r for r in rows if r[:3] == ("eda", ctx_len, B))
+            t = next(r for r in rows if r[:3] == ("transformer", ctx_len, B))
+            print(f"ctx {ctx_len:>6} B {B:>3}: EDA/Transformer memory per sequence {e[5] / t[5]:.3f}, "
+                  f"tokens/s {e[4] / t[4]:.2f}x")
+
+
 def main():
     if not torch.cuda.is_available():
         sys.exit("bench.py needs a CUDA GPU")
+    if what not in ("kernels", "model_decode", "all"):
+        sys.exit(f"bench.py: what must be 'kernels', 'model_decode' or 'all', got {what!r}")
     print(versions(), flush=True)
+    if what in ("model_decode", "all"):
+        model_decode_table()
+        if what == "model_decode":
+            return
     fla = load_fla()
     if check:
         check_all(fla)
@@ -394,7 +456,6 @@ def main():
     if sweep:
         print("\nlaunch-setting sweep (EDA, first shape):", flush=True)
         bench_sweep()
-    # (model decode section: to be added by the model's owner; see section 4 above)
 
 
 if __name__ == "__main__":

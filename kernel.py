@@ -524,11 +524,6 @@ def _check_kernel_inputs(q, k, v, e, g, beta, gamma, initial_state, scale):
         raise ValueError(f"eda_triton: tensors on {q.device} are not supported (CUDA, or CPU under TRITON_INTERPRET=1)")
     if scale is not None and not isinstance(scale, (int, float)):
         raise ValueError(f"eda_triton: scale must be a number or None, got {type(scale).__name__}")
-    if g.dim() == 4 and g.numel() and g.detach().amin().item() < G_MIN:
-        # one reduction and a host sync per call: the price of never returning inf/NaN silently
-        raise ValueError(f"eda_triton: channel-wise log decay g has values below {G_MIN} (min "
-                         f"{g.detach().amin().item():.3g}); the kernels' anchored decay factors would overflow. "
-                         f"Bound it with eda.safe_gate / eda.kda_gate, or use a per-head g [B, T, HV] (exact for any g)")
     return B, T, H, HV, K, V
 
 
@@ -681,6 +676,11 @@ def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
     CHUNK_TOKENS).
     The final state is fp32; the output has v's dtype."""
     B, T, H, HV, K, V = _check_kernel_inputs(q, k, v, e, g, beta, gamma, initial_state, scale)
+    if g.dim() == 4 and g.numel() and g.detach().amin().item() < G_MIN:
+        # one reduction and a host sync per call: the price of never returning inf/NaN silently
+        raise ValueError(f"eda_triton: channel-wise log decay g has values below {G_MIN} (min "
+                         f"{g.detach().amin().item():.3g}); the kernels' anchored decay factors would overflow. "
+                         f"Bound it with eda.safe_gate / eda.kda_gate, or use a per-head g [B, T, HV] (exact for any g)")
     chunk_size = CHUNK_TOKENS if chunk_size is None else chunk_size
     if B * HV > 65535:  # grid axis 1 of the chunk kernels
         raise ValueError(f"eda_triton: B * HV = {B * HV} exceeds 65535; split the batch")

@@ -1,0 +1,803 @@
+"""
+nanoEDA model: a 3:1 hybrid of linear attention (EDA, KDA, GDN or GDN-2) and gated full attention,
+dense (SwiGLU) or MoE, in one file read top to bottom.
+
+Paper: "Erase-then-Delta Attention" (Sec. 2-3 for the update rules, Appendix A, Tables 6-7 for the sizes).
+
+    GPTConfig           one dataclass of plain bool/int/float/str fields, validated in __post_init__
+    RMSNorm, SwiGLU     the usual pieces
+    gdn2_recurrent/_chunk  GDN-2's update rule (Eq. gdn2_prelim), step by step and chunked
+    LinearAttention     the recipe shared by EDA / KDA / GDN / GDN-2, differences named inline
+    GatedAttention      full attention: GQA, q/k RMSNorm, RoPE, SDPA, sigmoid output gate
+    MoE                 fp32 softmax router, top-k, shared expert, load-balancing loss, sorted dispatch
+    Block, GPT          pre-norm residual blocks; forward, prefill / decode_step / generate,
+                        param_summary, configure_optimizers, flops_per_token
+
+Layer pattern with attn_every = 4: linear, linear, linear, full, linear, ... (mixer='transformer':
+full attention everywhere). All open choices follow the closest published recipe (Kimi Linear's KDA,
+Gated DeltaNet / Qwen3-Next) and were then checked against Table 7's parameter counts (notes/params.md).
+"""
+import math
+from dataclasses import dataclass, fields
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+import eda
+
+MIXERS = ("eda", "kda", "gdn", "gdn2", "transformer")
+LA_BACKENDS = ("auto", "triton", "chunk", "recurrent")
+LA_GATES = ("auto", "safe", "kda", "log")
+# the decay gate each mixer uses with la_gate='auto' (Eq. safe_gate / KDA's sigmoid gate / Eq. log_gate)
+DEFAULT_GATE = {"eda": "safe", "kda": "kda", "gdn": "log", "gdn2": "log"}
+
+
+# ----------------------------------------------------------------------------------------------------
+# Config
+
+
+@dataclass
+class GPTConfig:
+    """All model settings. Defaults build a tiny CPU model; config/*.py hold the paper's sizes.
+    Every field is a plain bool/int/float/str so train.py can expose them as config globals."""
+    vocab_size: int = 256
+    block_size: int = 128          # max sequence length: KV-cache size and the generate() limit
+    n_layer: int = 4
+    n_embd: int = 64
+    mixer: str = "eda"             # eda | kda | gdn | gdn2 | transformer
+    attn_every: int = 4            # every attn_every-th layer is full attention (3:1 hybrid)
+    norm_eps: float = 1e-6
+    init_std: float = 0.02
+    tie_embeddings: bool = False
+    grad_checkpoint: bool = False  # recompute each block in backward (non-reentrant checkpoint)
+    # full attention (Gated Attention)
+    n_head: int = 4
+    n_kv_head: int = 2
+    head_dim: int = 16
+    rope_theta: float = 10000.0
+    rope_frac: float = 1.0         # fraction of head_dim that is rotated (partial RoPE, Qwen3-Next: 0.25)
+    # linear attention
+    la_n_head: int = 2             # H: query/key heads
+    la_n_v_head: int = 4           # HV: value heads, a multiple of H (grouped value heads)
+    la_head_dim: int = 16          # K
+    la_v_head_dim: int = 16        # V
+    la_conv_size: int = 4          # short causal depthwise conv on q, k, v
+    la_gate_rank: int = 4          # rank per value head of the channel-wise decay projection (paper: 16)
+    la_erase_rank: int = 4         # rank per q/k head of EDA's erase address and GDN-2's b, w gates (paper: 16)
+    la_gate: str = "auto"          # auto | safe | kda | log  (auto: eda safe, kda kda, gdn/gdn2 log)
+    la_gate_lower_bound: float = -5.0  # l of the safe / KDA gates
+    la_backend: str = "auto"       # auto | triton | chunk | recurrent  (auto: triton on CUDA, chunk on CPU)
+    la_chunk_size: int = 64
+    # FFN: SwiGLU of width ffn_hidden, or MoE
+    ffn_hidden: int = 128
+    moe: bool = False
+    n_expert: int = 8
+    moe_topk: int = 2
+    expert_hidden: int = 32
+    shared_expert_hidden: int = 32  # 0: no shared expert
+    moe_aux_coef: float = 0.001     # load-balancing loss weight (Switch / Qwen MoE use 1e-3 .. 1e-2)
+    # The dense Transformer baseline is parameter-aligned differently (Appendix A): these replace
+    # n_kv_head / ffn_hidden when mixer == 'transformer'; 0 keeps the common value.
+    transformer_n_kv_head: int = 0
+    transformer_ffn_hidden: int = 0
+
+    def __post_init__(self):
+        for f in fields(self):  # plain types only (an int is fine for a float)
+            val = getattr(self, f.name)
+            want = {"int": int, "float": float, "str": str, "bool": bool}[f.type if isinstance(f.type, str)
+                                                                          else f.type.__name__]
+            if want is float and isinstance(val, int) and not isinstance(val, bool):
+                setattr(self, f.name, float(val))
+            elif type(val) is not want:
+                raise ValueError(f"GPTConfig.{f.name} must be {want.__name__}, got {type(val).__name__} {val!r}")
+
+        def need(cond, msg):
+            if not cond:
+                raise ValueError(f"GPTConfig: {msg}")
+
+        need(self.mixer in MIXERS, f"unknown mixer {self.mixer!r}; choose one of {', '.join(MIXERS)}")
+        need(self.la_backend in LA_BACKENDS, f"unknown la_backend {self.la_backend!r}; choose one of {', '.join(LA_BACKENDS)}")
+        need(self.la_gate in LA_GATES, f"unknown la_gate {self.la_gate!r}; choose one of {', '.join(LA_GATES)}")
+        for name in ("vocab_size", "block_size", "n_layer", "n_embd", "attn_every", "n_head", "n_kv_head",
+                     "head_dim", "la_n_head", "la_n_v_head", "la_head_dim", "la_v_head_dim", "la_conv_size",
+                     "la_gate_rank", "la_erase_rank", "la_chunk_size"):
+            need(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("transformer_n_kv_head", "transformer_ffn_hidden", "shared_expert_hidden"):
+            need(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
+        need(self.n_head % self.kv_heads == 0,
+             f"n_head={self.n_head} must be a multiple of the KV heads ({self.kv_heads}) for GQA")
+        need(self.la_n_v_head % self.la_n_head == 0,
+             f"la_n_v_head={self.la_n_v_head} must be a multiple of la_n_head={self.la_n_head} (grouped value heads)")
+        need(0 < self.rope_frac <= 1, f"rope_frac must be in (0, 1], got {self.rope_frac}")
+        need(self.rope_dim % 2 == 0 and self.rope_dim > 0,
+             f"rope_frac * head_dim = {self.rope_frac} * {self.head_dim} must be a positive even number of dims")
+        need(self.la_gate_lower_bound < 0, f"la_gate_lower_bound must be negative, got {self.la_gate_lower_bound}")
+        need(self.norm_eps > 0 and self.init_std > 0, "norm_eps and init_std must be positive")
+        if self.mixer == "gdn2":
+            need(self.la_backend != "triton", "la_backend='triton' has no GDN-2 kernel (eda_triton runs EDA/KDA/GDN); "
+                 "use 'auto', 'chunk' or 'recurrent'")
+        if self.moe:
+            need(self.n_expert >= 1, f"n_expert must be >= 1, got {self.n_expert}")
+            need(1 <= self.moe_topk <= self.n_expert, f"moe_topk must be in [1, n_expert={self.n_expert}], got {self.moe_topk}")
+            need(self.expert_hidden > 0, f"expert_hidden must be positive, got {self.expert_hidden}")
+            need(self.moe_aux_coef >= 0, f"moe_aux_coef must be >= 0, got {self.moe_aux_coef}")
+        else:
+            need(self.ffn_width > 0, f"ffn_hidden must be positive, got {self.ffn_width}")
+
+    # resolved values (properties, so they are not config fields)
+    @property
+    def kv_heads(self):
+        return self.transformer_n_kv_head if (self.mixer == "transformer" and self.transformer_n_kv_head) else self.n_kv_head
+
+    @property
+    def ffn_width(self):
+        return self.transformer_ffn_hidden if (self.mixer == "transformer" and self.transformer_ffn_hidden) else self.ffn_hidden
+
+    @property
+    def rope_dim(self):
+        return int(round(self.head_dim * self.rope_frac))
+
+    @property
+    def gate(self):
+        return DEFAULT_GATE.get(self.mixer, "log") if self.la_gate == "auto" else self.la_gate
+
+    def is_attention_layer(self, i):
+        return self.mixer == "transformer" or (i + 1) % self.attn_every == 0
+
+
+# ----------------------------------------------------------------------------------------------------
+# Small pieces
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm over the last dim (eps 1e-6, Appendix A), computed in fp32."""
+
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        xf = x.float()
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (xf * self.weight.float()).to(x.dtype)
+
+
+class SwiGLU(nn.Module):
+    """FFN with SiLU gating (Appendix A): down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.gate = nn.Linear(dim, hidden, bias=False)
+        self.up = nn.Linear(dim, hidden, bias=False)
+        self.down = nn.Linear(hidden, dim, bias=False)
+        self.down.residual = True
+
+    def forward(self, x):
+        return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
+def l2norm(x, eps=1e-6):
+    """L2-normalize the last dim in fp32 (q, k, e are unit vectors; the rules assume it)."""
+    return F.normalize(x.float(), dim=-1, eps=eps).to(x.dtype)
+
+
+def inv_softplus(x):
+    return x + torch.log(-torch.expm1(-x))
+
+
+# ----------------------------------------------------------------------------------------------------
+# GDN-2's update rule (Eq. gdn2_prelim):  S_t = (I - k_t (b_t*k_t)^T) D_t S_{t-1} + k_t (w_t*v_t)^T,
+# o_t = S_t^T q_t, with a key-side erase gate b_t in (0,1)^K and a value-side write gate w_t in (0,1)^V.
+# It is a DPLR recurrence whose two rank-1 vectors differ (k on the left, b*k on the right), so the
+# symmetric delta-rule kernels of eda.py do not apply; a small recurrent + chunked pair lives here.
+# Shapes as in eda.py: q, k [B,T,H,K]; v [B,T,HV,V]; g, b [B,T,HV,K] (or g [B,T,HV]); w [B,T,HV,V].
+
+
+def _gdn2_prepare(q, k, v, g, b, w, scale, initial_state):
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    if HV % H or tuple(b.shape) != (B, T, HV, K) or tuple(w.shape) != (B, T, HV, V):
+        raise ValueError(f"gdn2: bad shapes q{tuple(q.shape)} v{tuple(v.shape)} b{tuple(b.shape)} w{tuple(w.shape)}")
+    acc = torch.float64 if q.dtype == torch.float64 else torch.float32
+    scale = K ** -0.5 if scale is None else scale
+    G = HV // H
+    q = q.to(acc).repeat_interleave(G, dim=2) * scale
+    k = k.to(acc).repeat_interleave(G, dim=2)
+    g = g.to(acc)
+    if g.dim() == 3:
+        g = g.unsqueeze(-1).expand(B, T, HV, K)
+    kb = b.to(acc) * k          # the erase/read direction  b*k
+    z = w.to(acc) * v.to(acc)   # the written value         w*v
+    S = q.new_zeros(B, HV, K, V) if initial_state is None else initial_state.to(acc)
+    return q, k, kb, z, g, S
+
+
+def gdn2_recurrent(q, k, v, g, b, w, scale=None, initial_state=None, output_final_state=False):
+    """GDN-2 one token at a time: the spec. Returns (o [B,T,HV,V] in v's dtype, final state or None)."""
+    out_dtype = v.dtype
+    q, k, kb, z, g, S = _gdn2_prepare(q, k, v, g, b, w, scale, initial_state)
+    outs = []
+    for t in range(q.shape[1]):
+        S = g[:, t].exp().unsqueeze(-1) * S                                       # D_t S_{t-1}
+        u = z[:, t] - torch.einsum("bhk,bhkv->bhv", kb[:, t], S)                   # w*v - S^T (b*k)
+        S = S + k[:, t].unsqueeze(-1) * u.unsqueeze(-2)                            # + k u^T
+        outs.append(torch.einsum("bhk,bhkv->bhv", q[:, t], S))
+    o = torch.stack(outs, dim=1) if outs else z.new_zeros(z.shape)
+    return o.to(out_dtype), (S if output_final_state else None)
+
+
+def gdn2_chunk(q, k, v, g, b, w, scale=None, initial_state=None, output_final_state=False, chunk_size=64):
+    """GDN-2 chunk-parallel, the WY/UT form of eda._chunk_delta_rule with the right vector b*k and the
+    value w*v in place of beta*k and beta*v. Per chunk, G_i = cumulative log decay, Gamma_ij = exp(G_i - G_j):
+        (I + StrictTril(A)) [U~ | W] = [Z | exp(G)*KB],   A_ij = (b_i*k_i)^T Diag(Gamma_ij) k_j
+        U = U~ - W S_0,   O = (exp(G)*Q) S_0 + Tril(Q Gamma K^T) U,   S_C = exp(G_C) S_0 + sum_j exp(G_C-G_j) k_j u_j^T
+    (derivation: u_i = z_i - S_{i-1}^T D_i kb_i, unrolled inside the chunk)."""
+    out_dtype = v.dtype
+    q, k, kb, z, g, S = _gdn2_prepare(q, k, v, g, b, w, scale, initial_state)
+    B, N, HV, K = k.shape
+    V = z.shape[-1]
+    C = chunk_size
+    pad = (-N) % C
+    if pad:  # zero k, kb, z and decay after the end: no effect on outputs or the state
+        q, k, kb, z, g = (F.pad(x, (0, 0, 0, 0, 0, pad)) for x in (q, k, kb, z, g))
+    NC = (N + pad) // C
+    q, k, kb, z, g = (x.reshape(B, NC, C, HV, -1).permute(0, 3, 1, 2, 4) for x in (q, k, kb, z, g))
+    Gc = g.cumsum(dim=-2)
+    incl = torch.ones(C, C, dtype=torch.bool, device=q.device).tril()
+    strict = incl.tril(-1)
+    # mask before exp: only G_i - G_j <= 0 is exponentiated (no overflow, NOTES.md)
+    decay = torch.exp((Gc.unsqueeze(-2) - Gc.unsqueeze(-3)).masked_fill(~incl[..., None], float("-inf")))
+    A = torch.einsum("...ik,...jk,...ijk->...ij", kb, k, decay) * strict
+    Qk = torch.einsum("...ik,...jk,...ijk->...ij", q, k, decay)
+    L = torch.eye(C, dtype=q.dtype, device=q.device) + A
+    UW = torch.linalg.solve_triangular(L, torch.cat([z, Gc.exp() * kb], dim=-1), upper=False, unitriangular=True)
+    U_tilde, W = UW[..., :V], UW[..., V:]
+    q_decayed = Gc.exp() * q
+    k_to_end = torch.exp(Gc[..., -1:, :] - Gc) * k
+    chunk_decay = Gc[..., -1, :].exp()
+    outs = []
+    for c in range(NC):
+        U = U_tilde[:, :, c] - W[:, :, c] @ S
+        outs.append(q_decayed[:, :, c] @ S + Qk[:, :, c] @ U)
+        S = chunk_decay[:, :, c].unsqueeze(-1) * S + k_to_end[:, :, c].transpose(-1, -2) @ U
+    o = torch.stack(outs, dim=2).permute(0, 2, 3, 1, 4).reshape(B, NC * C, HV, V)[:, :N]
+    return o.to(out_dtype), (S if output_final_state else None)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Linear attention: one recipe, the mixers' differences named where they occur.
+
+class LinearAttention(nn.Module):
+    """EDA / KDA / GDN / GDN-2 layer (paper Fig. eda_arch; Kimi Linear's KDA layer; Qwen3-Next's GDN).
+
+    x -> q, k [H heads], v [HV heads] -> short causal depthwise conv (kernel 4) + SiLU; q, k L2-normalized.
+    beta = sigmoid(W_b x)                                           (EDA, KDA, GDN; GDN-2 has b, w instead)
+    decay a: channel-wise from a low-rank projection d -> r*HV -> HV*K (r = 16 per value head; KDA's
+             f_a/f_b), mapped by the gate (EDA: safe gate Eq. safe_gate; KDA: l*sigmoid(A u));
+             GDN: one scalar per head a = W_a x, Mamba2 log gate (Eq. log_gate).
+    EDA:     gamma = sigmoid(W_g x) per value head; e = L2norm(low-rank d -> 16*H -> H*K) per q/k head,
+             shared by the G value heads of a group like k. (Table 7 fixes the shape: EDA - KDA is exactly
+             21 * (2048*256 + 256*2048 + 2048*32) params at MoE scale and 18 * (2048*128 + 128*1024 + 2048*16)
+             dense, i.e. rank 16 per q/k head with a full up-projection to the key dim. No conv on e, as
+             KDA convolves only q, k, v.)
+    GDN-2:   b = sigmoid(low-rank d -> 16*H -> H*K), w = sigmoid(low-rank d -> 16*H -> H*V) per q/k head,
+             channel-wise decay as in Eq. gdn2_prelim (Mamba2 log gate made channel-wise, the GDN lineage);
+             this is the shape that reproduces Table 7's GDN-2 count.
+    out:     per-head RMSNorm (weight [V]), times sigmoid(W_o_gate x) (full-rank, Qwen3-Next style; Kimi
+             Linear's low-rank d -> V -> HV*V gate would be ~3.7M per layer short of Table 7), then o_proj.
+    """
+
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.mixer = cfg.mixer
+        d, H, HV, K, V = cfg.n_embd, cfg.la_n_head, cfg.la_n_v_head, cfg.la_head_dim, cfg.la_v_head_dim
+        self.H, self.HV, self.K, self.V = H, HV, K, V
+        self.q_proj = nn.Linear(d, H * K, bias=False)
+        self.k_proj = nn.Linear(d, H * K, bias=False)
+        self.v_proj = nn.Linear(d, HV * V, bias=False)
+        self.conv_dim = 2 * H * K + HV * V
+        # one depthwise conv over [q | k | v] channels (same parameters as three convs; one cache tensor)
+        self.conv_weight = nn.Parameter(torch.empty(self.conv_dim, 1, cfg.la_conv_size))
+        if self.mixer != "gdn2":
+            self.beta_proj = nn.Linear(d, HV, bias=False)
+        if self.mixer == "gdn":  # scalar decay per head
+            self.a_proj = nn.Linear(d, HV, bias=False)
+            self.dt_bias = nn.Parameter(torch.empty(HV))
+        else:                    # channel-wise decay, rank r per value head
+            r = cfg.la_gate_rank * HV
+            self.f_a = nn.Linear(d, r, bias=False)
+            self.f_b = nn.Linear(r, HV * K, bias=False)
+            self.dt_bias = nn.Parameter(torch.empty(HV, K))
+        self.A_log = nn.Parameter(torch.empty(HV))
+        re = cfg.la_erase_rank * H
+        if self.mixer == "eda":
+            self.gamma_proj = nn.Linear(d, HV, bias=False)
+            self.e_a = nn.Linear(d, re, bias=False)
+            self.e_b = nn.Linear(re, H * K, bias=False)
+        if self.mixer == "gdn2":
+            self.b_a = nn.Linear(d, re, bias=False)
+            self.b_b = nn.Linear(re, H * K, bias=False)
+            self.w_a = nn.Linear(d, re, bias=False)
+            self.w_b = nn.Linear(re, H * V, bias=False)
+        self.o_norm = RMSNorm(V, cfg.norm_eps)
+        self.g_proj = nn.Linear(d, HV * V, bias=False)
+        self.o_proj = nn.Linear(HV * V, d, bias=False)
+        self.o_proj.residual = True
+        self.init_gates()
+
+    @torch.no_grad()
+    def init_gates(self):
+        """Mamba2 / KDA init: A ~ U(1, 16) (A_log = log A); dt ~ logU(1e-3, 1e-1), dt_bias = softplus^-1(dt)."""
+        self.A_log.copy_(torch.empty_like(self.A_log).uniform_(1, 16).log())
+        lo, hi = math.log(1e-3), math.log(1e-1)
+        dt = torch.exp(torch.rand_like(self.dt_bias) * (hi - lo) + lo).clamp(min=1e-4)
+        self.dt_bias.copy_(inv_softplus(dt))
+        nn.init.uniform_(self.conv_weight, -1 / math.sqrt(self.cfg.la_conv_size), 1 / math.sqrt(self.cfg.la_conv_size))
+
+    def _backend(self, x, cache):
+        """Which implementation runs this call: one token with a cache -> recurrent step (decode)."""
+        be = self.cfg.la_backend
+        if cache is not None and x.shape[1] == 1:  # decoding: one step against the cached state
+            fused = self.mixer != "gdn2" and (be == "triton" or (be == "auto" and x.is_cuda))
+            return "decode" if fused else "recurrent"
+        if be == "auto":
+            be = "triton" if (x.is_cuda and self.mixer != "gdn2") else "chunk"
+        return be
+
+    def _rule(self, backend, q, k, v, e, g, beta, gamma, b, w, state):
+        if self.mixer == "gdn2":
+            if backend == "recurrent":
+                return gdn2_recurrent(q, k, v, g, b, w, initial_state=state, output_final_state=True)
+            return gdn2_chunk(q, k, v, g, b, w, initial_state=state, output_final_state=True,
+                              chunk_size=self.cfg.la_chunk_size)
+        args = (q, k, v, e, g, beta, gamma)
+        if backend == "triton":
+            return eda.eda_triton(*args, initial_state=state, output_final_state=True)
+        if backend == "decode":  # fused recurrent kernel, the cached fp32 state updated in place
+            from kernel import eda_decode
+            return eda_decode(*args, state=state.contiguous(), inplace=True)
+        if backend == "recurrent":
+            return eda.eda_recurrent(*args, initial_state=state, output_final_state=True)
+        return eda.eda_chunk(*args, initial_state=state, output_final_state=True, chunk_size=self.cfg.la_chunk_size)
+
+    def forward(self, x, cache=None):
+        """x [B,T,d]; cache: this layer's dict {'conv', 'state'} (updated in place) or None."""
+        B, T, _ = x.shape
+        H, HV, K, V, G = self.H, self.HV, self.K, self.V, self.HV // self.H
+        cfg = self.cfg
+        # short causal conv over [q|k|v]: left context is the cached tail (decode) or zeros
+        u = torch.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], dim=-1).transpose(1, 2)  # [B,C,T]
+        ks = cfg.la_conv_size
+        tail = cache["conv"].to(u.dtype) if cache is not None else u.new_zeros(B, self.conv_dim, ks - 1)
+        u = torch.cat([tail, u], dim=-1)
+        if cache is not None:
+            cache["conv"] = u[:, :, u.shape[-1] - (ks - 1):].detach().clone()
+        u = F.silu(F.conv1d(u, self.conv_weight.to(u.dtype), groups=self.conv_dim)).transpose(1, 2)
+        q, k, v = u.split([H * K, H * K, HV * V], dim=-1)
+        q = l2norm(q.reshape(B, T, H, K))
+        k = l2norm(k.reshape(B, T, H, K))
+        v = v.reshape(B, T, HV, V)
+        # gates (all fp32 log decays from eda.py's gate functions)
+        lb = cfg.la_gate_lower_bound
+        a = self.a_proj(x) if self.mixer == "gdn" else self.f_b(self.f_a(x)).view(B, T, HV, K)
+        gate = cfg.gate
+        if gate == "safe":
+            g = eda.safe_gate(a, self.A_log, self.dt_bias, lb)
+        elif gate == "kda":
+            g = eda.kda_gate(a, self.A_log, self.dt_bias, lb)
+        else:
+            g = eda.log_gate(a, self.A_log, self.dt_bias)
+        beta = torch.sigmoid(self.beta_proj(x).float()) if self.mixer != "gdn2" else None
+        e = gamma = b = w = None
+        if self.mixer == "eda":
+            gamma = torch.sigmoid(self.gamma_proj(x).float())
+            e = l2norm(self.e_b(self.e_a(x)).view(B, T, H, K)).repeat_interleave(G, dim=2)
+        if self.mixer == "gdn2":
+            b = torch.sigmoid(self.b_b(self.b_a(x)).float()).view(B, T, H, K).repeat_interleave(G, dim=2)
+            w = torch.sigmoid(self.w_b(self.w_a(x)).float()).view(B, T, H, V).repeat_interleave(G, dim=2)
+        if beta is not None:
+            beta = beta.to(q.dtype)
+        if gamma is not None:
+            gamma = gamma.to(q.dtype)
+        state = cache["state"] if cache is not None else None
+        o, S = self._rule(self._backend(x, cache), q, k, v, e, g, beta, gamma, b, w, state)
+        if cache is not None:
+            cache["state"] = S.float()
+        # output: per-head RMSNorm, sigmoid output gate, projection
+        o = self.o_norm(o) * torch.sigmoid(self.g_proj(x)).view(B, T, HV, V).to(o.dtype)
+        return self.o_proj(o.reshape(B, T, HV * V).to(x.dtype))
+
+    def new_cache(self, batch_size, device, dtype):
+        return {"conv": torch.zeros(batch_size, self.conv_dim, self.cfg.la_conv_size - 1, device=device, dtype=dtype),
+                "state": torch.zeros(batch_size, self.HV, self.K, self.V, device=device, dtype=torch.float32)}
+
+
+# ----------------------------------------------------------------------------------------------------
+# Full attention: Gated Attention (Appendix A; Qiu et al.), as in Qwen3-Next.
+
+
+def apply_rope(x, pos, rope_dim, theta):
+    """Rotate the first rope_dim dims of x [B,T,h,hd] at positions pos [T] (half-split RoPE, fp32)."""
+    inv = 1.0 / (theta ** (torch.arange(0, rope_dim, 2, device=x.device, dtype=torch.float32) / rope_dim))
+    ang = pos.to(torch.float32)[:, None] * inv[None]                       # [T, rope_dim/2]
+    cos, sin = ang.cos()[None, :, None], ang.sin()[None, :, None]
+    xr, xp = x[..., :rope_dim].float(), x[..., rope_dim:]
+    x1, x2 = xr.chunk(2, dim=-1)
+    xr = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+    return torch.cat([xr, xp], dim=-1)
+
+
+class GatedAttention(nn.Module):
+    """Causal GQA attention with q/k RMSNorm, (partial) RoPE, SDPA, and an elementwise sigmoid output
+    gate computed from the layer input (the gate comes out of q_proj, per head, as in Qwen3-Next)."""
+
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.cfg = cfg
+        d, self.nh, self.nkv, self.hd = cfg.n_embd, cfg.n_head, cfg.kv_heads, cfg.head_dim
+        self.q_proj = nn.Linear(d, self.nh * self.hd * 2, bias=False)   # [q | gate] per head
+        self.k_proj = nn.Linear(d, self.nkv * self.hd, bias=False)
+        self.v_proj = nn.Linear(d, self.nkv * self.hd, bias=False)
+        self.q_norm = RMSNorm(self.hd, cfg.norm_eps)
+        self.k_norm = RMSNorm(self.hd, cfg.norm_eps)
+        self.o_proj = nn.Linear(self.nh * self.hd, d, bias=False)
+        self.o_proj.residual = True
+
+    def forward(self, x, cache=None, pos=0):
+        """x [B,T,d]; cache: this layer's dict {'k', 'v'} of [B, nkv, max_len, hd] or None; pos: tokens before x."""
+        B, T, _ = x.shape
+        q, gate = self.q_proj(x).view(B, T, self.nh, 2 * self.hd).chunk(2, dim=-1)
+        k = self.k_proj(x).view(B, T, self.nkv, self.hd)
+        v = self.v_proj(x).view(B, T, self.nkv, self.hd)
+        q, k = self.q_norm(q), self.k_norm(k)
+        p = torch.arange(pos, pos + T, device=x.device)
+        q = apply_rope(q, p, self.cfg.rope_dim, self.cfg.rope_theta)
+        k = apply_rope(k, p, self.cfg.rope_dim, self.cfg.rope_theta)
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))                 # [B, h, T, hd]
+        mask, causal = None, True
+        if cache is not None:
+            if pos + T > cache["k"].shape[2]:
+                raise ValueError(f"KV cache holds {cache['k'].shape[2]} positions, asked for {pos + T}")
+            cache["k"][:, :, pos:pos + T] = k.to(cache["k"].dtype)
+            cache["v"][:, :, pos:pos + T] = v.to(cache["v"].dtype)
+            k, v = cache["k"][:, :, :pos + T].to(q.dtype), cache["v"][:, :, :pos + T].to(q.dtype)
+            if pos > 0:  # queries at pos..pos+T-1 see keys 0..their own position
+                causal = False
+                if T > 1:
+                    mask = torch.arange(pos + T, device=x.device)[None, :] <= (pos + torch.arange(T, device=x.device))[:, None]
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=self.nkv != self.nh)
+        y = y.transpose(1, 2) * torch.sigmoid(gate)                       # elementwise gate per head dim
+        return self.o_proj(y.reshape(B, T, self.nh * self.hd))
+
+    def new_cache(self, batch_size, max_len, device, dtype):
+        shape = (batch_size, self.nkv, max_len, self.hd)
+        return {"k": torch.zeros(shape, device=device, dtype=dtype), "v": torch.zeros(shape, device=device, dtype=dtype)}
+
+
+# ----------------------------------------------------------------------------------------------------
+# Mixture of experts
+
+
+_GROUPED_MM_OK = hasattr(F, "grouped_mm")
+
+
+def grouped_matmul(x, w, counts):
+    """x [N, a] sorted by expert, w [E, a, b], counts [E] -> [N, b]: rows of expert i times w[i].
+    torch's grouped GEMM on CUDA in bf16 (one launch for all experts), else a loop over the experts that got
+    tokens (torch's CPU grouped_mm works but is ~100x slower than the loop at toy sizes)."""
+    global _GROUPED_MM_OK
+    w = w.to(x.dtype)
+    aligned = all((s * x.element_size()) % 16 == 0 for s in (w.shape[1], w.shape[2]))
+    if _GROUPED_MM_OK and aligned and x.is_cuda and x.dtype == torch.bfloat16:
+        try:
+            return F.grouped_mm(x, w, offs=counts.cumsum(0).to(torch.int32))
+        except RuntimeError:
+            _GROUPED_MM_OK = False  # unsupported here: fall through to the loop from now on
+    outs, start = [], 0
+    for i, n in enumerate(counts.tolist()):
+        if n:
+            outs.append(x[start:start + n] @ w[i])
+            start += n
+    return torch.cat(outs) if outs else x.new_zeros(0, w.shape[2])
+
+
+class MoE(nn.Module):
+    """Routed SwiGLU experts + one shared expert (Qwen3-Next / Qwen MoE recipe).
+
+    router: softmax over E experts in fp32, top-k, weights renormalized to sum to 1;
+    shared expert: a SwiGLU of width shared_expert_hidden, scaled by sigmoid(W_s x);
+    aux loss (Switch Transformer): E * sum_i f_i * P_i, f_i = fraction of the N*k routed slots that go to
+    expert i, P_i = mean router probability of i; times moe_aux_coef. 1 when perfectly balanced.
+    Dispatch: the N*k (token, expert) pairs are sorted by expert, gathered, run per expert with a grouped
+    GEMM, weighted and scattered back with index_add: no expert sees tokens not routed to it.
+    """
+
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.cfg = cfg
+        d, E, Fh = cfg.n_embd, cfg.n_expert, cfg.expert_hidden
+        self.router = nn.Linear(d, E, bias=False)
+        self.w_gate = nn.Parameter(torch.empty(E, d, Fh))
+        self.w_up = nn.Parameter(torch.empty(E, d, Fh))
+        self.w_down = nn.Parameter(torch.empty(E, Fh, d))
+        if cfg.shared_expert_hidden:
+            self.shared = SwiGLU(d, cfg.shared_expert_hidden)
+            self.shared_gate = nn.Linear(d, 1, bias=False)
+        self.last_counts = None  # tokens per expert in the last forward (for tests / logging)
+        self.init_experts()
+
+    @torch.no_grad()
+    def init_experts(self):
+        std = self.cfg.init_std
+        nn.init.normal_(self.w_gate, 0.0, std)
+        nn.init.normal_(self.w_up, 0.0, std)
+        nn.init.normal_(self.w_down, 0.0, std / math.sqrt(2 * self.cfg.n_layer))  # a residual output
+
+    def forward(self, x):
+        B, T, d = x.shape
+        E, k = self.cfg.n_expert, self.cfg.moe_topk
+        xf = x.reshape(-1, d)
+        N = xf.shape[0]
+        logits = F.linear(xf.float(), self.router.weight.float())          # fp32 router
+        probs = logits.softmax(dim=-1)
+        top_p, top_i = probs.topk(k, dim=-1)
+        top_p = top_p / top_p.sum(dim=-1, keepdim=True)
+        flat_e = top_i.flatten()                                           # [N*k]
+        counts = torch.bincount(flat_e, minlength=E)
+        self.last_counts = counts.detach()
+        frac = counts.float() / (N * k)
+        aux = self.cfg.moe_aux_coef * E * (frac * probs.mean(dim=0)).sum()
+        order = flat_e.argsort(stable=True)
+        token = order // k
+        xs = xf[token]
+        h = F.silu(grouped_matmul(xs, self.w_gate, counts)) * grouped_matmul(xs, self.w_up, counts)
+        y = grouped_matmul(h, self.w_down, counts) * top_p.flatten()[order].unsqueeze(-1).to(h.dtype)
+        out = torch.zeros_like(xf).index_add_(0, token, y.to(xf.dtype))
+        if self.cfg.shared_expert_hidden:
+            out = out + self.shared(xf) * torch.sigmoid(self.shared_gate(xf))
+        return out.view(B, T, d), aux
+
+
+# ----------------------------------------------------------------------------------------------------
+# Blocks and the model
+
+
+class Block(nn.Module):
+    """Pre-norm residual block: x + mixer(norm(x)), then x + ffn(norm(x))."""
+
+    def __init__(self, cfg: GPTConfig, layer_idx):
+        super().__init__()
+        self.is_attention = cfg.is_attention_layer(layer_idx)
+        self.norm1 = RMSNorm(cfg.n_embd, cfg.norm_eps)
+        self.mixer = GatedAttention(cfg) if self.is_attention else LinearAttention(cfg)
+        self.norm2 = RMSNorm(cfg.n_embd, cfg.norm_eps)
+        self.ffn = MoE(cfg) if cfg.moe else SwiGLU(cfg.n_embd, cfg.ffn_width)
+
+    def forward(self, x, cache=None, pos=0):
+        h = self.norm1(x)
+        x = x + (self.mixer(h, cache, pos) if self.is_attention else self.mixer(h, cache))
+        h = self.ffn(self.norm2(x))
+        if isinstance(h, tuple):
+            h, aux = h
+        else:
+            aux = x.new_zeros((), dtype=torch.float32)
+        return x + h, aux
+
+
+class GPT(nn.Module):
+    """The language model: embedding, n_layer blocks, final RMSNorm, lm_head (untied by default).
+
+    Decoding cache (model.new_cache; prefill / decode_step update it in place and also return it):
+        cache = {"pos": int,                       # tokens consumed so far (the next token's position)
+                 "layers": [per-block dict, ...]}   # one per model.blocks entry
+        linear layer:    {"conv": [B, 2*H*K + HV*V, la_conv_size-1] last conv inputs (model dtype),
+                          "state": [B, HV, K, V] fp32 recurrent state}      -- constant size
+        attention layer: {"k", "v": [B, n_kv_head, max_len, head_dim]} preallocated KV cache; slots < pos valid
+    Prefill runs the chunked backend and fills the states; decode_step runs one recurrent step per linear
+    layer. Caches are per batch row: all rows share pos (left-pad prompts of unequal length yourself).
+    """
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.config = cfg = config
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.blocks = nn.ModuleList([Block(cfg, i) for i in range(cfg.n_layer)])
+        self.norm_f = RMSNorm(cfg.n_embd, cfg.norm_eps)
+        self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.wte.weight
+        self.init_weights()
+
+    @torch.no_grad()
+    def init_weights(self):
+        """nanoGPT init (normal 0.02, residual outputs scaled by 1/sqrt(2 n_layer)); norms at 1; gates as
+        Mamba2/KDA. Safe to call again after building on the meta device and to_empty()."""
+        std = self.config.init_std
+        res_std = std / math.sqrt(2 * self.config.n_layer)
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.normal_(m.weight, 0.0, res_std if getattr(m, "residual", False) else std)
+            elif isinstance(m, nn.Embedding):
+                nn.init.normal_(m.weight, 0.0, std)
+            elif isinstance(m, RMSNorm):
+                nn.init.ones_(m.weight)
+            elif isinstance(m, MoE):
+                m.init_experts()
+            if isinstance(m, LinearAttention):
+                m.init_gates()
+
+    # -- training forward --------------------------------------------------------------------------
+
+    def forward(self, idx, targets=None):
+        """idx [B,T] -> (logits [B,T,vocab], mean CE loss or None (targets == -1 ignored), aux_loss)."""
+        x = self.wte(idx)
+        aux = torch.zeros((), device=idx.device, dtype=torch.float32)
+        for block in self.blocks:
+            if self.config.grad_checkpoint and self.training and torch.is_grad_enabled():
+                x, a = checkpoint(block, x, use_reentrant=False)
+            else:
+                x, a = block(x)
+            aux = aux + a
+        logits = self.lm_head(self.norm_f(x))
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
+        return logits, loss, aux
+
+    # -- decoding -----------------------------------------------------------------------------------
+
+    def new_cache(self, batch_size, max_len=None, device=None, dtype=None):
+        """An empty decoding cache (format in the class docstring). max_len defaults to block_size."""
+        max_len = self.config.block_size if max_len is None else max_len
+        device = self.wte.weight.device if device is None else device
+        dtype = self.wte.weight.dtype if dtype is None else dtype
+        layers = [b.mixer.new_cache(batch_size, max_len, device, dtype) if b.is_attention
+                  else b.mixer.new_cache(batch_size, device, dtype) for b in self.blocks]
+        return {"pos": 0, "layers": layers}
+
+    def _cached_forward(self, idx, cache):
+        pos = cache["pos"]
+        x = self.wte(idx)
+        for block, c in zip(self.blocks, cache["layers"]):
+            x, _ = block(x, c, pos)
+        cache["pos"] = pos + idx.shape[1]
+        return x
+
+    @torch.no_grad()
+    def prefill(self, idx, cache, all_logits=False):
+        """Run the prompt idx [B,T] through the chunked path from the cache's state (pos may be > 0).
+        Returns (logits [B,1,vocab] for the last position, or [B,T,vocab] with all_logits, cache)."""
+        x = self._cached_forward(idx, cache)
+        if not all_logits:
+            x = x[:, -1:]
+        return self.lm_head(self.norm_f(x)), cache
+
+    @torch.no_grad()
+    def decode_step(self, idx_next, cache):
+        """One token per row, idx_next [B] or [B,1]: one recurrent step per linear layer, one KV-cache
+        attention step per full layer. Returns (logits [B,1,vocab], cache)."""
+        idx_next = idx_next.view(-1, 1)
+        return self.lm_head(self.norm_f(self._cached_forward(idx_next, cache))), cache
+
+    @torch.no_grad()
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, on_token=None):
+        """Sample max_new_tokens after idx [B,T] (temperature 0: greedy). on_token(tokens [B,1]) is called
+        for each new token batch (streaming). Returns [B, T + max_new_tokens]."""
+        B, T = idx.shape
+        if T + max_new_tokens > self.config.block_size:
+            raise ValueError(f"prompt ({T}) + max_new_tokens ({max_new_tokens}) exceeds block_size "
+                             f"({self.config.block_size})")
+        was_training = self.training
+        self.eval()
+        cache = self.new_cache(B, max_len=T + max_new_tokens)
+        logits, cache = self.prefill(idx, cache)
+        out = [idx]
+        for i in range(max_new_tokens):
+            nxt = sample_next(logits[:, -1].float(), temperature, top_k, top_p)
+            out.append(nxt)
+            if on_token is not None:
+                on_token(nxt)
+            if i + 1 < max_new_tokens:
+                logits, cache = self.decode_step(nxt, cache)
+        self.train(was_training)
+        return torch.cat(out, dim=1)
+
+    # -- bookkeeping --------------------------------------------------------------------------------
+
+    def param_summary(self):
+        """{'total', 'active', 'breakdown'}. Counting follows Table 7, which (checked against its numbers:
+        the MoE GDN row matches to 0.01%) counts the input embedding AND the lm_head, in total and in active
+        params; with tie_embeddings the shared matrix is counted once. active = total minus the routed experts
+        a token does not use: (n_expert - moe_topk) / n_expert of the expert weights."""
+        cfg = self.config
+        bd = {k: 0 for k in ("embedding", "lm_head", "linear_attention", "full_attention", "ffn",
+                             "experts", "shared_expert", "router", "norms")}
+        seen = set()
+        for name, p in self.named_parameters():
+            if id(p) in seen:
+                continue
+            seen.add(id(p))
+            n = p.numel()
+            if name.startswith("wte."):
+                bd["embedding"] += n
+            elif name.startswith("lm_head."):
+                bd["lm_head"] += n
+            elif ".mixer." in name:  # blocks.<i>.mixer.*
+                attn = self.blocks[int(name.split(".")[1])].is_attention
+                bd["full_attention" if attn else "linear_attention"] += n
+            elif ".ffn.router." in name:
+                bd["router"] += n
+            elif ".ffn.w_" in name:
+                bd["experts"] += n
+            elif ".ffn.shared" in name:
+                bd["shared_expert"] += n
+            elif ".ffn." in name:
+                bd["ffn"] += n
+            else:
+                bd["norms"] += n
+        total = sum(bd.values())
+        active = total
+        if cfg.moe:
+            active -= bd["experts"] * (cfg.n_expert - cfg.moe_topk) // cfg.n_expert
+        return {"total": total, "active": active, "breakdown": bd}
+
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
+        """AdamW; weight decay on matrices (>= 2D) only, never on the decay-gate parameters (A_log,
+        dt_bias: dt_bias is [HV, K], 2D, so it is excluded by name), norms or biases."""
+        decay, no_decay = [], []
+        for name, p in self.named_parameters():
+            if not p.requires_grad:
+                continue
+            leaf = name.rsplit(".", 1)[-1]
+            if p.dim() >= 2 and leaf not in ("A_log", "dt_bias") and "norm" not in name:
+                decay.append(p)
+            else:
+                no_decay.append(p)
+        groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+        fused = device_type == "cuda"
+        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)
+
+    def flops_per_token(self, seq_len):
+        """Training FLOPs per token (forward + backward = 3x forward):
+        6 * active matmul params (all active params but the embedding lookup)
+        + full attention: per layer 2 matmuls (QK^T, AV) of 2*n_head*head_dim FLOPs per attended key, over
+          seq_len/2 keys on average (causal) -> 3 * 2 * 2 * n_head * head_dim * seq_len / 2
+        + linear attention, chunk form per token and value head with chunk C (EDA: 2 sub-steps, chunk 2C):
+          intra-chunk A and Q.Gamma.K^T (2*C*K each), Tril(.)U (2*C*V), triangular solve (C*(K+V)),
+          W S_0, Q S_0 and the state update (2*K*V each) -> 3x that for training. An estimate for MFU."""
+        cfg = self.config
+        s = self.param_summary()
+        n_mat = s["active"] - s["breakdown"]["embedding"]  # the lookup is not a matmul ...
+        if cfg.tie_embeddings:
+            n_mat += s["breakdown"]["embedding"]               # ... but a tied lm_head still is
+        flops = 6.0 * n_mat
+        C, K, V = cfg.la_chunk_size, cfg.la_head_dim, cfg.la_v_head_dim
+        for b in self.blocks:
+            if b.is_attention:
+                flops += 3 * 2 * 2 * cfg.n_head * cfg.head_dim * seq_len / 2
+            else:
+                sub, Cs = (2, 2 * C) if cfg.mixer == "eda" else (1, C)
+                per = 2 * Cs * K * 2 + 2 * Cs * V + Cs * (K + V) + 3 * 2 * K * V
+                flops += 3 * sub * per * cfg.la_n_v_head
+        return float(flops)
+
+
+def sample_next(logits, temperature=1.0, top_k=None, top_p=None):
+    """logits [B, vocab] -> next tokens [B, 1]: greedy at temperature 0, else top-k / nucleus sampling."""
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    logits = logits / temperature
+    if top_k is not None:
+        v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+        logits = logits.masked_fill(logits < v[:, [-1]], float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        cum = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+        drop = cum - sorted_logits.softmax(dim=-1) > top_p  # keep the smallest set whose mass reaches top_p
+        sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
+        logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+    return torch.multinomial(logits.softmax(dim=-1), num_samples=1)
