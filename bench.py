@@ -394,13 +394,14 @@ def model_decode_table():
                 cfg = GPTConfig(**dict(base, mixer=mixer, block_size=ctx_len + decode_steps + 8))
                 torch.cuda.empty_cache()
                 model = GPT(cfg).to(DEV, DTYPE).eval()
-                weights = torch.cuda.memory_allocated()
                 cache = model.new_cache(B, device=DEV, dtype=DTYPE)
                 for layer in cache["layers"]:  # random memory content, as if ctx_len tokens had been read
                     for t in layer.values():
                         t.normal_()
                 cache["pos"] = ctx_len
-                per_seq = (torch.cuda.memory_allocated() - weights) / B
+                # decode memory per sequence: the cache (KV for attention layers, conv tail + fp32 state for
+                # linear layers); the KV part grows with ctx_len, the linear part does not
+                per_seq = sum(t.numel() * t.element_size() for layer in cache["layers"] for t in layer.values()) / B
                 tok = torch.randint(0, cfg.vocab_size, (B,), device=DEV)
                 with torch.no_grad():
                     for _ in range(3):  # warm-up (kernels compile on first use)
@@ -415,6 +416,14 @@ def model_decode_table():
                     torch.cuda.synchronize()
                 ms = start.elapsed_time(end) / decode_steps
                 rows.append((mixer, ctx_len, B, ms, B * 1000 / ms, per_seq / 2**20))
+                if profile and ctx_len == decode_contexts[-1] and B == decode_model_batches[-1]:
+                    # where a decode step's time goes: CPU (launch-bound) vs GPU time per operator
+                    from torch.profiler import ProfilerActivity, profile as torch_profile
+                    with torch.no_grad(), torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                        model.decode_step(tok, cache)
+                        torch.cuda.synchronize()
+                    print(f"\nprofile of one {mixer} decode step, ctx {ctx_len}, B {B}:")
+                    print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=15))
                 del model, cache
     print(f"\nmodel decode ({decode_config}, {dtype}, {decode_steps} steps after a context of ctx tokens)")
     print(f"{'mixer':<12}{'ctx':>7}{'B':>5}{'ms/step':>10}{'tok/s':>12}{'MiB/seq':>10}")
