@@ -1,0 +1,34 @@
+# MQAR (multi-query associative recall, Zoology recipe): can the mixer store and recall key-value bindings?
+#   python train.py config/mqar.py [--mixer=kda|gdn|gdn2|transformer] [--num_kv_pairs=64 --block_size=512]
+# Data are generated in-process from the seed (data/synthetic.py); eval reports accuracy on the answers.
+# Like Zoology: two layers, no full attention (attn_every larger than n_layer), so the linear layer's memory
+# alone must do the recall; --mixer=transformer gives the attention upper bound.
+
+dataset = 'mqar'
+vocab_size = 8192            # Zoology's vocab: keys and values from disjoint halves
+block_size = 256
+num_kv_pairs = 16            # Zoology sweeps 4 .. 64 pairs over sequence lengths 64 .. 512
+n_layer = 2
+attn_every = 100             # no attention layer
+n_embd = 128
+ffn_hidden = 256
+n_head = 2
+n_kv_head = 2
+head_dim = 64
+la_n_head = 2
+la_n_v_head = 2
+la_head_dim = 64
+la_v_head_dim = 64
+la_gate_rank = 16
+la_erase_rank = 16
+la_chunk_size = 16           # short sequences; 16-token chunks are the faster ones on CPU
+out_dir = 'out/mqar'
+batch_size = 64
+max_iters = 2000
+warmup_iters = 100
+learning_rate = 1e-3
+min_lr = 1e-5
+weight_decay = 0.1
+eval_interval = 200
+eval_iters = 8
+log_interval = 50

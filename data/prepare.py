@@ -1,0 +1,313 @@
+"""
+Prepare token files for train.py: <out>/train.bin, <out>/val.bin and <out>/meta.json (all git-ignored).
+
+    python data/prepare.py stdlib                  # the default corpus: this Python's stdlib source, bytes
+    python data/prepare.py fineweb_edu             # HuggingFaceFW/fineweb-edu, sample-10BT, gpt2 tokens
+    python data/prepare.py openwebtext             # Skylion007/openwebtext, gpt2 tokens
+    python data/prepare.py text --input=notes/ --input=more.txt --name=mytext --encoding=bytes
+
+then `python train.py --dataset=<name>` (a name is data/<name>/; a path with a '/' is used as it is).
+train.py prepares `stdlib` by itself on first use; it needs no network and no tokenizer download.
+
+Token files: a 64-byte header, then the tokens as one flat array (numpy memmap on load).
+    header = magic b"EDATOKS\\0" | version u32 | itemsize u32 (1, 2 or 4) | vocab_size u64 | n_tokens u64 | zeros
+Documents are separated by an end-of-document token: tiktoken's <|endoftext|>, or byte 0 for the byte
+encoding (NUL never occurs in text). load_tokens() checks the header and the file size, so a missing,
+truncated or mismatched file is an error naming the file and the command that rebuilds it.
+"""
+import argparse
+import glob
+import json
+import os
+import struct
+import sys
+import sysconfig
+import zlib
+
+import numpy as np
+
+DATA_DIR = os.path.dirname(os.path.abspath(__file__))
+MAGIC = b"EDATOKS\0"
+VERSION = 1
+HEADER_BYTES = 64
+HEADER = struct.Struct("<8sIIQQ")  # magic, version, itemsize, vocab_size, n_tokens (32 bytes, then zeros)
+DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32}
+HUB = {  # name: (hub repo, subset, split, default encoding)
+    "fineweb_edu": ("HuggingFaceFW/fineweb-edu", "sample-10BT", "train", "gpt2"),
+    "openwebtext": ("Skylion007/openwebtext", None, "train", "gpt2"),
+}
+SYNTHETIC = ("mqar", "reassign")  # generated in-process by data/synthetic.py, no files
+
+
+class TokenFileError(Exception):
+    """A token file is missing, truncated or does not match what the run expects."""
+
+
+# ----------------------------------------------------------------------------------------------------
+# Token files
+
+
+def dtype_for(vocab_size):
+    return np.uint8 if vocab_size <= 2**8 else np.uint16 if vocab_size <= 2**16 else np.uint32
+
+
+def write_tokens(path, arrays, vocab_size, total=None, desc=None):
+    """Write an iterable of 1-D token arrays to `path`. Returns (n_tokens, unigram counts).
+
+    Written to a temp file and renamed at the end, so an interrupted preparation never leaves a file
+    that looks complete; the header's token count is filled in last and checked against the size on load.
+    """
+    from tqdm import tqdm
+    dtype = dtype_for(vocab_size)
+    itemsize = np.dtype(dtype).itemsize
+    counts = np.zeros(vocab_size, dtype=np.int64)
+    n = 0
+    tmp = f"{path}.tmp{os.getpid()}"  # per process: two preparations at once cannot mix their bytes
+    with open(tmp, "wb") as f:
+        f.write(b"\0" * HEADER_BYTES)
+        for arr in tqdm(arrays, total=total, desc=desc or os.path.basename(path), unit="shard", leave=False):
+            arr = np.asarray(arr)
+            if arr.size and arr.max() >= vocab_size:
+                raise ValueError(f"token {int(arr.max())} >= vocab_size {vocab_size} while writing {path}")
+            counts += np.bincount(arr, minlength=vocab_size)
+            f.write(arr.astype(dtype).tobytes())
+            n += arr.size
+        f.seek(0)
+        f.write(HEADER.pack(MAGIC, VERSION, itemsize, vocab_size, n))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return n, counts
+
+
+def rebuild_command(data_dir):
+    """The command that (re)builds the token files of `data_dir`, as written in its meta.json."""
+    try:
+        with open(os.path.join(data_dir, "meta.json")) as f:
+            return json.load(f)["command"]
+    except (OSError, ValueError, KeyError):
+        pass
+    name = os.path.basename(os.path.normpath(data_dir))
+    if name == "stdlib" or name in HUB:
+        return f"python data/prepare.py {name}"
+    return f"python data/prepare.py text --input=<your text files> --out={data_dir}"
+
+
+def load_tokens(path, vocab_size=None):
+    """Open a token file after checking its header and size. Returns (tokens, vocab_size): a read-only
+    numpy memmap and the vocab size from the header.
+
+    vocab_size: if given, the file's vocab size must equal it (e.g. train.bin and val.bin agree).
+    Raises TokenFileError naming the file and the command that rebuilds it.
+    """
+    fix = f"rebuild it with: {rebuild_command(os.path.dirname(path))}"
+    if not os.path.exists(path):
+        raise TokenFileError(f"token file {path} is missing; {fix}")
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        head = f.read(HEADER.size)
+    if size < HEADER_BYTES or len(head) < HEADER.size:
+        raise TokenFileError(f"token file {path} is truncated ({size} bytes, shorter than its header); {fix}")
+    magic, version, itemsize, vocab, n = HEADER.unpack(head)
+    if magic != MAGIC:
+        raise TokenFileError(f"token file {path} is not a nanoEDA token file (bad magic {magic!r}); {fix}")
+    if version != VERSION:
+        raise TokenFileError(f"token file {path} has format version {version}, this code reads {VERSION}; {fix}")
+    if itemsize not in DTYPES:
+        raise TokenFileError(f"token file {path} has an unknown token size of {itemsize} bytes; {fix}")
+    expected = HEADER_BYTES + n * itemsize
+    if size != expected:
+        what = "truncated" if size < expected else "longer than its header says"
+        raise TokenFileError(f"token file {path} is {what}: {size} bytes, the header's {n} tokens need "
+                             f"{expected}; {fix}")
+    if vocab_size is not None and vocab != vocab_size:
+        raise TokenFileError(f"token file {path} has vocab size {vocab}, expected {vocab_size}; {fix}")
+    if n == 0:
+        raise TokenFileError(f"token file {path} holds no tokens; {fix}")
+    return np.memmap(path, dtype=DTYPES[itemsize], mode="r", offset=HEADER_BYTES, shape=(n,)), vocab
+
+
+def read_meta(data_dir):
+    try:
+        with open(os.path.join(data_dir, "meta.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def finish(out, splits, vocab_size, encoding, command, extra=None):
+    """Write train.bin / val.bin from {split: (iterable of arrays, count)} and meta.json. Returns meta."""
+    os.makedirs(out, exist_ok=True)
+    meta = dict(vocab_size=vocab_size, encoding=encoding, command=command, **(extra or {}))
+    for split, (arrays, total) in splits.items():
+        n, counts = write_tokens(os.path.join(out, f"{split}.bin"), arrays, vocab_size, total, desc=split)
+        meta[f"{split}_tokens"] = n
+        if split == "train":  # the loss a model that ignores context reaches: the reference for training
+            p = counts[counts > 0] / n
+            meta["unigram_entropy"] = float(-(p * np.log(p)).sum())  # nats/token, the loss's unit
+    tmp = os.path.join(out, f"meta.json.tmp{os.getpid()}")
+    with open(tmp, "w") as f:
+        json.dump(meta, f, indent=1)
+    os.replace(tmp, os.path.join(out, "meta.json"))
+    print(f"wrote {out}: " + ", ".join(f"{s} {meta[f'{s}_tokens']:,} tokens" for s in splits)
+          + f", vocab {vocab_size}, unigram entropy {meta['unigram_entropy']:.4f} nats/token")
+    return meta
+
+
+def is_val(name, val_fraction):
+    """Deterministic split by name: a stable hash, independent of file order, machine and Python run."""
+    return zlib.crc32(name.encode()) % 10_000 < val_fraction * 10_000
+
+
+# ----------------------------------------------------------------------------------------------------
+# Tokenizers
+
+
+def get_encoder(encoding):
+    """(encode(list of str) -> list of int arrays, vocab_size, eot) for 'bytes' or a tiktoken encoding."""
+    if encoding == "bytes":
+        # byte-level: vocab 256, byte 0 (never in text) ends a document
+        return (lambda texts: [np.frombuffer(t.encode("utf-8", "replace") + b"\0", np.uint8) for t in texts]), 256, 0
+    import tiktoken
+    try:
+        enc = tiktoken.get_encoding(encoding)
+    except Exception as err:
+        raise SystemExit(
+            f"prepare: tiktoken could not load the encoding '{encoding}' ({type(err).__name__}: {err}).\n"
+            f"tiktoken downloads its BPE files on first use: run once with network access, or point "
+            f"TIKTOKEN_CACHE_DIR at a folder that holds them, or use --encoding=bytes.") from None
+    eot = enc.eot_token
+    vocab = enc.n_vocab
+    return (lambda texts: [np.array(ids + [eot], np.uint32) for ids in enc.encode_ordinary_batch(texts)]), vocab, eot
+
+
+# ----------------------------------------------------------------------------------------------------
+# Sources
+
+
+def stdlib_files():
+    """The running Python's standard library source: *.py under the stdlib path, site-packages excluded."""
+    root = sysconfig.get_paths()["stdlib"]
+    files = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in ("site-packages", "dist-packages", "__pycache__"))
+        files += [os.path.join(dirpath, f) for f in sorted(filenames) if f.endswith(".py")]
+    return root, files
+
+
+def prepare_stdlib(out=os.path.join(DATA_DIR, "stdlib"), val_fraction=0.02):
+    """Byte-level corpus of the stdlib source, split into train/val by file. Fast (a few seconds)."""
+    root, files = stdlib_files()
+    if not files:
+        raise SystemExit(f"prepare: no *.py files under {root}: this Python has no stdlib source to train on")
+    parts = {"train": [], "val": []}
+    for path in files:
+        rel = os.path.relpath(path, root)
+        with open(path, "rb") as f:
+            data = f.read().replace(b"\0", b"")  # byte 0 is the document separator
+        parts["val" if is_val(rel, val_fraction) else "train"].append(np.frombuffer(data + b"\0", np.uint8))
+    import platform
+    return finish(out, {s: (a, len(a)) for s, a in parts.items()}, 256, "bytes",
+                  f"python data/prepare.py stdlib --out={os.path.relpath(out)}",
+                  dict(source=root, python=platform.python_version(), files=len(files),
+                       val_files=len(parts["val"])))
+
+
+def tokenize_dataset(ds, encoding, num_proc, out, command, text_column="text"):
+    """Tokenize a datasets.Dataset with a 'split' column into train/val files, in parallel."""
+    encode, vocab, _ = get_encoder(encoding)
+    ds = ds.map(lambda b: {"ids": encode(b[text_column])}, batched=True, remove_columns=[
+        c for c in ds.column_names if c != "split"], num_proc=num_proc, desc=f"tokenizing ({encoding})")
+    splits = {}
+    for split in ("train", "val"):
+        part = ds.filter(lambda b: [s == split for s in b["split"]], batched=True, num_proc=num_proc,
+                         desc=f"selecting {split}")
+        if len(part) == 0:
+            raise SystemExit(f"prepare: the {split} split is empty: give more documents or change --val_fraction")
+        shards = max(1, min(1024, len(part) // 1000))
+
+        def arrays(part=part, shards=shards):  # one shard at a time keeps memory flat
+            for i in range(shards):
+                shard = part.shard(shards, i, contiguous=True).with_format("numpy")
+                yield np.concatenate(list(shard["ids"]))
+        splits[split] = (arrays(), shards)
+    return finish(out, splits, vocab, encoding, command)
+
+
+def prepare_hub(name, out, encoding=None, num_proc=None, val_fraction=0.0005):
+    import datasets
+    repo, subset, split, default_enc = HUB[name]
+    encoding = encoding or default_enc
+    try:
+        ds = datasets.load_dataset(repo, subset, split=split, num_proc=num_proc)
+    except Exception as err:
+        raise SystemExit(
+            f"prepare: could not load {repo}{'/' + subset if subset else ''} from the Hugging Face Hub "
+            f"({type(err).__name__}: {str(err)[:300]}).\n"
+            f"It needs network access to huggingface.co (or a local HF cache with HF_DATASETS_OFFLINE=1). "
+            f"Offline, train on the built-in corpus (python train.py) or on your own files:\n"
+            f"  python data/prepare.py text --input=<files or folder> --name=mytext") from None
+    # deterministic split: the same documents go to val on every machine
+    ds = ds.add_column("split", ["val" if is_val(str(i), val_fraction) else "train" for i in range(len(ds))])
+    return tokenize_dataset(ds, encoding, num_proc, out, f"python data/prepare.py {name} --encoding={encoding}")
+
+
+def text_files(inputs, exts):
+    files = []
+    for item in inputs:
+        if os.path.isdir(item):
+            for dirpath, dirnames, filenames in os.walk(item):
+                dirnames.sort()
+                files += [os.path.join(dirpath, f) for f in sorted(filenames) if f.rsplit(".", 1)[-1] in exts]
+        else:
+            matches = sorted(glob.glob(item))
+            if not matches:
+                raise SystemExit(f"prepare: no file matches --input={item}")
+            files += matches
+    if not files:
+        raise SystemExit(f"prepare: no text files (*.{', *.'.join(exts)}) under {', '.join(inputs)}")
+    return files
+
+
+def prepare_text(inputs, out, encoding="gpt2", num_proc=None, val_fraction=0.02, exts=("txt", "md", "py")):
+    """Local text files or folders through datasets' text loader, one document per file, split by file."""
+    import datasets
+    files = text_files(inputs, exts)
+    get_encoder(encoding)  # fail early (and clearly) if the tokenizer cannot be loaded
+    val = [f for f in files if is_val(os.path.basename(f), val_fraction)]
+    if not val:  # tiny corpora: make sure val is not empty, deterministically
+        val = [min(files, key=lambda f: zlib.crc32(os.path.basename(f).encode()))]
+    train = [f for f in files if f not in val] or val
+    parts = []
+    for split, fs in (("train", train), ("val", val)):
+        ds = datasets.load_dataset("text", data_files=fs, sample_by="document", split="train")
+        parts.append(ds.add_column("split", [split] * len(ds)))
+    command = (f"python data/prepare.py text {' '.join('--input=' + i for i in inputs)} "
+               f"--out={out} --encoding={encoding}")
+    return tokenize_dataset(datasets.concatenate_datasets(parts), encoding, num_proc, out, command)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("source", choices=["stdlib", "text", *HUB])
+    parser.add_argument("--input", action="append", default=[], help="text: a file, folder or glob (repeat)")
+    parser.add_argument("--name", help="output folder data/<name> (default: the source's name)")
+    parser.add_argument("--out", help="output folder (overrides --name)")
+    parser.add_argument("--encoding", help="'bytes' or a tiktoken encoding (default: gpt2; stdlib: bytes)")
+    parser.add_argument("--num_proc", type=int, default=max(1, (os.cpu_count() or 2) // 2))
+    parser.add_argument("--val_fraction", type=float, help="share of documents held out for val")
+    parser.add_argument("--ext", default="txt,md,py", help="text: file extensions taken from folders")
+    args = parser.parse_args()
+    out = args.out or os.path.join(DATA_DIR, args.name or args.source)
+    vf = {} if args.val_fraction is None else {"val_fraction": args.val_fraction}
+    if args.source == "stdlib":
+        if args.encoding not in (None, "bytes"):
+            sys.exit("prepare: the stdlib corpus is byte-level; drop --encoding")
+        prepare_stdlib(out, **vf)
+    elif args.source == "text":
+        if not args.input:
+            sys.exit("prepare: text needs --input=<file, folder or glob> (repeatable)")
+        prepare_text(args.input, out, args.encoding or "gpt2", args.num_proc, exts=tuple(args.ext.split(",")), **vf)
+    else:
+        prepare_hub(args.source, out, args.encoding, args.num_proc, **vf)

@@ -1,0 +1,151 @@
+r"""
+Synthetic associative-memory tasks, generated in-process from a numpy Generator (no files).
+
+    x, y = mqar(rng, batch_size, seq_len, vocab_size, num_kv_pairs)
+    x, y = reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates)
+
+x: int64 [B, seq_len] inputs; y: int64 [B, seq_len] next-token targets, -1 everywhere except at the
+answer positions (the position of a query key, whose target is the key's current value). The loss and
+the accuracy are taken on the answer positions only; train.py selects a task with dataset='mqar' or
+dataset='reassign'.
+
+Token layout, shared by both tasks (vocab_size V):
+    0          filler: every position that is neither a binding nor a query
+    1          NONE: the answer for a key that is bound to nothing (reassign only)
+    [2, M)     keys,   M = 2 + (V - 2) // 2      \  disjoint halves of the vocabulary (Zoology)
+    [M, V)     values                           /
+"""
+import numpy as np
+
+FILLER, NONE = 0, 1
+
+
+def vocab_halves(vocab_size):
+    """(keys range, values range) as (lo, hi) pairs: disjoint halves of [2, vocab_size)."""
+    if vocab_size < 6:
+        raise ValueError(f"synthetic tasks need vocab_size >= 6, got {vocab_size}")
+    mid = 2 + (vocab_size - 2) // 2
+    return (2, mid), (mid, vocab_size)
+
+
+def query_slots(rng, n_queries, region_len, power_a=0.01):
+    """Positions in a query region of length region_len for n_queries queries, sorted.
+
+    Queries sit on even offsets so that the slot after each query is free (that slot is where the
+    answer would be written in text; here it stays filler). Offsets are drawn without replacement with
+    p(slot s) proportional to (s + 1)^(power_a - 1): a power law that favours short gaps between the end
+    of the context and a query, as in Zoology's MQAR.
+    """
+    n_slots = region_len // 2
+    if n_queries > n_slots:
+        raise ValueError(f"{n_queries} queries need a query region of >= {2 * n_queries} tokens, got {region_len}")
+    p = (np.arange(n_slots) + 1.0) ** (power_a - 1.0)
+    return 2 * np.sort(rng.choice(n_slots, size=n_queries, replace=False, p=p / p.sum()))
+
+
+def place_queries(rng, x, y, start, keys_and_answers, power_a=0.01):
+    """Write queries (key tokens in x, their answers in y at the same positions) into x[start:], y[start:]."""
+    region = x.shape[0] - start
+    slots = start + query_slots(rng, len(keys_and_answers), region, power_a)
+    order = rng.permutation(len(keys_and_answers))  # queries come in random order, not context order
+    for pos, i in zip(slots, order):
+        key, answer = keys_and_answers[i]
+        x[pos], y[pos] = key, answer
+
+
+def mqar(rng, batch_size, seq_len, vocab_size, num_kv_pairs, power_a=0.01):
+    """Multi-query associative recall (Zoology recipe).
+
+    Each sequence: a context of num_kv_pairs bindings `k v` (distinct keys from the key half, values from
+    the value half), then a query region in which every context key appears once, at power-law distributed
+    gaps. Promise: every query's key is bound in the context, so every query is answerable, and its
+    target (in y, at the query's position) is that key's value.
+    """
+    (klo, khi), (vlo, vhi) = vocab_halves(vocab_size)
+    if num_kv_pairs > khi - klo:
+        raise ValueError(f"num_kv_pairs={num_kv_pairs} exceeds the {khi - klo} distinct keys of vocab_size {vocab_size}")
+    if seq_len < 4 * num_kv_pairs:
+        raise ValueError(f"mqar: seq_len={seq_len} < 4 * num_kv_pairs={num_kv_pairs} (context + query region)")
+    x = np.full((batch_size, seq_len), FILLER, dtype=np.int64)
+    y = np.full((batch_size, seq_len), -1, dtype=np.int64)
+    for b in range(batch_size):
+        keys = rng.choice(np.arange(klo, khi), size=num_kv_pairs, replace=False)
+        values = rng.integers(vlo, vhi, size=num_kv_pairs)
+        x[b, 0:2 * num_kv_pairs:2], x[b, 1:2 * num_kv_pairs:2] = keys, values
+        place_queries(rng, x[b], y[b], 2 * num_kv_pairs, list(zip(keys, values)), power_a)
+    return x, y
+
+
+def reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, power_a=0.01):
+    """Associative recall with overwrites and moves: stale entries must be removed.
+
+    Each sequence is a stream of pairs, then a query region:
+      1. num_kv_pairs bindings `k v` with distinct keys;
+      2. num_updates updates, each on a key bound at that moment, chosen at random:
+         - reassign: `k v'` binds k to a new value v' != its current value;
+         - move:     `k NONE` unbinds k, then `k' v` binds a fresh key k' (never seen before) to k's value.
+      3. queries: every key that appeared in the stream, once, at power-law gaps.
+    Promises: every query is answerable from the stream (its key appeared in it); the answer is the key's
+    final binding: a reassigned key answers with its newest value, a moved binding's new key answers with
+    the moved value, and a moved key's old address answers NONE (unless a later update rebound it: never,
+    since moves take fresh keys and updates only touch keys bound at that moment).
+    """
+    (klo, khi), (vlo, vhi) = vocab_halves(vocab_size)
+    if vhi - vlo < 2:
+        raise ValueError("reassign needs at least 2 values to reassign to")
+    max_keys = num_kv_pairs + num_updates  # a move consumes a fresh key
+    if max_keys > khi - klo:
+        raise ValueError(f"num_kv_pairs + num_updates = {max_keys} exceeds the {khi - klo} keys of vocab_size {vocab_size}")
+    max_pairs = num_kv_pairs + 2 * num_updates  # a move is two pairs
+    if seq_len < 2 * max_pairs + 2 * max_keys:
+        raise ValueError(f"reassign: seq_len={seq_len} too short: the stream takes up to {2 * max_pairs} tokens "
+                         f"and the queries up to {2 * max_keys}; need >= {2 * max_pairs + 2 * max_keys}")
+    x = np.full((batch_size, seq_len), FILLER, dtype=np.int64)
+    y = np.full((batch_size, seq_len), -1, dtype=np.int64)
+    for b in range(batch_size):
+        fresh = list(rng.choice(np.arange(klo, khi), size=max_keys, replace=False))
+        binding = {}   # key -> value, or NONE once unbound; insertion order = first appearance
+        stream = []
+        for _ in range(num_kv_pairs):
+            k = fresh.pop()
+            binding[k] = int(rng.integers(vlo, vhi))
+            stream.append((k, binding[k]))
+        for _ in range(num_updates):
+            bound = [k for k, v in binding.items() if v != NONE]
+            k = bound[rng.integers(len(bound))]
+            if rng.random() < 0.5:  # reassign: a new value, never the current one
+                v = int(rng.integers(vlo, vhi - 1))
+                v += v >= binding[k]
+                binding[k] = v
+                stream.append((k, v))
+            else:  # move: unbind k, bind a fresh key to its value
+                k2, v = fresh.pop(), binding[k]
+                binding[k] = NONE
+                binding[k2] = v
+                stream += [(k, NONE), (k2, v)]
+        flat = np.array(stream, dtype=np.int64).reshape(-1)
+        x[b, :flat.size] = flat
+        # the query region starts after the longest possible stream: the same layout for every sequence
+        place_queries(rng, x[b], y[b], 2 * max_pairs, list(binding.items()), power_a)
+    return x, y
+
+
+def final_bindings(tokens):
+    """Replay a stream of `key value` pairs, up to the first pair holding a filler -> {key: final value or
+    NONE}. (A query is a key followed by filler, so the replay stops before the query region.)
+
+    The ground truth the tests check the generators against.
+    """
+    binding = {}
+    for i in range(0, len(tokens) - 1, 2):
+        k, v = int(tokens[i]), int(tokens[i + 1])
+        if FILLER in (k, v):
+            break
+        binding[k] = v
+    return binding
+
+
+def accuracy_counts(logits, y):
+    """(correct, total) over the answer positions (y != -1): argmax prediction == target."""
+    mask = y != -1
+    return (logits.argmax(-1)[mask] == y[mask]).sum(), mask.sum()

@@ -1,0 +1,125 @@
+"""
+Sample from a trained model, streaming tokens to stdout as they are made.
+
+    python sample.py                                        # out/ckpt.pt, a newline as the prompt
+    python sample.py --out_dir=out-eda125m --start="def main(" --num_samples=3 --max_new_tokens=200
+    python sample.py --start=FILE:prompt.txt --temperature=0        # greedy, prompt read from a file
+    python sample.py --init_from=scratch                    # an untrained toy model: a smoke test
+
+The prompt is prefilled in one pass through the chunked (or Triton) path; then each new token costs one
+recurrent step in the linear-attention layers, whose state has a constant size whatever the length, and
+one step against the KV cache in the full-attention layers (model.GPT.generate).
+"""
+import codecs
+import os
+import sys
+from contextlib import nullcontext
+
+import torch
+
+from configurator import configure
+from model import GPT, GPTConfig
+
+# -----------------------------------------------------------------------------
+init_from = 'resume'       # 'resume': load out_dir/ckpt.pt; 'scratch': a fresh GPTConfig() model (smoke test)
+out_dir = 'out'            # where train.py wrote ckpt.pt
+start = '\n'               # the prompt, or FILE:path to read it from a file
+num_samples = 2            # samples, one after another
+max_new_tokens = 300       # tokens generated per sample
+temperature = 0.8          # 0: greedy; < 1 sharper, > 1 more random
+top_k = None               # keep only the k most likely tokens (None: all)
+top_p = None               # nucleus sampling: keep the smallest set with this much probability (None: off)
+seed = 1337
+device = 'cuda' if torch.cuda.is_available() else 'cpu'
+dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float32'
+la_backend = 'auto'        # linear-attention kernels for the prefill: auto (triton on CUDA, chunk on CPU) ...
+encoding = None            # tokenizer override: 'bytes' or a tiktoken name (default: the checkpoint's)
+# -----------------------------------------------------------------------------
+configure(globals())
+
+
+def fail(msg):
+    sys.exit(f"sample.py: {msg}")
+
+
+def load_tokenizer(name):
+    """(encode: str -> list of ids, token_bytes: id -> bytes) for 'bytes' or a tiktoken encoding."""
+    if name == 'bytes':
+        return (lambda s: list(s.encode('utf-8'))), (lambda t: bytes([t]))
+    import tiktoken
+    try:
+        enc = tiktoken.get_encoding(name)
+    except Exception as err:  # no network: the encoding file must be in tiktoken's cache
+        fail(f"cannot load the tiktoken encoding '{name}' ({type(err).__name__}: {err}); it is downloaded "
+             f"once and cached: run once with network access or point TIKTOKEN_CACHE_DIR at a cached copy")
+    return (lambda s: enc.encode(s)), enc.decode_single_token_bytes
+
+
+torch.manual_seed(seed)
+ctx = nullcontext()
+if 'cuda' in device and dtype != 'float32':
+    ctx = torch.autocast('cuda', dtype={'bfloat16': torch.bfloat16, 'float16': torch.float16}[dtype])
+
+# the model and its tokenizer
+if init_from == 'resume':
+    ckpt_path = os.path.join(out_dir, 'ckpt.pt')
+    if not os.path.exists(ckpt_path):
+        fail(f"no checkpoint at {ckpt_path}: train one first (python train.py --out_dir={out_dir}), "
+             f"point --out_dir at one, or try --init_from=scratch")
+    ckpt = torch.load(ckpt_path, map_location='cpu', weights_only=False)
+    model_args = dict(ckpt['model_args'], la_backend=la_backend)
+    model = GPT(GPTConfig(**model_args))
+    model.load_state_dict(ckpt['model'])
+    tokenizer = encoding or ckpt.get('encoding')
+    if tokenizer is None:
+        fail(f"{ckpt_path} does not record its tokenizer (an older checkpoint?): pass --encoding=bytes "
+             f"or --encoding=<tiktoken name>")
+elif init_from == 'scratch':
+    model = GPT(GPTConfig(la_backend=la_backend))
+    tokenizer = encoding or 'bytes'
+else:
+    fail(f"init_from must be 'resume' or 'scratch', got {init_from!r}")
+if tokenizer.startswith('synthetic'):
+    fail(f"this checkpoint was trained on a synthetic task ({tokenizer}): it has no text tokenizer to sample with")
+model.eval().to(device)
+encode, token_bytes = load_tokenizer(tokenizer)
+
+# the prompt
+if start.startswith('FILE:'):
+    path = start[5:]
+    try:
+        with open(path, encoding='utf-8') as f:
+            start = f.read()
+    except OSError as err:
+        fail(f"cannot read the prompt file {path}: {err.strerror}")
+    except UnicodeDecodeError as err:
+        fail(f"the prompt file {path} is not valid UTF-8 text ({err.reason} at byte {err.start})")
+try:
+    prompt = encode(start)
+except (UnicodeEncodeError, ValueError) as err:  # lone surrogates; tiktoken's special-token guard
+    fail(f"the prompt cannot be encoded with the '{tokenizer}' tokenizer: {err}")
+vocab = model.config.vocab_size
+if not prompt:
+    fail("the prompt is empty: give at least one character with --start")
+if max(prompt) >= vocab:
+    fail(f"the prompt encodes to token {max(prompt)}, outside the model's vocabulary of {vocab}")
+limit = model.config.block_size
+if len(prompt) + max_new_tokens > limit:
+    fail(f"the prompt ({len(prompt)} tokens) plus max_new_tokens ({max_new_tokens}) exceeds the model's "
+         f"block_size ({limit}), the attention layers' context limit: shorten the prompt or lower "
+         f"--max_new_tokens")
+
+# sample, streaming each token's text as soon as it forms complete UTF-8 characters
+idx = torch.tensor([prompt], dtype=torch.long, device=device)
+for i in range(num_samples):
+    text = codecs.getincrementaldecoder('utf-8')(errors='replace')
+    sys.stdout.write(start)
+
+    def show(tok):
+        sys.stdout.write(text.decode(token_bytes(int(tok[0, 0]))))
+        sys.stdout.flush()
+
+    with ctx:
+        model.generate(idx, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, on_token=show)
+    sys.stdout.write(text.decode(b'', final=True))
+    print('\n---------------', flush=True)

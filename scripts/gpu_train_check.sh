@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# GPU measurements for issue 5, on the device (no network: the data is this Python's stdlib, bytes,
+# prepared on the spot; the models keep their real vocab so the lm_head costs what it costs).
+#
+#   bash scripts/gpu_train_check.sh speed   # 1 GPU: ~125M EDA hybrid vs ~125M Transformer, T = 4096 and 16384
+#   bash scripts/gpu_train_check.sh 2p5b    # 1 GPU: the 2.5B dense EDA config, 3 steps: tok/s, MFU, peak memory
+#   bash scripts/gpu_train_check.sh multi   # 2 GPUs: 1-GPU vs torchrun DDP vs torchrun FSDP, 20 steps, same global batch
+#   bash scripts/gpu_train_check.sh all     # the three (multi only if 2+ GPUs are visible)
+# Each part ends with a compact table, also written to $OUT/gpu_train_check_<part>.txt when OUT is set.
+# Knobs: LA_BACKEND (auto = triton on CUDA; set chunk if the kernels are not there), COMPILE (False),
+#        STEPS (speed part, default 8; the table averages the steps after the first 3).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-python3}
+PART=${1:-all}
+LA_BACKEND=${LA_BACKEND:-auto}
+COMPILE=${COMPILE:-False}
+STEPS=${STEPS:-8}
+RUNS=${RUNS:-/tmp/gpu_train_check}
+REPORT=${OUT:-$RUNS}/gpu_train_check_${PART}.txt
+mkdir -p "$RUNS" "$(dirname "$REPORT")"
+: > "$REPORT"
+export PYTHONUNBUFFERED=1
+NGPU=$($PY -c 'import torch; print(torch.cuda.device_count())')
+echo "gpus: $NGPU ($($PY -c 'import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none")')), torch $($PY -c 'import torch; print(torch.__version__)')"
+$PY data/prepare.py stdlib > /dev/null || exit 1
+COMMON=(--dataset=stdlib --save_ckpt=False --eval_iters=1 --log_interval=1 --progress=False --compile=$COMPILE --la_backend=$LA_BACKEND)
+
+run() {  # run NAME ARGS...: one training run into $RUNS/NAME, log kept, failure reported but not fatal
+  local name=$1; shift
+  rm -rf "${RUNS:?}/$name"
+  echo "== $name: $*"
+  "$@" --out_dir="$RUNS/$name" > "$RUNS/$name.log" 2>&1
+  local rc=$?
+  if [ $rc -ne 0 ] && [ "$LA_BACKEND" = auto ] && grep -q "NotImplementedError\|triton" "$RUNS/$name.log"; then
+    # the Triton kernels are not there (or broke): measure the chunked PyTorch form rather than nothing
+    echo "   $name failed in the Triton backend; again with --la_backend=chunk"
+    cp "$RUNS/$name.log" "$RUNS/$name.triton.log"
+    "$@" --la_backend=chunk --out_dir="$RUNS/$name" > "$RUNS/$name.log" 2>&1
+    rc=$?
+    mkdir -p "$RUNS/$name" && echo "la_backend=chunk" >> "$RUNS/$name/note"
+  fi
+  tail -n 4 "$RUNS/$name.log"
+  [ $rc -eq 0 ] || echo "!! $name failed (exit $rc), see $RUNS/$name.log"
+  return $rc
+}
+
+table() {  # table NAME...: tok/s, MFU and peak memory of each run (mean over steps >= 3), final loss
+  $PY - "$RUNS" "$@" <<'EOF' | tee -a "$REPORT"
+import json, os, sys
+runs, names = sys.argv[1], sys.argv[2:]
+print(f"{'run':<28} {'steps':>5} {'tok/s':>12} {'MFU':>7} {'peak GiB':>9} {'last loss':>10}  note")
+for n in names:
+    path = os.path.join(runs, n, 'log.jsonl')
+    recs = [json.loads(l) for l in open(path)] if os.path.exists(path) else []
+    steps = [r for r in recs if 'loss' in r]
+    if not steps:
+        print(f"{n:<28} {'failed: see ' + n + '.log':>40}")
+        continue
+    timed = [r for r in steps if r['step'] >= 3] or steps[-1:]
+    tok = sum(r['tok_per_s'] for r in timed) / len(timed)
+    mfu = [r['mfu'] for r in timed if r['mfu'] is not None]
+    mfu = f"{100 * sum(mfu) / len(mfu):6.1f}%" if mfu else '    n/a'
+    mem = max((r['peak_mem_gib'] or 0) for r in steps)
+    note = os.path.join(runs, n, 'note')
+    note = ' '.join(open(note).read().split()) if os.path.exists(note) else ''
+    print(f"{n:<28} {len(steps):>5} {tok:>12,.0f} {mfu:>7} {mem:>9.1f} {steps[-1]['loss']:>10.4f}  {note}")
+EOF
+}
+
+if [ "$PART" = speed ] || [ "$PART" = all ]; then
+  # same tokens per step at both lengths: 8 x 4096 = 2 x 16384
+  for mixer in eda transformer; do
+    run "125m_${mixer}_T4096" $PY train.py config/eda_125m.py --mixer=$mixer "${COMMON[@]}" \
+      --block_size=4096 --batch_size=8 --gradient_accumulation_steps=1 --max_iters=$STEPS --eval_interval=1000
+    run "125m_${mixer}_T16384" $PY train.py config/eda_125m.py --mixer=$mixer "${COMMON[@]}" \
+      --block_size=16384 --batch_size=2 --gradient_accumulation_steps=1 --max_iters=$STEPS --eval_interval=1000
+  done
+  echo "-- speed: ~125M EDA hybrid vs ~125M Transformer, 1 GPU (issue 5: EDA >= 0.9x at 4096, ahead at 16384)" | tee -a "$REPORT"
+  table 125m_eda_T4096 125m_transformer_T4096 125m_eda_T16384 125m_transformer_T16384
+fi
+
+if [ "$PART" = 2p5b ] || [ "$PART" = all ]; then
+  BIG=(config/dense_2p5b.py --mixer=eda "${COMMON[@]}" --batch_size=1 --gradient_accumulation_steps=1
+       --max_iters=3 --eval_interval=1000 --warmup_iters=1)
+  names=2p5b_eda
+  if ! run 2p5b_eda $PY train.py "${BIG[@]}"; then  # out of memory? recompute activations in backward
+    run 2p5b_eda_ckpt $PY train.py "${BIG[@]}" --grad_checkpoint=True
+    mkdir -p "$RUNS/2p5b_eda_ckpt" && echo "grad_checkpoint=True" >> "$RUNS/2p5b_eda_ckpt/note"
+    names="2p5b_eda 2p5b_eda_ckpt"
+  fi
+  echo "-- 2.5B dense EDA, 1 GPU, 3 steps of 1 x 4096 tokens (few steps: tok/s is that of the last one)" | tee -a "$REPORT"
+  table $names
+fi
+
+if { [ "$PART" = multi ] || [ "$PART" = all ]; } && [ "$NGPU" -ge 2 ]; then
+  # global batch 8 x 1024 x 4 micro-steps on every run; the logged loss is the global batch's mean
+  MULTI=(config/eda_125m.py "${COMMON[@]}" --block_size=1024 --batch_size=8 --gradient_accumulation_steps=4
+         --max_iters=20 --eval_interval=20 --warmup_iters=5 --lr_decay_iters=20)
+  run one_gpu env CUDA_VISIBLE_DEVICES=0 $PY train.py "${MULTI[@]}"
+  run ddp_2gpu $PY -m torch.distributed.run --standalone --nproc_per_node=2 train.py "${MULTI[@]}" --parallel=ddp
+  run fsdp_2gpu $PY -m torch.distributed.run --standalone --nproc_per_node=2 train.py "${MULTI[@]}" --parallel=fsdp
+  echo "-- 20 steps, same global batch: 1 GPU vs 2-GPU DDP vs 2-GPU FSDP (losses should agree within bf16 noise)" | tee -a "$REPORT"
+  table one_gpu ddp_2gpu fsdp_2gpu
+  $PY - "$RUNS" <<'EOF' | tee -a "$REPORT"
+import json, os, sys
+def losses(n):
+    p = os.path.join(sys.argv[1], n, 'log.jsonl')
+    return {r['step']: r['loss'] for r in map(json.loads, open(p)) if 'loss' in r} if os.path.exists(p) else {}
+ref = losses('one_gpu')
+for n in ('ddp_2gpu', 'fsdp_2gpu'):
+    other = losses(n)
+    common = sorted(set(ref) & set(other))
+    if not common:
+        print(f'{n}: no steps to compare'); continue
+    d = [abs(ref[s] - other[s]) for s in common]
+    print(f'{n} vs one_gpu: {len(common)} steps, max |dloss| {max(d):.4f}, mean {sum(d) / len(d):.4f}, '
+          f'loss step 0 {ref[common[0]]:.4f}/{other[common[0]]:.4f}, step {common[-1]} {ref[common[-1]]:.4f}/{other[common[-1]]:.4f}')
+EOF
+fi
+echo "report: $REPORT"
+cat "$REPORT"

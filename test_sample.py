@@ -1,0 +1,115 @@
+"""Generation: cached decoding emits what full forwards emit, linear-layer state has a constant size,
+and sample.py runs end to end on a checkpoint from a short training run."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from model import GPT, GPTConfig
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MIXERS = ["eda", "kda", "gdn", "gdn2", "transformer"]
+
+
+def tiny_model(mixer, seed=0):
+    torch.manual_seed(seed)
+    cfg = GPTConfig(vocab_size=97, block_size=96, n_layer=4, n_embd=32, mixer=mixer, n_head=2, n_kv_head=1,
+                    head_dim=16, la_n_head=2, la_n_v_head=4, la_head_dim=16, la_v_head_dim=8, la_chunk_size=8,
+                    la_backend="chunk")
+    return GPT(cfg).double().eval()
+
+
+@pytest.mark.parametrize("mixer", MIXERS)
+def test_cached_greedy_decoding_emits_the_tokens_of_repeated_full_forwards(mixer):
+    model = tiny_model(mixer)
+    prompt = torch.randint(0, 97, (2, 21), generator=torch.Generator().manual_seed(1))  # > one chunk
+    cached = model.generate(prompt, max_new_tokens=12, temperature=0)
+    seq = prompt
+    with torch.no_grad():
+        for _ in range(12):
+            logits, _, _ = model(seq)
+            seq = torch.cat([seq, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert torch.equal(cached, seq)
+
+
+@pytest.mark.parametrize("mixer", ["eda", "gdn2"])
+def test_linear_layer_state_does_not_grow_with_length(mixer):
+    model = tiny_model(mixer)
+    prompt = torch.randint(0, 97, (1, 5), generator=torch.Generator().manual_seed(2))
+    cache = model.new_cache(1)
+    _, cache = model.prefill(prompt, cache)
+    linear = [i for i, b in enumerate(model.blocks) if not b.is_attention]
+    assert linear, "the hybrid has linear-attention layers"
+
+    def sizes():
+        return [{n: (t.shape, t.dtype) for n, t in cache["layers"][i].items()} for i in linear]
+
+    def states():
+        return [cache["layers"][i]["state"].clone() for i in linear]
+
+    after_prompt, s0 = sizes(), states()
+    tok = prompt[:, -1]
+    for _ in range(60):
+        logits, cache = model.decode_step(tok, cache)
+        tok = logits[:, -1].argmax(-1)
+    assert cache["pos"] == 65
+    assert sizes() == after_prompt  # same tensors, same shapes, after 12x more tokens
+    assert all(not torch.equal(a, b) for a, b in zip(s0, states()))  # ... yet the memory was updated
+
+
+def run(args, cwd):
+    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PYTHONPATH=HERE))
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A checkpoint from a short CPU training run on a small byte-level corpus."""
+    tmp = tmp_path_factory.mktemp("sample")
+    corpus = tmp / "corpus.txt"
+    corpus.write_text("the cat sat on the mat. " * 400 + "naïve café ünïcödé\n" * 50)
+    r = run([os.path.join(HERE, "data", "prepare.py"), "text", f"--input={corpus}", f"--out={tmp / 'data'}",
+             "--encoding=bytes"], tmp)
+    assert r.returncode == 0, r.stderr
+    out = tmp / "out"
+    r = run([os.path.join(HERE, "train.py"), f"--dataset={tmp / 'data'}", f"--out_dir={out}", "--max_iters=30",
+             "--eval_interval=30", "--eval_iters=1", "--n_layer=4", "--n_embd=32", "--block_size=64",
+             "--batch_size=4", "--warmup_iters=5", "--progress=False", "--device=cpu"], tmp)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (out / "ckpt.pt").exists()
+    return tmp, out
+
+
+def test_sample_script_prints_text_decoded_with_the_checkpoints_tokenizer(trained):
+    tmp, out = trained
+    r = run([os.path.join(HERE, "sample.py"), f"--out_dir={out}", "--start=the cat", "--temperature=0",
+             "--num_samples=1", "--max_new_tokens=20", "--device=cpu"], tmp)
+    assert r.returncode == 0, r.stderr
+    # the same greedy tokens, decoded here with the byte tokenizer
+    ckpt = torch.load(out / "ckpt.pt", map_location="cpu", weights_only=False)
+    assert ckpt["encoding"] == "bytes"
+    model = GPT(GPTConfig(**dict(ckpt["model_args"], la_backend="chunk")))
+    model.load_state_dict(ckpt["model"])
+    prompt = torch.tensor([list(b"the cat")])
+    tokens = model.generate(prompt, 20, temperature=0)[0].tolist()
+    expected = bytes(tokens).decode("utf-8", errors="replace")
+    assert r.stdout.startswith(expected)
+
+
+def test_sample_script_errors_are_clear(trained, tmp_path):
+    tmp, out = trained
+    cases = [
+        ([f"--out_dir={tmp_path / 'nowhere'}"], "no checkpoint at"),
+        ([f"--out_dir={out}", "--start=" + "x" * 80, "--max_new_tokens=10"], "exceeds the model's block_size"),
+        ([f"--out_dir={out}", f"--start=FILE:{tmp_path / 'missing.txt'}"], "cannot read the prompt file"),
+        ([f"--out_dir={out}", "--start=", "--max_new_tokens=1"], "the prompt is empty"),
+    ]
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"caf\xe9")  # latin-1, not UTF-8
+    cases.append(([f"--out_dir={out}", f"--start=FILE:{bad}"], "not valid UTF-8"))
+    for args, message in cases:
+        r = run([os.path.join(HERE, "sample.py"), "--device=cpu", *args], tmp)
+        assert r.returncode != 0 and message in r.stderr, (args, r.stderr)
+        assert "Traceback" not in r.stderr

@@ -1,0 +1,319 @@
+"""train.py and data/: short configurator-driven runs on CPU, each test named after what it proves.
+
+train.py runs as a subprocess, exactly as a user runs it (`python train.py --key=value`), on a tiny model.
+The default corpus (data/stdlib) is prepared once, by the first run that needs it, and then reused.
+"""
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from data.prepare import TokenFileError, load_tokens, write_tokens
+from data.synthetic import FILLER, NONE, final_bindings, mqar, reassign, vocab_halves
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+# a 2-layer hybrid (one EDA layer, one attention layer) that takes a fraction of a second per step
+TINY = ['--n_layer=2', '--attn_every=2', '--n_embd=32', '--ffn_hidden=64', '--block_size=32', '--batch_size=4',
+        '--eval_iters=2', '--la_chunk_size=16', '--log_interval=1', '--warmup_iters=2', '--progress=False']
+
+
+def train(out_dir, *args, check=True, timeout=300):
+    """Run `python train.py <TINY> <args> --out_dir=<out_dir>`; return the CompletedProcess."""
+    cmd = [sys.executable, os.path.join(ROOT, 'train.py'), *TINY, f'--out_dir={out_dir}', *args]
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '2'))
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+    if check and p.returncode != 0:
+        raise AssertionError(f'train.py failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}')
+    return p
+
+
+def records(out_dir):
+    with open(os.path.join(out_dir, 'log.jsonl')) as f:
+        return [json.loads(line) for line in f]
+
+
+def step_losses(out_dir):
+    return {r['step']: r['loss'] for r in records(out_dir) if 'loss' in r}
+
+
+# ----------------------------------------------------------------------------------------------------
+# Training
+
+
+def test_loss_decreases_on_default_corpus(tmp_path):
+    train(tmp_path, '--max_iters=40', '--eval_interval=40', '--learning_rate=3e-3')
+    losses = step_losses(tmp_path)
+    first, last = np.mean([losses[i] for i in range(3)]), np.mean([losses[i] for i in range(37, 40)])
+    assert last < first - 1.0, (first, last)
+    evals = [r for r in records(tmp_path) if r.get('eval')]
+    assert evals[-1]['val_loss'] < evals[0]['val_loss'] - 1.0
+
+
+def test_resume_gives_the_same_losses_as_an_uninterrupted_run(tmp_path):
+    common = ['--eval_interval=3', '--lr_decay_iters=6', '--always_save_checkpoint=True']
+    train(tmp_path / 'full', '--max_iters=6', *common)
+    train(tmp_path / 'split', '--max_iters=3', *common)
+    train(tmp_path / 'split', '--max_iters=6', '--init_from=resume', *common)
+    full, split = step_losses(tmp_path / 'full'), step_losses(tmp_path / 'split')
+    assert sorted(full) == sorted(split) == list(range(6))
+    assert full == split  # bit-identical: same weights, optimizer state, learning rates and batches
+
+
+def test_interrupted_checkpoint_write_leaves_previous_checkpoint_loadable(tmp_path):
+    # the 2nd save (at step 4) dies halfway through writing its temp file
+    p = train(tmp_path, '--max_iters=4', '--eval_interval=2', '--debug_crash_on_save=2', check=False)
+    assert p.returncode == 3, p.stderr
+    assert os.path.exists(tmp_path / 'ckpt.pt.tmp')
+    with pytest.raises(Exception):
+        torch.load(tmp_path / 'ckpt.pt.tmp', weights_only=False)
+    ckpt = torch.load(tmp_path / 'ckpt.pt', weights_only=False)
+    assert ckpt['iter_num'] == 2
+    train(tmp_path, '--max_iters=4', '--eval_interval=2', '--init_from=resume')  # and training goes on from it
+    assert max(step_losses(tmp_path)) == 3
+
+
+def test_nan_loss_stops_the_run_naming_the_step_and_keeps_last_good_checkpoint(tmp_path):
+    p = train(tmp_path, '--max_iters=8', '--eval_interval=2', '--debug_nan_at=3', check=False)
+    assert p.returncode != 0
+    assert 'non-finite loss at step 3' in p.stderr
+    ckpt = torch.load(tmp_path / 'ckpt.pt', weights_only=False)
+    assert ckpt['iter_num'] == 2
+    assert all(torch.isfinite(t).all() for t in ckpt['model'].values())
+    assert max(step_losses(tmp_path)) == 2  # step 3 never logged: its update never happened
+
+
+def test_synthetic_task_run_reports_accuracy(tmp_path):
+    train(tmp_path, '--dataset=mqar', '--vocab_size=64', '--block_size=64', '--num_kv_pairs=4', '--max_iters=2',
+          '--eval_interval=2')
+    evals = [r for r in records(tmp_path) if r.get('eval')]
+    assert 0.0 <= evals[-1]['val_acc'] <= 1.0 and 0.0 <= evals[-1]['train_acc'] <= 1.0
+
+
+def test_midtraining_resumes_with_longer_block_size_and_another_dataset(tmp_path):
+    ds = tiny_dataset(tmp_path / 'long_docs')
+    train(tmp_path / 'pre', '--max_iters=2', '--eval_interval=2')
+    before = (tmp_path / 'pre' / 'ckpt.pt').read_bytes()
+    p = train(tmp_path / 'mid', '--init_from=resume', f'--resume_dir={tmp_path / "pre"}', f'--dataset={ds}',
+              '--block_size=64', '--max_iters=4', '--eval_interval=2', '--lr_schedule_start=2')
+    assert 'new stage from step 2' in p.stdout and 'block_size 32 -> 64' in p.stdout
+    assert sorted(step_losses(tmp_path / 'mid')) == [2, 3]
+    assert torch.load(tmp_path / 'mid' / 'ckpt.pt', weights_only=False)['data_position'] == {
+        'dataset': str(ds), 'block_size': 64, 'iter': 4}
+    assert (tmp_path / 'pre' / 'ckpt.pt').read_bytes() == before  # the pretraining run is left as it was
+
+
+@pytest.fixture(scope='module')
+def single_process_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp('one')
+    train(out, '--max_iters=3', '--eval_interval=3', '--gradient_accumulation_steps=2')
+    return out
+
+
+@pytest.mark.parametrize('parallel', ['ddp', 'fsdp'])
+def test_torchrun_ddp_and_fsdp_match_single_process_for_the_same_global_batch(parallel, single_process_run, tmp_path):
+    """2 CPU ranks (gloo) with 1 micro-step each = 1 process with 2 micro-steps: same batches, same losses;
+    the checkpoint written by the 2-rank run resumes in a single process."""
+    common = ['--max_iters=3', '--eval_interval=3', '--gradient_accumulation_steps=2']
+    cmd = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
+           os.path.join(ROOT, 'train.py'), *TINY, f'--out_dir={tmp_path}', *common, f'--parallel={parallel}']
+    env = dict(os.environ, OMP_NUM_THREADS='1')
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 0, p.stderr[-3000:]
+    one, two = step_losses(single_process_run), step_losses(tmp_path)
+    assert sorted(one) == sorted(two) == [0, 1, 2]
+    for step in one:  # the logged loss is the global batch's mean; float32 sums in another order
+        assert math.isclose(one[step], two[step], rel_tol=1e-5), (step, one[step], two[step])
+    evals = [[r for r in records(d) if r.get('eval')][-1] for d in (single_process_run, tmp_path)]
+    assert math.isclose(evals[0]['val_loss'], evals[1]['val_loss'], rel_tol=1e-5), evals
+    train(tmp_path, '--max_iters=4', '--eval_interval=3', '--gradient_accumulation_steps=2', '--init_from=resume')
+    assert max(step_losses(tmp_path)) == 3
+
+
+# ----------------------------------------------------------------------------------------------------
+# Data files
+
+
+def tiny_dataset(path, vocab=256):
+    os.makedirs(path, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for split, n in (('train', 5000), ('val', 1000)):
+        write_tokens(os.path.join(path, f'{split}.bin'), [rng.integers(0, vocab, n)], vocab)
+    return path
+
+
+def test_missing_data_file_names_the_file_and_the_rebuild_command(tmp_path):
+    ds = tiny_dataset(tmp_path / 'ds')
+    os.remove(ds / 'val.bin')
+    p = train(tmp_path / 'out', f'--dataset={ds}', '--max_iters=1', check=False)
+    assert p.returncode != 0
+    assert f'token file {ds / "val.bin"} is missing' in p.stderr
+    assert 'rebuild it with: python data/prepare.py' in p.stderr
+
+
+def test_truncated_data_file_names_the_file_and_the_rebuild_command(tmp_path):
+    ds = tiny_dataset(tmp_path / 'ds')
+    with open(ds / 'train.bin', 'r+b') as f:
+        f.truncate(1000)
+    p = train(tmp_path / 'out', f'--dataset={ds}', '--max_iters=1', check=False)
+    assert p.returncode != 0
+    assert f'token file {ds / "train.bin"} is truncated' in p.stderr
+    assert 'rebuild it with: python data/prepare.py' in p.stderr
+
+
+def test_corrupt_or_mismatched_token_files_are_rejected(tmp_path):
+    ds = tiny_dataset(tmp_path / 'ds')
+    assert len(load_tokens(str(ds / 'train.bin'), vocab_size=256)[0]) == 5000
+    with pytest.raises(TokenFileError, match='vocab size 256, expected 50257'):
+        load_tokens(str(ds / 'train.bin'), vocab_size=50257)
+    with open(ds / 'train.bin', 'r+b') as f:
+        f.write(b'garbage!')
+    with pytest.raises(TokenFileError, match=r'train.bin is not a nanoEDA token file.*rebuild it with'):
+        load_tokens(str(ds / 'train.bin'))
+    with open(ds / 'val.bin', 'ab') as f:
+        f.write(b'\0\0\0')
+    with pytest.raises(TokenFileError, match='longer than its header says'):
+        load_tokens(str(ds / 'val.bin'))
+    # the stdlib corpus names its own command
+    with pytest.raises(TokenFileError, match='rebuild it with: python data/prepare.py stdlib'):
+        load_tokens(str(tmp_path / 'stdlib' / 'train.bin'))
+
+
+def test_prepare_local_text_files_as_bytes(tmp_path):
+    src = tmp_path / 'texts'
+    os.makedirs(src / 'sub')
+    docs = {f'doc{i}.txt': f'document {i}: ' + 'the quick brown fox. ' * (i + 1) for i in range(20)}
+    for name, text in docs.items():
+        (src / name).write_text(text)
+    (src / 'sub' / 'notes.md').write_text('# héllo\n')  # folders are walked; utf-8 is kept byte for byte
+    p = subprocess.run([sys.executable, 'data/prepare.py', 'text', f'--input={src}', f'--out={tmp_path / "ds"}',
+                        '--encoding=bytes', '--num_proc=1'], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-3000:]
+    train_toks, val_toks = (load_tokens(str(tmp_path / 'ds' / f'{s}.bin'), vocab_size=256)[0] for s in ('train', 'val'))
+    text = (bytes(train_toks) + bytes(val_toks)).split(b'\0')  # byte 0 ends each document
+    assert sorted(t.decode() for t in text if t) == sorted([*docs.values(), '# héllo\n'])
+    assert len(val_toks) > 0
+    meta = json.loads((tmp_path / 'ds' / 'meta.json').read_text())
+    assert meta['command'].startswith('python data/prepare.py text') and meta['vocab_size'] == 256
+    train(tmp_path / 'out', f'--dataset={tmp_path / "ds"}', '--max_iters=1', '--block_size=16')
+
+
+def test_prepare_local_text_files_with_tiktoken(tmp_path):
+    import tiktoken
+    try:
+        enc = tiktoken.get_encoding('gpt2')
+    except Exception as err:
+        pytest.skip(f'the gpt2 encoding is not cached locally and cannot be downloaded ({type(err).__name__})')
+    (tmp_path / 'a.txt').write_text('hello world, ' * 50)
+    (tmp_path / 'b.txt').write_text('goodbye moon. ' * 50)
+    p = subprocess.run([sys.executable, 'data/prepare.py', 'text', f'--input={tmp_path}/*.txt',
+                        f'--out={tmp_path / "ds"}', '--encoding=gpt2', '--num_proc=1'],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-3000:]
+    toks = np.concatenate([load_tokens(str(tmp_path / 'ds' / f'{s}.bin'), vocab_size=enc.n_vocab)[0] for s in ('train', 'val')])
+    assert (toks == enc.eot_token).sum() == 2
+
+
+def test_tiktoken_failure_is_a_clear_message(tmp_path):
+    (tmp_path / 'a.txt').write_text('hello')
+    p = subprocess.run([sys.executable, 'data/prepare.py', 'text', f'--input={tmp_path / "a.txt"}',
+                        f'--out={tmp_path / "ds"}', '--encoding=no_such_encoding'],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0
+    assert "could not load the encoding 'no_such_encoding'" in p.stderr and '--encoding=bytes' in p.stderr
+
+
+def test_hub_corpus_failure_is_a_clear_message(tmp_path):
+    env = dict(os.environ, HF_HUB_OFFLINE='1')  # offline, as here: fail at once instead of retrying
+    p = subprocess.run([sys.executable, 'data/prepare.py', 'fineweb_edu', f'--out={tmp_path / "ds"}'],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode != 0
+    assert 'could not load HuggingFaceFW/fineweb-edu' in p.stderr and 'python data/prepare.py text' in p.stderr
+
+
+# ----------------------------------------------------------------------------------------------------
+# Synthetic tasks: what the docstrings promise
+
+
+def test_mqar_every_query_is_answerable_with_its_context_value():
+    rng = np.random.default_rng(0)
+    x, y = mqar(rng, batch_size=64, seq_len=128, vocab_size=100, num_kv_pairs=12)
+    (klo, khi), (vlo, vhi) = vocab_halves(100)
+    gaps = []
+    for b in range(64):
+        context = final_bindings(x[b])
+        assert len(context) == 12 and all(klo <= k < khi and vlo <= v < vhi for k, v in context.items())
+        answers = np.flatnonzero(y[b] != -1)
+        assert len(answers) == 12  # every key is queried once, after the context
+        assert all(pos >= 24 and context[int(x[b, pos])] == y[b, pos] for pos in answers)
+        gaps += list(answers - 24)
+    assert np.median(gaps) < (128 - 24) / 4  # power-law placement: short gaps dominate
+
+
+def test_reassign_answers_are_final_bindings_reassigned_new_value_moved_old_key_none():
+    rng = np.random.default_rng(1)
+    x, y = reassign(rng, batch_size=64, seq_len=160, vocab_size=128, num_kv_pairs=8, num_updates=8)
+    n_reassigned = n_moved = 0
+    for b in range(64):
+        stream = []
+        for i in range(0, 160, 2):
+            if FILLER in (x[b, i], x[b, i + 1]):
+                break
+            stream.append((int(x[b, i]), int(x[b, i + 1])))
+        final = final_bindings(x[b])
+        answers = {int(x[b, p]): int(y[b, p]) for p in np.flatnonzero(y[b] != -1)}
+        assert answers == final  # every key of the stream is queried and answers its final binding
+        seen = {}
+        for k, v in stream:
+            if k in seen and v != NONE:        # a reassignment: the newest value wins
+                n_reassigned += 1
+                assert v != seen[k]
+            if v == NONE:                      # a move's unbinding: the old address answers nothing
+                n_moved += 1
+                assert answers[k] == NONE
+            seen[k] = v
+        for k, v in final.items():  # answers are the last write of each key
+            assert v == [w for kk, w in stream if kk == k][-1]
+    assert n_reassigned > 50 and n_moved > 50
+
+
+def test_synthetic_batches_are_a_function_of_the_seed():
+    a = reassign(np.random.default_rng([7, 1]), 4, 96, 64, 6, 6)
+    b = reassign(np.random.default_rng([7, 1]), 4, 96, 64, 6, 6)
+    c = reassign(np.random.default_rng([7, 2]), 4, 96, 64, 6, 6)
+    assert all((u == v).all() for u, v in zip(a, b)) and not (a[0] == c[0]).all()
+
+
+# ----------------------------------------------------------------------------------------------------
+# Configurator and dry run
+
+
+def test_configurator_rejects_unknown_key_with_close_match(tmp_path):
+    p = train(tmp_path, '--n_layr=2', check=False)
+    assert p.returncode != 0 and "unknown setting 'n_layr'" in p.stderr and 'did you mean n_layer' in p.stderr
+
+
+def test_configurator_rejects_wrong_type(tmp_path):
+    p = train(tmp_path, '--max_iters=lots', check=False)
+    assert p.returncode != 0 and "setting 'max_iters'" in p.stderr and 'expects int, got str' in p.stderr
+
+
+def test_configurator_rejects_unknown_key_in_config_file(tmp_path):
+    cfg = tmp_path / 'bad.py'
+    cfg.write_text('learning_rat = 1e-3\n')
+    p = train(tmp_path, str(cfg), check=False)
+    assert p.returncode != 0 and "unknown setting 'learning_rat'" in p.stderr and 'learning_rate' in p.stderr
+
+
+@pytest.mark.parametrize('config', sorted(f for f in os.listdir(os.path.join(ROOT, 'config')) if f.endswith('.py')))
+def test_every_config_file_dry_runs_and_ends_with_the_params_line(config):
+    p = subprocess.run([sys.executable, 'train.py', os.path.join('config', config), '--dry_run=True'],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-3000:]
+    last = p.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r'params total=\d+ active=\d+', last), last

@@ -1,0 +1,538 @@
+"""
+Train an EDA hybrid (or any mixer of model.py). nanoGPT's shape: settings at the top, overridden by
+config files and --key=value (configurator.py), then one straight script.
+
+    python train.py                                    # the toy: a byte-level model of the stdlib source, CPU ok
+    python train.py config/eda_125m.py --mixer=kda     # a config file, then overrides
+    python train.py --dry_run=True config/dense_2p5b.py    # model size and memory only, no data, no GPU
+    torchrun --standalone --nproc_per_node=8 train.py config/dense_2p5b.py --parallel=fsdp
+
+Distributed: torchrun sets RANK/WORLD_SIZE; parallel='ddp' replicates the model (DistributedDataParallel),
+parallel='fsdp' shards it per block with FSDP2 (torch.distributed.fsdp.fully_shard).
+"""
+import dataclasses
+import json
+import math
+import os
+import random
+import sys
+import time
+from contextlib import nullcontext
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_optimizer_state_dict,
+                                                     set_model_state_dict, set_optimizer_state_dict)
+
+from configurator import configure
+from data.prepare import TokenFileError, load_tokens, prepare_stdlib, read_meta
+from data.synthetic import accuracy_counts, mqar, reassign
+from model import GPT, GPTConfig
+
+# ----------------------------------------------------------------------------------------------------
+# Settings. Every name below can be set from a config file or the command line.
+# I/O
+out_dir = 'out'
+eval_interval = 100           # evaluate (and maybe checkpoint) every this many steps, and at the end
+log_interval = 10             # one log line (and one JSONL record) every this many steps
+eval_iters = 10               # batches per split per evaluation, shared out across ranks
+eval_only = False             # evaluate once and exit
+always_save_checkpoint = True  # else only when val loss improves
+save_ckpt = True              # False: never write a checkpoint (benchmark runs)
+init_from = 'scratch'         # 'scratch' or 'resume' (from resume_dir/ckpt.pt)
+resume_dir = None             # None: out_dir. Midtraining reads the pretraining run here, writes to out_dir
+wandb_log = False             # optional; needs `pip install wandb`
+wandb_project = 'nanoeda'
+wandb_run_name = 'run'
+# data
+dataset = 'stdlib'            # a name in data/ (stdlib, fineweb_edu, openwebtext, ...), a folder path, or mqar / reassign
+gradient_accumulation_steps = 1  # over ALL ranks: each rank does this / world_size micro-steps
+batch_size = 16               # micro-batch per rank; global batch = batch_size * gradient_accumulation_steps
+num_kv_pairs = 16             # synthetic tasks: bindings in the context
+num_updates = 16              # reassign: reassignments and moves after the context
+# optimizer: AdamW, decay on matrices only (model.configure_optimizers)
+learning_rate = 3e-3          # max learning rate
+max_iters = 400               # total optimizer steps
+weight_decay = 0.1
+beta1 = 0.9
+beta2 = 0.95
+grad_clip = 1.0               # clip the global grad norm at this value; 0 disables clipping
+# learning rate schedule: linear warmup, then cosine from learning_rate down to min_lr
+decay_lr = True
+warmup_iters = 50
+lr_decay_iters = None         # None: max_iters
+min_lr = 3e-5                 # the paper decays to 3e-5
+lr_schedule_start = 0         # the step at which warmup starts: a midtraining stage restarts its schedule
+# system
+device = 'auto'               # 'auto' (cuda if available, else cpu), 'cpu', 'cuda', 'cuda:1', ...
+dtype = 'auto'                # 'auto' (bfloat16 autocast on GPUs that have it, else float32), 'float32', 'bfloat16', 'float16'
+compile = False               # torch.compile each block (one graph reused by every layer)
+parallel = 'ddp'              # under torchrun: 'ddp' or 'fsdp'
+fsdp_meta_init = False        # fsdp: build on the meta device, initialise each shard on its GPU (for models too
+                              # big to build on the host once per rank, e.g. 25B MoE on 8 GPUs); its random init
+                              # then differs from the CPU-built one, which 1-GPU, DDP and FSDP share
+seed = 1337
+dry_run = False               # build the model on the meta device, print sizes and memory, exit
+progress = True               # tqdm progress bar (rank 0, on a terminal)
+# debugging (tests)
+debug_nan_at = -1             # make the loss NaN at this step (test of the non-finite stop)
+debug_crash_on_save = 0       # die halfway through writing the Nth checkpoint (test of atomic saves)
+
+# Model settings: every GPTConfig field becomes a setting of the same name with the same default, so
+# train.py and model.py cannot drift apart (n_layer, n_embd, mixer, la_backend, moe, block_size, ...).
+globals().update({f.name: f.default for f in dataclasses.fields(GPTConfig)})
+# The toy default (plain `python train.py`): a 3:1 EDA hybrid, byte-level, that trains on a 2-core CPU
+# in under 5 minutes (measured in notes/train.md). Config files set their own sizes.
+block_size = 128
+n_layer = 4
+n_embd = 128
+ffn_hidden = 256
+la_chunk_size = 16            # on CPU the chunked form is ~6x faster with 16-token chunks than with 64
+vocab_size = None             # None: the dataset's vocab (256 for bytes); set it larger to pad (e.g. 50304)
+configure(globals())
+# ----------------------------------------------------------------------------------------------------
+
+settings = {k: v for k, v in globals().items()
+            if not k.startswith('_') and isinstance(v, (bool, int, float, str, tuple, list, dict, type(None)))}
+model_fields = [f.name for f in dataclasses.fields(GPTConfig)]
+SYNTHETIC_TASKS = ('mqar', 'reassign')
+is_synthetic = dataset in SYNTHETIC_TASKS
+
+# peak dense bf16 tensor FLOP/s per GPU (datasheets, without sparsity), for MFU; matched in order
+PEAK_FLOPS = [('H100 PCIe', 756e12), ('H100 NVL', 835e12), ('H100', 989e12), ('H200', 989e12),
+              ('GH200', 989e12), ('H800', 989e12), ('B200', 2250e12), ('A100', 312e12), ('A800', 312e12),
+              ('L40S', 362e12), ('L4', 121e12), ('A10', 125e12), ('RTX 4090', 165e12), ('RTX 3090', 71e12)]
+
+
+def data_dir_of(name):
+    """'stdlib' -> data/stdlib next to this file; anything with a path separator is used as given."""
+    return name if os.sep in name or '/' in name else os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data', name)
+
+
+def model_config(overrides=None):
+    args = {k: settings[k] for k in model_fields}
+    args.update(overrides or {})
+    return GPTConfig(**args)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Dry run: sizes and memory from the meta device, no data, no GPU.
+if dry_run:
+    if vocab_size is None:  # the dataset's vocab if its files are there, else GPTConfig's default
+        settings['vocab_size'] = 8192 if is_synthetic else read_meta(data_dir_of(dataset)).get(
+            'vocab_size', 256 if dataset == 'stdlib' else GPTConfig.vocab_size)
+    cfg = model_config()
+    with torch.device('meta'):
+        model = GPT(cfg)
+    s = model.param_summary()
+    print('config:')
+    for k, v in settings.items():
+        print(f'  {k} = {v!r}')
+    print('parameters by component:')
+    for k, v in s['breakdown'].items():
+        if v:
+            print(f'  {k:<18} {v:>16,}  {v / s["total"]:6.1%}')
+    print(f'  {"total":<18} {s["total"]:>16,}')
+    print(f'  {"active per token":<18} {s["active"]:>16,}')
+    n = s['total']
+    GiB = 2**30
+    # fp32 master weights (4 B), fp32 grads (4 B), AdamW exp_avg + exp_avg_sq (8 B); activations not included
+    print(f'memory: weights {4 * n / GiB:.2f} GiB + grads {4 * n / GiB:.2f} GiB + AdamW state {8 * n / GiB:.2f} GiB '
+          f'= {16 * n / GiB:.2f} GiB (fp32; FSDP over N GPUs: / N each; activations extra)')
+    print(f'flops/token at block_size {cfg.block_size}: {model.flops_per_token(cfg.block_size):.4g}')
+    print(f'params total={s["total"]} active={s["active"]}')
+    sys.exit(0)
+
+# ----------------------------------------------------------------------------------------------------
+# Distributed setup (torchrun sets RANK, LOCAL_RANK, WORLD_SIZE)
+distributed = int(os.environ.get('RANK', -1)) != -1
+if device == 'auto':
+    device = 'cuda' if torch.cuda.is_available() else 'cpu'
+if distributed:
+    import torch.distributed as dist
+    rank, local_rank, world_size = int(os.environ['RANK']), int(os.environ['LOCAL_RANK']), int(os.environ['WORLD_SIZE'])
+    if device.startswith('cuda'):
+        device = f'cuda:{local_rank}'
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend='nccl' if device.startswith('cuda') else 'gloo')  # gloo: CPU test runs
+else:
+    rank, local_rank, world_size = 0, 0, 1
+master = rank == 0
+if parallel not in ('ddp', 'fsdp'):
+    sys.exit(f"train: parallel must be 'ddp' or 'fsdp', got {parallel!r}")
+if gradient_accumulation_steps % world_size:
+    sys.exit(f'train: gradient_accumulation_steps={gradient_accumulation_steps} must be a multiple of the '
+             f'{world_size} ranks (it counts micro-steps over all ranks)')
+accum_local = gradient_accumulation_steps // world_size  # the global batch does not depend on world_size
+device_type = 'cuda' if device.startswith('cuda') else 'cpu'
+if dtype == 'auto':
+    dtype = 'bfloat16' if device_type == 'cuda' and torch.cuda.is_bf16_supported() else 'float32'
+ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}[dtype]
+autocast = nullcontext() if ptdtype == torch.float32 else torch.autocast(device_type=device_type, dtype=ptdtype)
+if device_type == 'cuda':
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+tokens_per_iter = gradient_accumulation_steps * batch_size * block_size
+
+
+def say(*args):
+    if master:
+        tqdm.write(' '.join(map(str, args)))  # through tqdm: lines stay above the progress bar
+        sys.stdout.flush()
+
+
+def fail(msg):
+    """Stop every rank with a message (rank 0 prints it)."""
+    if master:
+        print(f'train: {msg}', file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Data. A batch is a pure function of (seed, purpose, step, micro-batch index over all ranks), so a
+# resumed run sees exactly the batches the uninterrupted run would have, and a 1-GPU run sees the same
+# global batch as an N-GPU run. The "data position" is the step counter.
+data_dir = data_dir_of(dataset)
+splits = {}
+unigram_entropy = None
+if is_synthetic:
+    data_vocab = 8192 if vocab_size is None else vocab_size  # Zoology's MQAR vocab by default
+else:
+    if dataset == 'stdlib' and not all(os.path.exists(os.path.join(data_dir, f'{s}.bin')) for s in ('train', 'val')):
+        if master:  # first run: build the default corpus (a few seconds, no network)
+            print(f'preparing the default corpus in {data_dir} (python data/prepare.py stdlib)')
+            prepare_stdlib(data_dir)
+        if distributed:
+            dist.barrier()
+    try:
+        splits['train'], data_vocab = load_tokens(os.path.join(data_dir, 'train.bin'))
+        splits['val'], _ = load_tokens(os.path.join(data_dir, 'val.bin'), vocab_size=data_vocab)
+    except TokenFileError as err:
+        fail(err)
+    unigram_entropy = read_meta(data_dir).get('unigram_entropy')
+# the tokenizer, recorded in checkpoints so that sample.py decodes with the one the model was trained on
+encoding = f'synthetic:{dataset}' if is_synthetic else read_meta(data_dir).get('encoding')
+if vocab_size is None:
+    settings['vocab_size'] = vocab_size = data_vocab
+elif vocab_size < data_vocab:
+    fail(f'vocab_size={vocab_size} is smaller than the dataset {dataset!r} vocab ({data_vocab})')
+
+
+def get_batch(split, purpose, step, index):
+    """Micro-batch `index` (counted over all ranks) of step `step`. purpose: 0 train, 1 eval."""
+    # (val of a synthetic task: sequences from another random stream than any training batch)
+    rng = np.random.default_rng([seed, purpose, 0 if split == 'train' else 1, step, index])
+    T = block_size  # the current setting, also when resuming: a longer block_size is midtraining
+    if is_synthetic:
+        if dataset == 'mqar':
+            x, y = mqar(rng, batch_size, T, data_vocab, num_kv_pairs)
+        else:
+            x, y = reassign(rng, batch_size, T, data_vocab, num_kv_pairs, num_updates)
+    else:
+        data = splits[split]
+        if len(data) <= T + 1:
+            fail(f'the {split} split of {dataset!r} has {len(data)} tokens, fewer than block_size + 1 = {T + 1}')
+        ix = rng.integers(0, len(data) - T - 1, size=batch_size)
+        xy = np.stack([data[i:i + T + 1] for i in ix]).astype(np.int64)
+        x, y = xy[:, :-1], xy[:, 1:]
+    x, y = torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(np.ascontiguousarray(y))
+    if device_type == 'cuda':
+        return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
+    return x, y
+
+
+# ----------------------------------------------------------------------------------------------------
+# Model: built on the CPU from one seed on every rank (identical init whatever the parallelism), then
+# loaded from a checkpoint, then moved to the device or sharded.
+iter_num, best_val_loss, checkpoint = 0, float('inf'), None
+ckpt_path = os.path.join(out_dir, 'ckpt.pt')
+if init_from == 'resume':
+    src = os.path.join(resume_dir or out_dir, 'ckpt.pt')
+    if not os.path.exists(src):
+        fail(f'init_from=resume: no checkpoint at {src}')
+    checkpoint = torch.load(src, map_location='cpu', weights_only=False, mmap=True)
+    # the architecture comes from the checkpoint; block_size (midtraining), the backend and activation
+    # checkpointing are run-time choices and come from the current settings
+    runtime = ('block_size', 'la_backend', 'grad_checkpoint')
+    arch = {k: v for k, v in checkpoint['model_args'].items() if k not in runtime and k in model_fields}
+    for k, v in arch.items():
+        if settings[k] != v and k != 'vocab_size':
+            say(f'note: {k}={settings[k]!r} ignored, the checkpoint has {k}={v!r}')
+    if arch.get('vocab_size', vocab_size) < data_vocab:
+        fail(f"the checkpoint's vocab_size {arch['vocab_size']} is smaller than the dataset's ({data_vocab})")
+    settings.update(arch)
+    iter_num = checkpoint['iter_num']
+    same_data = checkpoint['data_position']['dataset'] == dataset
+    best_val_loss = checkpoint['best_val_loss'] if same_data else float('inf')  # new data: new val set
+    if not same_data or checkpoint['data_position']['block_size'] != block_size:
+        say(f"new stage from step {iter_num}: dataset {checkpoint['data_position']['dataset']} -> {dataset}, "
+            f"block_size {checkpoint['data_position']['block_size']} -> {block_size}")
+elif init_from != 'scratch':
+    fail(f"init_from must be 'scratch' or 'resume', got {init_from!r}")
+
+cfg = model_config()
+meta_init = distributed and parallel == 'fsdp' and fsdp_meta_init
+torch.manual_seed(seed)
+with torch.device('meta') if meta_init else nullcontext():
+    model = GPT(cfg)
+if checkpoint is not None and not meta_init:
+    model.load_state_dict(checkpoint['model'])
+raw_model = model  # the uncompiled, unwrapped module: its state_dict is what checkpoints hold
+summary = raw_model.param_summary()
+flops_per_token = raw_model.flops_per_token(cfg.block_size)
+if compile:
+    for block in raw_model.blocks:
+        block.compile()  # in place: parameter names (and checkpoints) stay those of the plain model
+if distributed and parallel == 'fsdp':
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    mesh = init_device_mesh(device_type, (world_size,))
+    # bf16 compute weights, fp32 gradient reduction; the fp32 master weights stay sharded
+    mp = MixedPrecisionPolicy(param_dtype=ptdtype, reduce_dtype=torch.float32)
+    for block in raw_model.blocks:  # one all-gather per block, freed after use: memory ~ one block
+        fully_shard(block, mesh=mesh, mp_policy=mp)
+    fully_shard(raw_model, mesh=mesh, mp_policy=mp)  # the rest: embedding, final norm, lm_head
+    # (fully_shard moves the CPU-built parameters to the mesh's device, one block at a time)
+    if meta_init:  # allocate only this rank's shards, then fill them
+        raw_model.to_empty(device=device)
+        if checkpoint is not None:
+            set_model_state_dict(raw_model, checkpoint['model'], options=StateDictOptions(full_state_dict=True))
+        else:
+            raw_model.init_weights()
+else:
+    model.to(device)
+    if distributed:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        model = DDP(model, device_ids=[local_rank] if device_type == 'cuda' else None)
+
+optimizer = raw_model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type)
+if checkpoint is not None:
+    # parameter-name keyed (torch.distributed.checkpoint's format): the same file resumes on 1 GPU, DDP or FSDP
+    set_optimizer_state_dict(raw_model, optimizer, checkpoint['optimizer'], options=StateDictOptions(full_state_dict=True))
+    rng_state = checkpoint['rng']
+    random.setstate(rng_state['python'])
+    np.random.set_state(rng_state['numpy'])
+    torch.set_rng_state(rng_state['torch'])
+    if device_type == 'cuda' and rng_state.get('cuda') is not None:
+        torch.cuda.set_rng_state(rng_state['cuda'])
+    checkpoint = None  # free the CPU copy
+
+# ----------------------------------------------------------------------------------------------------
+# Helpers: learning rate, evaluation, checkpointing
+
+
+def get_lr(it):
+    """Linear warmup over warmup_iters, then cosine from learning_rate to min_lr at lr_decay_iters."""
+    if not decay_lr:
+        return learning_rate
+    it -= lr_schedule_start
+    decay_end = (lr_decay_iters if lr_decay_iters is not None else max_iters) - lr_schedule_start
+    if it < warmup_iters:
+        return learning_rate * (it + 1) / (warmup_iters + 1)
+    if it >= decay_end:
+        return min_lr
+    ratio = (it - warmup_iters) / max(1, decay_end - warmup_iters)
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (learning_rate - min_lr)
+
+
+def all_reduce_sum(t):
+    if distributed:
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t
+
+
+@torch.no_grad()
+def estimate_loss():
+    """Mean loss per target token on eval_iters batches of each split, shared out across ranks and
+    all-reduced; for the synthetic tasks also accuracy on the answer positions. Every rank runs the same
+    number of batches (FSDP's all-gathers need every rank in every forward)."""
+    out = {}
+    model.eval()
+    per_rank = math.ceil(eval_iters / world_size)
+    for split in (('train', 'val')):
+        sums = torch.zeros(4, dtype=torch.float64, device=device)  # loss * n, n, correct, answers
+        for i in range(per_rank):
+            x, y = get_batch(split, 1, 0, rank * per_rank + i)
+            with autocast:
+                logits, loss, _ = model(x, y)
+            n = (y != -1).sum()
+            correct, total = accuracy_counts(logits, y)
+            sums += torch.stack([loss.double() * n, n, correct, total]).double()
+        sums = all_reduce_sum(sums)
+        out[split] = (sums[0] / sums[1]).item()
+        if is_synthetic:
+            out[f'{split}_acc'] = (sums[2] / sums[3]).item()
+    model.train()
+    return out
+
+
+def save_checkpoint(path):
+    """Full (unsharded) state on rank 0, written to a temp file and renamed: a crash mid-write leaves the
+    previous checkpoint intact. Every rank must call it (FSDP gathers the shards)."""
+    global saves
+    # full tensors, on the CPU of rank 0, keyed by parameter name, whatever the parallelism
+    opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    model_sd = get_model_state_dict(raw_model, options=opts)
+    optim_sd = get_optimizer_state_dict(raw_model, optimizer, options=opts)
+    if master:
+        ckpt = {
+            'model': model_sd,
+            'optimizer': optim_sd,
+            'model_args': dataclasses.asdict(cfg),
+            'config': settings,
+            'iter_num': iter_num,
+            'best_val_loss': best_val_loss,
+            'rng': {'python': random.getstate(), 'numpy': np.random.get_state(), 'torch': torch.get_rng_state(),
+                    'cuda': torch.cuda.get_rng_state() if device_type == 'cuda' else None},
+            'data_position': {'dataset': dataset, 'block_size': cfg.block_size, 'iter': iter_num},
+            'encoding': encoding,
+        }
+        tmp = path + '.tmp'
+        torch.save(ckpt, tmp)
+        saves += 1
+        if saves == debug_crash_on_save:  # simulate a crash mid-write: half a temp file, no rename
+            with open(tmp, 'r+b') as f:
+                f.truncate(os.path.getsize(tmp) // 2)
+            print(f'debug_crash_on_save: dying while writing checkpoint #{saves}', flush=True)
+            os._exit(3)
+        with open(tmp, 'rb') as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    if distributed:
+        dist.barrier()
+
+
+def fmt_time(s):
+    s = int(s)
+    return f'{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}'
+
+
+# ----------------------------------------------------------------------------------------------------
+# Logging
+peak_flops = None
+if device_type == 'cuda':
+    name = torch.cuda.get_device_name(device)
+    peak_flops = next((f for key, f in PEAK_FLOPS if key in name), None)
+say(f'model: {cfg.mixer} n_layer={cfg.n_layer} n_embd={cfg.n_embd} block_size={cfg.block_size} '
+    f'vocab={cfg.vocab_size}{" moe" if cfg.moe else ""} | params total {summary["total"]:,} active {summary["active"]:,}')
+say(f'data: {dataset} ({"synthetic, generated from the seed" if is_synthetic else data_dir}) | '
+    f'{tokens_per_iter:,} tokens/step = {batch_size} x {cfg.block_size} x {gradient_accumulation_steps} accum'
+    f' | {world_size} rank(s), {parallel if distributed else "single process"}, {device}, {dtype}')
+if unigram_entropy is not None:
+    say(f'reference: unigram entropy of {dataset} train = {unigram_entropy:.4f} nats/token (the loss a model '
+        f'ignoring context reaches)')
+if master:
+    os.makedirs(out_dir, exist_ok=True)
+    log_file = open(os.path.join(out_dir, 'log.jsonl'), 'a' if init_from == 'resume' else 'w')
+    if wandb_log:
+        import wandb
+        wandb.init(project=wandb_project, name=wandb_run_name, config=settings)
+
+
+def log(record):
+    if master:
+        log_file.write(json.dumps(record) + '\n')
+        log_file.flush()
+        if wandb_log:
+            wandb.log(record, step=record['step'])
+
+
+# ----------------------------------------------------------------------------------------------------
+# Training loop: at step `iter_num` evaluate/checkpoint if due, then take optimizer step `iter_num`.
+saves = 0
+bar = tqdm(total=max_iters, initial=iter_num, disable=not (master and progress) or None, unit='step',
+           dynamic_ncols=True)
+t_start = t_last = time.time()
+dt_avg, window_tokens, window_time = None, 0, 0.0
+model.train()
+while True:
+    if iter_num % eval_interval == 0 or iter_num == max_iters or eval_only:
+        losses = estimate_loss()
+        acc = ''.join(f' | {s} acc {losses[f"{s}_acc"]:.4f}' for s in ('train', 'val') if is_synthetic)
+        say(f'eval step {iter_num}: train loss {losses["train"]:.4f} | val loss {losses["val"]:.4f}{acc}')
+        log({'step': iter_num, 'eval': True, 'train_loss': losses['train'], 'val_loss': losses['val'],
+             **{k: v for k, v in losses.items() if k.endswith('_acc')}})
+        if eval_only:
+            break
+        improved = losses['val'] < best_val_loss
+        best_val_loss = min(best_val_loss, losses['val'])
+        if save_ckpt and iter_num > 0 and (improved or always_save_checkpoint):
+            save_checkpoint(ckpt_path)
+        t_last = time.time()  # evaluation and saving do not count in the step time
+    if iter_num >= max_iters:
+        break
+
+    lr = get_lr(iter_num)
+    for group in optimizer.param_groups:
+        group['lr'] = lr
+    loss_sum = torch.zeros((), device=device)
+    aux_sum = torch.zeros((), device=device)
+    for micro in range(accum_local):
+        x, y = get_batch('train', 0, iter_num, rank * accum_local + micro)
+        # DDP: all-reduce the gradients only after the last micro-step. (FSDP2 reduce-scatters every
+        # micro-step into the sharded gradients: less memory than keeping unsharded ones around.)
+        sync = nullcontext() if not (distributed and parallel == 'ddp') or micro == accum_local - 1 else model.no_sync()
+        with sync:
+            with autocast:
+                _, loss, aux_loss = model(x, y)
+                if iter_num == debug_nan_at:
+                    loss = loss * float('nan')
+                objective = (loss + aux_loss) / accum_local  # mean over micro-steps; ranks average in the reduction
+            objective.backward()
+        loss_sum += loss.detach()
+        aux_sum += aux_loss.detach()
+    grad_norm = torch.nn.utils.clip_grad_norm_(raw_model.parameters(), grad_clip if grad_clip > 0 else float('inf'))
+    if hasattr(grad_norm, 'full_tensor'):  # FSDP: a DTensor
+        grad_norm = grad_norm.full_tensor()
+    # a non-finite loss or gradient stops the run before the optimizer touches the weights: the last
+    # checkpoint, written from finite weights, stays the last good one
+    bad = (~torch.isfinite(loss_sum) | ~torch.isfinite(grad_norm)).float()
+    if distributed:
+        dist.all_reduce(bad, op=dist.ReduceOp.MAX)
+    if bad.item():
+        bar.close()
+        kept = f'the last good checkpoint {ckpt_path} is unchanged' if os.path.exists(ckpt_path) else 'no checkpoint was written yet'
+        fail(f'non-finite loss at step {iter_num} (loss {loss_sum.item() / accum_local}, grad norm '
+             f'{grad_norm.item()}); stopping. {kept}')
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+    # timing and logging (rank 0's loss; .item() syncs, only on log steps)
+    t_now = time.time()
+    dt, t_last = t_now - t_last, t_now
+    dt_avg = dt if dt_avg is None else 0.9 * dt_avg + 0.1 * dt
+    window_tokens += tokens_per_iter
+    window_time += dt
+    iter_num += 1
+    bar.update(1)
+    if (iter_num - 1) % log_interval == 0 or iter_num == max_iters:
+        # the loss of the whole global batch (mean over ranks): comparable across world sizes
+        lossf = all_reduce_sum(loss_sum).item() / accum_local / world_size
+        auxf = all_reduce_sum(aux_sum).item() / accum_local / world_size
+        tok_s = window_tokens / window_time
+        mfu = flops_per_token * tok_s / (peak_flops * world_size) if peak_flops else None
+        eta = (max_iters - iter_num) * dt_avg
+        line = (f'step {iter_num - 1:6d} | loss {lossf:.4f} | aux {auxf:.4f} | lr {lr:.3e} | '
+                f'{tok_s:10,.0f} tok/s | mfu {"  n/a" if mfu is None else f"{100 * mfu:5.1f}%"} | '
+                f'eta {fmt_time(eta)}')
+        mem = torch.cuda.max_memory_allocated(device) / 2**30 if device_type == 'cuda' else None
+        if mem is not None:
+            line += f' | mem {mem:.1f} GiB'
+        say(line)
+        log({'step': iter_num - 1, 'loss': lossf, 'aux_loss': auxf, 'lr': lr, 'grad_norm': grad_norm.item(),
+             'tok_per_s': tok_s, 'mfu': mfu, 'dt': dt, 'peak_mem_gib': mem, 'elapsed': time.time() - t_start})
+        window_tokens, window_time = 0, 0.0
+        bar.set_postfix(loss=f'{lossf:.3f}')
+
+bar.close()
+if not eval_only and master:
+    ref = f' (unigram entropy {unigram_entropy:.4f})' if unigram_entropy is not None else ''
+    acc = f', val acc {losses["val_acc"]:.4f}' if is_synthetic else ''
+    print(f'done: {iter_num} steps, val loss {losses["val"]:.4f} nats/token{ref}{acc}, '
+          f'{time.time() - t_start:.0f}s', flush=True)
+if master:
+    log_file.close()
+if distributed:
+    dist.destroy_process_group()
