@@ -116,6 +116,25 @@ def test_chunk_gradients_match_recurrent_fp64(T, chunk_size, scalar_g):
         assert rel(c, r) <= 1e-10, name
 
 
+def test_chunk_gradients_in_fp32_match_the_fp64_reference():
+    x, S0 = make_inputs(63, seed=2100)
+    gen = torch.Generator().manual_seed(63)
+    do = torch.randn(B, 63, HV, V, generator=gen, dtype=torch.float64)
+    ds = torch.randn(B, HV, K, V, generator=gen, dtype=torch.float64)
+
+    def grads(fn, dtype, **kw):
+        leaves = {n: t.to(dtype).requires_grad_() for n, t in x.items()}
+        s0 = S0.to(dtype).requires_grad_()
+        o, s = fn(**leaves, initial_state=s0, output_final_state=True, **kw)
+        return torch.autograd.grad((o * do.to(dtype)).sum() + (s * ds.to(dtype)).sum(), [*leaves.values(), s0])
+
+    ref = grads(eda_recurrent, torch.float64)
+    got = grads(eda_chunk, torch.float32, chunk_size=16)
+    for name, r, c in zip([*x, "initial_state"], ref, got):
+        assert c.dtype == torch.float32
+        assert rel(c.double(), r) <= 1e-5, name
+
+
 def test_chunk_passes_gradcheck():
     x, S0 = make_inputs(5, seed=3, b=1, h=1, hv=2, k=4, v=3)
     names = list(x)
