@@ -25,7 +25,7 @@ init_from = 'resume'       # 'resume': load out_dir/ckpt.pt; 'scratch': a fresh 
 out_dir = 'out'            # where train.py wrote ckpt.pt
 start = '\n'               # the prompt, or FILE:path to read it from a file
 num_samples = 2            # samples, one after another
-max_new_tokens = 300       # tokens generated per sample
+max_new_tokens = None      # tokens generated per sample (None: up to the model's block_size)
 temperature = 0.8          # 0: greedy; < 1 sharper, > 1 more random
 top_k = None               # keep only the k most likely tokens (None: all)
 top_p = None               # nucleus sampling: keep the smallest set with this much probability (None: off)
@@ -104,6 +104,11 @@ if not prompt:
 if max(prompt) >= vocab:
     fail(f"the prompt encodes to token {max(prompt)}, outside the model's vocabulary of {vocab}")
 limit = model.config.block_size
+if len(prompt) >= limit:
+    fail(f"the prompt ({len(prompt)} tokens) fills the model's block_size ({limit}), the attention layers' "
+         f"context limit: shorten the prompt")
+if max_new_tokens is None:
+    max_new_tokens = limit - len(prompt)
 if len(prompt) + max_new_tokens > limit:
     fail(f"the prompt ({len(prompt)} tokens) plus max_new_tokens ({max_new_tokens}) exceeds the model's "
          f"block_size ({limit}), the attention layers' context limit: shorten the prompt or lower "

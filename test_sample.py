@@ -98,11 +98,19 @@ def test_sample_script_prints_text_decoded_with_the_checkpoints_tokenizer(traine
     assert r.stdout.startswith(expected)
 
 
+def test_sample_script_defaults_fill_the_context(trained):
+    tmp, out = trained
+    r = run([os.path.join(HERE, "sample.py"), f"--out_dir={out}", "--device=cpu"], tmp)  # as in the README
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("---------------") == 2  # num_samples=2, each up to block_size tokens
+
+
 def test_sample_script_errors_are_clear(trained, tmp_path):
     tmp, out = trained
     cases = [
         ([f"--out_dir={tmp_path / 'nowhere'}"], "no checkpoint at"),
-        ([f"--out_dir={out}", "--start=" + "x" * 80, "--max_new_tokens=10"], "exceeds the model's block_size"),
+        ([f"--out_dir={out}", "--start=" + "x" * 80], "fills the model's block_size"),
+        ([f"--out_dir={out}", "--start=" + "x" * 40, "--max_new_tokens=30"], "exceeds the model's block_size"),
         ([f"--out_dir={out}", f"--start=FILE:{tmp_path / 'missing.txt'}"], "cannot read the prompt file"),
         ([f"--out_dir={out}", "--start=", "--max_new_tokens=1"], "the prompt is empty"),
     ]
