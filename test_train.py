@@ -317,3 +317,16 @@ def test_every_config_file_dry_runs_and_ends_with_the_params_line(config):
     assert p.returncode == 0, p.stderr[-3000:]
     last = p.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r'params total=\d+ active=\d+', last), last
+
+
+@pytest.mark.parametrize('args,message', [
+    (('--mixer=foo',), "unknown mixer 'foo'"),
+    (('--dtype=float64',), "dtype must be 'auto'"),
+    (('--batch_size=0',), 'batch_size must be >= 1'),
+    (('--device=tpu',), "device must be 'auto', 'cpu'"),
+    (('--la_n_head=2', '--la_n_v_head=3'), 'must be a multiple of la_n_head=2'),
+])
+def test_bad_settings_stop_before_any_work_with_a_message_naming_them(tmp_path, args, message):
+    p = train(tmp_path, *args, check=False)
+    assert p.returncode != 0 and message in p.stderr, p.stderr
+    assert 'Traceback' not in p.stderr

@@ -114,7 +114,27 @@ def data_dir_of(name):
 def model_config(overrides=None):
     args = {k: settings[k] for k in model_fields}
     args.update(overrides or {})
-    return GPTConfig(**args)
+    try:
+        return GPTConfig(**args)
+    except ValueError as err:  # GPTConfig names the bad field: say it without a traceback
+        sys.exit(f'train: {err}')
+
+
+# Settings a slip can get wrong: stop before any work, naming the setting.
+for _name in ('batch_size', 'gradient_accumulation_steps', 'eval_iters', 'eval_interval', 'log_interval'):
+    if globals()[_name] < 1:
+        sys.exit(f'train: {_name} must be >= 1, got {globals()[_name]}')
+if max_iters < 0:
+    sys.exit(f'train: max_iters must be >= 0, got {max_iters}')
+if dtype not in ('auto', 'float32', 'bfloat16', 'float16'):
+    sys.exit(f"train: dtype must be 'auto', 'float32', 'bfloat16' or 'float16', got {dtype!r}")
+if not (device in ('auto', 'cpu') or device.startswith('cuda')):
+    sys.exit(f"train: device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+if device.startswith('cuda') and not dry_run and not torch.cuda.is_available():
+    sys.exit(f'train: device={device!r} but this torch sees no CUDA GPU (torch {torch.__version__}); use --device=cpu')
+if (la_backend == 'triton' and not dry_run and not torch.cuda.is_available()
+        and os.environ.get('TRITON_INTERPRET') != '1'):
+    sys.exit("train: la_backend='triton' needs a CUDA GPU (or TRITON_INTERPRET=1, Triton's slow CPU interpreter)")
 
 
 # ----------------------------------------------------------------------------------------------------
