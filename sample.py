@@ -42,6 +42,23 @@ def fail(msg):
     sys.exit(f"sample.py: {msg}")
 
 
+# settings a slip can get wrong: stop before loading anything, naming the setting
+if temperature < 0:
+    fail(f"temperature must be >= 0 (0: greedy), got {temperature}")
+if top_k is not None and (not isinstance(top_k, int) or top_k < 1):
+    fail(f"top_k must be a positive int or None, got {top_k!r}")
+if top_p is not None and (not isinstance(top_p, (int, float)) or not 0 < top_p <= 1):
+    fail(f"top_p must be in (0, 1] or None, got {top_p!r}")
+if num_samples < 1:
+    fail(f"num_samples must be >= 1, got {num_samples}")
+if max_new_tokens is not None and (not isinstance(max_new_tokens, int) or max_new_tokens < 1):
+    fail(f"max_new_tokens must be a positive int or None, got {max_new_tokens!r}")
+if dtype not in ('float32', 'bfloat16', 'float16'):
+    fail(f"dtype must be 'float32', 'bfloat16' or 'float16', got {dtype!r}")
+if device.startswith('cuda') and not torch.cuda.is_available():
+    fail(f"device={device!r} but this torch sees no CUDA GPU; use --device=cpu")
+
+
 def load_tokenizer(name):
     """(encode: str -> list of ids, token_bytes: id -> bytes) for 'bytes' or a tiktoken encoding."""
     if name == 'bytes':

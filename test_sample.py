@@ -113,6 +113,9 @@ def test_sample_script_errors_are_clear(trained, tmp_path):
         ([f"--out_dir={out}", "--start=" + "x" * 40, "--max_new_tokens=30"], "exceeds the model's block_size"),
         ([f"--out_dir={out}", f"--start=FILE:{tmp_path / 'missing.txt'}"], "cannot read the prompt file"),
         ([f"--out_dir={out}", "--start=", "--max_new_tokens=1"], "the prompt is empty"),
+        ([f"--out_dir={out}", "--temperature=-1"], "temperature must be >= 0"),
+        ([f"--out_dir={out}", "--top_k=0"], "top_k must be a positive int"),
+        ([f"--out_dir={out}", "--top_p=1.5"], "top_p must be in (0, 1]"),
     ]
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"caf\xe9")  # latin-1, not UTF-8
