@@ -63,12 +63,8 @@ def load_tokenizer(name):
     """(encode: str -> list of ids, token_bytes: id -> bytes) for 'bytes' or a tiktoken encoding."""
     if name == 'bytes':
         return (lambda s: list(s.encode('utf-8'))), (lambda t: bytes([t]))
-    import tiktoken
-    try:
-        enc = tiktoken.get_encoding(name)
-    except Exception as err:  # no network: the encoding file must be in tiktoken's cache
-        fail(f"cannot load the tiktoken encoding '{name}' ({type(err).__name__}: {err}); it is downloaded "
-             f"once and cached: run once with network access or point TIKTOKEN_CACHE_DIR at a cached copy")
+    from data.prepare import load_tiktoken
+    enc = load_tiktoken(name, "sample.py")
     return (lambda s: enc.encode(s)), enc.decode_single_token_bytes
 
 

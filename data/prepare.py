@@ -163,19 +163,24 @@ def is_val(name, val_fraction):
 # Tokenizers
 
 
+def load_tiktoken(encoding, prog):
+    """tiktoken's encoding, or an exit naming `prog` and saying what to do when it cannot be loaded."""
+    import tiktoken
+    try:
+        return tiktoken.get_encoding(encoding)
+    except Exception as err:
+        raise SystemExit(
+            f"{prog}: tiktoken could not load the encoding '{encoding}' ({type(err).__name__}: {err}).\n"
+            f"tiktoken downloads its BPE files on first use: run once with network access, or point "
+            f"TIKTOKEN_CACHE_DIR at a folder that holds them, or use --encoding=bytes.") from None
+
+
 def get_encoder(encoding):
     """(encode(list of str) -> list of int arrays, vocab_size, eot) for 'bytes' or a tiktoken encoding."""
     if encoding == "bytes":
         # byte-level: vocab 256, byte 0 (never in text) ends a document
         return (lambda texts: [np.frombuffer(t.encode("utf-8", "replace") + b"\0", np.uint8) for t in texts]), 256, 0
-    import tiktoken
-    try:
-        enc = tiktoken.get_encoding(encoding)
-    except Exception as err:
-        raise SystemExit(
-            f"prepare: tiktoken could not load the encoding '{encoding}' ({type(err).__name__}: {err}).\n"
-            f"tiktoken downloads its BPE files on first use: run once with network access, or point "
-            f"TIKTOKEN_CACHE_DIR at a folder that holds them, or use --encoding=bytes.") from None
+    enc = load_tiktoken(encoding, "prepare")
     eot = enc.eot_token
     vocab = enc.n_vocab
     return (lambda texts: [np.array(ids + [eot], np.uint32) for ids in enc.encode_ordinary_batch(texts)]), vocab, eot
