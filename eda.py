@@ -217,11 +217,13 @@ def _causal_decayed_dots(x, y, G, strict, sub=16):
     return torch.cat(rows, dim=-2)
 
 
-def _chunk_delta_rule(q, k, v, g, beta, S, chunk_size):
+def _chunk_delta_rule(q, k, v, g, beta, S, chunk_size, read=None):
     """Chunked gated delta rule S_i = (I - b_i k_i k_i^T) D_i S_{i-1} + b_i k_i v_i^T, o_i = S_i^T q_i.
 
     All inputs already in the compute dtype, one key head per value head: q, k, g: [B, N, HV, K],
     v: [B, N, HV, V], beta: [B, N, HV], S: [B, HV, K, V]. Returns (o [B, N, HV, V], S_N).
+    `read` [B, N, HV, K] replaces k on the right, S_i = (I - b_i k_i read_i^T) D_i S_{i-1} + b_i k_i v_i^T:
+    the asymmetric DPLR step of GDN-2 (model.py); below, read = k unless given.
 
     Within a chunk, with G_i the cumulative log decay and Gamma_ij = exp(G_i - G_j) (i >= j):
       WY / UT (Eq. wy_representation, ut_transformation with the inverse made explicit, see NOTES.md):
@@ -237,19 +239,20 @@ def _chunk_delta_rule(q, k, v, g, beta, S, chunk_size):
     V = v.shape[-1]
     C = chunk_size
     pad = (-N) % C
+    read = k if read is None else read
     if pad:  # zero keys, values and decay after the end change neither outputs nor the final state
-        q, k, v, g = (F.pad(x, (0, 0, 0, 0, 0, pad)) for x in (q, k, v, g))
+        q, k, v, g, read = (F.pad(x, (0, 0, 0, 0, 0, pad)) for x in (q, k, v, g, read))
         beta = F.pad(beta, (0, 0, 0, pad))
     NC = (N + pad) // C
     # [B, HV, NC, C, ...]
-    q, k, v, g = (x.view(B, NC, C, HV, -1).permute(0, 3, 1, 2, 4).contiguous() for x in (q, k, v, g))
+    q, k, v, g, read = (x.reshape(B, NC, C, HV, -1).permute(0, 3, 1, 2, 4).contiguous() for x in (q, k, v, g, read))
     beta = beta.view(B, NC, C, HV).permute(0, 3, 1, 2).contiguous()
 
     Gc = g.cumsum(dim=-2)                                     # G_i, cumulative log decay in the chunk
-    A = _causal_decayed_dots(k, k, Gc, strict=True)           # k_i^T Diag(Gamma_ij) k_j, j < i
+    A = _causal_decayed_dots(read, k, Gc, strict=True)        # read_i^T Diag(Gamma_ij) k_j, j < i
     Qk = _causal_decayed_dots(q, k, Gc, strict=False)         # q_i^T Diag(Gamma_ij) k_j, j <= i
     L = torch.eye(C, dtype=q.dtype, device=q.device) + beta.unsqueeze(-1) * A  # I + StrictTril(Diag(b) A)
-    rhs = beta.unsqueeze(-1) * torch.cat([v, Gc.exp() * k], dim=-1)
+    rhs = beta.unsqueeze(-1) * torch.cat([v, Gc.exp() * read], dim=-1)
     UW = torch.linalg.solve_triangular(L, rhs, upper=False, unitriangular=True)  # UT transform
     U_tilde, W = UW[..., :V], UW[..., V:]
     q_decayed = Gc.exp() * q                                  # exp(G_i) * q_i

@@ -230,40 +230,12 @@ def gdn2_recurrent(q, k, v, g, b, w, scale=None, initial_state=None, output_fina
 
 
 def gdn2_chunk(q, k, v, g, b, w, scale=None, initial_state=None, output_final_state=False, chunk_size=64):
-    """GDN-2 chunk-parallel, the WY/UT form of eda._chunk_delta_rule with the right vector b*k and the
-    value w*v in place of beta*k and beta*v. Per chunk, G_i = cumulative log decay, Gamma_ij = exp(G_i - G_j):
-        (I + StrictTril(A)) [U~ | W] = [Z | exp(G)*KB],   A_ij = (b_i*k_i)^T Diag(Gamma_ij) k_j
-        U = U~ - W S_0,   O = (exp(G)*Q) S_0 + Tril(Q Gamma K^T) U,   S_C = exp(G_C) S_0 + sum_j exp(G_C-G_j) k_j u_j^T
-    (derivation: u_i = z_i - S_{i-1}^T D_i kb_i, unrolled inside the chunk)."""
+    """GDN-2 chunk-parallel: eda.py's chunked delta rule with the read direction b*k in place of k on the
+    right, the value w*v and strength 1 (u_i = w_i*v_i - S_{i-1}^T D_i (b_i*k_i), unrolled in the chunk)."""
     out_dtype = v.dtype
     q, k, kb, z, g, S = _gdn2_prepare(q, k, v, g, b, w, scale, initial_state)
-    B, N, HV, K = k.shape
-    V = z.shape[-1]
-    C = chunk_size
-    pad = (-N) % C
-    if pad:  # zero k, kb, z and decay after the end: no effect on outputs or the state
-        q, k, kb, z, g = (F.pad(x, (0, 0, 0, 0, 0, pad)) for x in (q, k, kb, z, g))
-    NC = (N + pad) // C
-    q, k, kb, z, g = (x.reshape(B, NC, C, HV, -1).permute(0, 3, 1, 2, 4) for x in (q, k, kb, z, g))
-    Gc = g.cumsum(dim=-2)
-    incl = torch.ones(C, C, dtype=torch.bool, device=q.device).tril()
-    strict = incl.tril(-1)
-    # mask before exp: only G_i - G_j <= 0 is exponentiated (no overflow, NOTES.md)
-    decay = torch.exp((Gc.unsqueeze(-2) - Gc.unsqueeze(-3)).masked_fill(~incl[..., None], float("-inf")))
-    A = torch.einsum("...ik,...jk,...ijk->...ij", kb, k, decay) * strict
-    Qk = torch.einsum("...ik,...jk,...ijk->...ij", q, k, decay)
-    L = torch.eye(C, dtype=q.dtype, device=q.device) + A
-    UW = torch.linalg.solve_triangular(L, torch.cat([z, Gc.exp() * kb], dim=-1), upper=False, unitriangular=True)
-    U_tilde, W = UW[..., :V], UW[..., V:]
-    q_decayed = Gc.exp() * q
-    k_to_end = torch.exp(Gc[..., -1:, :] - Gc) * k
-    chunk_decay = Gc[..., -1, :].exp()
-    outs = []
-    for c in range(NC):
-        U = U_tilde[:, :, c] - W[:, :, c] @ S
-        outs.append(q_decayed[:, :, c] @ S + Qk[:, :, c] @ U)
-        S = chunk_decay[:, :, c].unsqueeze(-1) * S + k_to_end[:, :, c].transpose(-1, -2) @ U
-    o = torch.stack(outs, dim=2).permute(0, 2, 3, 1, 4).reshape(B, NC * C, HV, V)[:, :N]
+    ones = z.new_ones(z.shape[:3])
+    o, S = eda._chunk_delta_rule(q, k, z, g, ones, S, chunk_size, read=kb)
     return o.to(out_dtype), (S if output_final_state else None)
 
 
