@@ -293,9 +293,11 @@ def eda_chunk(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
 # 3. Triton (kernel.py).
 
 
-def eda_triton(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False):
+def eda_triton(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False,
+               check_g=True):
     """Fused Triton EDA: same arguments and results as eda_recurrent (kernels in kernel.py; the final state
-    is fp32). Differentiable in q, k, v, e, g, beta, gamma and initial_state."""
+    is fp32). Differentiable in q, k, v, e, g, beta, gamma and initial_state. check_g=False skips the range
+    check of a channel-wise g (a device sync per call) for callers whose gate bounds it (kernel.G_MIN)."""
     from kernel import eda_fused  # imported here so that eda.py needs no Triton
     return eda_fused(q, k, v, e, g, beta, gamma, scale=scale, initial_state=initial_state,
-                     output_final_state=output_final_state)
+                     output_final_state=output_final_state, check_g=check_g)

@@ -20,11 +20,14 @@ Design (chunked training kernels, Sec. 3.4):
           U = T diag(b') (V' - (exp(G) K') S_0)        (what each sub-step writes, Eq. wy_representation)
           O = (exp(G) Q') S_0 + Qk U,   S_C = exp(G_C) S_0 + (exp(G_C - G) K')^T U.
       It stores S_0 of every chunk (input dtype) for the backward.
-- Backward, two launches: (3) `_eda_bwd_dh_kernel` walks the chunks in reverse for the state gradient
+- Backward, three launches: (3) `_eda_bwd_dh_kernel` walks the chunks in reverse for the state gradient
   alone (the chunk map is affine in S_0, so dS_0 = exp(G_C) dS_C + (exp(G) Q')^T dO - (exp(G) K')^T dR
-  needs no S_0) and stores dS_C per chunk; (4) `_eda_bwd_kernel`, one program per (chunk, V-block),
-  recomputes the chunk's forward from its inputs, S_0 and T, and produces every input gradient; partial
-  sums over V-blocks and grouped heads are added atomically.
+  needs no S_0) and stores dS_C per chunk; then, in parallel over chunks, (4) `_eda_bwd_state_kernel`
+  (per chunk and V-block) recomputes the chunk's forward from S_0 and T, and produces dv and every
+  gradient that flows through the states, plus dL, dQk (gradients of the in-chunk matrices, [BT, BT]);
+  (5) `_eda_bwd_intra_kernel` (per chunk, K side only) chains dL, dQk through the anchored decay products
+  to k', q', G and the gates. Two kernels instead of one: each holds half the live tiles (no register
+  spills), and the K-side work is not repeated per V-block.
 - Decay numerics: a chunk's cumulative log decay G can reach -5 C (safe gate, Eq. safe_gate), so
   exp(-G) overflows. Products Gamma_ij = exp(G_i - G_j) (i >= j) are formed as
   (k_i exp(G_i - G_a)) . (k_j exp(G_a - G_j)) with local anchors: inside blocks of ANCHOR_TOKENS tokens
@@ -204,14 +207,16 @@ def _cross_block(kk, qq, G, r, I: tl.constexpr, AB: tl.constexpr):
 
 
 @triton.jit
-def _eda_prep_kernel(q, k, e, g, beta, gamma, Tout, Qkout, scale, T, NT,
+def _eda_prep_kernel(q, k, e, g, beta, gamma, Tout, Qkout, gmin, scale, T, NT,
                      H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr,
                      BT: tl.constexpr, BK: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr, AB: tl.constexpr,
-                     EDA: tl.constexpr, SCALAR_G: tl.constexpr,
+                     EDA: tl.constexpr, SCALAR_G: tl.constexpr, CHECK_G: tl.constexpr,
                      DT: tl.constexpr, PREC: tl.constexpr):
     """Everything of a chunk that does not depend on the state: the UT transform's inverse
     T = (I + StrictTril(diag(b') A))^-1 and Qk = Tril(Q' Gamma K'^T), stored [BT, BT] per chunk.
-    Fully parallel over chunks, so the sequential loop is left with matrix products only."""
+    Fully parallel over chunks, so the sequential loop is left with matrix products only.
+    CHECK_G: also store the chunk's smallest log decay (the wrapper rejects g < G_MIN), which saves the
+    wrapper a separate pass over g."""
     c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b = i_bh // HV
@@ -225,6 +230,12 @@ def _eda_prep_kernel(q, k, e, g, beta, gamma, Tout, Qkout, scale, T, NT,
     off = (i_bh.to(tl.int64) * NT + c) * BT * BT + r[:, None] * BT + r[None, :]
     tl.store(Tout + off, Tm.to(Tout.dtype.element_ty))
     tl.store(Qkout + off, Qk.to(Qkout.dtype.element_ty))
+    if CHECK_G:
+        tok = c * (BT // 2 if EDA else BT) + tl.arange(0, BT // 2 if EDA else BT)
+        ck = tl.arange(0, BK)
+        off_g = ((i_b.to(tl.int64) * T + tok) * HV + i_hv)[:, None] * K + ck[None, :]
+        gg = tl.load(g + off_g, mask=(tok < T)[:, None] & (ck < K)[None, :], other=0.)
+        tl.store(gmin + i_bh.to(tl.int64) * NT + c, tl.min(tl.min(gg, axis=1), axis=0).to(tl.float32))
 
 
 @triton.jit
@@ -325,17 +336,19 @@ def _eda_bwd_dh_kernel(q, k, e, g, beta, gamma, Tin, Qkin, do, dht, dhs, dh0, sc
 
 
 @triton.jit
-def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, hs, dhs, do, dq, dk, dv, de, dg, dbeta, dgamma,
-                    scale, T, NT,
-                    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-                    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, AB: tl.constexpr, EDA: tl.constexpr,
-                    SCALAR_G: tl.constexpr, ATOMIC_QK: tl.constexpr, ATOMIC_H: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """All input gradients of one chunk (and one V-block) from its S_0 (forward) and dS_C (backward walk),
-    the chunk's forward recomputed (T = (I + diag(b') A)^-1 from the forward's store, R = V' - (exp(G) K') S_0):
-        dU = Qk^T dO + (exp(G_C - G) K') dS_C,  dX = T^T dU,  dV' = b' dX,  db' = rowsum(dX R + dL A),
-        dL = -StrictTril(dX U^T),  dA = diag(b') dL,  dQk = Tril(dO U^T),
-    then chained through the anchored factors to k', q' and G, and G = cumsum(g') to g'.
-    Partial sums over V-blocks (and over grouped heads for q, k) are added atomically when needed."""
+def _eda_bwd_state_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, dv, de, dg, dbeta, dgamma,
+                          dLs, dQks, scale, T, NT,
+                          H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+                          BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
+                          ATOMIC_QK: tl.constexpr, ATOMIC_V: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+    """Backward, part 1 of a chunk (and a V-block): everything that touches values or the state. The chunk's
+    forward is recomputed from S_0 (forward store), T and Qk (prep store), R = V' - (exp(G) K') S_0:
+        U = T diag(b') R,  dU = Qk^T dO + (exp(G_C - G) K') dS_C,  dX = T^T dU,  dV' = b' dX,
+        dL = -StrictTril(dX U^T),  dQk = Tril(dO U^T)   (stored for part 2, summed over V-blocks),
+    and the gradients that flow through S_0 and S_C: dk' += exp(G) (-dV' S_0^T) + exp(G_C - G) (U dS_C^T),
+    dq' += exp(G) (dO S_0^T), db' += rowsum(dX R), and their share of dg (through G = cumsum(g')).
+    It initialises (plain stores) or adds to (atomics, when V-blocks or grouped heads share a row) the
+    gradient buffers; part 2 adds the in-chunk terms."""
     c = tl.program_id(0)
     i_v = tl.program_id(1)
     i_bh = tl.program_id(2)
@@ -354,9 +367,10 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, hs, dhs, do, dq, dk, dv, de
     dSd = tl.load(dhs + off_s, mask=m_s, other=0.).to(DT)
     kk, qq, bb, G, row_bt, wrow, erow = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
                                                     H, HV, K, BT, BK, EDA)
-    A, Qk, Kp, Kn, Qp, Ea, En, GN = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
     off_t = (i_bh.to(tl.int64) * NT + c) * BT * BT + r[:, None] * BT + r[None, :]
     Tm = tl.load(Tin + off_t).to(DT)
+    Qk = tl.load(Qkin + off_t).to(DT)
+    GN = _row(G, r, BT - 1)
     eG = tl.exp(G)
     eNG = tl.exp(GN[None, :] - G)
     off_v = (row_bt * HV + i_hv)[:, None] * V + cv[None, :]
@@ -365,95 +379,139 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, hs, dhs, do, dq, dk, dv, de
     R = vv - tl.dot((kk * eG).to(DT), Sd, input_precision=PREC)
     U = tl.dot(Tm, (bb[:, None] * R).to(DT), input_precision=PREC)
     Ud = U.to(DT)
-    dO = tl.load(do + off_v, mask=m_v, other=0.).to(tl.float32)
-    dOd = dO.to(DT)
-    dU = tl.dot(tl.trans(Qk.to(DT)), dOd, input_precision=PREC) + \
-        tl.dot((kk * eNG).to(DT), dSd, input_precision=PREC)
+    dOd = tl.load(do + off_v, mask=m_v, other=0.).to(DT)
+    dU = tl.dot(tl.trans(Qk), dOd, input_precision=PREC) + tl.dot((kk * eNG).to(DT), dSd, input_precision=PREC)
     dX = tl.dot(tl.trans(Tm), dU.to(DT), input_precision=PREC)
+    db = tl.sum(dX * R, axis=1)
     dR = bb[:, None] * dX
-    tl.store(dv + off_v, dR.to(dv.dtype.element_ty), mask=m_v)
-    dL = -tl.dot(dX.to(DT), tl.trans(Ud), input_precision=PREC)
-    dL = tl.where(r[:, None] > r[None, :], dL, 0.)
-    db = tl.sum(dX * R, axis=1) + tl.sum(dL * A, axis=1)
-    dA = bb[:, None] * dL
-    dQk = tl.dot(dOd, tl.trans(Ud), input_precision=PREC)
-    dQk = tl.where(r[:, None] >= r[None, :], dQk, 0.)
-    # through the S_0 and state terms
-    dKg = -tl.dot(dR.to(DT), tl.trans(Sd), input_precision=PREC)
-    dQg = tl.dot(dOd, tl.trans(Sd), input_precision=PREC)
-    dKe = tl.dot(Ud, tl.trans(dSd), input_precision=PREC)
-    neg_e = dKe * eNG
-    # through A and Qk. Their products feed dG, whose reverse cumsum cancels pairwise terms (i > j adds
-    # to dG_i what it takes from dG_j): fp32 operands (tf32 on the tensor cores, 8x finer than bf16) keep
-    # dg's relative error well inside 1e-2.
-    if SCALAR_G:  # A = (K' K'^T) * D, D_ij = exp(G_i - G_j): dG_m = rowsum_m(P) - colsum_m(P), P = dA A + dQk Qk
-        D = _scalar_decay(G, r)
-        dAD = dA * D
-        dQkD = dQk * D
-        dkk = tl.dot(dAD, kk, input_precision=PREC) + tl.dot(tl.trans(dAD), kk, input_precision=PREC) + \
-            tl.dot(tl.trans(dQkD), qq, input_precision=PREC) + dKg * eG + neg_e
-        dqq = tl.dot(dQkD, kk, input_precision=PREC) + dQg * eG
-        P = dA * A + dQk * Qk
-        dGs = tl.sum(P, axis=1) - tl.sum(P, axis=0)
-        # one decay per head: its gradient may sit on any channel (the wrapper sums them); channel 0
-        dG = kk * (dKg * eG - neg_e) + qq * (dQg * eG) + tl.where(ck[None, :] == 0, dGs[:, None], 0.)
+    if ATOMIC_V:
+        tl.atomic_add(dv + off_v, dR, mask=m_v)
     else:
-        # in-block pairs (A = Kp Kn^T, Qk = Qp Kn^T). Every factor of k' (q') is k' (q') times exp(+G)
-        # ("pos") or exp(-G) ("neg") up to constants, so dG = k' (pos - neg) + q' dq' and dk' = pos + neg.
-        same = (r // AB)[:, None] == (r // AB)[None, :]
-        dAs = tl.where(same, dA, 0.)
-        dQks = tl.where(same, dQk, 0.)
-        dKp = tl.dot(dAs, Kn, input_precision=PREC)
-        dKn = tl.dot(tl.trans(dAs), Kp, input_precision=PREC) + tl.dot(tl.trans(dQks), Qp, input_precision=PREC)
-        dQp = tl.dot(dQks, Kn, input_precision=PREC)
-        pos = dKp * Ea + dKg * eG
-        neg = dKn * En
-        dqq = dQp * Ea + dQg * eG
-        for I in tl.static_range(1, BT // AB):  # cross-block pairs, anchored at block I's boundary
-            KpI, KnI, QpI, EpI, EnI = _cross_block(kk, qq, G, r, I, AB)
-            dAI = tl.where((r // AB == I)[:, None] & ~same, dA, 0.)
-            dQkI = tl.where((r // AB == I)[:, None] & ~same, dQk, 0.)
-            dKpI = tl.dot(dAI, KnI, input_precision=PREC)
-            dKnI = tl.dot(tl.trans(dAI), KpI, input_precision=PREC) + \
-                tl.dot(tl.trans(dQkI), QpI, input_precision=PREC)
-            dQpI = tl.dot(dQkI, KnI, input_precision=PREC)
-            pos += dKpI * EpI
-            neg += dKnI * EnI
-            dqq += dQpI * EpI
-        dkk = pos + neg + neg_e
-        dG = kk * (pos - neg - neg_e) + qq * dqq
-    dqq = dqq * scale
-    dGN = tl.exp(GN) * tl.sum(Sd.to(tl.float32) * dSd.to(tl.float32), axis=1) + tl.sum(neg_e * kk, axis=0)
+        tl.store(dv + off_v, dR.to(dv.dtype.element_ty), mask=m_v)
+    dL = tl.where(r[:, None] > r[None, :], -tl.dot(dX.to(DT), tl.trans(Ud), input_precision=PREC), 0.)
+    dQk = tl.where(r[:, None] >= r[None, :], tl.dot(dOd, tl.trans(Ud), input_precision=PREC), 0.)
+    if ATOMIC_V:
+        tl.atomic_add(dLs + off_t, dL)
+        tl.atomic_add(dQks + off_t, dQk)
+    else:
+        tl.store(dLs + off_t, dL)
+        tl.store(dQks + off_t, dQk)
+    # through S_0 (R = V' - exp(G) K' S_0, O = exp(G) Q' S_0) and S_C (S_C = ... + (exp(G_C - G) K')^T U)
+    pos = -tl.dot(dR.to(DT), tl.trans(Sd), input_precision=PREC) * eG   # d/dk' via exp(+G)
+    neg = tl.dot(Ud, tl.trans(dSd), input_precision=PREC) * eNG         # d/dk' via exp(-G)
+    dqq = tl.dot(dOd, tl.trans(Sd), input_precision=PREC) * eG
+    dkk = pos + neg
+    dG = kk * (pos - neg) + qq * dqq
+    dGN = tl.exp(GN) * tl.sum(Sd.to(tl.float32) * dSd.to(tl.float32), axis=1) + tl.sum(neg * kk, axis=0)
     dG = dG + tl.where(r[:, None] == BT - 1, dGN[None, :], 0.)
     dgg = tl.sum(dG, axis=0)[None, :] - tl.cumsum(dG, axis=0) + dG  # G = cumsum(g'): reverse cumsum
-    # scatter to the token tensors: write rows -> q, k, beta; erase rows -> e, gamma; g on its rows
+    _scatter(dq, dk, de, dg, dbeta, dgamma, dqq * scale, dkk, dgg, db, row_bt, wrow, erow, i_h, i_hv, ck, mk,
+             H, HV, K, EDA, ATOMIC_QK, ATOMIC_V, False)
+
+
+@triton.jit
+def _scatter(dq, dk, de, dg, dbeta, dgamma, dqq, dkk, dgg, db, row_bt, wrow, erow, i_h, i_hv, ck, mk,
+             H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, EDA: tl.constexpr,
+             ATOMIC_QK: tl.constexpr, ATOMIC_H: tl.constexpr, ADD: tl.constexpr):
+    """Sub-step gradients to the token tensors: write rows -> q, k, beta; erase rows -> e, gamma; g on the
+    rows that carry the decay. ATOMIC_*: add atomically (rows shared with other programs); else ADD:
+    read-add-write (rows owned by this program), or a plain store (the first writer)."""
     off_qk = (row_bt * H + i_h)[:, None] * K + ck[None, :]
     off_hk = (row_bt * HV + i_hv)[:, None] * K + ck[None, :]
     off_b = row_bt * HV + i_hv
     m_w = wrow[:, None] & mk[None, :]
     m_e = erow[:, None] & mk[None, :]
+    m_g = m_e if EDA else m_w
     if ATOMIC_QK:
         tl.atomic_add(dq + off_qk, dqq, mask=m_w)
         tl.atomic_add(dk + off_qk, dkk, mask=m_w)
+    elif ADD:
+        tl.store(dq + off_qk, tl.load(dq + off_qk, mask=m_w, other=0.) + dqq, mask=m_w)
+        tl.store(dk + off_qk, tl.load(dk + off_qk, mask=m_w, other=0.) + dkk, mask=m_w)
     else:
         tl.store(dq + off_qk, dqq, mask=m_w)
         tl.store(dk + off_qk, dkk, mask=m_w)
     if ATOMIC_H:
         tl.atomic_add(dbeta + off_b, db, mask=wrow)
+        tl.atomic_add(dg + off_hk, dgg, mask=m_g)
         if EDA:
             tl.atomic_add(de + off_hk, dkk, mask=m_e)
             tl.atomic_add(dgamma + off_b, db, mask=erow)
-            tl.atomic_add(dg + off_hk, dgg, mask=m_e)
-        else:
-            tl.atomic_add(dg + off_hk, dgg, mask=m_w)
+    elif ADD:
+        tl.store(dbeta + off_b, tl.load(dbeta + off_b, mask=wrow, other=0.) + db, mask=wrow)
+        tl.store(dg + off_hk, tl.load(dg + off_hk, mask=m_g, other=0.) + dgg, mask=m_g)
+        if EDA:
+            tl.store(de + off_hk, tl.load(de + off_hk, mask=m_e, other=0.) + dkk, mask=m_e)
+            tl.store(dgamma + off_b, tl.load(dgamma + off_b, mask=erow, other=0.) + db, mask=erow)
     else:
         tl.store(dbeta + off_b, db, mask=wrow)
+        tl.store(dg + off_hk, dgg, mask=m_g)
         if EDA:
             tl.store(de + off_hk, dkk, mask=m_e)
             tl.store(dgamma + off_b, db, mask=erow)
-            tl.store(dg + off_hk, dgg, mask=m_e)
-        else:
-            tl.store(dg + off_hk, dgg, mask=m_w)
+
+
+@triton.jit
+def _eda_bwd_intra_kernel(q, k, e, g, beta, gamma, dLs, dQks, dq, dk, de, dg, dbeta, dgamma, scale, T, NT,
+                          H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr,
+                          BT: tl.constexpr, BK: tl.constexpr, AB: tl.constexpr, EDA: tl.constexpr,
+                          SCALAR_G: tl.constexpr, ATOMIC_QK: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+    """Backward, part 2 of a chunk: the in-chunk terms, from part 1's dL (summed over V) and dQk:
+        db' += rowsum(dL A),  dA = diag(b') dL,
+    chained through A = StrictTril(K' Gamma K'^T) and Qk = Tril(Q' Gamma K'^T) (anchored factors, as in
+    the forward) to k', q' and G, and G = cumsum(g') to g'. Adds to part 1's gradients."""
+    c = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    i_b = i_bh // HV
+    i_hv = i_bh % HV
+    i_h = i_hv // (HV // H)
+    r = tl.arange(0, BT)
+    ck = tl.arange(0, BK)
+    mk = ck < K
+    kk, qq, bb, G, row_bt, wrow, erow = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
+                                                    H, HV, K, BT, BK, EDA)
+    A, Qk, Kp, Kn, Qp, Ea, En, GN = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
+    off_t = (i_bh.to(tl.int64) * NT + c) * BT * BT + r[:, None] * BT + r[None, :]
+    dL = tl.load(dLs + off_t)
+    dQk = tl.load(dQks + off_t)
+    db = tl.sum(dL * A, axis=1)
+    dA = bb[:, None] * dL
+    # dA and dQk feed dG, whose reverse cumsum cancels pairwise terms (i > j adds to dG_i what it takes from
+    # dG_j): fp32 operands (tf32 on the tensor cores, 8x finer than bf16) keep dg's relative error well
+    # inside 1e-2.
+    if SCALAR_G:  # A = (K' K'^T) * D, D_ij = exp(G_i - G_j): dG_m = rowsum_m(P) - colsum_m(P), P = dA A + dQk Qk
+        D = _scalar_decay(G, r)
+        dAD = dA * D
+        dQkD = dQk * D
+        dkk = tl.dot(dAD, kk, input_precision=PREC) + tl.dot(tl.trans(dAD), kk, input_precision=PREC) + \
+            tl.dot(tl.trans(dQkD), qq, input_precision=PREC)
+        dqq = tl.dot(dQkD, kk, input_precision=PREC)
+        P = dA * A + dQk * Qk
+        dGs = tl.sum(P, axis=1) - tl.sum(P, axis=0)
+        # one decay per head: its gradient may sit on any channel (the wrapper sums them); channel 0
+        dG = tl.where(ck[None, :] == 0, dGs[:, None], 0.)
+    else:
+        # in-block pairs (A = Kp Kn^T, Qk = Qp Kn^T). Every factor of k' (q') is k' (q') times exp(+G)
+        # ("pos") or exp(-G) ("neg") up to constants, so dG = k' (pos - neg) + q' dq' and dk' = pos + neg.
+        same = (r // AB)[:, None] == (r // AB)[None, :]
+        dAs = tl.where(same, dA, 0.)
+        dQks_ = tl.where(same, dQk, 0.)
+        pos = tl.dot(dAs, Kn, input_precision=PREC) * Ea
+        neg = (tl.dot(tl.trans(dAs), Kp, input_precision=PREC) + tl.dot(tl.trans(dQks_), Qp, input_precision=PREC)) * En
+        dqq = tl.dot(dQks_, Kn, input_precision=PREC) * Ea
+        for I in tl.static_range(1, BT // AB):  # cross-block pairs, anchored at block I's boundary
+            KpI, KnI, QpI, EpI, EnI = _cross_block(kk, qq, G, r, I, AB)
+            dAI = tl.where((r // AB == I)[:, None] & ~same, dA, 0.)
+            dQkI = tl.where((r // AB == I)[:, None] & ~same, dQk, 0.)
+            pos += tl.dot(dAI, KnI, input_precision=PREC) * EpI
+            neg += (tl.dot(tl.trans(dAI), KpI, input_precision=PREC) +
+                    tl.dot(tl.trans(dQkI), QpI, input_precision=PREC)) * EnI
+            dqq += tl.dot(dQkI, KnI, input_precision=PREC) * EpI
+        dkk = pos + neg
+        dG = kk * (pos - neg) + qq * dqq
+    dgg = tl.sum(dG, axis=0)[None, :] - tl.cumsum(dG, axis=0) + dG  # G = cumsum(g'): reverse cumsum
+    _scatter(dq, dk, de, dg, dbeta, dgamma, dqq * scale, dkk, dgg, db, row_bt, wrow, erow, i_h, i_hv, ck, mk,
+             H, HV, K, EDA, ATOMIC_QK, False, True)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -544,9 +602,10 @@ def _blocks(K, V, bv):
 
 # launch settings (bench.py may override); chosen for K = V = 128 on Hopper
 PREP_WARPS, SUB_BLOCK = 4, 8
-FWD_BV, FWD_WARPS, FWD_STAGES = 64, 8, 1
-DH_BV, DH_WARPS, DH_STAGES = 64, 8, 1
-BWD_BV, BWD_WARPS, BWD_STAGES = 64, 8, 1
+FWD_BV, FWD_WARPS, FWD_STAGES = 128, 8, 2
+DH_BV, DH_WARPS, DH_STAGES = 128, 8, 2
+BWD_BV, BWD_WARPS, BWD_STAGES = 128, 8, 1
+INTRA_WARPS = 4
 
 
 def _geometry(q, v, e, chunk_tokens):
@@ -562,8 +621,9 @@ def _anchor_rows(eda, BT):
     return min(BT, ANCHOR_TOKENS * (2 if eda else 1))
 
 
-def _prep(q, k, e, g, beta, gamma, scale, chunk_tokens, scalar_g):
-    """T = (I + diag(b') A)^-1 and Qk of every chunk, [B*HV, NT, BT, BT] in the dot dtype."""
+def _prep(q, k, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g):
+    """T = (I + diag(b') A)^-1 and Qk of every chunk, [B*HV, NT, BT, BT] in the dot dtype; with check_g
+    also the smallest log decay of every chunk (else None)."""
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, q, e, chunk_tokens)
     HV = beta.shape[2]
     DT, PREC = _dot_types(q)
@@ -571,18 +631,21 @@ def _prep(q, k, e, g, beta, gamma, scale, chunk_tokens, scalar_g):
     Tm = torch.empty(B * HV, NT, BT, BT, dtype=tdt, device=q.device)
     SB = min(SUB_BLOCK, BT)
     Qk = torch.empty_like(Tm)
+    gmin = torch.empty(B * HV * NT, dtype=torch.float32, device=q.device) if check_g else None
     _eda_prep_kernel[(NT, B * HV)](
-        q, k, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, scale, T, NT,
+        q, k, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, gmin if check_g else Tm, scale, T, NT,
         H=H, HV=HV, K=K, BT=BT, BK=triton.next_power_of_2(K), SB=SB, NLVL=(BT // SB).bit_length() - 1,
-        AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g, DT=DT, PREC=PREC, num_warps=PREP_WARPS)
-    return Tm, Qk
+        AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g, CHECK_G=check_g, DT=DT, PREC=PREC,
+        num_warps=PREP_WARPS)
+    return Tm, Qk, gmin
 
 
-def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states, chunk_tokens, scalar_g):
+def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states, chunk_tokens, scalar_g,
+         check_g):
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     BK, BV = _blocks(K, V, FWD_BV)
     DT, PREC = _dot_types(q)
-    Tm, Qk = _prep(q, k, e, g, beta, gamma, scale, chunk_tokens, scalar_g)
+    Tm, Qk, gmin = _prep(q, k, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g)
     o = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
     ht = torch.empty(B, HV, K, V, dtype=torch.float32, device=q.device) if output_final_state else None
     hs = torch.empty(B, HV, NT, K, V, dtype=q.dtype, device=q.device) if need_states else None
@@ -593,6 +656,12 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
         H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
         STORE_HT=output_final_state, STORE_HS=need_states, DT=DT, PREC=PREC,
         num_warps=FWD_WARPS, num_stages=FWD_STAGES)
+    if gmin is not None:  # after every launch: the sync waits for work already queued, the GPU never idles
+        low = gmin.min().item()
+        if low < G_MIN:
+            raise ValueError(f"eda_triton: channel-wise log decay g has values below {G_MIN} (min {low:.3g}); "
+                             "the kernels' anchored decay factors would overflow. Bound it with eda.safe_gate / "
+                             "eda.kda_gate, or use a per-head g [B, T, HV] (exact for any g)")
     return o, ht, hs, (Tm, Qk) if need_states else None
 
 
@@ -611,25 +680,33 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, TQ, do, dht, need_dh0, chunk_tok
         dht if dht is not None else do, dhs, dh0 if dh0 is not None else dhs, scale, T, NT,
         H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BVd, EDA=eda, HAS_DHT=dht is not None,
         STORE_DH0=need_dh0, DT=DT, PREC=PREC, num_warps=DH_WARPS, num_stages=DH_STAGES)
-    # (4) every chunk's input gradients, in parallel
+    # (4) every chunk's input gradients, in parallel: part 1 (values and states, per V-block), then
+    # part 2 (in-chunk terms, K side only). Part 1 initialises the gradient buffers with plain stores when
+    # every row has one writer; atomics (on zeroed buffers) when V-blocks or grouped heads share rows.
     _, BV = _blocks(K, V, BWD_BV)
     NV = triton.cdiv(V, BV)
-    atomic_qk = NV > 1 or HV > H
-    atomic_h = NV > 1
+    atomic_v = NV > 1
+    atomic_qk = atomic_v or HV > H
     new = torch.zeros if atomic_qk else torch.empty
     dq, dk = new(B, T, H, K, **f32), new(B, T, H, K, **f32)
-    newh = torch.zeros if atomic_h else torch.empty
+    newh = torch.zeros if atomic_v else torch.empty
     dg = newh(B, T, HV, K, **f32)
     dbeta = newh(B, T, HV, **f32)
     de = newh(B, T, HV, K, **f32) if eda else None
     dgamma = newh(B, T, HV, **f32) if eda else None
-    dv = torch.empty_like(v)
-    _eda_bwd_kernel[(NT, NV, B * HV)](
-        q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, hs, dhs, do,
-        dq, dk, dv, de if eda else dq, dg, dbeta, dgamma if eda else dbeta, scale, T, NT,
-        H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
-        ATOMIC_QK=atomic_qk, ATOMIC_H=atomic_h,
+    dv = torch.zeros(v.shape, **f32) if atomic_v else torch.empty_like(v)
+    dL, dQk = newh(B * HV, NT, BT, BT, **f32), newh(B * HV, NT, BT, BT, **f32)
+    e_, gm_ = (e, gamma) if eda else (k, beta)
+    _eda_bwd_state_kernel[(NT, NV, B * HV)](
+        q, k, v, e_, g, beta, gm_, Tm, Qk, hs, dhs, do,
+        dq, dk, dv, de if eda else dq, dg, dbeta, dgamma if eda else dbeta, dL, dQk, scale, T, NT,
+        H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, ATOMIC_QK=atomic_qk, ATOMIC_V=atomic_v,
         DT=DT, PREC=PREC, num_warps=BWD_WARPS, num_stages=BWD_STAGES)
+    _eda_bwd_intra_kernel[(NT, B * HV)](
+        q, k, e_, g, beta, gm_, dL, dQk, dq, dk, de if eda else dq, dg, dbeta, dgamma if eda else dbeta,
+        scale, T, NT, H=H, HV=HV, K=K, BT=BT, BK=BK, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
+        ATOMIC_QK=HV > H, DT=DT, PREC=PREC, num_warps=INTRA_WARPS)
+    dv = dv.to(v.dtype)
     return dq, dk, dv, de, dg, dbeta, dgamma, dh0
 
 
@@ -637,7 +714,7 @@ class EDAFunction(torch.autograd.Function):
     """Chunked EDA with gradients for q, k, v, e, g, beta, gamma and initial_state (Eq. chunk_wise_eda)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, e, g, beta, gamma, scale, initial_state, output_final_state, chunk_tokens):
+    def forward(ctx, q, k, v, e, g, beta, gamma, scale, initial_state, output_final_state, chunk_tokens, check_g):
         scalar_g = g.dim() == 3
         gx = g.unsqueeze(-1).expand(*g.shape, q.shape[-1]) if scalar_g else g  # GDN: one decay on all channels
         q, k, v, gx, beta = (x.contiguous() for x in (q, k, v, gx, beta))
@@ -646,7 +723,7 @@ class EDAFunction(torch.autograd.Function):
         h0 = initial_state.contiguous() if initial_state is not None else None
         need_grad = any(ctx.needs_input_grad)
         o, ht, hs, TQ = _fwd(q, k, v, e, gx, beta, gamma, scale, h0, output_final_state, need_grad, chunk_tokens,
-                             scalar_g)
+                             scalar_g, check_g and not scalar_g)
         ctx.save_for_backward(q, k, v, e, gx, beta, gamma, hs, *(TQ or (None, None)))
         ctx.meta = (scale, scalar_g, chunk_tokens, initial_state is not None,
                     g.dtype, beta.dtype, None if gamma is None else gamma.dtype,
@@ -666,21 +743,18 @@ class EDAFunction(torch.autograd.Function):
             dg = dg.sum(-1)
         return (dq.to(q.dtype), dk.to(k.dtype), dv, None if de is None else de.to(e.dtype), dg.to(g_dtype),
                 dbeta.to(b_dtype), None if dgamma is None else dgamma.to(gm_dtype), None,
-                None if dh0 is None else dh0.to(h0_dtype), None, None)
+                None if dh0 is None else dh0.to(h0_dtype), None, None, None)
 
 
 def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False,
-              chunk_size=None):
+              chunk_size=None, check_g=True):
     """Chunked fused EDA (Eq. ed; Sec. 3.4). Same arguments and results as eda.eda_recurrent, plus
     `chunk_size` (tokens per chunk, a power of 2 with chunk_size * (2 if e else 1) >= 16; default
-    CHUNK_TOKENS).
+    CHUNK_TOKENS) and `check_g`: reject a channel-wise g below G_MIN (the prep kernel records each chunk's
+    smallest g; reading it back is a device sync at the end of the forward); pass False only when the gate bounds g by construction (eda.safe_gate / kda_gate with
+    lower_bound >= G_MIN).
     The final state is fp32; the output has v's dtype."""
     B, T, H, HV, K, V = _check_kernel_inputs(q, k, v, e, g, beta, gamma, initial_state, scale)
-    if g.dim() == 4 and g.numel() and g.detach().amin().item() < G_MIN:
-        # one reduction and a host sync per call: the price of never returning inf/NaN silently
-        raise ValueError(f"eda_triton: channel-wise log decay g has values below {G_MIN} (min "
-                         f"{g.detach().amin().item():.3g}); the kernels' anchored decay factors would overflow. "
-                         f"Bound it with eda.safe_gate / eda.kda_gate, or use a per-head g [B, T, HV] (exact for any g)")
     chunk_size = CHUNK_TOKENS if chunk_size is None else chunk_size
     if B * HV > 65535:  # grid axis 1 of the chunk kernels
         raise ValueError(f"eda_triton: B * HV = {B * HV} exceeds 65535; split the batch")
@@ -693,7 +767,8 @@ def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
         if output_final_state:
             ht = initial_state.float().clone() if initial_state is not None else q.new_zeros(B, HV, K, V, dtype=torch.float32)
         return o, ht
-    return EDAFunction.apply(q, k, v, e, g, beta, gamma, scale, initial_state, output_final_state, chunk_size)
+    return EDAFunction.apply(q, k, v, e, g, beta, gamma, scale, initial_state, output_final_state, chunk_size,
+                             bool(check_g))
 
 
 def eda_decode(q, k, v, e, g, beta, gamma, state, scale=None, inplace=True):

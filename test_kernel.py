@@ -83,9 +83,17 @@ def test_eda_matches_recurrence_partial_chunks_T15():
     compare(make_inputs(1, 15, 1, 1, 16, 32, seed=1), kernel.eda_fused, 1e-4, chunk_size=8)
 
 
-def test_eda_matches_recurrence_many_chunks_grouped_heads_T40():
-    # 5 chunks, the last one partial; HV = 2 H (grouped value heads); K != V; two V-blocks in the backward
+def test_eda_matches_recurrence_many_chunks_grouped_heads_T40(monkeypatch):
+    # 5 chunks, the last one partial; HV = 2 H (grouped value heads); K != V; two V-blocks in every kernel
+    # (the atomic paths of the backward: V-blocks and grouped heads share gradient rows)
+    for name in ("FWD_BV", "DH_BV", "BWD_BV"):
+        monkeypatch.setattr(kernel, name, 32)
     compare(make_inputs(1, 40, 1, 2, 32, 64, seed=2), kernel.eda_fused, 1e-4, chunk_size=8)
+
+
+def test_one_value_head_per_key_head_uses_plain_stores_and_matches_recurrence():
+    # HV = H and one V-block: the backward's parts write and add without atomics
+    compare(make_inputs(2, 37, 2, 2, 32, 32, seed=12), kernel.eda_fused, 1e-4, chunk_size=8)
 
 
 def test_eda_without_initial_state_through_eda_triton():
@@ -280,3 +288,12 @@ def test_channel_wise_decay_below_the_kernels_range_is_a_clear_error():
     x["g"][0, 2, 0, 3] = -11.0  # an unbounded log gate can go here; the safe gate cannot
     with pytest.raises(ValueError, match="below -10"):
         eda.eda_triton(**x)
+
+
+def test_check_g_false_skips_the_decay_check_and_still_matches_in_range():
+    # check_g=False is for callers whose gate bounds g by construction (model.py's safe/KDA gates): the
+    # result is the same as with the check when g is in range
+    x = make_inputs(B=1, T=9, H=1, HV=1, K=16, V=16, seed=78)
+    o1 = eda.eda_triton(**x)[0]
+    o2 = eda.eda_triton(**x, check_g=False)[0]
+    assert torch.equal(o1, o2)
