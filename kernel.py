@@ -594,9 +594,14 @@ def _dot_types(x):
     return tl.bfloat16, "tf32"
 
 
-def _blocks(K, V, bv):
+def _blocks(K, V, bv, programs=None):
+    """Block sizes: the whole (padded) key dim, V in blocks of at most bv. For the sequential chunk walks
+    (programs = batch x value heads): when those alone leave most of the GPU idle (a small model's few
+    heads), narrower V-blocks run more walks side by side, each with shorter steps."""
     BK = triton.next_power_of_2(K)
     BV = min(triton.next_power_of_2(V), bv)
+    while programs is not None and BV > 32 and programs * triton.cdiv(V, BV) < FILL_PROGRAMS:
+        BV //= 2
     return BK, BV
 
 
@@ -606,6 +611,7 @@ FWD_BV, FWD_WARPS, FWD_STAGES = 128, 8, 2
 DH_BV, DH_WARPS, DH_STAGES = 128, 8, 2
 BWD_BV, BWD_WARPS, BWD_STAGES = 128, 8, 1
 INTRA_WARPS = 4
+FILL_PROGRAMS = 64  # sequential walks: narrow the V-blocks while fewer programs than this would run
 
 
 def _geometry(q, v, e, chunk_tokens):
@@ -643,7 +649,7 @@ def _prep(q, k, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g):
 def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states, chunk_tokens, scalar_g,
          check_g):
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
-    BK, BV = _blocks(K, V, FWD_BV)
+    BK, BV = _blocks(K, V, FWD_BV, B * HV)
     DT, PREC = _dot_types(q)
     Tm, Qk, gmin = _prep(q, k, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g)
     o = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
@@ -674,7 +680,7 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, TQ, do, dht, need_dh0, chunk_tok
     # (3) the state gradient at every chunk end, walking backwards
     dhs = torch.empty_like(hs)
     dh0 = torch.empty(B, HV, K, V, **f32) if need_dh0 else None
-    _, BVd = _blocks(K, V, DH_BV)
+    _, BVd = _blocks(K, V, DH_BV, B * HV)
     _eda_bwd_dh_kernel[(triton.cdiv(V, BVd), B * HV)](
         q, k, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, do,
         dht if dht is not None else do, dhs, dh0 if dh0 is not None else dhs, scale, T, NT,
