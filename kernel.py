@@ -103,6 +103,23 @@ def _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
 
 
 @triton.jit
+def _heads(i_bh, H: tl.constexpr, HV: tl.constexpr):
+    """Program index over batch x value heads -> (batch, value head, its q/k head: HV = G * H, grouped)."""
+    i_hv = i_bh % HV
+    return i_bh // HV, i_hv, i_hv // (HV // H)
+
+
+@triton.jit
+def _state_block(i_v, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr):
+    """Key and value columns of V-block i_v of a [K, V] state, their masks, and offsets inside one state."""
+    ck = tl.arange(0, BK)
+    cv = i_v * BV + tl.arange(0, BV)
+    mk = ck < K
+    mv = cv < V
+    return ck, cv, mk, mv, mk[:, None] & mv[None, :], ck[:, None] * V + cv[None, :]
+
+
+@triton.jit
 def _row(X, r, i):
     """Row i of a [BT, BK] tile as a [BK] vector."""
     return tl.sum(tl.where(r[:, None] == i, X, 0.), axis=0)
@@ -219,9 +236,7 @@ def _eda_prep_kernel(q, k, e, g, beta, gamma, Tout, Qkout, gmin, scale, T, NT,
     wrapper a separate pass over g."""
     c = tl.program_id(0)
     i_bh = tl.program_id(1)
-    i_b = i_bh // HV
-    i_hv = i_bh % HV
-    i_h = i_hv // (HV // H)
+    i_b, i_hv, i_h = _heads(i_bh, H, HV)
     r = tl.arange(0, BT)
     kk, qq, bb, G, row_bt, wrow, erow = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
                                                     H, HV, K, BT, BK, EDA)
@@ -249,15 +264,9 @@ def _eda_fwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, h0, o, ht, hs, scale,
         S_C = exp(G_C) S_0 + (exp(G_C - G) K')^T U."""
     i_v = tl.program_id(0)
     i_bh = tl.program_id(1)
-    i_b = i_bh // HV
-    i_hv = i_bh % HV
-    i_h = i_hv // (HV // H)
+    i_b, i_hv, i_h = _heads(i_bh, H, HV)
     r = tl.arange(0, BT)
-    ck = tl.arange(0, BK)
-    cv = i_v * BV + tl.arange(0, BV)
-    mv = cv < V
-    m_s = (ck[:, None] < K) & mv[None, :]
-    off_s = ck[:, None] * V + cv[None, :]
+    ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
     S = tl.zeros([BK, BV], dtype=tl.float32)
     if HAS_H0:
         S = tl.load(h0 + i_bh.to(tl.int64) * K * V + off_s, mask=m_s, other=0.).to(tl.float32)
@@ -301,15 +310,9 @@ def _eda_bwd_dh_kernel(q, k, e, g, beta, gamma, Tin, Qkin, do, dht, dhs, dh0, sc
     Stores dS_C of every chunk for the parallel gradient kernel."""
     i_v = tl.program_id(0)
     i_bh = tl.program_id(1)
-    i_b = i_bh // HV
-    i_hv = i_bh % HV
-    i_h = i_hv // (HV // H)
+    i_b, i_hv, i_h = _heads(i_bh, H, HV)
     r = tl.arange(0, BT)
-    ck = tl.arange(0, BK)
-    cv = i_v * BV + tl.arange(0, BV)
-    mv = cv < V
-    m_s = (ck[:, None] < K) & mv[None, :]
-    off_s = ck[:, None] * V + cv[None, :]
+    ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
     dS = tl.zeros([BK, BV], dtype=tl.float32)
     if HAS_DHT:
         dS = tl.load(dht + i_bh.to(tl.int64) * K * V + off_s, mask=m_s, other=0.).to(tl.float32)
@@ -352,16 +355,10 @@ def _eda_bwd_state_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq
     c = tl.program_id(0)
     i_v = tl.program_id(1)
     i_bh = tl.program_id(2)
-    i_b = i_bh // HV
-    i_hv = i_bh % HV
-    i_h = i_hv // (HV // H)
+    i_b, i_hv, i_h = _heads(i_bh, H, HV)
     r = tl.arange(0, BT)
-    ck = tl.arange(0, BK)
-    cv = i_v * BV + tl.arange(0, BV)
-    mk = ck < K
-    mv = cv < V
-    m_s = mk[:, None] & mv[None, :]
-    off_s = (i_bh.to(tl.int64) * NT + c) * K * V + ck[:, None] * V + cv[None, :]
+    ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
+    off_s += (i_bh.to(tl.int64) * NT + c) * K * V
     # S_0 and dS_C only feed products: kept in the dot dtype (as stored), never as fp32 tiles (registers)
     Sd = tl.load(hs + off_s, mask=m_s, other=0.).to(DT)
     dSd = tl.load(dhs + off_s, mask=m_s, other=0.).to(DT)
@@ -462,9 +459,7 @@ def _eda_bwd_intra_kernel(q, k, e, g, beta, gamma, dLs, dQks, dq, dk, de, dg, db
     the forward) to k', q' and G, and G = cumsum(g') to g'. Adds to part 1's gradients."""
     c = tl.program_id(0)
     i_bh = tl.program_id(1)
-    i_b = i_bh // HV
-    i_hv = i_bh % HV
-    i_h = i_hv // (HV // H)
+    i_b, i_hv, i_h = _heads(i_bh, H, HV)
     r = tl.arange(0, BT)
     ck = tl.arange(0, BK)
     mk = ck < K
@@ -524,15 +519,9 @@ def _eda_decode_kernel(q, k, v, e, g, beta, gamma, s_in, s_out, o, scale, T,
                        BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr, SCALAR_G: tl.constexpr):
     i_bh = tl.program_id(0)  # batch x heads on axis 0: up to 2^31 programs, large decode batches
     i_v = tl.program_id(1)
-    i_b = i_bh // HV
-    i_hv = i_bh % HV
-    i_h = i_hv // (HV // H)
-    ck = tl.arange(0, BK)
-    cv = i_v * BV + tl.arange(0, BV)
-    mk = ck < K
-    mv = cv < V
-    m_s = mk[:, None] & mv[None, :]
-    off_s = i_bh.to(tl.int64) * K * V + ck[:, None] * V + cv[None, :]
+    i_b, i_hv, i_h = _heads(i_bh, H, HV)
+    ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
+    off_s += i_bh.to(tl.int64) * K * V
     S = tl.load(s_in + off_s, mask=m_s, other=0.).to(tl.float32)
     for t in range(T):
         row = i_b.to(tl.int64) * T + t
