@@ -5,6 +5,7 @@ decode-step times and peak memory, ours against the references (and FLA when it 
     python bench.py                              # all shapes, checks + table
     python bench.py --shapes="[(1, 4096, 4, 4)]" --use_fla=False
     python bench.py --what=model_decode           # sample.py's decoding: EDA hybrid vs Transformer
+    python bench.py --what=model_train            # train.py's step, EDA hybrid vs Transformer: per layer, per kernel
 
 Times are `triton.testing.do_bench` medians in ms; "fwd" is a training forward (inputs require grad),
 "fwd+bwd" one forward plus backward(do); "peak MiB" is the extra memory allocated during fwd+bwd.
@@ -35,13 +36,18 @@ use_fla = True       # compare with FLA when it imports
 fla_extra_shapes = 1  # FLA safe_gate and doubled-sequence rows for this many shapes (FLA's autotuning is slow)
 sweep = [dict(FWD_STAGES=2), dict(DH_STAGES=2), dict(FWD_BV=128), dict(DH_BV=128), dict(FWD_WARPS=4),
          dict(BWD_BV=32), dict(BWD_BV=128), dict(PREP_WARPS=8)]  # launch variants, shape 0
+sweep_shape = None   # (B, T, H, HV) of the sweep; None: the first shape
 bench_eda_chunk = True
-what = "kernels"     # 'kernels' (the tables above), 'model_decode' (sample.py's path), or 'all'
+what = "kernels"     # 'kernels' (the tables above), 'model_decode' (sample.py's path), 'model_train'
+                     # (where a training step's time goes), or 'all'
 decode_config = "config/eda_125m.py"  # model_decode: the EDA hybrid of this config vs its Transformer
 decode_contexts = [1024, 8192, 32768]
 decode_model_batches = [1, 64]
 decode_steps = 32
+decode_modes = ["graph", "eager"]  # model_decode: GraphDecoder (generate's path on CUDA) and plain decode_step
 compile_eda_chunk = False
+train_config = "config/eda_125m.py"  # model_train: the EDA hybrid of this config vs its Transformer
+train_shapes = [(8, 4096)]  # model_train: (batch, block_size) of the profiled training steps
 chunk_size = kernel.CHUNK_TOKENS
 fwd_bv, fwd_warps, fwd_stages = kernel.FWD_BV, kernel.FWD_WARPS, kernel.FWD_STAGES
 bwd_bv, bwd_warps, bwd_stages = kernel.BWD_BV, kernel.BWD_WARPS, kernel.BWD_STAGES
@@ -268,8 +274,8 @@ def bench_kernels(fla, ours):
 
 
 def bench_sweep():
-    """Launch-setting variants of eda_triton on the first shape (fwd, fwd+bwd ms), for tuning notes."""
-    B, T, H, HV = shapes[0]
+    """Launch-setting variants of eda_triton on sweep_shape (fwd, fwd+bwd ms), for tuning notes."""
+    B, T, H, HV = sweep_shape or shapes[0]
     full = make_inputs(B, T, H, HV, seed=7)
     fn = lambda q, k, v, e, g, b, gm: eda.eda_triton(q, k, v, e, g, b, gm)[0]  # noqa: E731
     for variant in sweep:
@@ -378,15 +384,19 @@ def print_tables(krows, drows):
 # 4. model decoding (sample.py's path): tokens/s and memory per sequence against context length, for the
 # EDA hybrid and the Transformer of the same config. The caches are filled with random content up to
 # the context length (what a prefill would leave, without paying for it); then `decode_steps` tokens are
-# decoded one at a time through GPT.decode_step and timed with CUDA events.
+# decoded one at a time and timed with CUDA events, in each of `decode_modes`: 'graph' replays the step from
+# a CUDA graph (model.GraphDecoder, what GPT.generate and sample.py run on a GPU), 'eager' calls
+# GPT.decode_step (one launch per operator: CPU-bound). Both modes run the same cache, each from ctx.
 
 
 def model_decode_table():
     import runpy
     import dataclasses
-    from model import GPT, GPTConfig
+    from model import GPT, GPTConfig, GraphDecoder
     fields = {f.name for f in dataclasses.fields(GPTConfig)}
     base = {k: v for k, v in runpy.run_path(decode_config).items() if k in fields}
+    if not decode_modes or set(decode_modes) - {"graph", "eager"}:
+        sys.exit(f"bench.py: decode_modes must be a non-empty list of 'graph' and 'eager', got {decode_modes!r}")
     rows = []
     for mixer in ("eda", "transformer"):
         for ctx_len in decode_contexts:
@@ -398,51 +408,200 @@ def model_decode_table():
                 for layer in cache["layers"]:  # random memory content, as if ctx_len tokens had been read
                     for t in layer.values():
                         t.normal_()
-                cache["pos"] = ctx_len
                 # decode memory per sequence: the cache (KV for attention layers, conv tail + fp32 state for
                 # linear layers); the KV part grows with ctx_len, the linear part does not
                 per_seq = sum(t.numel() * t.element_size() for layer in cache["layers"] for t in layer.values()) / B
                 tok = torch.randint(0, cfg.vocab_size, (B,), device=DEV)
-                with torch.no_grad():
-                    for _ in range(3):  # warm-up (kernels compile on first use)
-                        model.decode_step(tok, cache)
-                        cache["pos"] -= 1
-                    torch.cuda.synchronize()
-                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    start.record()
-                    for _ in range(decode_steps):
-                        logits, cache = model.decode_step(tok, cache)
-                    end.record()
-                    torch.cuda.synchronize()
-                ms = start.elapsed_time(end) / decode_steps
-                rows.append((mixer, ctx_len, B, ms, B * 1000 / ms, per_seq / 2**20))
-                if profile and ctx_len == decode_contexts[-1] and B == decode_model_batches[-1]:
-                    # where a decode step's time goes: CPU (launch-bound) vs GPU time per operator
-                    from torch.profiler import ProfilerActivity, profile as torch_profile
-                    with torch.no_grad(), torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-                        model.decode_step(tok, cache)
+                for mode in decode_modes:
+                    cache["pos"] = ctx_len
+                    step = GraphDecoder(model, cache) if mode == "graph" else (lambda t: model.decode_step(t, cache)[0])
+                    with torch.no_grad():
+                        for _ in range(3):  # warm-up (kernels compile on first use), each at position ctx_len
+                            step(tok)
+                            cache["pos"] -= 1
                         torch.cuda.synchronize()
-                    print(f"\nprofile of one {mixer} decode step, ctx {ctx_len}, B {B}:")
-                    print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=15))
+                        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                        start.record()
+                        for _ in range(decode_steps):
+                            step(tok)
+                        end.record()
+                        torch.cuda.synchronize()
+                    ms = start.elapsed_time(end) / decode_steps
+                    rows.append((mixer, mode, ctx_len, B, ms, B * 1000 / ms, per_seq / 2**20))
+                    if profile and ctx_len == decode_contexts[-1] and B == decode_model_batches[-1]:
+                        # where a step's time goes: CPU (launch-bound) vs GPU time per operator / kernel
+                        from torch.profiler import ProfilerActivity, profile as torch_profile
+                        print(f"\nprofile of one {mixer} decode step ({mode}), ctx {ctx_len}, B {B}:")
+                        try:
+                            with torch.no_grad(), torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                                step(tok)
+                                torch.cuda.synchronize()
+                            print(prof.key_averages().table(
+                                sort_by="cuda_time_total" if mode == "graph" else "cpu_time_total", row_limit=12))
+                        except Exception as err:  # a profiler failure must not cost the table
+                            print(f"profile failed: {type(err).__name__}: {str(err)[:200]}")
+                    del step
                 del model, cache
     print(f"\nmodel decode ({decode_config}, {dtype}, {decode_steps} steps after a context of ctx tokens)")
-    print(f"{'mixer':<12}{'ctx':>7}{'B':>5}{'ms/step':>10}{'tok/s':>12}{'MiB/seq':>10}")
+    print(f"{'mixer':<12}{'mode':<7}{'ctx':>7}{'B':>5}{'ms/step':>10}{'tok/s':>12}{'MiB/seq':>10}")
     for r in rows:
-        print(f"{r[0]:<12}{r[1]:>7}{r[2]:>5}{r[3]:>10.3f}{r[4]:>12.0f}{r[5]:>10.2f}")
-    for ctx_len in decode_contexts:
-        for B in decode_model_batches:
-            e = next(r for r in rows if r[:3] == ("eda", ctx_len, B))
-            t = next(r for r in rows if r[:3] == ("transformer", ctx_len, B))
-            print(f"ctx {ctx_len:>6} B {B:>3}: EDA/Transformer memory per sequence {e[5] / t[5]:.3f}, "
-                  f"tokens/s {e[4] / t[4]:.2f}x")
+        print(f"{r[0]:<12}{r[1]:<7}{r[2]:>7}{r[3]:>5}{r[4]:>10.3f}{r[5]:>12.0f}{r[6]:>10.2f}")
+    for mode in decode_modes:
+        for ctx_len in decode_contexts:
+            for B in decode_model_batches:
+                e = next(r for r in rows if r[:4] == ("eda", mode, ctx_len, B))
+                t = next(r for r in rows if r[:4] == ("transformer", mode, ctx_len, B))
+                print(f"{mode:<6} ctx {ctx_len:>6} B {B:>3}: EDA/Transformer memory per sequence {e[6] / t[6]:.3f}, "
+                      f"tokens/s {e[5] / t[5]:.2f}x")
+
+
+# ----------------------------------------------------------------------------------------------------
+# 5. model training step (train.py's path): where one forward+backward of the EDA hybrid and of the
+# Transformer of `train_config` spends its GPU time. First per layer type: the layer's fwd+bwd against its
+# core alone (eda_triton / SDPA on inputs of the same shapes), so "rest" is what the layer costs beyond its
+# kernel (projections, conv, norms, gates). Then the whole step (CUDA events; fp32 weights, bf16 autocast,
+# as train.py; no optimizer) and one profiled step with its kernels grouped by kind.
+
+KERNEL_KINDS = [  # (kind, substrings of a CUDA kernel name); the first match wins
+    ("EDA (kernel.py)", ("_eda_",)),
+    ("attention (SDPA)", ("flash", "fmha", "sdpa", "attention")),
+    ("matmul (cuBLAS)", ("gemm", "nvjet", "cutlass", "xmma", "splitk")),
+    ("fused (torch.compile)", ("triton_",)),
+]
+
+
+def kernel_kind(name):
+    low = name.lower()
+    return next((kind for kind, keys in KERNEL_KINDS if any(k in low for k in keys)),
+                "other (PyTorch elementwise, copies, reductions)")
+
+
+def device_us(evt):
+    """Self GPU time of a profiler event in µs (the attribute was named after CUDA before torch 2.4)."""
+    return getattr(evt, "self_device_time_total", None) or getattr(evt, "self_cuda_time_total", 0)
+
+
+def model_train_table():
+    import runpy
+    import dataclasses
+    from triton.testing import do_bench
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+    from model import GPT, GPTConfig
+    fields = {f.name for f in dataclasses.fields(GPTConfig)}
+    base = {k: v for k, v in runpy.run_path(train_config).items() if k in fields}
+    autocast = torch.autocast(DEV, dtype=DTYPE)
+
+    def fwd_bwd_ms(fn, params):
+        return do_bench(fn, warmup=warmup, rep=rep, grad_to_none=params, return_mode="median")
+
+    for B, T in train_shapes:
+        layer_rows, step_rows, kinds, tables = [], [], {}, {}
+        for mixer in ("eda", "transformer"):
+            cfg = GPTConfig(**dict(base, mixer=mixer, block_size=T))
+            torch.cuda.empty_cache()
+            model = GPT(cfg).to(DEV)
+            # per layer type: the whole layer against its core alone
+            seen = {}
+            for blk in model.blocks:
+                for layer in (blk.mixer, blk.ffn):
+                    name = type(layer).__name__ + (f" ({mixer})" if type(layer).__name__ == "LinearAttention" else "")
+                    seen.setdefault(name, [layer, 0])[1] += 1
+            for name, (layer, count) in seen.items():
+                h = torch.randn(B, T, cfg.n_embd, device=DEV, requires_grad=True)  # the fp32 residual stream
+                dy = torch.randn(B, T, cfg.n_embd, device=DEV, dtype=DTYPE)
+                params = [h] + list(layer.parameters())
+
+                def run_layer():
+                    with autocast:
+                        out = layer(h)
+                    out.backward(dy)
+                whole = fwd_bwd_ms(run_layer, params)
+                core = float("nan")
+                if name.startswith("LinearAttention"):
+                    ins = make_inputs(B, T, cfg.la_n_head, cfg.la_n_v_head, cfg.la_head_dim, cfg.la_v_head_dim,
+                                      erase=mixer == "eda")
+                    core = measure(lambda *a: eda.eda_triton(*a, check_g=False)[0], ins)[1]
+                elif name == "GatedAttention":
+                    q = torch.randn(B, cfg.n_head, T, cfg.head_dim, device=DEV, dtype=DTYPE, requires_grad=True)
+                    k, v = (torch.randn(B, cfg.kv_heads, T, cfg.head_dim, device=DEV, dtype=DTYPE,
+                                        requires_grad=True) for _ in range(2))
+                    do = torch.randn_like(q)
+
+                    def run_sdpa():
+                        F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                       enable_gqa=cfg.kv_heads != cfg.n_head).backward(do)
+                    core = fwd_bwd_ms(run_sdpa, [q, k, v])
+                layer_rows.append((mixer, name, count, whole, core))
+                print(f"  [{time.time() - T0:5.0f}s] {mixer} {name} x{count}: fwd+bwd {whole:.3f} ms, core {core:.3f} ms",
+                      flush=True)
+                del h, dy, params
+            # the whole step
+            x = torch.randint(0, cfg.vocab_size, (B, T), device=DEV)
+            y = torch.randint(0, cfg.vocab_size, (B, T), device=DEV)
+
+            def step():
+                with autocast:
+                    _, loss, aux = model(x, y)
+                (loss + aux).backward()
+                model.zero_grad(set_to_none=True)
+            for _ in range(2):  # warm-up: Triton and torch.compile build their kernels on first use
+                step()
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            n = 3
+            start.record()
+            for _ in range(n):
+                step()
+            end.record()
+            torch.cuda.synchronize()
+            ms = start.elapsed_time(end) / n
+            step_rows.append((mixer, ms, B * T * 1000 / ms, torch.cuda.max_memory_allocated() / 2**30))
+            with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+                step()
+                torch.cuda.synchronize()
+            events = prof.key_averages()
+            kinds[mixer] = {}
+            # GPU-side entries (kernels, copies) only, so that nothing counts twice
+            for evt in [e for e in events if str(getattr(e, "device_type", "")).endswith("CUDA")] or events:
+                kinds[mixer][kernel_kind(evt.key)] = kinds[mixer].get(kernel_kind(evt.key), 0.0) + device_us(evt) / 1e3
+            try:
+                tables[mixer] = events.table(sort_by="self_device_time_total", row_limit=15)
+            except Exception:  # older torch names the column after CUDA
+                tables[mixer] = events.table(sort_by="self_cuda_time_total", row_limit=15)
+            del model, x, y
+        print(f"\nmodel train step ({train_config}, B={B}, T={T}, {dtype} autocast, fp32 weights; fwd+bwd, no optimizer)")
+        print(f"per layer, fwd+bwd ms (do_bench medians): the layer | its core alone (eda_triton / SDPA) | rest")
+        print(f"{'model':<12}{'layer':<26}{'count':>6}{'layer ms':>10}{'core ms':>10}{'rest ms':>10}{'rest x count':>14}")
+        for mixer, name, count, whole, core in layer_rows:
+            rest = whole - core if core == core else whole
+            print(f"{mixer:<12}{name:<26}{count:>6}{whole:>10.3f}{core:>10.3f}{rest:>10.3f}{rest * count:>14.1f}")
+        print(f"\n{'model':<12}{'ms/step':>10}{'tok/s':>12}{'peak GiB':>10}")
+        for mixer, ms, tok, mem in step_rows:
+            print(f"{mixer:<12}{ms:>10.1f}{tok:>12,.0f}{mem:>10.1f}")
+        print(f"EDA hybrid / Transformer tok/s: {step_rows[0][2] / step_rows[1][2]:.2f}x")
+        total = {m: max(sum(k.values()), 1e-9) for m, k in kinds.items()}
+        print(f"\nGPU time of one profiled step by kernel kind, ms (share of the step's kernel time)")
+        print(f"{'kind':<50}{'eda':>18}{'transformer':>18}")
+        for kind in [k for k, _ in KERNEL_KINDS] + ["other (PyTorch elementwise, copies, reductions)"]:
+            cells = "".join(f"{kinds[m].get(kind, 0.0):>11.1f} ({kinds[m].get(kind, 0.0) / total[m]:4.0%})"
+                            for m in ("eda", "transformer"))
+            print(f"{kind:<50}{cells}")
+        print(f"{'total':<50}{total['eda']:>11.1f}{'':>7}{total['transformer']:>11.1f}")
+        for mixer, table in tables.items():
+            print(f"\ntop kernels of one {mixer} step (B={B}, T={T}):\n{table}")
 
 
 def main():
     if not torch.cuda.is_available():
         sys.exit("bench.py needs a CUDA GPU")
-    if what not in ("kernels", "model_decode", "all"):
-        sys.exit(f"bench.py: what must be 'kernels', 'model_decode' or 'all', got {what!r}")
+    if what not in ("kernels", "model_decode", "model_train", "all"):
+        sys.exit(f"bench.py: what must be 'kernels', 'model_decode', 'model_train' or 'all', got {what!r}")
     print(versions(), flush=True)
+    if what in ("model_train", "all"):
+        model_train_table()
+        if what == "model_train":
+            return
     if what in ("model_decode", "all"):
         model_decode_table()
         if what == "model_decode":
@@ -463,7 +622,7 @@ def main():
     krows += bench_kernels(fla, ours=False)
     print_tables(krows, drows)
     if sweep:
-        print("\nlaunch-setting sweep (EDA, first shape):", flush=True)
+        print("\nlaunch-setting sweep (EDA, sweep_shape):", flush=True)
         bench_sweep()
 
 

@@ -7,22 +7,26 @@ Paper: "Erase-then-Delta Attention" (Sec. 2-3 for the update rules, Appendix A, 
     GPTConfig           one dataclass of plain bool/int/float/str fields, validated in __post_init__
     RMSNorm, SwiGLU     the usual pieces
     gdn2_recurrent/_chunk  GDN-2's update rule (Eq. gdn2_prelim), step by step and chunked
-    LinearAttention     the recipe shared by EDA / KDA / GDN / GDN-2, differences named inline
+    LinearAttention     the recipe shared by EDA / KDA / GDN / GDN-2, differences named inline; its
+                        training path's elementwise work in la_inputs / la_output (compiled on CUDA)
     GatedAttention      full attention: GQA, q/k RMSNorm, RoPE, SDPA, sigmoid output gate
     MoE                 fp32 softmax router, top-k, shared expert, load-balancing loss, sorted dispatch
     Block, GPT          pre-norm residual blocks; forward, prefill / decode_step / generate,
                         param_summary, configure_optimizers, flops_per_token
+    GraphDecoder        decode steps replayed from a CUDA graph (what generate uses on a GPU)
 
 Layer pattern with attn_every = 4: linear, linear, linear, full, linear, ... (mixer='transformer':
 full attention everywhere). All open choices follow the closest published recipe (Kimi Linear's KDA,
 Gated DeltaNet / Qwen3-Next) and were then checked against Table 7's parameter counts (notes/params.md).
 """
 import math
+import warnings
 from dataclasses import dataclass, fields
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.checkpoint import checkpoint
 
 import eda
@@ -241,6 +245,92 @@ def gdn2_chunk(q, k, v, g, b, w, scale=None, initial_state=None, output_final_st
 
 # ----------------------------------------------------------------------------------------------------
 # Linear attention: one recipe, the mixers' differences named where they occur.
+#
+# The full-sequence path (LinearAttention.forward without a cache: training, evaluation) runs its
+# elementwise work in two functions of plain tensors, la_inputs (conv, SiLU, norms, gates: everything
+# between the input projections and the update rule) and la_output (RMSNorm times the output gate). On CUDA
+# they run through torch.compile, which fuses each into a few kernels (a single read of the projections,
+# fp32 inside, one rounding at the end; as separate PyTorch ops they made about 30 full-size temporaries
+# per layer, fp32 ones among them). fullgraph=True: a graph break is an error, not a silent eager fallback.
+# On the CPU they run as written: compiling would cost the tests more than it saves.
+# LA_COMPILE = (where, backend): where is 'cuda' (the default), 'always' or 'never'; the tests trace the CPU
+# path with ('always', 'aot_eager') to check that both functions compile without graph breaks.
+LA_COMPILE = ("cuda", "inductor")
+_la_compiled = {}
+
+
+def _la_fn(fn, x):
+    """fn itself, or its compiled version (built once per (fn, backend), on first use: importing the
+    compiler costs ~2 s, which CPU-only processes need not pay)."""
+    where, backend = LA_COMPILE
+    if where == "never" or (where == "cuda" and not x.is_cuda):
+        return fn
+    if (fn, backend) not in _la_compiled:
+        _la_compiled[fn, backend] = torch.compile(fn, fullgraph=True, backend=backend)
+    return _la_compiled[fn, backend]
+
+
+def _outside_compile(fn):
+    """fn as is; while torch.compile traces (train.py's compile=True), fn behind torch.compiler.disable: the
+    Triton kernels' autograd.Function then runs as it does without compile, between two compiled graphs,
+    rather than dynamo tracing its launches and host-side checks. (The wrapper is made on first use, so that
+    processes that never compile do not import the compiler.)"""
+    if not torch.compiler.is_compiling():
+        return fn
+    if (fn, "disable") not in _la_compiled:
+        _la_compiled[fn, "disable"] = torch.compiler.disable(fn)
+    return _la_compiled[fn, "disable"]
+
+
+def la_inputs(u, conv_weight, a, beta_logit, gamma_logit, e_low, b_low, w_low, A_log, dt_bias, heads, gate,
+              lower_bound):
+    """Everything the update rule takes, from the layer's projections (shapes [B, T, width]):
+    u = [q | k | v] projections -> short causal depthwise conv + SiLU -> q, k L2-normalized, v;
+    a -> the fp32 log decay g (gate 'safe' | 'kda' | 'log', eda.py's functions); beta_logit, gamma_logit ->
+    sigmoid; e_low -> EDA's erase address, L2-normalized per q/k head and shared by its G value heads;
+    b_low, w_low -> GDN-2's sigmoid gates (fp32, its rule computes in fp32). heads = (H, HV, K, V).
+    Unused inputs are None. q, k, v, e, beta, gamma come out in u's dtype, computed in fp32 and rounded once.
+    The conv is ks shifted multiply-adds, the same sum F.conv1d computes, so that a compiler fuses it."""
+    H, HV, K, V = heads
+    B, T, _ = u.shape
+    G = HV // H
+    dtype = u.dtype
+    ks = conv_weight.shape[-1]
+    w = conv_weight.reshape(-1, ks).float()                              # [C, ks]
+    up = F.pad(u, (0, 0, ks - 1, 0)).float()                             # zero left context
+    y = up[:, :T] * w[:, 0]
+    for j in range(1, ks):
+        y = y + up[:, j:j + T] * w[:, j]
+    q, k, v = F.silu(y).split([H * K, H * K, HV * V], dim=-1)
+    q = l2norm(q.reshape(B, T, H, K)).to(dtype)
+    k = l2norm(k.reshape(B, T, H, K)).to(dtype)
+    v = v.reshape(B, T, HV, V).to(dtype)
+    if dt_bias.dim() == 2:  # channel-wise decay (dt_bias [HV, K]); GDN's is per head (a, dt_bias [.., HV])
+        a = a.reshape(B, T, HV, K)
+    if gate == "safe":
+        g = eda.safe_gate(a, A_log, dt_bias, lower_bound)
+    elif gate == "kda":
+        g = eda.kda_gate(a, A_log, dt_bias, lower_bound)
+    else:
+        g = eda.log_gate(a, A_log, dt_bias)
+    beta = torch.sigmoid(beta_logit.float()).to(dtype) if beta_logit is not None else None
+    gamma = torch.sigmoid(gamma_logit.float()).to(dtype) if gamma_logit is not None else None
+    e = l2norm(e_low.float().reshape(B, T, H, K)).repeat_interleave(G, dim=2).to(dtype) if e_low is not None else None
+    b = w = None
+    if b_low is not None:
+        b = torch.sigmoid(b_low.float()).reshape(B, T, H, K).repeat_interleave(G, dim=2)
+        w = torch.sigmoid(w_low.float()).reshape(B, T, H, V).repeat_interleave(G, dim=2)
+    return q, k, v, e, g, beta, gamma, b, w
+
+
+def la_output(o, norm_weight, eps, gate_logit):
+    """Per-head RMSNorm of the rule's output o [B, T, HV, V] (model.RMSNorm's math) times the sigmoid output
+    gate (gate_logit [B, T, HV*V]); fp32 inside, [B, T, HV*V] in o's dtype."""
+    of = o.float()
+    of = of * torch.rsqrt(of.pow(2).mean(-1, keepdim=True) + eps) * norm_weight.float()
+    of = of.flatten(2) * torch.sigmoid(gate_logit.float())
+    return of.to(o.dtype)
+
 
 class LinearAttention(nn.Module):
     """EDA / KDA / GDN / GDN-2 layer (paper Fig. eda_arch; Kimi Linear's KDA layer; Qwen3-Next's GDN).
@@ -299,6 +389,9 @@ class LinearAttention(nn.Module):
         self.g_proj = nn.Linear(d, HV * V, bias=False)
         self.o_proj = nn.Linear(HV * V, d, bias=False)
         self.o_proj.residual = True
+        # the projections of x, in the order the full-sequence path reads them out of one matmul
+        self.x_projs = tuple(n for n in ("q_proj", "k_proj", "v_proj", "beta_proj", "a_proj", "f_a", "gamma_proj",
+                                         "e_a", "b_a", "w_a", "g_proj") if hasattr(self, n))
         self.init_gates()
 
     @torch.no_grad()
@@ -328,7 +421,12 @@ class LinearAttention(nn.Module):
                               chunk_size=self.cfg.la_chunk_size)
         args = (q, k, v, e, g, beta, gamma)
         if backend == "triton":
-            return eda.eda_triton(*args, initial_state=state, output_final_state=True)
+            from kernel import G_MIN
+            # the safe and KDA gates keep g >= la_gate_lower_bound: when that is >= G_MIN, the kernel's range
+            # check of g (a host sync per call) can only pass, so it is skipped
+            bounded = self.cfg.gate in ("safe", "kda") and self.cfg.la_gate_lower_bound >= G_MIN
+            return _outside_compile(eda.eda_triton)(*args, initial_state=state, output_final_state=True,
+                                                    check_g=not bounded)
         if backend == "decode":  # fused recurrent kernel, the cached fp32 state updated in place
             from kernel import eda_decode
             return eda_decode(*args, state=state.contiguous(), inplace=True)
@@ -336,8 +434,29 @@ class LinearAttention(nn.Module):
             return eda.eda_recurrent(*args, initial_state=state, output_final_state=True)
         return eda.eda_chunk(*args, initial_state=state, output_final_state=True, chunk_size=self.cfg.la_chunk_size)
 
+    def _forward_full(self, x):
+        """forward() without a cache (training, evaluation): zero left context, no state kept. Same math as
+        the cached path; the projections are one matmul and the elementwise work is la_inputs / la_output."""
+        cfg = self.cfg
+        # one matmul for every projection of x (the weights concatenated; they stay separate parameters, so
+        # checkpoints and the optimizer are unchanged): x is read and cast to the compute dtype once, and
+        # q | k | v come out side by side, as the conv wants them
+        mods = [getattr(self, n) for n in self.x_projs]
+        widths = [self.conv_dim] + [m.out_features for m in mods[3:]]  # q, k, v first: one [q | k | v] slice
+        p = dict(zip(("qkv",) + self.x_projs[3:], F.linear(x, torch.cat([m.weight for m in mods])).split(widths, -1)))
+        a = p["a_proj"] if self.mixer == "gdn" else self.f_b(p["f_a"])
+        e_low = self.e_b(p["e_a"]) if self.mixer == "eda" else None
+        b_low, w_low = (self.b_b(p["b_a"]), self.w_b(p["w_a"])) if self.mixer == "gdn2" else (None, None)
+        q, k, v, e, g, beta, gamma, b, w = _la_fn(la_inputs, x)(
+            p["qkv"], self.conv_weight, a, p.get("beta_proj"), p.get("gamma_proj"), e_low, b_low, w_low, self.A_log,
+            self.dt_bias, (self.H, self.HV, self.K, self.V), cfg.gate, cfg.la_gate_lower_bound)
+        o, _ = self._rule(self._backend(x, None), q, k, v, e, g, beta, gamma, b, w, None)
+        return self.o_proj(_la_fn(la_output, x)(o, self.o_norm.weight, self.o_norm.eps, p["g_proj"]))
+
     def forward(self, x, cache=None):
         """x [B,T,d]; cache: this layer's dict {'conv', 'state'} (updated in place) or None."""
+        if cache is None:
+            return self._forward_full(x)
         B, T, _ = x.shape
         H, HV, K, V, G = self.H, self.HV, self.K, self.V, self.HV // self.H
         cfg = self.cfg
@@ -346,8 +465,8 @@ class LinearAttention(nn.Module):
         ks = cfg.la_conv_size
         tail = cache["conv"].to(u.dtype) if cache is not None else u.new_zeros(B, self.conv_dim, ks - 1)
         u = torch.cat([tail, u], dim=-1)
-        if cache is not None:
-            cache["conv"] = u[:, :, u.shape[-1] - (ks - 1):].detach().clone()
+        if cache is not None:  # in place, as every cache update (a CUDA graph replays on the same tensors)
+            cache["conv"].copy_(u[:, :, u.shape[-1] - (ks - 1):])
         u = F.silu(F.conv1d(u, self.conv_weight.to(u.dtype), groups=self.conv_dim)).transpose(1, 2)
         q, k, v = u.split([H * K, H * K, HV * V], dim=-1)
         q = l2norm(q.reshape(B, T, H, K))
@@ -377,8 +496,8 @@ class LinearAttention(nn.Module):
             gamma = gamma.to(q.dtype)
         state = cache["state"] if cache is not None else None
         o, S = self._rule(self._backend(x, cache), q, k, v, e, g, beta, gamma, b, w, state)
-        if cache is not None:
-            cache["state"] = S.float()
+        if cache is not None and S is not state:  # the fused decode kernel has updated `state` in place already
+            state.copy_(S)
         # output: per-head RMSNorm, sigmoid output gate, projection
         o = self.o_norm(o) * torch.sigmoid(self.g_proj(x)).view(B, T, HV, V).to(o.dtype)
         return self.o_proj(o.reshape(B, T, HV * V).to(x.dtype))
@@ -392,15 +511,30 @@ class LinearAttention(nn.Module):
 # Full attention: Gated Attention (Appendix A; Qiu et al.), as in Qwen3-Next.
 
 
-def apply_rope(x, pos, rope_dim, theta):
-    """Rotate the first rope_dim dims of x [B,T,h,hd] at positions pos [T] (half-split RoPE, fp32)."""
-    inv = 1.0 / (theta ** (torch.arange(0, rope_dim, 2, device=x.device, dtype=torch.float32) / rope_dim))
+def rope_cos_sin(pos, rope_dim, theta):
+    """cos, sin [1, T, 1, rope_dim/2] (fp32) of the half-split RoPE angles at positions pos [T] (a tensor)."""
+    inv = 1.0 / (theta ** (torch.arange(0, rope_dim, 2, device=pos.device, dtype=torch.float32) / rope_dim))
     ang = pos.to(torch.float32)[:, None] * inv[None]                       # [T, rope_dim/2]
-    cos, sin = ang.cos()[None, :, None], ang.sin()[None, :, None]
+    return ang.cos()[None, :, None], ang.sin()[None, :, None]
+
+
+def apply_rope(x, cos, sin):
+    """Rotate the first rope_dim = 2 * cos.shape[-1] dims of x [B,T,h,hd] (fp32 math, x's dtype out)."""
+    rope_dim = 2 * cos.shape[-1]
     xr, xp = x[..., :rope_dim].float(), x[..., rope_dim:]
     x1, x2 = xr.chunk(2, dim=-1)
     xr = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
     return torch.cat([xr, xp], dim=-1)
+
+
+def decode_sdpa_backends(device, masked):
+    """The SDPA kernels for decoding, chosen here rather than by SDPA: on CUDA its own choice can be cuDNN,
+    which builds a new execution plan for every key length (measured: 14 ms of CPU per call at 32k context,
+    more than the whole step's GPU time). Flash attention takes no mask, so the masked (static-shape) step
+    runs the memory-efficient kernel. The CPU runs the math reference."""
+    if device.type != "cuda":
+        return [SDPBackend.MATH]
+    return [SDPBackend.EFFICIENT_ATTENTION] if masked else [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]
 
 
 class GatedAttention(nn.Module):
@@ -420,30 +554,69 @@ class GatedAttention(nn.Module):
         self.o_proj.residual = True
 
     def forward(self, x, cache=None, pos=0):
-        """x [B,T,d]; cache: this layer's dict {'k', 'v'} of [B, nkv, max_len, hd] or None; pos: tokens before x."""
+        """x [B,T,d]; cache: this layer's dict {'k', 'v'} of [B, nkv, max_len, hd] or None; pos: tokens before x,
+        an int, or a long tensor [1] on x's device (GPT.static_decode_step: T == 1, shapes independent of pos)."""
         B, T, _ = x.shape
+        static = isinstance(pos, torch.Tensor)
+        if static and (cache is None or T != 1):
+            raise ValueError(f"GatedAttention: a tensor pos is for one-token decoding with a cache, got T={T}, "
+                             f"cache={'None' if cache is None else 'given'}")
         q, gate = self.q_proj(x).view(B, T, self.nh, 2 * self.hd).chunk(2, dim=-1)
         k = self.k_proj(x).view(B, T, self.nkv, self.hd)
         v = self.v_proj(x).view(B, T, self.nkv, self.hd)
         q, k = self.q_norm(q), self.k_norm(k)
-        p = torch.arange(pos, pos + T, device=x.device)
-        q = apply_rope(q, p, self.cfg.rope_dim, self.cfg.rope_theta)
-        k = apply_rope(k, p, self.cfg.rope_dim, self.cfg.rope_theta)
+        cos, sin = rope_cos_sin(pos if static else torch.arange(pos, pos + T, device=x.device),
+                                self.cfg.rope_dim, self.cfg.rope_theta)   # once for q and k
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))                 # [B, h, T, hd]
-        mask, causal = None, True
-        if cache is not None:
-            if pos + T > cache["k"].shape[2]:
-                raise ValueError(f"KV cache holds {cache['k'].shape[2]} positions, asked for {pos + T}")
-            cache["k"][:, :, pos:pos + T] = k.to(cache["k"].dtype)
-            cache["v"][:, :, pos:pos + T] = v.to(cache["v"].dtype)
-            k, v = cache["k"][:, :, :pos + T].to(q.dtype), cache["v"][:, :, :pos + T].to(q.dtype)
-            if pos > 0:  # queries at pos..pos+T-1 see keys 0..their own position
-                causal = False
-                if T > 1:
+        if cache is not None and T == 1:  # decoding: one query per head against the cache
+            y = self._decode_attention(q, k, v, cache, pos)
+        else:                             # training, or a prefill of T > 1 tokens after pos cached ones
+            mask, causal = None, True
+            if cache is not None:
+                self._check_room(cache, pos + T)
+                cache["k"][:, :, pos:pos + T] = k.to(cache["k"].dtype)
+                cache["v"][:, :, pos:pos + T] = v.to(cache["v"].dtype)
+                k, v = cache["k"][:, :, :pos + T].to(q.dtype), cache["v"][:, :, :pos + T].to(q.dtype)
+                if pos > 0:  # queries at pos..pos+T-1 see keys 0..their own position
+                    causal = False
                     mask = torch.arange(pos + T, device=x.device)[None, :] <= (pos + torch.arange(T, device=x.device))[:, None]
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=self.nkv != self.nh)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
+                                               enable_gqa=self.nkv != self.nh)
         y = y.transpose(1, 2) * torch.sigmoid(gate)                       # elementwise gate per head dim
         return self.o_proj(y.reshape(B, T, self.nh * self.hd))
+
+    @staticmethod
+    def _check_room(cache, n):
+        if n > cache["k"].shape[2]:
+            raise ValueError(f"KV cache holds {cache['k'].shape[2]} positions, asked for {n}")
+
+    def _decode_attention(self, q, k, v, cache, pos):
+        """One query per head, q [B, nh, 1, hd], against the cache after writing k, v [B, nkv, 1, hd] at pos.
+        int pos: attend over the cache's first pos + 1 slots. Tensor pos (a CUDA graph replays this step at
+        every position): write with index_copy_ at the device-side position and attend over the whole
+        preallocated cache, slots after pos masked out, so that no shape depends on pos; slots after pos may
+        hold anything (they are written before they are read).
+        The G = nh / nkv query heads that share a KV head are G query rows of that head (GQA without
+        repeating K/V and without enable_gqa, which not every SDPA kernel takes)."""
+        B = q.shape[0]
+        ck, cv = cache["k"], cache["v"]
+        if isinstance(pos, torch.Tensor):
+            if ck.dtype != q.dtype:  # converting the whole cache every step would cost more than attending
+                raise ValueError(f"static decoding needs the KV cache in the compute dtype {q.dtype}, got {ck.dtype}")
+            ck.index_copy_(2, pos, k.to(ck.dtype))
+            cv.index_copy_(2, pos, v.to(cv.dtype))
+            keys, values = ck, cv
+            mask = (torch.arange(ck.shape[2], device=q.device) <= pos).view(1, 1, 1, -1)
+        else:
+            self._check_room(cache, pos + 1)
+            ck[:, :, pos:pos + 1] = k.to(ck.dtype)
+            cv[:, :, pos:pos + 1] = v.to(cv.dtype)
+            keys, values, mask = ck[:, :, :pos + 1].to(q.dtype), cv[:, :, :pos + 1].to(q.dtype), None
+        qg = q.reshape(B, self.nkv, self.nh // self.nkv, self.hd)
+        with sdpa_kernel(decode_sdpa_backends(q.device, masked=mask is not None)):
+            y = F.scaled_dot_product_attention(qg, keys, values, attn_mask=mask)
+        return y.reshape(B, self.nh, 1, self.hd)
 
     def new_cache(self, batch_size, max_len, device, dtype):
         shape = (batch_size, self.nkv, max_len, self.hd)
@@ -570,7 +743,8 @@ class GPT(nn.Module):
                           "state": [B, HV, K, V] fp32 recurrent state}      -- constant size
         attention layer: {"k", "v": [B, n_kv_head, max_len, head_dim]} preallocated KV cache; slots < pos valid
     Prefill runs the chunked backend and fills the states; decode_step runs one recurrent step per linear
-    layer. Caches are per batch row: all rows share pos (left-pad prompts of unequal length yourself).
+    layer. Every cache tensor is updated in place, never replaced (GraphDecoder relies on it). Caches are
+    per batch row: all rows share pos (left-pad prompts of unequal length yourself).
     """
 
     def __init__(self, config: GPTConfig):
@@ -656,17 +830,61 @@ class GPT(nn.Module):
         return self.lm_head(self.norm_f(self._cached_forward(idx_next, cache))), cache
 
     @torch.no_grad()
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, on_token=None):
+    def static_decode_step(self, idx, cache, pos):
+        """decode_step with nothing that depends on the position but the contents of pos, a long tensor [1] on
+        the model's device equal to cache['pos']: no shape, Python number or host sync does, so a CUDA graph
+        can capture it once and replay it at every position (GraphDecoder). idx [B,1]; returns logits
+        [B,1,vocab]; advances pos in place and leaves cache['pos'] (a Python int) to the caller."""
+        x = self.wte(idx)
+        for block, c in zip(self.blocks, cache["layers"]):
+            x, _ = block(x, c, pos)
+        pos.add_(1)
+        return self.lm_head(self.norm_f(x))
+
+    def cuda_graph_problem(self):
+        """Why decode steps cannot be replayed from a CUDA graph here (a sentence), or None if they can."""
+        if self.config.moe:
+            return ("MoE routing reads the tokens per expert on the host (bincount, the dispatch split), which "
+                    "a graph cannot replay")
+        dev = self.wte.weight.device
+        if dev.type != "cuda":
+            return f"the model is on {dev}, and CUDA graphs need a CUDA device"
+        if torch.is_autocast_enabled("cuda"):
+            return ("autocast is on: the weight casts it caches would be freed while the graph still reads "
+                    "them; cast the model instead (model.to(torch.bfloat16))")
+        return None
+
+    @torch.no_grad()
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, on_token=None,
+                 cuda_graph=None):
         """Sample max_new_tokens after idx [B,T] (temperature 0: greedy). on_token(tokens [B,1]) is called
-        for each new token batch (streaming). Returns [B, T + max_new_tokens]."""
+        for each new token batch (streaming). Returns [B, T + max_new_tokens].
+        cuda_graph: replay each decode step from a CUDA graph (GraphDecoder; same tokens, ~1 launch instead of
+        one per operator). None: on a CUDA device when possible, else a warning says why not; True: a
+        ValueError if not possible; False: plain decode_step (the reference, and the path on the CPU)."""
         B, T = idx.shape
         if T + max_new_tokens > self.config.block_size:
             raise ValueError(f"prompt ({T}) + max_new_tokens ({max_new_tokens}) exceeds block_size "
                              f"({self.config.block_size})")
+        if cuda_graph is not None and not isinstance(cuda_graph, bool):
+            raise ValueError(f"cuda_graph must be None, True or False, got {cuda_graph!r}")
         was_training = self.training
         self.eval()
-        cache = self.new_cache(B, max_len=T + max_new_tokens)
+        # under autocast the cache holds the compute dtype: the values are in it anyway, and a float32 cache
+        # would be converted back, all of it, at every step
+        dev = self.wte.weight.device.type
+        dtype = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else None
+        cache = self.new_cache(B, max_len=T + max_new_tokens, dtype=dtype)
         logits, cache = self.prefill(idx, cache)
+        step = None
+        if max_new_tokens > 1 and cuda_graph is not False:
+            problem = self.cuda_graph_problem()
+            if problem is None:
+                step = GraphDecoder(self, cache)
+            elif cuda_graph:
+                raise ValueError(f"generate(cuda_graph=True): {problem}")
+            elif dev == "cuda":
+                warnings.warn(f"generate: decoding without a CUDA graph, one launch per operator: {problem}")
         out = [idx]
         for i in range(max_new_tokens):
             nxt = sample_next(logits[:, -1].float(), temperature, top_k, top_p)
@@ -674,7 +892,7 @@ class GPT(nn.Module):
             if on_token is not None:
                 on_token(nxt)
             if i + 1 < max_new_tokens:
-                logits, cache = self.decode_step(nxt, cache)
+                logits = step(nxt) if step is not None else self.decode_step(nxt, cache)[0]
         self.train(was_training)
         return torch.cat(out, dim=1)
 
@@ -756,6 +974,83 @@ class GPT(nn.Module):
                 per = 2 * Cs * K * 2 + 2 * Cs * V + Cs * (K + V) + 3 * 2 * K * V
                 flops += 3 * sub * per * cfg.la_n_v_head
         return float(flops)
+
+
+class GraphDecoder:
+    """GPT.decode_step for one cache, captured once as a CUDA graph and replayed per token: the ~1000
+    kernel launches of a step (a few µs of CPU each: more than the GPU work, measured) become one graph launch.
+
+        step = GraphDecoder(model, cache)    # after the prefill
+        logits = step(next_tokens)           # [B] or [B,1] -> [B,1,vocab]; advances cache['pos'] like decode_step
+
+    The graph replays static_decode_step on fixed addresses: the cache tensors (updated in place), a token
+    buffer, a device-side position and its output, so the returned logits are overwritten by the next call.
+    The cache may be advanced in between by prefill or decode_step: the position is re-read from cache['pos'].
+    capture=False runs the same static step without a graph (how the CPU tests check it against decode_step).
+    """
+
+    @torch.no_grad()
+    def __init__(self, model, cache, capture=True):
+        problem = model.cuda_graph_problem() if capture else None
+        if problem:
+            raise ValueError(f"GraphDecoder: cannot replay decode steps from a CUDA graph: {problem}")
+        self.model, self.cache = model, cache
+        dev = model.wte.weight.device
+        self.batch = next(iter(cache["layers"][0].values())).shape[0]
+        kv = [c["k"].shape[2] for c, b in zip(cache["layers"], model.blocks) if b.is_attention]
+        self.max_len = min(kv) if kv else None  # linear layers alone have no length limit
+        self.tok = torch.zeros(self.batch, 1, dtype=torch.long, device=dev)
+        self.pos = torch.zeros(1, dtype=torch.long, device=dev)
+        self.pos_is = None  # the value of self.pos, as last set or advanced (None: unknown)
+        self.graph = None
+        if capture:
+            self._capture()
+
+    def _capture(self):
+        model, cache = self.model, self.cache
+        self._check_room()
+        # Warm up outside the capture (Triton compiles, cuBLAS allocates its workspace on first use; neither
+        # may happen while capturing), on a side stream as torch.cuda.graph asks. The warm-up runs real steps
+        # at cache['pos']: the linear layers' conv tails and states are restored afterwards; the K/V it writes
+        # at slot pos are rewritten by the next real step before anything reads them.
+        linear = [c for c, b in zip(cache["layers"], model.blocks) if not b.is_attention]
+        saved = [{n: t.clone() for n, t in c.items()} for c in linear]
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                self.pos.fill_(cache["pos"])
+                model.static_decode_step(self.tok, cache, self.pos)
+        torch.cuda.current_stream().wait_stream(side)
+        for c, s in zip(linear, saved):
+            for n, t in s.items():
+                c[n].copy_(t)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):  # records, runs nothing
+            self.logits = model.static_decode_step(self.tok, cache, self.pos)
+        self.pos_is = None
+
+    def _check_room(self):
+        if self.max_len is not None and self.cache["pos"] >= self.max_len:
+            raise ValueError(f"KV cache holds {self.max_len} positions, asked for {self.cache['pos'] + 1}")
+
+    @torch.no_grad()
+    def __call__(self, idx_next):
+        cache = self.cache
+        if idx_next.numel() != self.batch:
+            raise ValueError(f"GraphDecoder: {idx_next.numel()} tokens for a cache of batch {self.batch}")
+        self._check_room()  # on the host: the graph's index_copy_ cannot check the device-side position
+        self.tok.copy_(idx_next.view(-1, 1))
+        if self.pos_is != cache["pos"]:  # the first step, or the cache was advanced elsewhere
+            self.pos.fill_(cache["pos"])
+        if self.graph is not None:
+            self.graph.replay()
+            logits = self.logits
+        else:
+            logits = self.model.static_decode_step(self.tok, cache, self.pos)
+        cache["pos"] += 1
+        self.pos_is = cache["pos"]
+        return logits
 
 
 def sample_next(logits, temperature=1.0, top_k=None, top_p=None):

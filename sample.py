@@ -8,12 +8,12 @@ Sample from a trained model, streaming tokens to stdout as they are made.
 
 The prompt is prefilled in one pass through the chunked (or Triton) path; then each new token costs one
 recurrent step in the linear-attention layers, whose state has a constant size whatever the length, and
-one step against the KV cache in the full-attention layers (model.GPT.generate).
+one step against the KV cache in the full-attention layers (model.GPT.generate). On a GPU each step is
+replayed from a CUDA graph (model.GraphDecoder): one graph launch per token instead of one per operator.
 """
 import codecs
 import os
 import sys
-from contextlib import nullcontext
 
 import torch
 
@@ -31,7 +31,8 @@ top_k = None               # keep only the k most likely tokens (None: all)
 top_p = None               # nucleus sampling: keep the smallest set with this much probability (None: off)
 seed = 1337
 device = 'cuda' if torch.cuda.is_available() else 'cpu'
-dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float32'
+dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float32'  # on CUDA
+cuda_graph = None          # None: replay decode steps from a CUDA graph on CUDA when possible; True: must; False: never
 la_backend = 'auto'        # linear-attention kernels for the prefill: auto (triton on CUDA, chunk on CPU) ...
 encoding = None            # tokenizer override: 'bytes' or a tiktoken name (default: the checkpoint's)
 # -----------------------------------------------------------------------------
@@ -55,6 +56,8 @@ if max_new_tokens is not None and (not isinstance(max_new_tokens, int) or max_ne
     fail(f"max_new_tokens must be a positive int or None, got {max_new_tokens!r}")
 if dtype not in ('float32', 'bfloat16', 'float16'):
     fail(f"dtype must be 'float32', 'bfloat16' or 'float16', got {dtype!r}")
+if cuda_graph is not None and not isinstance(cuda_graph, bool):
+    fail(f"cuda_graph must be None, True or False, got {cuda_graph!r}")
 if device.startswith('cuda') and not torch.cuda.is_available():
     fail(f"device={device!r} but this torch sees no CUDA GPU; use --device=cpu")
 
@@ -69,9 +72,6 @@ def load_tokenizer(name):
 
 
 torch.manual_seed(seed)
-ctx = nullcontext()
-if 'cuda' in device and dtype != 'float32':
-    ctx = torch.autocast('cuda', dtype={'bfloat16': torch.bfloat16, 'float16': torch.float16}[dtype])
 
 # the model and its tokenizer
 if init_from == 'resume':
@@ -94,7 +94,11 @@ else:
     fail(f"init_from must be 'resume' or 'scratch', got {init_from!r}")
 if tokenizer.startswith('synthetic'):
     fail(f"this checkpoint was trained on a synthetic task ({tokenizer}): it has no text tokenizer to sample with")
-model.eval().to(device)
+# on CUDA the weights are cast to dtype (rather than autocast, which would cast each weight at every step,
+# and whose cached casts a CUDA graph cannot hold on to); the CPU computes in float32
+model.eval().to(device, getattr(torch, dtype) if 'cuda' in device else torch.float32)
+if cuda_graph and model.cuda_graph_problem():
+    fail(f"cuda_graph=True, but decode steps cannot be replayed from a CUDA graph: {model.cuda_graph_problem()}")
 encode, token_bytes = load_tokenizer(tokenizer)
 
 # the prompt
@@ -137,7 +141,7 @@ for i in range(num_samples):
         sys.stdout.write(text.decode(token_bytes(int(tok[0, 0]))))
         sys.stdout.flush()
 
-    with ctx:
-        model.generate(idx, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, on_token=show)
+    model.generate(idx, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, on_token=show,
+                   cuda_graph=cuda_graph)
     sys.stdout.write(text.decode(b'', final=True))
     print('\n---------------', flush=True)

@@ -111,6 +111,27 @@ def test_grad_checkpoint_gives_the_same_loss_and_grads():
     assert rel_err(grads[1], grads[0]) < 1e-5
 
 
+@pytest.mark.parametrize("mixer", ["eda", "kda", "gdn", "gdn2"])
+def test_linear_layer_elementwise_work_traces_without_graph_breaks(mixer, monkeypatch):
+    """On CUDA, la_inputs / la_output run through torch.compile(fullgraph=True). Here dynamo and AOT autograd
+    trace them on the CPU (backend aot_eager: the same graphs, no code generation), so an untraceable op
+    fails here rather than on the GPU; traced and plain give the same loss and gradients."""
+    torch._dynamo.reset()  # no graphs (or recompile counts) left over from other tests
+    monkeypatch.setattr(M, "_la_compiled", {})
+    idx = tokens()
+    grads, losses = [], []
+    for where in ("never", "always"):
+        monkeypatch.setattr(M, "LA_COMPILE", (where, "aot_eager"))
+        m = build(tiny(mixer))
+        _, loss, _ = m(idx, idx)
+        loss.backward()
+        losses.append(loss.item())
+        grads.append(torch.cat([p.grad.flatten() for p in m.parameters()]))
+    assert set(M._la_compiled) == {(M.la_inputs, "aot_eager"), (M.la_output, "aot_eager")}  # it did trace
+    assert losses[1] == pytest.approx(losses[0], rel=1e-6)
+    assert rel_err(grads[1], grads[0]) < 1e-5
+
+
 # ----------------------------------------------------------------------------------------------------
 # decoding
 
@@ -173,23 +194,91 @@ def test_generate_greedy_matches_argmax_of_full_forward_and_streams():
         m.generate(prompt, 100)
 
 
+def _decode_side_by_side(m, idx, step_of, tol):
+    """decode_step on one cache, GraphDecoder (built by step_of) on another, from the same 9-token prefill;
+    a 3-token prefill in the middle advances both caches outside the decoder. Returns both caches."""
+    ref, new = m.new_cache(idx.shape[0]), m.new_cache(idx.shape[0])
+    with torch.no_grad():
+        for c in (ref, new):
+            m.prefill(idx[:, :9], c)
+        step = step_of(m, new)
+        for t in list(range(9, 14)) + [None] + list(range(17, idx.shape[1])):
+            if t is None:
+                for c in (ref, new):
+                    m.prefill(idx[:, 14:17], c)
+                continue
+            want, _ = m.decode_step(idx[:, t], ref)
+            assert rel_err(step(idx[:, t]), want) <= tol, t
+    assert ref["pos"] == new["pos"] == idx.shape[1]
+    return ref, new
+
+
+@pytest.mark.parametrize("mixer", MIXERS)
+def test_static_shape_decode_step_matches_decode_step(mixer):
+    """What a CUDA graph captures (device-side position, K/V written with index_copy_, attention over the
+    whole preallocated cache with a length mask, every cache update in place), run here without a graph:
+    the logits and caches of decode_step, also after the cache was advanced by a prefill in between."""
+    m = build(tiny(mixer)).double().eval()
+    ref, new = _decode_side_by_side(m, tokens(T=24), lambda m, c: M.GraphDecoder(m, c, capture=False), 1e-12)
+    for a, b in zip(ref["layers"], new["layers"]):
+        for name in a:
+            torch.testing.assert_close(b[name], a[name], rtol=0, atol=1e-12)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA GPU")
+@pytest.mark.parametrize("mixer", MIXERS)
+def test_cuda_graph_decoding_matches_eager_decoding(mixer):
+    m = build(tiny(mixer)).cuda().eval()
+    idx = tokens(T=24).cuda()
+    _decode_side_by_side(m, idx, M.GraphDecoder, 1e-4)
+    greedy = [m.generate(idx[:, :9], 15, temperature=0, cuda_graph=g) for g in (True, False)]
+    assert torch.equal(greedy[0], greedy[1])
+
+
+def test_cuda_graph_requests_that_cannot_be_met_raise_and_say_why():
+    prompt = tokens(T=5)
+    with pytest.raises(ValueError, match="CUDA device"):
+        build(tiny("eda")).generate(prompt, 3, cuda_graph=True)  # a CPU model
+    with pytest.raises(ValueError, match="MoE routing"):
+        build(tiny("eda", moe=True)).generate(prompt, 3, cuda_graph=True)
+    with pytest.raises(ValueError, match="cuda_graph must be"):
+        build(tiny("eda")).generate(prompt, 3, cuda_graph=1)
+
+
+def test_graph_decoder_checks_batch_and_room_on_the_host():
+    m = build(tiny("eda")).eval()
+    cache = m.new_cache(2, max_len=6)
+    m.prefill(tokens(T=5), cache)
+    step = M.GraphDecoder(m, cache, capture=False)
+    with pytest.raises(ValueError, match="batch 2"):
+        step(torch.zeros(3, dtype=torch.long))
+    step(torch.zeros(2, dtype=torch.long))  # fills the last slot
+    with pytest.raises(ValueError, match="KV cache holds 6 positions"):
+        step(torch.zeros(2, dtype=torch.long))
+
+
 # ----------------------------------------------------------------------------------------------------
 # the update rules and backends
 
 
-def test_eda_with_erase_gate_zero_equals_kda_with_the_same_weights():
+def test_eda_with_erase_gate_zero_equals_kda_with_the_same_weights(monkeypatch):
     """EDA's gamma forced to 0 (sigmoid(-inf)) and the same decay gate: the erase sub-steps become identity
     decay-only steps, so the model is KDA exactly (same weights, EDA's extra e/gamma weights unused)."""
     m_eda = build(tiny("eda", la_gate="kda")).eval()
     m_kda = GPT(tiny("kda"))
     missing, unexpected = m_kda.load_state_dict(m_eda.state_dict(), strict=False)
     assert not missing and all(".gamma_proj." in k or ".e_a." in k or ".e_b." in k for k in unexpected)
-    for b in m_eda.blocks:
-        if not b.is_attention:
-            b.mixer.gamma_proj.register_forward_hook(lambda mod, inp, out: torch.full_like(out, float("-inf")))
+    inputs = M.la_inputs
+
+    def gamma_logit_minus_inf(u, conv_weight, a, beta_logit, gamma_logit, *rest):  # EDA layers only
+        assert gamma_logit is not None
+        return inputs(u, conv_weight, a, beta_logit, torch.full_like(gamma_logit, float("-inf")), *rest)
+
     idx = tokens()
-    with torch.no_grad():
+    with torch.no_grad(), monkeypatch.context() as patch:
+        patch.setattr(M, "la_inputs", gamma_logit_minus_inf)
         le, _, _ = m_eda(idx)
+    with torch.no_grad():
         lk, _, _ = m_kda.eval()(idx)
     assert rel_err(le, lk) <= 1e-5
     # and the erase path does something when gamma is not forced

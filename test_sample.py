@@ -7,7 +7,7 @@ import sys
 import pytest
 import torch
 
-from model import GPT, GPTConfig
+from model import GPT, GPTConfig, GraphDecoder
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MIXERS = ["eda", "kda", "gdn", "gdn2", "transformer"]
@@ -32,6 +32,25 @@ def test_cached_greedy_decoding_emits_the_tokens_of_repeated_full_forwards(mixer
             logits, _, _ = model(seq)
             seq = torch.cat([seq, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
     assert torch.equal(cached, seq)
+
+
+@pytest.mark.parametrize("mixer", MIXERS)
+def test_static_shape_greedy_decoding_emits_the_tokens_of_repeated_full_forwards(mixer):
+    """generate's CUDA-graph path (GraphDecoder) on the CPU, without the graph: same greedy tokens."""
+    model = tiny_model(mixer)
+    prompt = torch.randint(0, 97, (2, 21), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        cache = model.new_cache(2, max_len=33)
+        logits, _ = model.prefill(prompt, cache)
+        step = GraphDecoder(model, cache, capture=False)
+        seq = prompt
+        for _ in range(12):
+            seq = torch.cat([seq, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+            logits = step(seq[:, -1])
+        full = prompt
+        for _ in range(12):
+            full = torch.cat([full, model(full)[0][:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert torch.equal(seq, full)
 
 
 @pytest.mark.parametrize("mixer", ["eda", "gdn2"])
@@ -116,6 +135,8 @@ def test_sample_script_errors_are_clear(trained, tmp_path):
         ([f"--out_dir={out}", "--temperature=-1"], "temperature must be >= 0"),
         ([f"--out_dir={out}", "--top_k=0"], "top_k must be a positive int"),
         ([f"--out_dir={out}", "--top_p=1.5"], "top_p must be in (0, 1]"),
+        ([f"--out_dir={out}", "--cuda_graph=1"], "cuda_graph must be None, True or False"),
+        ([f"--out_dir={out}", "--cuda_graph=True"], "CUDA graphs need a CUDA device"),
     ]
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"caf\xe9")  # latin-1, not UTF-8

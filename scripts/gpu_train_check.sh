@@ -5,7 +5,9 @@
 #   bash scripts/gpu_train_check.sh speed   # 1 GPU: ~125M EDA hybrid vs ~125M Transformer, T = 4096 and 16384
 #   bash scripts/gpu_train_check.sh 2p5b    # 1 GPU: the 2.5B dense EDA config, 3 steps: tok/s, MFU, peak memory
 #   bash scripts/gpu_train_check.sh multi   # 2 GPUs: 1-GPU vs torchrun DDP vs torchrun FSDP, 20 steps, same global batch
-#   bash scripts/gpu_train_check.sh all     # the three (multi only if 2+ GPUs are visible)
+#   bash scripts/gpu_train_check.sh profile # 1 GPU: bench.py --what=model_train, where a 125M training step's time goes
+#   bash scripts/gpu_train_check.sh compile # 1 GPU: the speed part's T = 4096 runs with --compile=True
+#   bash scripts/gpu_train_check.sh all     # all of them (multi only if 2+ GPUs are visible)
 # Each part ends with a compact table, also written to $OUT/gpu_train_check_<part>.txt when OUT is set.
 # Knobs: LA_BACKEND (auto = triton on CUDA; set chunk if the kernels are not there), COMPILE (False),
 #        STEPS (speed part, default 8; the table averages the steps after the first 3).
@@ -21,9 +23,13 @@ REPORT=${OUT:-$RUNS}/gpu_train_check_${PART}.txt
 mkdir -p "$RUNS" "$(dirname "$REPORT")"
 : > "$REPORT"
 export PYTHONUNBUFFERED=1
-NGPU=$($PY -c 'import torch; print(torch.cuda.device_count())')
-echo "gpus: $NGPU ($($PY -c 'import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none")')), torch $($PY -c 'import torch; print(torch.__version__)')"
-$PY data/prepare.py stdlib > /dev/null || exit 1
+# one Python start (importing torch takes seconds): the GPU count, then the device and versions
+read -r NGPU INFO < <($PY -c 'import torch, triton; n = torch.cuda.device_count()
+print(n, f"({torch.cuda.get_device_name(0) if n else None}), torch {torch.__version__}, triton {triton.__version__}")')
+echo "gpus: $NGPU $INFO" | tee -a "$REPORT"
+if [ ! -f data/stdlib/train.bin ] || [ ! -f data/stdlib/val.bin ]; then  # carried along, or prepared here
+  $PY data/prepare.py stdlib > /dev/null || exit 1
+fi
 COMMON=(--dataset=stdlib --save_ckpt=False --eval_iters=1 --log_interval=1 --progress=False --compile=$COMPILE --la_backend=$LA_BACKEND)
 
 run() {  # run NAME ARGS...: one training run into $RUNS/NAME, log kept, failure reported but not fatal
@@ -49,6 +55,7 @@ table() {  # table NAME...: tok/s, MFU and peak memory of each run (mean over st
   $PY - "$RUNS" "$@" <<'EOF' | tee -a "$REPORT"
 import json, os, sys
 runs, names = sys.argv[1], sys.argv[2:]
+toks = {}
 print(f"{'run':<28} {'steps':>5} {'tok/s':>12} {'MFU':>7} {'peak GiB':>9} {'last loss':>10}  note")
 for n in names:
     path = os.path.join(runs, n, 'log.jsonl')
@@ -65,6 +72,11 @@ for n in names:
     note = os.path.join(runs, n, 'note')
     note = ' '.join(open(note).read().split()) if os.path.exists(note) else ''
     print(f"{n:<28} {len(steps):>5} {tok:>12,.0f} {mfu:>7} {mem:>9.1f} {steps[-1]['loss']:>10.4f}  {note}")
+    toks[n] = tok
+for n in names:  # each EDA run against the Transformer run of the same name
+    other = n.replace('_eda_', '_transformer_')
+    if '_eda_' in n and n in toks and other in toks:
+        print(f"tok/s {n} / {other}: {toks[n] / toks[other]:.2f}x")
 EOF
 }
 
@@ -78,6 +90,21 @@ if [ "$PART" = speed ] || [ "$PART" = all ]; then
   done
   echo "-- speed: ~125M EDA hybrid vs ~125M Transformer, 1 GPU (issue 5: EDA >= 0.9x at 4096, ahead at 16384)" | tee -a "$REPORT"
   table 125m_eda_T4096 125m_transformer_T4096 125m_eda_T16384 125m_transformer_T16384
+fi
+
+if [ "$PART" = profile ] || [ "$PART" = all ]; then
+  # per layer type (the layer vs its kernel alone), the whole step, and its GPU time by kernel kind
+  $PY bench.py --what=model_train 2>&1 | tee -a "$REPORT"
+fi
+
+if [ "$PART" = compile ] || [ "$PART" = all ]; then
+  # train.py's compile=True (each block compiled; the Triton kernels run between compiled graphs)
+  for mixer in eda transformer; do
+    run "125m_${mixer}_T4096_compile" $PY train.py config/eda_125m.py --mixer=$mixer "${COMMON[@]}" --compile=True \
+      --block_size=4096 --batch_size=8 --gradient_accumulation_steps=1 --max_iters=$STEPS --eval_interval=1000
+  done
+  echo "-- compile=True: ~125M EDA hybrid vs ~125M Transformer at T = 4096, 1 GPU" | tee -a "$REPORT"
+  table 125m_eda_T4096_compile 125m_transformer_T4096_compile
 fi
 
 if [ "$PART" = 2p5b ] || [ "$PART" = all ]; then
@@ -94,22 +121,32 @@ if [ "$PART" = 2p5b ] || [ "$PART" = all ]; then
 fi
 
 if { [ "$PART" = multi ] || [ "$PART" = all ]; } && [ "$NGPU" -ge 2 ]; then
-  # global batch 8 x 1024 x 4 micro-steps on every run; the logged loss is the global batch's mean
+  # global batch 8 x 1024 x 4 micro-steps on every run; the logged loss is the global batch's mean.
+  # learning_rate 6e-4, not the config's 3e-3: at 3e-3 two identical 1-GPU runs drifted apart by up to
+  # 2.6 nats within 20 steps (loss spikes amplify run-to-run noise; notes/train.md), too coarse a yardstick
   MULTI=(config/eda_125m.py "${COMMON[@]}" --block_size=1024 --batch_size=8 --gradient_accumulation_steps=4
-         --max_iters=20 --eval_interval=20 --warmup_iters=5 --lr_decay_iters=20)
+         --max_iters=20 --eval_interval=20 --warmup_iters=5 --lr_decay_iters=20 --learning_rate=6e-4)
   run one_gpu env CUDA_VISIBLE_DEVICES=0 $PY train.py "${MULTI[@]}"
+  # the same 1-GPU run again: its distance to the first is the noise floor (bf16, atomics in the kernels'
+  # backward, cuBLAS reduction order) that DDP / FSDP are judged against
+  run one_gpu_again env CUDA_VISIBLE_DEVICES=0 $PY train.py "${MULTI[@]}"
   run ddp_2gpu $PY -m torch.distributed.run --standalone --nproc_per_node=2 train.py "${MULTI[@]}" --parallel=ddp
   run fsdp_2gpu $PY -m torch.distributed.run --standalone --nproc_per_node=2 train.py "${MULTI[@]}" --parallel=fsdp
   echo "-- 20 steps, same global batch: 1 GPU vs 2-GPU DDP vs 2-GPU FSDP (losses should agree within bf16 noise)" | tee -a "$REPORT"
-  table one_gpu ddp_2gpu fsdp_2gpu
+  table one_gpu one_gpu_again ddp_2gpu fsdp_2gpu
   $PY - "$RUNS" <<'EOF' | tee -a "$REPORT"
 import json, os, sys
 def losses(n):
     p = os.path.join(sys.argv[1], n, 'log.jsonl')
     return {r['step']: r['loss'] for r in map(json.loads, open(p)) if 'loss' in r} if os.path.exists(p) else {}
 ref = losses('one_gpu')
-for n in ('ddp_2gpu', 'fsdp_2gpu'):
-    other = losses(n)
+names = ('one_gpu_again', 'ddp_2gpu', 'fsdp_2gpu')
+curves = {n: losses(n) for n in names}
+print(f"{'step':>4} {'one_gpu':>10}" + ''.join(f' {n:>14}' for n in names))
+for s in sorted(ref):
+    print(f'{s:>4} {ref[s]:>10.4f}' + ''.join(f' {curves[n][s]:>14.4f}' if s in curves[n] else f' {"":>14}' for n in names))
+for n in names:
+    other = curves[n]
     common = sorted(set(ref) & set(other))
     if not common:
         print(f'{n}: no steps to compare'); continue
