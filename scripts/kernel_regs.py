@@ -40,6 +40,8 @@ def signature(fn, consts):
 
 
 def resources(fn, consts, warps, stages):
+    params = inspect.signature(fn.fn).parameters
+    consts = {n: c for n, c in consts.items() if n in params}  # one table serves kernel versions that differ
     src = ASTSource(fn=fn, signature=signature(fn, consts), constexprs=consts)
     compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, num_stages=stages))
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
@@ -57,16 +59,16 @@ def main():
     K = V = 128
     BT = 2 * kernel.CHUNK_TOKENS
     BK = triton.next_power_of_2(K)
-    common = dict(H=H, HV=HV, K=K, BT=BT, BK=BK, EDA=True, DT=tl.bfloat16, PREC="tf32")
+    common = dict(H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BVP=64, EDA=True, DT=tl.bfloat16, PREC="tf32")
     SB = min(kernel.SUB_BLOCK, BT)
     kernels = {  # name: (jit function, constexprs, num_warps, num_stages), as kernel.py launches them
         "prep": (kernel._eda_prep_kernel, dict(common, SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=kernel._anchor_rows(True, BT),
                                                SCALAR_G=False, CHECK_G=True), kernel.PREP_WARPS, 1),
-        "fwd": (kernel._eda_fwd_kernel, dict(common, V=V, BV=kernel.FWD_BV, HAS_H0=True, STORE_HT=True, STORE_HS=True),
+        "fwd": (kernel._eda_fwd_kernel, dict(common, BV=kernel.FWD_BV, HAS_H0=True, STORE_HT=True, STORE_HS=True),
                 kernel.FWD_WARPS, kernel.FWD_STAGES),
-        "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, V=V, BV=kernel.DH_BV, HAS_DHT=True, STORE_DH0=True),
+        "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, BV=kernel.DH_BV, HAS_DHT=True, STORE_DH0=True),
                    kernel.DH_WARPS, kernel.DH_STAGES),
-        "bwd_state": (kernel._eda_bwd_state_kernel, dict(common, V=V, BV=kernel.BWD_BV, ATOMIC_QK=False, ATOMIC_V=False),
+        "bwd_state": (kernel._eda_bwd_state_kernel, dict(common, BV=kernel.BWD_BV, ATOMIC_QK=False, ATOMIC_V=False),
                       kernel.BWD_WARPS, kernel.BWD_STAGES),
         "bwd_intra": (kernel._eda_bwd_intra_kernel, dict(common, AB=kernel._anchor_rows(True, BT), SCALAR_G=False,
                                                          ATOMIC_QK=False), kernel.INTRA_WARPS, 1),
