@@ -411,41 +411,32 @@ def _scatter(dq, dk, de, dg, dbeta, dgamma, dqq, dkk, dgg, db, row_bt, wrow, ero
              H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, EDA: tl.constexpr,
              ATOMIC_QK: tl.constexpr, ATOMIC_H: tl.constexpr, ADD: tl.constexpr):
     """Sub-step gradients to the token tensors: write rows -> q, k, beta; erase rows -> e, gamma; g on the
-    rows that carry the decay. ATOMIC_*: add atomically (rows shared with other programs); else ADD:
-    read-add-write (rows owned by this program), or a plain store (the first writer)."""
+    rows that carry the decay. ATOMIC_QK (q, k) / ATOMIC_H (per value head): add atomically (rows shared
+    with other programs); else ADD: read-add-write (rows owned by this program), or a plain store (the
+    first writer)."""
     off_qk = (row_bt * H + i_h)[:, None] * K + ck[None, :]
     off_hk = (row_bt * HV + i_hv)[:, None] * K + ck[None, :]
     off_b = row_bt * HV + i_hv
     m_w = wrow[:, None] & mk[None, :]
     m_e = erow[:, None] & mk[None, :]
-    m_g = m_e if EDA else m_w
-    if ATOMIC_QK:
-        tl.atomic_add(dq + off_qk, dqq, mask=m_w)
-        tl.atomic_add(dk + off_qk, dkk, mask=m_w)
+    _put(dq + off_qk, dqq, m_w, ATOMIC_QK, ADD)
+    _put(dk + off_qk, dkk, m_w, ATOMIC_QK, ADD)
+    _put(dbeta + off_b, db, wrow, ATOMIC_H, ADD)
+    _put(dg + off_hk, dgg, m_e if EDA else m_w, ATOMIC_H, ADD)
+    if EDA:
+        _put(de + off_hk, dkk, m_e, ATOMIC_H, ADD)
+        _put(dgamma + off_b, db, erow, ATOMIC_H, ADD)
+
+
+@triton.jit
+def _put(ptr, x, mask, ATOMIC: tl.constexpr, ADD: tl.constexpr):
+    """x to ptr: atomic add, read-add-write, or store (see _scatter)."""
+    if ATOMIC:
+        tl.atomic_add(ptr, x, mask=mask)
     elif ADD:
-        tl.store(dq + off_qk, tl.load(dq + off_qk, mask=m_w, other=0.) + dqq, mask=m_w)
-        tl.store(dk + off_qk, tl.load(dk + off_qk, mask=m_w, other=0.) + dkk, mask=m_w)
+        tl.store(ptr, tl.load(ptr, mask=mask, other=0.) + x, mask=mask)
     else:
-        tl.store(dq + off_qk, dqq, mask=m_w)
-        tl.store(dk + off_qk, dkk, mask=m_w)
-    if ATOMIC_H:
-        tl.atomic_add(dbeta + off_b, db, mask=wrow)
-        tl.atomic_add(dg + off_hk, dgg, mask=m_g)
-        if EDA:
-            tl.atomic_add(de + off_hk, dkk, mask=m_e)
-            tl.atomic_add(dgamma + off_b, db, mask=erow)
-    elif ADD:
-        tl.store(dbeta + off_b, tl.load(dbeta + off_b, mask=wrow, other=0.) + db, mask=wrow)
-        tl.store(dg + off_hk, tl.load(dg + off_hk, mask=m_g, other=0.) + dgg, mask=m_g)
-        if EDA:
-            tl.store(de + off_hk, tl.load(de + off_hk, mask=m_e, other=0.) + dkk, mask=m_e)
-            tl.store(dgamma + off_b, tl.load(dgamma + off_b, mask=erow, other=0.) + db, mask=erow)
-    else:
-        tl.store(dbeta + off_b, db, mask=wrow)
-        tl.store(dg + off_hk, dgg, mask=m_g)
-        if EDA:
-            tl.store(de + off_hk, dkk, mask=m_e)
-            tl.store(dgamma + off_b, db, mask=erow)
+        tl.store(ptr, x, mask=mask)
 
 
 @triton.jit
