@@ -375,8 +375,8 @@ def _eda_bwd_state_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq
                           dLs, dQks, scale, T, NT,
                           H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
                           BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
-                          ATOMIC_QK: tl.constexpr, ATOMIC_V: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """Backward, part 1 of a chunk (and a V-block): everything that touches values or the state. The chunk's
+                          ATOMIC_QK: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+    """Backward, part 1 of a chunk (V in blocks of BV, looped inside the program): everything that touches values or the state. The chunk's
     forward is recomputed from S_0 (forward store), T and Qk (prep store), R = V' - (exp(G) K') S_0:
         U = T diag(b') R,  dU = Qk^T dO + (exp(G_C - G) K') dS_C,  dX = T^T dU,  dV' = b' dX,
         dL = -StrictTril(dX U^T),  dQk = Tril(dO U^T)   (stored for part 2, summed over V-blocks),
@@ -385,15 +385,9 @@ def _eda_bwd_state_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq
     It initialises (plain stores) or adds to (atomics, when V-blocks or grouped heads share a row) the
     gradient buffers; part 2 adds the in-chunk terms."""
     c = tl.program_id(0)
-    i_v = tl.program_id(1)
-    i_bh = tl.program_id(2)
+    i_bh = tl.program_id(1)
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
     r = tl.arange(0, BT)
-    ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
-    off_s += (i_bh.to(tl.int64) * NT + c) * K * V
-    # S_0 and dS_C only feed products: kept in the dot dtype (as stored), never as fp32 tiles (registers)
-    Sd = tl.load(hs + off_s, mask=m_s, other=0.).to(DT)
-    dSd = tl.load(dhs + off_s, mask=m_s, other=0.).to(DT)
     kk, qq, bb, G, row_bt, wrow, erow = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
                                                     H, HV, K, BT, BK, EDA)
     off_t = (i_bh.to(tl.int64) * NT + c) * BT * BT + r[:, None] * BT + r[None, :]
@@ -402,40 +396,54 @@ def _eda_bwd_state_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq
     GN = _row(G, r, BT - 1)
     eG = tl.exp(G)
     eNG = tl.exp(GN[None, :] - G)
-    off_v = (row_bt * HV + i_hv)[:, None] * V + cv[None, :]
-    m_v = wrow[:, None] & mv[None, :]
-    vv = tl.load(v + off_v, mask=m_v, other=0.).to(tl.float32)
-    R = vv - tl.dot((kk * eG).to(DT), Sd, input_precision=PREC)
-    U = tl.dot(Tm, (bb[:, None] * R).to(DT), input_precision=PREC)
-    Ud = U.to(DT)
-    dOd = tl.load(do + off_v, mask=m_v, other=0.).to(DT)
-    dU = tl.dot(tl.trans(Qk), dOd, input_precision=PREC) + tl.dot((kk * eNG).to(DT), dSd, input_precision=PREC)
-    dX = tl.dot(tl.trans(Tm), dU.to(DT), input_precision=PREC)
-    db = tl.sum(dX * R, axis=1)
-    dR = bb[:, None] * dX
-    if ATOMIC_V:
-        tl.atomic_add(dv + off_v, dR, mask=m_v)
-    else:
+    kg = (kk * eG).to(DT)
+    kn = (kk * eNG).to(DT)
+    # the K-side results accumulate over the V-blocks of this program (no atomics between programs)
+    pos = tl.zeros([BT, BK], dtype=tl.float32)
+    neg = tl.zeros([BT, BK], dtype=tl.float32)
+    dqq = tl.zeros([BT, BK], dtype=tl.float32)
+    dL = tl.zeros([BT, BT], dtype=tl.float32)
+    dQk = tl.zeros([BT, BT], dtype=tl.float32)
+    db = tl.zeros([BT], dtype=tl.float32)
+    sds = tl.zeros([BK], dtype=tl.float32)
+    for i_v in range(tl.cdiv(V, BV)):
+        ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
+        off_s += (i_bh.to(tl.int64) * NT + c) * K * V
+        # S_0 and dS_C only feed products: kept in the dot dtype (as stored), never as fp32 tiles
+        Sd = tl.load(hs + off_s, mask=m_s, other=0.).to(DT)
+        dSd = tl.load(dhs + off_s, mask=m_s, other=0.).to(DT)
+        off_v = (row_bt * HV + i_hv)[:, None] * V + cv[None, :]
+        m_v = wrow[:, None] & mv[None, :]
+        vv = tl.load(v + off_v, mask=m_v, other=0.).to(tl.float32)
+        R = vv - tl.dot(kg, Sd, input_precision=PREC)
+        Ud = tl.dot(Tm, (bb[:, None] * R).to(DT), input_precision=PREC).to(DT)
+        dOd = tl.load(do + off_v, mask=m_v, other=0.).to(DT)
+        dU = tl.dot(tl.trans(Qk), dOd, input_precision=PREC) + tl.dot(kn, dSd, input_precision=PREC)
+        dX = tl.dot(tl.trans(Tm), dU.to(DT), input_precision=PREC)
+        db += tl.sum(dX * R, axis=1)
+        dR = bb[:, None] * dX
         tl.store(dv + off_v, dR.to(dv.dtype.element_ty), mask=m_v)
-    dL = tl.where(r[:, None] > r[None, :], -tl.dot(dX.to(DT), tl.trans(Ud), input_precision=PREC), 0.)
-    dQk = tl.where(r[:, None] >= r[None, :], tl.dot(dOd, tl.trans(Ud), input_precision=PREC), 0.)
-    if ATOMIC_V:
-        tl.atomic_add(dLs + off_t, dL)
-        tl.atomic_add(dQks + off_t, dQk)
-    else:
-        tl.store(dLs + off_t, dL)
-        tl.store(dQks + off_t, dQk)
+        dL += tl.dot(dX.to(DT), tl.trans(Ud), input_precision=PREC)
+        dQk += tl.dot(dOd, tl.trans(Ud), input_precision=PREC)
+        pos += tl.dot(dR.to(DT), tl.trans(Sd), input_precision=PREC)
+        neg += tl.dot(Ud, tl.trans(dSd), input_precision=PREC)
+        dqq += tl.dot(dOd, tl.trans(Sd), input_precision=PREC)
+        sds += tl.sum(Sd.to(tl.float32) * dSd.to(tl.float32), axis=1)
+    tl.store(dLs + off_t, tl.where(r[:, None] > r[None, :], -dL, 0.))
+    tl.store(dQks + off_t, tl.where(r[:, None] >= r[None, :], dQk, 0.))
     # through S_0 (R = V' - exp(G) K' S_0, O = exp(G) Q' S_0) and S_C (S_C = ... + (exp(G_C - G) K')^T U)
-    pos = -tl.dot(dR.to(DT), tl.trans(Sd), input_precision=PREC) * eG   # d/dk' via exp(+G)
-    neg = tl.dot(Ud, tl.trans(dSd), input_precision=PREC) * eNG         # d/dk' via exp(-G)
-    dqq = tl.dot(dOd, tl.trans(Sd), input_precision=PREC) * eG
+    ck = tl.arange(0, BK)
+    mk = ck < K
+    pos = -pos * eG   # d/dk' via exp(+G)
+    neg = neg * eNG   # d/dk' via exp(-G)
+    dqq = dqq * eG
     dkk = pos + neg
     dG = kk * (pos - neg) + qq * dqq
-    dGN = tl.exp(GN) * tl.sum(Sd.to(tl.float32) * dSd.to(tl.float32), axis=1) + tl.sum(neg * kk, axis=0)
+    dGN = tl.exp(GN) * sds + tl.sum(neg * kk, axis=0)
     dG = dG + tl.where(r[:, None] == BT - 1, dGN[None, :], 0.)
     dgg = tl.sum(dG, axis=0)[None, :] - tl.cumsum(dG, axis=0) + dG  # G = cumsum(g'): reverse cumsum
     _scatter(dq, dk, de, dg, dbeta, dgamma, dqq * scale, dkk, dgg, db, row_bt, wrow, erow, i_h, i_hv, ck, mk,
-             H, HV, K, EDA, ATOMIC_QK, ATOMIC_V, False)
+             H, HV, K, EDA, ATOMIC_QK, False, False)
 
 
 @triton.jit
@@ -630,7 +638,7 @@ def _blocks(K, V, bv, programs=None):
 PREP_WARPS, SUB_BLOCK = 4, 8
 FWD_BV, FWD_WARPS, FWD_STAGES = 128, 8, 2
 DH_BV, DH_WARPS, DH_STAGES = 128, 8, 2
-BWD_BV, BWD_WARPS, BWD_STAGES = 128, 8, 1
+BWD_BV, BWD_WARPS, BWD_STAGES = 64, 8, 1
 INTRA_WARPS = 4
 FILL_PROGRAMS = 64  # sequential walks: narrow the V-blocks while fewer programs than this would run
 
@@ -715,29 +723,25 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, TQ, do, dht, need_dh0, chunk_tok
     # part 2 (in-chunk terms, K side only). Part 1 initialises the gradient buffers with plain stores when
     # every row has one writer; atomics (on zeroed buffers) when V-blocks or grouped heads share rows.
     _, BV = _blocks(K, V, BWD_BV)
-    NV = triton.cdiv(V, BV)
-    atomic_v = NV > 1
-    atomic_qk = atomic_v or HV > H
+    atomic_qk = HV > H
     new = torch.zeros if atomic_qk else torch.empty
     dq, dk = new(B, T, H, K, **f32), new(B, T, H, K, **f32)
-    newh = torch.zeros if atomic_v else torch.empty
-    dg = newh(B, T, HV, K, **f32)
-    dbeta = newh(B, T, HV, **f32)
-    de = newh(B, T, HV, K, **f32) if eda else None
-    dgamma = newh(B, T, HV, **f32) if eda else None
-    dv = torch.zeros(v.shape, **f32) if atomic_v else torch.empty_like(v)
-    dL, dQk = newh(B * HV, NT, BT, BT, **f32), newh(B * HV, NT, BT, BT, **f32)
+    dg = torch.empty(B, T, HV, K, **f32)
+    dbeta = torch.empty(B, T, HV, **f32)
+    de = torch.empty(B, T, HV, K, **f32) if eda else None
+    dgamma = torch.empty(B, T, HV, **f32) if eda else None
+    dv = torch.empty_like(v)
+    dL, dQk = torch.empty(B * HV, NT, BT, BT, **f32), torch.empty(B * HV, NT, BT, BT, **f32)
     e_, gm_ = (e, gamma) if eda else (k, beta)
-    _eda_bwd_state_kernel[(NT, NV, B * HV)](
+    _eda_bwd_state_kernel[(NT, B * HV)](
         q, k, v, e_, g, beta, gm_, Tm, Qk, hs, dhs, do,
         dq, dk, dv, de if eda else dq, dg, dbeta, dgamma if eda else dbeta, dL, dQk, scale, T, NT,
-        H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, ATOMIC_QK=atomic_qk, ATOMIC_V=atomic_v,
+        H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, ATOMIC_QK=atomic_qk,
         DT=DT, PREC=PREC, num_warps=BWD_WARPS, num_stages=BWD_STAGES)
     _eda_bwd_intra_kernel[(NT, B * HV)](
         q, k, e_, g, beta, gm_, dL, dQk, dq, dk, de if eda else dq, dg, dbeta, dgamma if eda else dbeta,
         scale, T, NT, H=H, HV=HV, K=K, BT=BT, BK=BK, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
         ATOMIC_QK=HV > H, DT=DT, PREC=PREC, num_warps=INTRA_WARPS)
-    dv = dv.to(v.dtype)
     return dq, dk, dv, de, dg, dbeta, dgamma, dh0
 
 

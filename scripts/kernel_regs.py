@@ -1,0 +1,85 @@
+"""
+Registers and spills of kernel.py's Triton kernels, compiled for Hopper (sm_90a) on a machine without a GPU.
+
+    python scripts/kernel_regs.py                      # every kernel, EDA, bf16, K = V = 128, module settings
+    python scripts/kernel_regs.py --warps=4 fwd        # one kernel, other num_warps
+
+Prints cuobjdump's resource line per kernel (REG: registers per thread, STACK: bytes per thread, mostly
+spills). At 255 registers x 256 threads one program fills an SM's register file; STACK > 0 means local-memory
+traffic inside the loop. A way to compare kernel versions before spending device time: the figures come from
+the local Triton (the device's may allocate differently), and they say nothing about time.
+"""
+import inspect
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton's default (and the device's); silences a warning
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+import kernel  # noqa: E402
+
+FP32_POINTERS = {"g", "gmin", "ht", "h0", "dht", "dh0", "dq", "dk", "dg", "de", "dbeta", "dgamma", "dLs", "dQks",
+                 "s_in", "s_out"}
+SCALARS = {"scale": "fp32", "T": "i32", "NT": "i32"}
+
+
+def signature(fn, consts):
+    sig = {}
+    for p in inspect.signature(fn.fn).parameters:
+        if p in consts:
+            sig[p] = "constexpr"
+        else:
+            sig[p] = SCALARS.get(p, "*fp32" if p in FP32_POINTERS else "*bf16")
+    return sig
+
+
+def resources(fn, consts, warps, stages):
+    params = inspect.signature(fn.fn).parameters
+    consts = {n: c for n, c in consts.items() if n in params}  # one table serves kernel versions that differ
+    src = ASTSource(fn=fn, signature=signature(fn, consts), constexprs=consts)
+    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, num_stages=stages))
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+        f.write(compiled.asm["cubin"])
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    out = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+    os.unlink(f.name)
+    return next((line.strip() for line in out.splitlines() if "REG:" in line), out.strip()[-300:])
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    warps = next((int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--warps=")), None)
+    H = HV = 16
+    K = V = 128
+    BT = 2 * kernel.CHUNK_TOKENS
+    BK = triton.next_power_of_2(K)
+    common = dict(H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BVP=64, EDA=True, DT=tl.bfloat16, PREC="tf32")
+    SB = min(kernel.SUB_BLOCK, BT)
+    kernels = {  # name: (jit function, constexprs, num_warps, num_stages), as kernel.py launches them
+        "prep": (kernel._eda_prep_kernel, dict(common, SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=kernel._anchor_rows(True, BT),
+                                               SCALAR_G=False, CHECK_G=True), kernel.PREP_WARPS, 1),
+        "fwd": (kernel._eda_fwd_kernel, dict(common, BV=kernel.FWD_BV, HAS_H0=True, STORE_HT=True, STORE_HS=True),
+                kernel.FWD_WARPS, kernel.FWD_STAGES),
+        "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, BV=kernel.DH_BV, HAS_DHT=True, STORE_DH0=True),
+                   kernel.DH_WARPS, kernel.DH_STAGES),
+        "bwd_state": (kernel._eda_bwd_state_kernel, dict(common, BV=kernel.BWD_BV, ATOMIC_QK=False, ATOMIC_V=False),
+                      kernel.BWD_WARPS, kernel.BWD_STAGES),
+        "bwd_intra": (kernel._eda_bwd_intra_kernel, dict(common, AB=kernel._anchor_rows(True, BT), SCALAR_G=False,
+                                                         ATOMIC_QK=False), kernel.INTRA_WARPS, 1),
+    }
+    print(f"triton {triton.__version__}, sm_90a, EDA bf16, K = V = {K}, chunk {kernel.CHUNK_TOKENS} tokens (BT = {BT})")
+    for name, (fn, consts, w, s) in kernels.items():
+        if args and name not in args:
+            continue
+        w = warps or w
+        print(f"{name:10s} warps {w} stages {s}: {resources(fn, consts, w, s)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
