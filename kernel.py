@@ -14,11 +14,13 @@ Design (chunked training kernels, Sec. 3.4):
   (1) `_eda_prep_kernel`, one program per chunk (fully parallel): the state-free part of a chunk, the
       UT transform's inverse T = (I + StrictTril(diag(b') A))^-1 (Eq. ut_transformation with the inverse
       made explicit, NOTES.md; forward substitution in 8-row blocks, then exact block merges) and
-      Qk = Tril(Q' Gamma K'^T), stored as [BT, BT] per chunk (small: 2 BT^2 per chunk).
+      Qk = Tril(Q' Gamma K'^T), stored as [BT, BT] per chunk (small: 2 BT^2 per chunk, kept for the
+      backward); and the walk's operands (Eq. wy_representation), freed after the forward:
+      W = T diag(b') exp(G) K', U_0 = T diag(b') V', Ke = exp(G_C - G) K', Qg = exp(G) Q', exp(G_C).
   (2) `_eda_fwd_kernel`, one program per (batch x value head, V-block), walks the chunks carrying the
       state S (K x BV, fp32) in registers (Eq. chunk_wise_eda) with matrix products only:
-          U = T diag(b') (V' - (exp(G) K') S_0)        (what each sub-step writes, Eq. wy_representation)
-          O = (exp(G) Q') S_0 + Qk U,   S_C = exp(G_C) S_0 + (exp(G_C - G) K')^T U.
+          U = U_0 - W S_0                              (what each sub-step writes)
+          O = Qg S_0 + Qk U,   S_C = exp(G_C) S_0 + Ke^T U.
       It stores S_0 of every chunk (input dtype) for the backward.
 - Backward, three launches: (3) `_eda_bwd_dh_kernel` walks the chunks in reverse for the state gradient
   alone (the chunk map is affine in S_0, so dS_0 = exp(G_C) dS_C + (exp(G) Q')^T dO - (exp(G) K')^T dR
@@ -224,14 +226,18 @@ def _cross_block(kk, qq, G, r, I: tl.constexpr, AB: tl.constexpr):
 
 
 @triton.jit
-def _eda_prep_kernel(q, k, e, g, beta, gamma, Tout, Qkout, gmin, scale, T, NT,
-                     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr,
-                     BT: tl.constexpr, BK: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr, AB: tl.constexpr,
-                     EDA: tl.constexpr, SCALAR_G: tl.constexpr, CHECK_G: tl.constexpr,
+def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout, Qgout, eGNout, gmin,
+                     scale, T, NT,
+                     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+                     BT: tl.constexpr, BK: tl.constexpr, BVP: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr,
+                     AB: tl.constexpr, EDA: tl.constexpr, SCALAR_G: tl.constexpr, CHECK_G: tl.constexpr,
                      DT: tl.constexpr, PREC: tl.constexpr):
-    """Everything of a chunk that does not depend on the state: the UT transform's inverse
-    T = (I + StrictTril(diag(b') A))^-1 and Qk = Tril(Q' Gamma K'^T), stored [BT, BT] per chunk.
-    Fully parallel over chunks, so the sequential loop is left with matrix products only.
+    """Everything of a chunk that does not depend on the state, fully parallel over chunks:
+    the UT transform's inverse T = (I + StrictTril(diag(b') A))^-1 and Qk = Tril(Q' Gamma K'^T) ([BT, BT],
+    kept for the backward), and what the forward walk multiplies with the state (its WY form, Eq.
+    wy_representation): W = T diag(b') exp(G) K', U_0 = T diag(b') V', Ke = exp(G_C - G) K', Qg = exp(G) Q'
+    and exp(G_C). The walk is then U = U_0 - W S_0, O = Qg S_0 + Qk U, S_C = exp(G_C) S_0 + Ke^T U: matrix
+    products only, no decay arithmetic.
     CHECK_G: also store the chunk's smallest log decay (the wrapper rejects g < G_MIN), which saves the
     wrapper a separate pass over g."""
     c = tl.program_id(0)
@@ -245,52 +251,78 @@ def _eda_prep_kernel(q, k, e, g, beta, gamma, Tout, Qkout, gmin, scale, T, NT,
     off = (i_bh.to(tl.int64) * NT + c) * BT * BT + r[:, None] * BT + r[None, :]
     tl.store(Tout + off, Tm.to(Tout.dtype.element_ty))
     tl.store(Qkout + off, Qk.to(Qkout.dtype.element_ty))
+    # the walk's operands, [BT, K] / [BT, V] per chunk (transient: the forward frees them)
+    ck = tl.arange(0, BK)
+    base = i_bh.to(tl.int64) * NT + c
+    off_k = base * BT * K + r[:, None] * K + ck[None, :]
+    m_k = (ck < K)[None, :] & (r >= 0)[:, None]
+    eG = tl.exp(G)
+    Td = Tm.to(DT)
+    W = tl.dot(Td, (bb[:, None] * kk * eG).to(DT), input_precision=PREC)
+    tl.store(Wout + off_k, W.to(Wout.dtype.element_ty), mask=m_k)
+    tl.store(Keout + off_k, (kk * tl.exp(GN[None, :] - G)).to(Keout.dtype.element_ty), mask=m_k)
+    tl.store(Qgout + off_k, (qq * eG).to(Qgout.dtype.element_ty), mask=m_k)
+    tl.store(eGNout + base * K + ck, tl.exp(GN), mask=ck < K)
+    for i_v in tl.static_range(triton.cdiv(V, BVP)):  # U_0 = T diag(b') V', V in blocks
+        cv = i_v * BVP + tl.arange(0, BVP)
+        mv = cv < V
+        vv = tl.load(v + (row_bt * HV + i_hv)[:, None] * V + cv[None, :], mask=wrow[:, None] & mv[None, :],
+                     other=0.).to(tl.float32)
+        U0 = tl.dot(Td, (bb[:, None] * vv).to(DT), input_precision=PREC)
+        tl.store(U0out + base * BT * V + r[:, None] * V + cv[None, :], U0.to(U0out.dtype.element_ty),
+                 mask=(r >= 0)[:, None] & mv[None, :])
     if CHECK_G:
         tok = c * (BT // 2 if EDA else BT) + tl.arange(0, BT // 2 if EDA else BT)
-        ck = tl.arange(0, BK)
         off_g = ((i_b.to(tl.int64) * T + tok) * HV + i_hv)[:, None] * K + ck[None, :]
         gg = tl.load(g + off_g, mask=(tok < T)[:, None] & (ck < K)[None, :], other=0.)
         tl.store(gmin + i_bh.to(tl.int64) * NT + c, tl.min(tl.min(gg, axis=1), axis=0).to(tl.float32))
 
 
 @triton.jit
-def _eda_fwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, h0, o, ht, hs, scale, T, NT,
-                    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT,
+                    HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
                     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
                     HAS_H0: tl.constexpr, STORE_HT: tl.constexpr, STORE_HS: tl.constexpr,
                     DT: tl.constexpr, PREC: tl.constexpr):
-    """One program per (V-block, batch x value head): the chunk loop of Eq. chunk_wise_eda,
-        U = T diag(b') (V' - (exp(G) K') S_0),  O = (exp(G) Q') S_0 + Qk U,
-        S_C = exp(G_C) S_0 + (exp(G_C - G) K')^T U."""
+    """One program per (V-block, batch x value head): the chunk loop of Eq. chunk_wise_eda on the prep
+    kernel's operands,
+        U = U_0 - W S_0,  O = Qg S_0 + Qk U,  S_C = exp(G_C) S_0 + Ke^T U."""
     i_v = tl.program_id(0)
     i_bh = tl.program_id(1)
-    i_b, i_hv, i_h = _heads(i_bh, H, HV)
+    i_b, i_hv, _ = _heads(i_bh, HV, HV)
     r = tl.arange(0, BT)
     ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
+    m_k = (r >= 0)[:, None] & mk[None, :]
+    m_u = (r >= 0)[:, None] & mv[None, :]
+    if EDA:  # outputs at the write sub-steps (odd rows) only
+        tok = r // 2
+        is_w = (r % 2) == 1
+    else:
+        tok = r
+        is_w = r >= 0
     S = tl.zeros([BK, BV], dtype=tl.float32)
     if HAS_H0:
         S = tl.load(h0 + i_bh.to(tl.int64) * K * V + off_s, mask=m_s, other=0.).to(tl.float32)
     for c in range(NT):
         if STORE_HS:  # S_0 of every chunk, for the backward
             tl.store(hs + (i_bh.to(tl.int64) * NT + c) * K * V + off_s, S.to(hs.dtype.element_ty), mask=m_s)
-        kk, qq, bb, G, row_bt, wrow, erow = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
-                                                        H, HV, K, BT, BK, EDA)
-        off_t = (i_bh.to(tl.int64) * NT + c) * BT * BT + r[:, None] * BT + r[None, :]
-        Tm = tl.load(Tin + off_t)
-        Qk = tl.load(Qkin + off_t)
-        off_v = (row_bt * HV + i_hv)[:, None] * V + cv[None, :]
-        m_v = wrow[:, None] & mv[None, :]
-        vv = tl.load(v + off_v, mask=m_v, other=0.).to(tl.float32)
-        GN = _row(G, r, BT - 1)
-        eG = tl.exp(G)
+        base = i_bh.to(tl.int64) * NT + c
+        off_k = base * BT * K + r[:, None] * K + ck[None, :]
+        W = tl.load(Win + off_k, mask=m_k, other=0.).to(DT)
+        Ke = tl.load(Kein + off_k, mask=m_k, other=0.).to(DT)
+        Qg = tl.load(Qgin + off_k, mask=m_k, other=0.).to(DT)
+        U0 = tl.load(U0in + base * BT * V + r[:, None] * V + cv[None, :], mask=m_u, other=0.).to(tl.float32)
+        Qk = tl.load(Qkin + base * BT * BT + r[:, None] * BT + r[None, :]).to(DT)
+        eGN = tl.load(eGNin + base * K + ck, mask=mk, other=0.)
         Sd = S.to(DT)
-        R = vv - tl.dot((kk * eG).to(DT), Sd, input_precision=PREC)
-        U = tl.dot(Tm.to(DT), (bb[:, None] * R).to(DT), input_precision=PREC)
+        U = U0 - tl.dot(W, Sd, input_precision=PREC)
         Ud = U.to(DT)
-        out = tl.dot((qq * eG).to(DT), Sd, input_precision=PREC) + tl.dot(Qk.to(DT), Ud, input_precision=PREC)
-        tl.store(o + off_v, out.to(o.dtype.element_ty), mask=m_v)  # outputs only at write sub-steps
-        Ke = kk * tl.exp(GN[None, :] - G)
-        S = S * tl.exp(GN)[:, None] + tl.dot(tl.trans(Ke.to(DT)), Ud, input_precision=PREC)
+        out = tl.dot(Qg, Sd, input_precision=PREC) + tl.dot(Qk, Ud, input_precision=PREC)
+        t_abs = c * (BT // 2 if EDA else BT) + tok
+        m_o = (is_w & (t_abs < T))[:, None] & mv[None, :]
+        tl.store(o + ((i_b.to(tl.int64) * T + t_abs) * HV + i_hv)[:, None] * V + cv[None, :],
+                 out.to(o.dtype.element_ty), mask=m_o)
+        S = S * eGN[:, None] + tl.dot(tl.trans(Ke), Ud, input_precision=PREC)
     if STORE_HT:
         tl.store(ht + i_bh.to(tl.int64) * K * V + off_s, S, mask=m_s)
 
@@ -343,8 +375,8 @@ def _eda_bwd_state_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq
                           dLs, dQks, scale, T, NT,
                           H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
                           BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
-                          ATOMIC_QK: tl.constexpr, ATOMIC_V: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """Backward, part 1 of a chunk (and a V-block): everything that touches values or the state. The chunk's
+                          ATOMIC_QK: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+    """Backward, part 1 of a chunk (V in blocks of BV, looped inside the program): everything that touches values or the state. The chunk's
     forward is recomputed from S_0 (forward store), T and Qk (prep store), R = V' - (exp(G) K') S_0:
         U = T diag(b') R,  dU = Qk^T dO + (exp(G_C - G) K') dS_C,  dX = T^T dU,  dV' = b' dX,
         dL = -StrictTril(dX U^T),  dQk = Tril(dO U^T)   (stored for part 2, summed over V-blocks),
@@ -353,15 +385,9 @@ def _eda_bwd_state_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq
     It initialises (plain stores) or adds to (atomics, when V-blocks or grouped heads share a row) the
     gradient buffers; part 2 adds the in-chunk terms."""
     c = tl.program_id(0)
-    i_v = tl.program_id(1)
-    i_bh = tl.program_id(2)
+    i_bh = tl.program_id(1)
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
     r = tl.arange(0, BT)
-    ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
-    off_s += (i_bh.to(tl.int64) * NT + c) * K * V
-    # S_0 and dS_C only feed products: kept in the dot dtype (as stored), never as fp32 tiles (registers)
-    Sd = tl.load(hs + off_s, mask=m_s, other=0.).to(DT)
-    dSd = tl.load(dhs + off_s, mask=m_s, other=0.).to(DT)
     kk, qq, bb, G, row_bt, wrow, erow = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
                                                     H, HV, K, BT, BK, EDA)
     off_t = (i_bh.to(tl.int64) * NT + c) * BT * BT + r[:, None] * BT + r[None, :]
@@ -370,40 +396,54 @@ def _eda_bwd_state_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq
     GN = _row(G, r, BT - 1)
     eG = tl.exp(G)
     eNG = tl.exp(GN[None, :] - G)
-    off_v = (row_bt * HV + i_hv)[:, None] * V + cv[None, :]
-    m_v = wrow[:, None] & mv[None, :]
-    vv = tl.load(v + off_v, mask=m_v, other=0.).to(tl.float32)
-    R = vv - tl.dot((kk * eG).to(DT), Sd, input_precision=PREC)
-    U = tl.dot(Tm, (bb[:, None] * R).to(DT), input_precision=PREC)
-    Ud = U.to(DT)
-    dOd = tl.load(do + off_v, mask=m_v, other=0.).to(DT)
-    dU = tl.dot(tl.trans(Qk), dOd, input_precision=PREC) + tl.dot((kk * eNG).to(DT), dSd, input_precision=PREC)
-    dX = tl.dot(tl.trans(Tm), dU.to(DT), input_precision=PREC)
-    db = tl.sum(dX * R, axis=1)
-    dR = bb[:, None] * dX
-    if ATOMIC_V:
-        tl.atomic_add(dv + off_v, dR, mask=m_v)
-    else:
+    kg = (kk * eG).to(DT)
+    kn = (kk * eNG).to(DT)
+    # the K-side results accumulate over the V-blocks of this program (no atomics between programs)
+    pos = tl.zeros([BT, BK], dtype=tl.float32)
+    neg = tl.zeros([BT, BK], dtype=tl.float32)
+    dqq = tl.zeros([BT, BK], dtype=tl.float32)
+    dL = tl.zeros([BT, BT], dtype=tl.float32)
+    dQk = tl.zeros([BT, BT], dtype=tl.float32)
+    db = tl.zeros([BT], dtype=tl.float32)
+    sds = tl.zeros([BK], dtype=tl.float32)
+    for i_v in range(tl.cdiv(V, BV)):
+        ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
+        off_s += (i_bh.to(tl.int64) * NT + c) * K * V
+        # S_0 and dS_C only feed products: kept in the dot dtype (as stored), never as fp32 tiles
+        Sd = tl.load(hs + off_s, mask=m_s, other=0.).to(DT)
+        dSd = tl.load(dhs + off_s, mask=m_s, other=0.).to(DT)
+        off_v = (row_bt * HV + i_hv)[:, None] * V + cv[None, :]
+        m_v = wrow[:, None] & mv[None, :]
+        vv = tl.load(v + off_v, mask=m_v, other=0.).to(tl.float32)
+        R = vv - tl.dot(kg, Sd, input_precision=PREC)
+        Ud = tl.dot(Tm, (bb[:, None] * R).to(DT), input_precision=PREC).to(DT)
+        dOd = tl.load(do + off_v, mask=m_v, other=0.).to(DT)
+        dU = tl.dot(tl.trans(Qk), dOd, input_precision=PREC) + tl.dot(kn, dSd, input_precision=PREC)
+        dX = tl.dot(tl.trans(Tm), dU.to(DT), input_precision=PREC)
+        db += tl.sum(dX * R, axis=1)
+        dR = bb[:, None] * dX
         tl.store(dv + off_v, dR.to(dv.dtype.element_ty), mask=m_v)
-    dL = tl.where(r[:, None] > r[None, :], -tl.dot(dX.to(DT), tl.trans(Ud), input_precision=PREC), 0.)
-    dQk = tl.where(r[:, None] >= r[None, :], tl.dot(dOd, tl.trans(Ud), input_precision=PREC), 0.)
-    if ATOMIC_V:
-        tl.atomic_add(dLs + off_t, dL)
-        tl.atomic_add(dQks + off_t, dQk)
-    else:
-        tl.store(dLs + off_t, dL)
-        tl.store(dQks + off_t, dQk)
+        dL += tl.dot(dX.to(DT), tl.trans(Ud), input_precision=PREC)
+        dQk += tl.dot(dOd, tl.trans(Ud), input_precision=PREC)
+        pos += tl.dot(dR.to(DT), tl.trans(Sd), input_precision=PREC)
+        neg += tl.dot(Ud, tl.trans(dSd), input_precision=PREC)
+        dqq += tl.dot(dOd, tl.trans(Sd), input_precision=PREC)
+        sds += tl.sum(Sd.to(tl.float32) * dSd.to(tl.float32), axis=1)
+    tl.store(dLs + off_t, tl.where(r[:, None] > r[None, :], -dL, 0.))
+    tl.store(dQks + off_t, tl.where(r[:, None] >= r[None, :], dQk, 0.))
     # through S_0 (R = V' - exp(G) K' S_0, O = exp(G) Q' S_0) and S_C (S_C = ... + (exp(G_C - G) K')^T U)
-    pos = -tl.dot(dR.to(DT), tl.trans(Sd), input_precision=PREC) * eG   # d/dk' via exp(+G)
-    neg = tl.dot(Ud, tl.trans(dSd), input_precision=PREC) * eNG         # d/dk' via exp(-G)
-    dqq = tl.dot(dOd, tl.trans(Sd), input_precision=PREC) * eG
+    ck = tl.arange(0, BK)
+    mk = ck < K
+    pos = -pos * eG   # d/dk' via exp(+G)
+    neg = neg * eNG   # d/dk' via exp(-G)
+    dqq = dqq * eG
     dkk = pos + neg
     dG = kk * (pos - neg) + qq * dqq
-    dGN = tl.exp(GN) * tl.sum(Sd.to(tl.float32) * dSd.to(tl.float32), axis=1) + tl.sum(neg * kk, axis=0)
+    dGN = tl.exp(GN) * sds + tl.sum(neg * kk, axis=0)
     dG = dG + tl.where(r[:, None] == BT - 1, dGN[None, :], 0.)
     dgg = tl.sum(dG, axis=0)[None, :] - tl.cumsum(dG, axis=0) + dG  # G = cumsum(g'): reverse cumsum
     _scatter(dq, dk, de, dg, dbeta, dgamma, dqq * scale, dkk, dgg, db, row_bt, wrow, erow, i_h, i_hv, ck, mk,
-             H, HV, K, EDA, ATOMIC_QK, ATOMIC_V, False)
+             H, HV, K, EDA, ATOMIC_QK, False, False)
 
 
 @triton.jit
@@ -589,7 +629,7 @@ def _blocks(K, V, bv, programs=None):
 PREP_WARPS, SUB_BLOCK = 4, 8
 FWD_BV, FWD_WARPS, FWD_STAGES = 128, 8, 2
 DH_BV, DH_WARPS, DH_STAGES = 128, 8, 2
-BWD_BV, BWD_WARPS, BWD_STAGES = 128, 8, 1
+BWD_BV, BWD_WARPS, BWD_STAGES = 64, 8, 1
 INTRA_WARPS = 4
 FILL_PROGRAMS = 64  # sequential walks: narrow the V-blocks while fewer programs than this would run
 
@@ -607,23 +647,27 @@ def _anchor_rows(eda, BT):
     return min(BT, ANCHOR_TOKENS * (2 if eda else 1))
 
 
-def _prep(q, k, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g):
-    """T = (I + diag(b') A)^-1 and Qk of every chunk, [B*HV, NT, BT, BT] in the dot dtype; with check_g
-    also the smallest log decay of every chunk (else None)."""
-    B, T, H, HV, K, V, eda, BT, NT = _geometry(q, q, e, chunk_tokens)
-    HV = beta.shape[2]
+def _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g):
+    """Per chunk, in the dot dtype: T = (I + diag(b') A)^-1 and Qk [B*HV, NT, BT, BT]; the walk's operands
+    W, Ke, Qg [B*HV, NT, BT, K], U_0 [B*HV, NT, BT, V], exp(G_C) [B*HV, NT, K] (fp32); with check_g the
+    smallest log decay of every chunk (else None)."""
+    B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     DT, PREC = _dot_types(q)
     tdt = torch.float32 if q.dtype == torch.float32 else torch.bfloat16
     Tm = torch.empty(B * HV, NT, BT, BT, dtype=tdt, device=q.device)
     SB = min(SUB_BLOCK, BT)
     Qk = torch.empty_like(Tm)
+    W, Ke, Qg = (torch.empty(B * HV, NT, BT, K, dtype=tdt, device=q.device) for _ in range(3))
+    U0 = torch.empty(B * HV, NT, BT, V, dtype=tdt, device=q.device)
+    eGN = torch.empty(B * HV, NT, K, dtype=torch.float32, device=q.device)
     gmin = torch.empty(B * HV * NT, dtype=torch.float32, device=q.device) if check_g else None
     _eda_prep_kernel[(NT, B * HV)](
-        q, k, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, gmin if check_g else Tm, scale, T, NT,
-        H=H, HV=HV, K=K, BT=BT, BK=triton.next_power_of_2(K), SB=SB, NLVL=(BT // SB).bit_length() - 1,
-        AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g, CHECK_G=check_g, DT=DT, PREC=PREC,
-        num_warps=PREP_WARPS)
-    return Tm, Qk, gmin
+        q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W, U0, Ke, Qg, eGN,
+        gmin if check_g else Tm, scale, T, NT,
+        H=H, HV=HV, K=K, V=V, BT=BT, BK=triton.next_power_of_2(K), BVP=min(64, triton.next_power_of_2(V)),
+        SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
+        CHECK_G=check_g, DT=DT, PREC=PREC, num_warps=PREP_WARPS)
+    return Tm, Qk, (W, U0, Ke, Qg, eGN), gmin
 
 
 def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states, chunk_tokens, scalar_g,
@@ -631,15 +675,15 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     BK, BV = _blocks(K, V, FWD_BV, B * HV)
     DT, PREC = _dot_types(q)
-    Tm, Qk, gmin = _prep(q, k, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g)
+    Tm, Qk, walk, gmin = _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g)
     o = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
     ht = torch.empty(B, HV, K, V, dtype=torch.float32, device=q.device) if output_final_state else None
     hs = torch.empty(B, HV, NT, K, V, dtype=q.dtype, device=q.device) if need_states else None
     grid = (triton.cdiv(V, BV), B * HV)
     _eda_fwd_kernel[grid](
-        q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, h0 if h0 is not None else q,
-        o, ht if ht is not None else o, hs if hs is not None else o, scale, T, NT,
-        H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
+        *walk, Qk, h0 if h0 is not None else q,
+        o, ht if ht is not None else o, hs if hs is not None else o, T, NT,
+        HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
         STORE_HT=output_final_state, STORE_HS=need_states, DT=DT, PREC=PREC,
         num_warps=FWD_WARPS, num_stages=FWD_STAGES)
     if gmin is not None:  # after every launch: the sync waits for work already queued, the GPU never idles
@@ -670,29 +714,25 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, TQ, do, dht, need_dh0, chunk_tok
     # part 2 (in-chunk terms, K side only). Part 1 initialises the gradient buffers with plain stores when
     # every row has one writer; atomics (on zeroed buffers) when V-blocks or grouped heads share rows.
     _, BV = _blocks(K, V, BWD_BV)
-    NV = triton.cdiv(V, BV)
-    atomic_v = NV > 1
-    atomic_qk = atomic_v or HV > H
+    atomic_qk = HV > H
     new = torch.zeros if atomic_qk else torch.empty
     dq, dk = new(B, T, H, K, **f32), new(B, T, H, K, **f32)
-    newh = torch.zeros if atomic_v else torch.empty
-    dg = newh(B, T, HV, K, **f32)
-    dbeta = newh(B, T, HV, **f32)
-    de = newh(B, T, HV, K, **f32) if eda else None
-    dgamma = newh(B, T, HV, **f32) if eda else None
-    dv = torch.zeros(v.shape, **f32) if atomic_v else torch.empty_like(v)
-    dL, dQk = newh(B * HV, NT, BT, BT, **f32), newh(B * HV, NT, BT, BT, **f32)
+    dg = torch.empty(B, T, HV, K, **f32)
+    dbeta = torch.empty(B, T, HV, **f32)
+    de = torch.empty(B, T, HV, K, **f32) if eda else None
+    dgamma = torch.empty(B, T, HV, **f32) if eda else None
+    dv = torch.empty_like(v)
+    dL, dQk = torch.empty(B * HV, NT, BT, BT, **f32), torch.empty(B * HV, NT, BT, BT, **f32)
     e_, gm_ = (e, gamma) if eda else (k, beta)
-    _eda_bwd_state_kernel[(NT, NV, B * HV)](
+    _eda_bwd_state_kernel[(NT, B * HV)](
         q, k, v, e_, g, beta, gm_, Tm, Qk, hs, dhs, do,
         dq, dk, dv, de if eda else dq, dg, dbeta, dgamma if eda else dbeta, dL, dQk, scale, T, NT,
-        H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, ATOMIC_QK=atomic_qk, ATOMIC_V=atomic_v,
+        H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, ATOMIC_QK=atomic_qk,
         DT=DT, PREC=PREC, num_warps=BWD_WARPS, num_stages=BWD_STAGES)
     _eda_bwd_intra_kernel[(NT, B * HV)](
         q, k, e_, g, beta, gm_, dL, dQk, dq, dk, de if eda else dq, dg, dbeta, dgamma if eda else dbeta,
         scale, T, NT, H=H, HV=HV, K=K, BT=BT, BK=BK, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
         ATOMIC_QK=HV > H, DT=DT, PREC=PREC, num_warps=INTRA_WARPS)
-    dv = dv.to(v.dtype)
     return dq, dk, dv, de, dg, dbeta, dgamma, dh0
 
 
