@@ -36,7 +36,7 @@ use_fla = True       # compare with FLA when it imports
 fla_extra_shapes = 1  # FLA safe_gate and doubled-sequence rows for this many shapes (FLA's autotuning is slow)
 sweep = [dict(FWD_STAGES=2), dict(DH_STAGES=2), dict(FWD_BV=128), dict(DH_BV=128), dict(FWD_WARPS=4),
          dict(BWD_BV=32), dict(BWD_BV=128), dict(PREP_WARPS=8)]  # launch variants, shape 0
-sweep_shape = None   # (B, T, H, HV) of the sweep; None: the first shape
+sweep_shapes = None  # [(B, T, H, HV), ...] of the sweep; None: the first shape
 bench_eda_chunk = True
 what = "kernels"     # 'kernels' (the tables above), 'model_decode' (sample.py's path), 'model_train'
                      # (where a training step's time goes), or 'all'
@@ -274,21 +274,32 @@ def bench_kernels(fla, ours):
 
 
 def bench_sweep():
-    """Launch-setting variants of eda_triton on sweep_shape (fwd, fwd+bwd ms), for tuning notes."""
-    B, T, H, HV = sweep_shape or shapes[0]
+    """Launch-setting variants of eda_triton on sweep_shapes (fwd, fwd+bwd ms), for tuning notes."""
+    for shape in sweep_shapes or shapes[:1]:
+        print(f"  {shape}, module settings: fwd {{:.3f}} ms, fwd+bwd {{:.3f}} ms".format(*sweep_one(shape, {})[:2]))
+        for variant in sweep:
+            sweep_one(shape, variant)
+
+
+def sweep_one(shape, variant):
+    """fwd and fwd+bwd ms of eda_triton at one shape with the kernel module's settings changed by variant."""
+    B, T, H, HV = shape
     full = make_inputs(B, T, H, HV, seed=7)
     fn = lambda q, k, v, e, g, b, gm: eda.eda_triton(q, k, v, e, g, b, gm)[0]  # noqa: E731
-    for variant in sweep:
-        saved = {n: getattr(kernel, n) for n in variant}
-        for n, val in variant.items():
-            setattr(kernel, n, val)
-        try:
-            t_f, t_fb, _ = measure(fn, full)
+    t_f = t_fb = float("nan")
+    saved = {n: getattr(kernel, n) for n in variant}
+    for n, val in variant.items():
+        setattr(kernel, n, val)
+    try:
+        t_f, t_fb, _ = measure(fn, full)
+        if variant:
             print(f"  [{time.time() - T0:5.0f}s] sweep {variant}: fwd {t_f:.3f} ms, fwd+bwd {t_fb:.3f} ms", flush=True)
-        except Exception as err:
-            print(f"  sweep {variant} failed: {type(err).__name__}: {str(err)[:200]}")
+    except Exception as err:
+        print(f"  sweep {variant} failed: {type(err).__name__}: {str(err)[:200]}")
+    finally:
         for n, val in saved.items():
             setattr(kernel, n, val)
+    return t_f, t_fb
 
 
 def profile_kernels():
@@ -622,7 +633,7 @@ def main():
     krows += bench_kernels(fla, ours=False)
     print_tables(krows, drows)
     if sweep:
-        print("\nlaunch-setting sweep (EDA, sweep_shape):", flush=True)
+        print("\nlaunch-setting sweep (EDA, sweep_shapes):", flush=True)
         bench_sweep()
 
 

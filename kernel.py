@@ -332,40 +332,88 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT,
 
 
 @triton.jit
-def _eda_bwd_dh_kernel(q, k, e, g, beta, gamma, Tin, Qkin, do, dht, dhs, dh0, scale, T, NT,
-                       H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-                       BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
-                       HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """Reverse walk of the state gradient. The chunk map is affine in S_0, so without S_0:
-        dU = Qk^T dO + (exp(G_C - G) K') dS_C,  dR = diag(b') T^T dU,
-        dS_0 = exp(G_C) dS_C + (exp(G) Q')^T dO - (exp(G) K')^T dR.
-    Stores dS_C of every chunk for the parallel gradient kernel."""
-    i_v = tl.program_id(0)
+def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, do, W2out, Zout, Qgout, Kgout, eGNout, scale, T, NT,
+                        H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+                        BT: tl.constexpr, BK: tl.constexpr, BVP: tl.constexpr, EDA: tl.constexpr,
+                        DT: tl.constexpr, PREC: tl.constexpr):
+    """What the reverse walk multiplies with dS_C, fully parallel over chunks (the backward's twin of the
+    prep kernel): W2 = T^T (exp(G_C - G) K'), Z = T^T Qk^T dO, Qg = exp(G) Q', Kg = diag(b') exp(G) K' and
+    exp(G_C). The walk is then dX = Z + W2 dS_C, dS_0 = exp(G_C) dS_C + Qg^T dO - Kg^T dX."""
+    c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
     r = tl.arange(0, BT)
+    ck = tl.arange(0, BK)
+    kk, qq, bb, G, row_bt, wrow, erow = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
+                                                    H, HV, K, BT, BK, EDA)
+    base = i_bh.to(tl.int64) * NT + c
+    off_t = base * BT * BT + r[:, None] * BT + r[None, :]
+    Tt = tl.trans(tl.load(Tin + off_t).to(DT))
+    Qkt = tl.trans(tl.load(Qkin + off_t).to(DT))
+    GN = _row(G, r, BT - 1)
+    eG = tl.exp(G)
+    off_k = base * BT * K + r[:, None] * K + ck[None, :]
+    m_k = (r >= 0)[:, None] & (ck < K)[None, :]
+    W2 = tl.dot(Tt, (kk * tl.exp(GN[None, :] - G)).to(DT), input_precision=PREC)
+    tl.store(W2out + off_k, W2.to(W2out.dtype.element_ty), mask=m_k)
+    tl.store(Qgout + off_k, (qq * eG).to(Qgout.dtype.element_ty), mask=m_k)
+    tl.store(Kgout + off_k, (bb[:, None] * kk * eG).to(Kgout.dtype.element_ty), mask=m_k)
+    tl.store(eGNout + base * K + ck, tl.exp(GN), mask=ck < K)
+    for i_v in tl.static_range(triton.cdiv(V, BVP)):  # Z = T^T Qk^T dO, V in blocks
+        cv = i_v * BVP + tl.arange(0, BVP)
+        mv = cv < V
+        dO = tl.load(do + (row_bt * HV + i_hv)[:, None] * V + cv[None, :], mask=wrow[:, None] & mv[None, :],
+                     other=0.).to(DT)
+        Z = tl.dot(Tt, tl.dot(Qkt, dO, input_precision=PREC).to(DT), input_precision=PREC)
+        tl.store(Zout + base * BT * V + r[:, None] * V + cv[None, :], Z.to(Zout.dtype.element_ty),
+                 mask=(r >= 0)[:, None] & mv[None, :])
+
+
+@triton.jit
+def _eda_bwd_dh_kernel(W2in, Zin, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT,
+                       HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+                       BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
+                       HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+    """Reverse walk of the state gradient. The chunk map is affine in S_0, so without S_0, on the dh prep
+    kernel's operands (dX = T^T dU, dU = Qk^T dO + exp(G_C - G) K' dS_C the gradient of what the chunk writes):
+        dX = Z + W2 dS_C,   dS_0 = exp(G_C) dS_C + Qg^T dO - Kg^T dX.
+    Stores dS_C of every chunk for the parallel gradient kernels. (dX is not kept for them: rounded to bf16
+    it costs d(gamma) a relative error of ~2e-2 at T = 4096 through rowsum(dX R); fp32 would cost 4 bytes per
+    sub-step and value, over the memory target.)"""
+    i_v = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    i_b, i_hv, _ = _heads(i_bh, HV, HV)
+    r = tl.arange(0, BT)
     ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
+    m_k = (r >= 0)[:, None] & mk[None, :]
+    m_u = (r >= 0)[:, None] & mv[None, :]
+    if EDA:  # dO at the write sub-steps (odd rows) only
+        tok = r // 2
+        is_w = (r % 2) == 1
+    else:
+        tok = r
+        is_w = r >= 0
     dS = tl.zeros([BK, BV], dtype=tl.float32)
     if HAS_DHT:
         dS = tl.load(dht + i_bh.to(tl.int64) * K * V + off_s, mask=m_s, other=0.).to(tl.float32)
     for cc in range(NT):
         c = NT - 1 - cc
-        tl.store(dhs + (i_bh.to(tl.int64) * NT + c) * K * V + off_s, dS.to(dhs.dtype.element_ty), mask=m_s)
-        kk, qq, bb, G, row_bt, wrow, erow = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
-                                                        H, HV, K, BT, BK, EDA)
-        off_t = (i_bh.to(tl.int64) * NT + c) * BT * BT + r[:, None] * BT + r[None, :]
-        Tm = tl.load(Tin + off_t)
-        Qk = tl.load(Qkin + off_t)
-        dO = tl.load(do + (row_bt * HV + i_hv)[:, None] * V + cv[None, :], mask=wrow[:, None] & mv[None, :],
-                     other=0.).to(DT)
-        GN = _row(G, r, BT - 1)
-        eG = tl.exp(G)
-        Ke = kk * tl.exp(GN[None, :] - G)
-        dU = tl.dot(tl.trans(Qk.to(DT)), dO, input_precision=PREC) + \
-            tl.dot(Ke.to(DT), dS.to(DT), input_precision=PREC)
-        dR = bb[:, None] * tl.dot(tl.trans(Tm.to(DT)), dU.to(DT), input_precision=PREC)
-        dS = dS * tl.exp(GN)[:, None] + tl.dot(tl.trans((qq * eG).to(DT)), dO, input_precision=PREC) \
-            - tl.dot(tl.trans((kk * eG).to(DT)), dR.to(DT), input_precision=PREC)
+        base = i_bh.to(tl.int64) * NT + c
+        tl.store(dhs + base * K * V + off_s, dS.to(dhs.dtype.element_ty), mask=m_s)
+        off_k = base * BT * K + r[:, None] * K + ck[None, :]
+        W2 = tl.load(W2in + off_k, mask=m_k, other=0.).to(DT)
+        Qg = tl.load(Qgin + off_k, mask=m_k, other=0.).to(DT)
+        Kg = tl.load(Kgin + off_k, mask=m_k, other=0.).to(DT)
+        off_u = base * BT * V + r[:, None] * V + cv[None, :]
+        Z = tl.load(Zin + off_u, mask=m_u, other=0.).to(tl.float32)
+        eGN = tl.load(eGNin + base * K + ck, mask=mk, other=0.)
+        t_abs = c * (BT // 2 if EDA else BT) + tok
+        dO = tl.load(do + ((i_b.to(tl.int64) * T + t_abs) * HV + i_hv)[:, None] * V + cv[None, :],
+                     mask=(is_w & (t_abs < T))[:, None] & mv[None, :], other=0.).to(DT)
+        dX = Z + tl.dot(W2, dS.to(DT), input_precision=PREC)
+        dXd = dX.to(DT)
+        dS = dS * eGN[:, None] + tl.dot(tl.trans(Qg), dO, input_precision=PREC) \
+            - tl.dot(tl.trans(Kg), dXd, input_precision=PREC)
     if STORE_DH0:
         tl.store(dh0 + i_bh.to(tl.int64) * K * V + off_s, dS, mask=m_s)
 
@@ -376,13 +424,14 @@ def _eda_bwd_state_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq
                           H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
                           BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
                           ATOMIC_QK: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """Backward, part 1 of a chunk (V in blocks of BV, looped inside the program): everything that touches values or the state. The chunk's
-    forward is recomputed from S_0 (forward store), T and Qk (prep store), R = V' - (exp(G) K') S_0:
-        U = T diag(b') R,  dU = Qk^T dO + (exp(G_C - G) K') dS_C,  dX = T^T dU,  dV' = b' dX,
-        dL = -StrictTril(dX U^T),  dQk = Tril(dO U^T)   (stored for part 2, summed over V-blocks),
+    """Backward, part 1 of a chunk (V in blocks of BV, looped inside the program): everything that touches
+    values or the state. The chunk's forward is recomputed from S_0 (forward store) and T (prep store),
+    R = V' - (exp(G) K') S_0, U = T diag(b') R, and from dS_C (reverse walk's store)
+        dU = Qk^T dO + (exp(G_C - G) K') dS_C,  dX = T^T dU,  dV' = b' dX,
+        dL = -StrictTril(dX U^T),  dQk = Tril(dO U^T)   (stored for part 2),
     and the gradients that flow through S_0 and S_C: dk' += exp(G) (-dV' S_0^T) + exp(G_C - G) (U dS_C^T),
     dq' += exp(G) (dO S_0^T), db' += rowsum(dX R), and their share of dg (through G = cumsum(g')).
-    It initialises (plain stores) or adds to (atomics, when V-blocks or grouped heads share a row) the
+    It initialises (plain stores) or adds to (atomics, when grouped value heads share a q/k row) the
     gradient buffers; part 2 adds the in-chunk terms."""
     c = tl.program_id(0)
     i_bh = tl.program_id(1)
@@ -701,15 +750,23 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, TQ, do, dht, need_dh0, chunk_tok
     DT, PREC = _dot_types(q)
     Tm, Qk = TQ
     f32 = dict(dtype=torch.float32, device=q.device)
-    # (3) the state gradient at every chunk end, walking backwards
+    # (3) the state gradient at every chunk end, walking backwards on operands prepared in parallel
     dhs = torch.empty_like(hs)
     dh0 = torch.empty(B, HV, K, V, **f32) if need_dh0 else None
+    tdt = torch.float32 if q.dtype == torch.float32 else torch.bfloat16
+    W2, Qg, Kg = (torch.empty(B * HV, NT, BT, K, dtype=tdt, device=q.device) for _ in range(3))
+    Z = torch.empty(B * HV, NT, BT, V, dtype=tdt, device=q.device)
+    eGN = torch.empty(B * HV, NT, K, **f32)
+    _eda_dh_prep_kernel[(NT, B * HV)](
+        q, k, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, do, W2, Z, Qg, Kg, eGN, scale, T, NT,
+        H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BVP=min(64, triton.next_power_of_2(V)), EDA=eda,
+        DT=DT, PREC=PREC, num_warps=PREP_WARPS)
     _, BVd = _blocks(K, V, DH_BV, B * HV)
     _eda_bwd_dh_kernel[(triton.cdiv(V, BVd), B * HV)](
-        q, k, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, do,
-        dht if dht is not None else do, dhs, dh0 if dh0 is not None else dhs, scale, T, NT,
-        H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BVd, EDA=eda, HAS_DHT=dht is not None,
+        W2, Z, Qg, Kg, eGN, do, dht if dht is not None else do, dhs, dh0 if dh0 is not None else dhs, T, NT,
+        HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BVd, EDA=eda, HAS_DHT=dht is not None,
         STORE_DH0=need_dh0, DT=DT, PREC=PREC, num_warps=DH_WARPS, num_stages=DH_STAGES)
+    del W2, Z, Qg, Kg, eGN  # before the gradient buffers: the peak stays the gradient phase's
     # (4) every chunk's input gradients, in parallel: part 1 (values and states, per V-block), then
     # part 2 (in-chunk terms, K side only). Part 1 initialises the gradient buffers with plain stores when
     # every row has one writer; atomics (on zeroed buffers) when V-blocks or grouped heads share rows.
