@@ -34,8 +34,7 @@ check = 1            # correctness before timing: 0 none, 1 bf16 EDA/KDA + decod
 profile = True       # per-kernel GPU times of one eda_triton fwd+bwd (torch.profiler), first shape
 use_fla = True       # compare with FLA when it imports
 fla_extra_shapes = 1  # FLA safe_gate and doubled-sequence rows for this many shapes (FLA's autotuning is slow)
-sweep = [dict(FWD_STAGES=2), dict(DH_STAGES=2), dict(FWD_BV=128), dict(DH_BV=128), dict(FWD_WARPS=4),
-         dict(BWD_BV=32), dict(BWD_BV=128), dict(PREP_WARPS=8)]  # launch variants, shape 0
+sweep = [dict(FILL_PROGRAMS=128), dict(BWD_BV=128), dict(DH_WARPS=4), dict(PREP_WARPS=8)]  # launch variants
 sweep_shapes = None  # [(B, T, H, HV), ...] of the sweep; None: the first shape
 bench_eda_chunk = True
 what = "kernels"     # 'kernels' (the tables above), 'model_decode' (sample.py's path), 'model_train'

@@ -22,14 +22,16 @@ Design (chunked training kernels, Sec. 3.4):
           U = U_0 - W S_0                              (what each sub-step writes)
           O = Qg S_0 + Qk U,   S_C = exp(G_C) S_0 + Ke^T U.
       It stores S_0 of every chunk (input dtype) for the backward.
-- Backward, three launches: (3) `_eda_bwd_dh_kernel` walks the chunks in reverse for the state gradient
-  alone (the chunk map is affine in S_0, so dS_0 = exp(G_C) dS_C + (exp(G) Q')^T dO - (exp(G) K')^T dR
-  needs no S_0) and stores dS_C per chunk; then, in parallel over chunks, (4) `_eda_bwd_state_kernel`
-  (per chunk and V-block) recomputes the chunk's forward from S_0 and T, and produces dv and every
-  gradient that flows through the states, plus dL, dQk (gradients of the in-chunk matrices, [BT, BT]);
-  (5) `_eda_bwd_intra_kernel` (per chunk, K side only) chains dL, dQk through the anchored decay products
-  to k', q', G and the gates. Two kernels instead of one: each holds half the live tiles (no register
-  spills), and the K-side work is not repeated per V-block.
+- Backward, four launches: (3) `_eda_dh_prep_kernel`, per chunk in parallel: what the reverse walk
+  multiplies with (W2 = T^T exp(G_C - G) K', M = T^T Qk^T, exp(G) Q', diag(b') exp(G) K'); (4)
+  `_eda_bwd_dh_kernel` walks the chunks in reverse for the state gradient alone (the chunk map is affine in
+  S_0, so dS_0 = exp(G_C) dS_C + (exp(G) Q')^T dO - (diag(b') exp(G) K')^T dX, dX = M dO + W2 dS_C, needs no
+  S_0) and stores dS_C per chunk; then, in parallel over chunks, (5) `_eda_bwd_state_kernel` (per chunk,
+  V-blocks looped inside) recomputes the chunk's forward from S_0 and T, and produces dv and every gradient
+  that flows through the states, plus dL, dQk (gradients of the in-chunk matrices, [BT, BT]); (6)
+  `_eda_bwd_intra_kernel` (per chunk, K side only) chains dL, dQk through the anchored decay products to
+  k', q', G and the gates. Two kernels instead of one: each holds half the live tiles, and the K-side work
+  is not repeated per V-block.
 - Decay numerics: a chunk's cumulative log decay G can reach -5 C (safe gate, Eq. safe_gate), so
   exp(-G) overflows. Products Gamma_ij = exp(G_i - G_j) (i >= j) are formed as
   (k_i exp(G_i - G_a)) . (k_j exp(G_a - G_j)) with local anchors: inside blocks of ANCHOR_TOKENS tokens
@@ -332,13 +334,14 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT,
 
 
 @triton.jit
-def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, do, W2out, Zout, Qgout, Kgout, eGNout, scale, T, NT,
+def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, W2out, Mout, Qgout, Kgout, eGNout, scale, T, NT,
                         H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-                        BT: tl.constexpr, BK: tl.constexpr, BVP: tl.constexpr, EDA: tl.constexpr,
+                        BT: tl.constexpr, BK: tl.constexpr, EDA: tl.constexpr,
                         DT: tl.constexpr, PREC: tl.constexpr):
-    """What the reverse walk multiplies with dS_C, fully parallel over chunks (the backward's twin of the
-    prep kernel): W2 = T^T (exp(G_C - G) K'), Z = T^T Qk^T dO, Qg = exp(G) Q', Kg = diag(b') exp(G) K' and
-    exp(G_C). The walk is then dX = Z + W2 dS_C, dS_0 = exp(G_C) dS_C + Qg^T dO - Kg^T dX."""
+    """What the reverse walk multiplies with dS_C and dO, fully parallel over chunks (the backward's twin of
+    the prep kernel): W2 = T^T (exp(G_C - G) K'), M = T^T Qk^T [BT, BT], Qg = exp(G) Q',
+    Kg = diag(b') exp(G) K' and exp(G_C). The walk is then dX = M dO + W2 dS_C,
+    dS_0 = exp(G_C) dS_C + Qg^T dO - Kg^T dX."""
     c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
@@ -349,7 +352,7 @@ def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, do, W2out, Zout, Qgo
     base = i_bh.to(tl.int64) * NT + c
     off_t = base * BT * BT + r[:, None] * BT + r[None, :]
     Tt = tl.trans(tl.load(Tin + off_t).to(DT))
-    Qkt = tl.trans(tl.load(Qkin + off_t).to(DT))
+    Qk = tl.load(Qkin + off_t).to(DT)
     GN = _row(G, r, BT - 1)
     eG = tl.exp(G)
     off_k = base * BT * K + r[:, None] * K + ck[None, :]
@@ -359,24 +362,18 @@ def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, do, W2out, Zout, Qgo
     tl.store(Qgout + off_k, (qq * eG).to(Qgout.dtype.element_ty), mask=m_k)
     tl.store(Kgout + off_k, (bb[:, None] * kk * eG).to(Kgout.dtype.element_ty), mask=m_k)
     tl.store(eGNout + base * K + ck, tl.exp(GN), mask=ck < K)
-    for i_v in tl.static_range(triton.cdiv(V, BVP)):  # Z = T^T Qk^T dO, V in blocks
-        cv = i_v * BVP + tl.arange(0, BVP)
-        mv = cv < V
-        dO = tl.load(do + (row_bt * HV + i_hv)[:, None] * V + cv[None, :], mask=wrow[:, None] & mv[None, :],
-                     other=0.).to(DT)
-        Z = tl.dot(Tt, tl.dot(Qkt, dO, input_precision=PREC).to(DT), input_precision=PREC)
-        tl.store(Zout + base * BT * V + r[:, None] * V + cv[None, :], Z.to(Zout.dtype.element_ty),
-                 mask=(r >= 0)[:, None] & mv[None, :])
+    M = tl.dot(Tt, tl.trans(Qk), input_precision=PREC)  # stored once rounded; the walk's M dO is fp32
+    tl.store(Mout + off_t, M.to(Mout.dtype.element_ty))
 
 
 @triton.jit
-def _eda_bwd_dh_kernel(W2in, Zin, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT,
+def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT,
                        HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
                        BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
                        HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Reverse walk of the state gradient. The chunk map is affine in S_0, so without S_0, on the dh prep
     kernel's operands (dX = T^T dU, dU = Qk^T dO + exp(G_C - G) K' dS_C the gradient of what the chunk writes):
-        dX = Z + W2 dS_C,   dS_0 = exp(G_C) dS_C + Qg^T dO - Kg^T dX.
+        dX = M dO + W2 dS_C,   dS_0 = exp(G_C) dS_C + Qg^T dO - Kg^T dX.
     Stores dS_C of every chunk for the parallel gradient kernels. (dX is not kept for them: rounded to bf16
     it costs d(gamma) a relative error of ~2e-2 at T = 4096 through rowsum(dX R); fp32 would cost 4 bytes per
     sub-step and value, over the memory target.)"""
@@ -386,7 +383,6 @@ def _eda_bwd_dh_kernel(W2in, Zin, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT,
     r = tl.arange(0, BT)
     ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
     m_k = (r >= 0)[:, None] & mk[None, :]
-    m_u = (r >= 0)[:, None] & mv[None, :]
     if EDA:  # dO at the write sub-steps (odd rows) only
         tok = r // 2
         is_w = (r % 2) == 1
@@ -404,13 +400,12 @@ def _eda_bwd_dh_kernel(W2in, Zin, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT,
         W2 = tl.load(W2in + off_k, mask=m_k, other=0.).to(DT)
         Qg = tl.load(Qgin + off_k, mask=m_k, other=0.).to(DT)
         Kg = tl.load(Kgin + off_k, mask=m_k, other=0.).to(DT)
-        off_u = base * BT * V + r[:, None] * V + cv[None, :]
-        Z = tl.load(Zin + off_u, mask=m_u, other=0.).to(tl.float32)
+        Mt = tl.load(Min + base * BT * BT + r[:, None] * BT + r[None, :]).to(DT)
         eGN = tl.load(eGNin + base * K + ck, mask=mk, other=0.)
         t_abs = c * (BT // 2 if EDA else BT) + tok
         dO = tl.load(do + ((i_b.to(tl.int64) * T + t_abs) * HV + i_hv)[:, None] * V + cv[None, :],
                      mask=(is_w & (t_abs < T))[:, None] & mv[None, :], other=0.).to(DT)
-        dX = Z + tl.dot(W2, dS.to(DT), input_precision=PREC)
+        dX = tl.dot(Mt, dO, input_precision=PREC) + tl.dot(W2, dS.to(DT), input_precision=PREC)
         dXd = dX.to(DT)
         dS = dS * eGN[:, None] + tl.dot(tl.trans(Qg), dO, input_precision=PREC) \
             - tl.dot(tl.trans(Kg), dXd, input_precision=PREC)
@@ -676,7 +671,7 @@ def _blocks(K, V, bv, programs=None):
 
 # launch settings (bench.py may override); chosen for K = V = 128 on Hopper
 PREP_WARPS, SUB_BLOCK = 4, 8
-FWD_BV, FWD_WARPS, FWD_STAGES = 128, 8, 2
+FWD_BV, FWD_WARPS, FWD_STAGES = 128, 8, 2  # FWD_WARPS for 128-wide V-blocks; narrower ones (FILL_PROGRAMS) take 4
 DH_BV, DH_WARPS, DH_STAGES = 128, 8, 2
 BWD_BV, BWD_WARPS, BWD_STAGES = 64, 8, 1
 INTRA_WARPS = 4
@@ -734,7 +729,7 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
         o, ht if ht is not None else o, hs if hs is not None else o, T, NT,
         HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
         STORE_HT=output_final_state, STORE_HS=need_states, DT=DT, PREC=PREC,
-        num_warps=FWD_WARPS, num_stages=FWD_STAGES)
+        num_warps=FWD_WARPS if BV >= 128 else 4, num_stages=FWD_STAGES)
     if gmin is not None:  # after every launch: the sync waits for work already queued, the GPU never idles
         low = gmin.min().item()
         if low < G_MIN:
@@ -755,18 +750,18 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, TQ, do, dht, need_dh0, chunk_tok
     dh0 = torch.empty(B, HV, K, V, **f32) if need_dh0 else None
     tdt = torch.float32 if q.dtype == torch.float32 else torch.bfloat16
     W2, Qg, Kg = (torch.empty(B * HV, NT, BT, K, dtype=tdt, device=q.device) for _ in range(3))
-    Z = torch.empty(B * HV, NT, BT, V, dtype=tdt, device=q.device)
+    M = torch.empty_like(Tm)
     eGN = torch.empty(B * HV, NT, K, **f32)
     _eda_dh_prep_kernel[(NT, B * HV)](
-        q, k, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, do, W2, Z, Qg, Kg, eGN, scale, T, NT,
-        H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BVP=min(64, triton.next_power_of_2(V)), EDA=eda,
+        q, k, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W2, M, Qg, Kg, eGN, scale, T, NT,
+        H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, EDA=eda,
         DT=DT, PREC=PREC, num_warps=PREP_WARPS)
     _, BVd = _blocks(K, V, DH_BV, B * HV)
     _eda_bwd_dh_kernel[(triton.cdiv(V, BVd), B * HV)](
-        W2, Z, Qg, Kg, eGN, do, dht if dht is not None else do, dhs, dh0 if dh0 is not None else dhs, T, NT,
+        W2, M, Qg, Kg, eGN, do, dht if dht is not None else do, dhs, dh0 if dh0 is not None else dhs, T, NT,
         HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BVd, EDA=eda, HAS_DHT=dht is not None,
         STORE_DH0=need_dh0, DT=DT, PREC=PREC, num_warps=DH_WARPS, num_stages=DH_STAGES)
-    del W2, Z, Qg, Kg, eGN  # before the gradient buffers: the peak stays the gradient phase's
+    del W2, M, Qg, Kg, eGN  # before the gradient buffers: the peak stays the gradient phase's
     # (4) every chunk's input gradients, in parallel: part 1 (values and states, per V-block), then
     # part 2 (in-chunk terms, K side only). Part 1 initialises the gradient buffers with plain stores when
     # every row has one writer; atomics (on zeroed buffers) when V-blocks or grouped heads share rows.
