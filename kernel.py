@@ -70,15 +70,35 @@ _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 @triton.jit
 def _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
                 H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr,
-                BT: tl.constexpr, BK: tl.constexpr, EDA: tl.constexpr):
+                BT: tl.constexpr, BK: tl.constexpr, EDA: tl.constexpr, k0=0):
     """Sub-step tiles of chunk c (Eq. double_data), built in registers from the token tensors.
 
     Returns k' [BT, BK], q' (scaled) [BT, BK], beta' [BT], G (cumulative log decay in the chunk, fp32)
-    [BT, BK], the (b, t) row of every sub-step, and the masks of write rows and erase rows.
+    [BT, BK], the (b, t) row of every sub-step, and the masks of write rows and erase rows. The key columns
+    are k0 .. k0 + BK (the decay is per channel, so every column block stands alone).
     """
-    r = tl.arange(0, BT)
-    ck = tl.arange(0, BK)
+    ck = k0 + tl.arange(0, BK)
     mk = ck < K
+    bb, row_bt, wrow, erow = _chunk_rows(beta, gamma, i_b, i_hv, c, T, HV, BT, EDA)
+    off_qk = (row_bt * H + i_h) * K
+    off_hk = (row_bt * HV + i_hv) * K
+    kk = tl.load(k + off_qk[:, None] + ck[None, :], mask=wrow[:, None] & mk[None, :], other=0.).to(tl.float32)
+    qq = tl.load(q + off_qk[:, None] + ck[None, :], mask=wrow[:, None] & mk[None, :], other=0.).to(tl.float32)
+    if EDA:
+        kk += tl.load(e + off_hk[:, None] + ck[None, :], mask=erow[:, None] & mk[None, :], other=0.).to(tl.float32)
+        gmask = erow  # the decay rides on the erase sub-step; the write sub-step has identity decay
+    else:
+        gmask = wrow
+    gg = tl.load(g + off_hk[:, None] + ck[None, :], mask=gmask[:, None] & mk[None, :], other=0.).to(tl.float32)
+    G = tl.cumsum(gg, axis=0)
+    return kk, qq * scale, bb, G, row_bt, wrow, erow
+
+
+@triton.jit
+def _chunk_rows(beta, gamma, i_b, i_hv, c, T, HV: tl.constexpr, BT: tl.constexpr, EDA: tl.constexpr):
+    """The sub-steps of chunk c: beta' [BT] (beta on write rows, gamma on erase rows), the (b, t) row of every
+    sub-step, and the masks of write rows and erase rows (rows past T are in neither)."""
+    r = tl.arange(0, BT)
     if EDA:  # row 2t: erase sub-step of token t, row 2t+1: its write sub-step
         tok = c * (BT // 2) + r // 2
         is_w = (r % 2) == 1
@@ -89,21 +109,11 @@ def _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
     wrow = valid & is_w
     erow = valid & (r % 2 == 0)
     row_bt = i_b.to(tl.int64) * T + tok  # (b, t) row of every [B, T, ...] tensor
-    off_qk = (row_bt * H + i_h) * K
-    off_hk = (row_bt * HV + i_hv) * K
     off_b = row_bt * HV + i_hv
-    kk = tl.load(k + off_qk[:, None] + ck[None, :], mask=wrow[:, None] & mk[None, :], other=0.).to(tl.float32)
-    qq = tl.load(q + off_qk[:, None] + ck[None, :], mask=wrow[:, None] & mk[None, :], other=0.).to(tl.float32)
     bb = tl.load(beta + off_b, mask=wrow, other=0.).to(tl.float32)
     if EDA:
-        kk += tl.load(e + off_hk[:, None] + ck[None, :], mask=erow[:, None] & mk[None, :], other=0.).to(tl.float32)
         bb += tl.load(gamma + off_b, mask=erow, other=0.).to(tl.float32)
-        gmask = erow  # the decay rides on the erase sub-step; the write sub-step has identity decay
-    else:
-        gmask = wrow
-    gg = tl.load(g + off_hk[:, None] + ck[None, :], mask=gmask[:, None] & mk[None, :], other=0.).to(tl.float32)
-    G = tl.cumsum(gg, axis=0)
-    return kk, qq * scale, bb, G, row_bt, wrow, erow
+    return bb, row_bt, wrow, erow
 
 
 @triton.jit
@@ -231,7 +241,7 @@ def _cross_block(kk, qq, G, r, I: tl.constexpr, AB: tl.constexpr):
 def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout, Qgout, eGNout, gmin,
                      scale, T, NT,
                      H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-                     BT: tl.constexpr, BK: tl.constexpr, BVP: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr,
+                     BT: tl.constexpr, BKC: tl.constexpr, BVP: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr,
                      AB: tl.constexpr, EDA: tl.constexpr, SCALAR_G: tl.constexpr, CHECK_G: tl.constexpr,
                      DT: tl.constexpr, PREC: tl.constexpr):
     """Everything of a chunk that does not depend on the state, fully parallel over chunks:
@@ -246,26 +256,45 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
     i_bh = tl.program_id(1)
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
     r = tl.arange(0, BT)
-    kk, qq, bb, G, row_bt, wrow, erow = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
-                                                    H, HV, K, BT, BK, EDA)
-    A, Qk, Kp, Kn, Qp, Ea, En, GN = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
+    base = i_bh.to(tl.int64) * NT + c
+    bb, row_bt, wrow, erow = _chunk_rows(beta, gamma, i_b, i_hv, c, T, HV, BT, EDA)
+    # K in blocks of BKC columns, twice: A and Qk sum over the blocks (their products contract over K), then
+    # each block's operands need T. Half-width tiles halve the live registers (the kernel is latency-bound:
+    # more programs per SM hide more of it); the second pass re-reads its inputs from cache.
+    A = tl.zeros([BT, BT], dtype=tl.float32)
+    Qk = tl.zeros([BT, BT], dtype=tl.float32)
+    for kb in range(tl.cdiv(K, BKC)):
+        kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
+                                            H, HV, K, BT, BKC, EDA, kb * BKC)
+        A_b, Qk_b, _, _, _, _, _, _ = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
+        A += A_b
+        Qk += Qk_b
     Tm = _unit_lower_inverse(bb[:, None] * A, BT, SB, NLVL, DT, PREC)
-    off = (i_bh.to(tl.int64) * NT + c) * BT * BT + r[:, None] * BT + r[None, :]
+    off = base * BT * BT + r[:, None] * BT + r[None, :]
     tl.store(Tout + off, Tm.to(Tout.dtype.element_ty))
     tl.store(Qkout + off, Qk.to(Qkout.dtype.element_ty))
     # the walk's operands, [BT, K] / [BT, V] per chunk (transient: the forward frees them)
-    ck = tl.arange(0, BK)
-    base = i_bh.to(tl.int64) * NT + c
-    off_k = base * BT * K + r[:, None] * K + ck[None, :]
-    m_k = (ck < K)[None, :] & (r >= 0)[:, None]
-    eG = tl.exp(G)
     Td = Tm.to(DT)
-    W = tl.dot(Td, (bb[:, None] * kk * eG).to(DT), input_precision=PREC)
-    tl.store(Wout + off_k, W.to(Wout.dtype.element_ty), mask=m_k)
-    tl.store(Keout + off_k, (kk * tl.exp(GN[None, :] - G)).to(Keout.dtype.element_ty), mask=m_k)
-    tl.store(Qgout + off_k, (qq * eG).to(Qgout.dtype.element_ty), mask=m_k)
-    tl.store(eGNout + base * K + ck, tl.exp(GN), mask=ck < K)
-    for i_v in tl.static_range(triton.cdiv(V, BVP)):  # U_0 = T diag(b') V', V in blocks
+    low = tl.zeros([1], dtype=tl.float32)
+    for kb in range(tl.cdiv(K, BKC)):
+        kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
+                                            H, HV, K, BT, BKC, EDA, kb * BKC)
+        ck = kb * BKC + tl.arange(0, BKC)
+        off_k = base * BT * K + r[:, None] * K + ck[None, :]
+        m_k = (ck < K)[None, :] & (r >= 0)[:, None]
+        GN = _row(G, r, BT - 1)
+        eG = tl.exp(G)
+        W = tl.dot(Td, (bb[:, None] * kk * eG).to(DT), input_precision=PREC)
+        tl.store(Wout + off_k, W.to(Wout.dtype.element_ty), mask=m_k)
+        tl.store(Keout + off_k, (kk * tl.exp(GN[None, :] - G)).to(Keout.dtype.element_ty), mask=m_k)
+        tl.store(Qgout + off_k, (qq * eG).to(Qgout.dtype.element_ty), mask=m_k)
+        tl.store(eGNout + base * K + ck, tl.exp(GN), mask=ck < K)
+        if CHECK_G:  # this block's smallest log decay (from g itself: the tokens of the chunk)
+            tok = c * (BT // 2 if EDA else BT) + tl.arange(0, BT // 2 if EDA else BT)
+            off_g = ((i_b.to(tl.int64) * T + tok) * HV + i_hv)[:, None] * K + ck[None, :]
+            gg = tl.load(g + off_g, mask=(tok < T)[:, None] & (ck < K)[None, :], other=0.)
+            low = tl.minimum(low, tl.min(tl.min(gg, axis=1), axis=0))
+    for i_v in range(tl.cdiv(V, BVP)):  # U_0 = T diag(b') V', V in blocks
         cv = i_v * BVP + tl.arange(0, BVP)
         mv = cv < V
         vv = tl.load(v + (row_bt * HV + i_hv)[:, None] * V + cv[None, :], mask=wrow[:, None] & mv[None, :],
@@ -274,10 +303,7 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
         tl.store(U0out + base * BT * V + r[:, None] * V + cv[None, :], U0.to(U0out.dtype.element_ty),
                  mask=(r >= 0)[:, None] & mv[None, :])
     if CHECK_G:
-        tok = c * (BT // 2 if EDA else BT) + tl.arange(0, BT // 2 if EDA else BT)
-        off_g = ((i_b.to(tl.int64) * T + tok) * HV + i_hv)[:, None] * K + ck[None, :]
-        gg = tl.load(g + off_g, mask=(tok < T)[:, None] & (ck < K)[None, :], other=0.)
-        tl.store(gmin + i_bh.to(tl.int64) * NT + c, tl.min(tl.min(gg, axis=1), axis=0).to(tl.float32))
+        tl.store(gmin + base + tl.arange(0, 1), low)
 
 
 @triton.jit
@@ -336,7 +362,7 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT,
 @triton.jit
 def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, W2out, Mout, Qgout, Kgout, eGNout, scale, T, NT,
                         H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-                        BT: tl.constexpr, BK: tl.constexpr, EDA: tl.constexpr,
+                        BT: tl.constexpr, BKC: tl.constexpr, EDA: tl.constexpr,
                         DT: tl.constexpr, PREC: tl.constexpr):
     """What the reverse walk multiplies with dS_C and dO, fully parallel over chunks (the backward's twin of
     the prep kernel): W2 = T^T (exp(G_C - G) K'), M = T^T Qk^T [BT, BT], Qg = exp(G) Q',
@@ -346,24 +372,26 @@ def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, W2out, Mout, Qgout, 
     i_bh = tl.program_id(1)
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
     r = tl.arange(0, BT)
-    ck = tl.arange(0, BK)
-    kk, qq, bb, G, row_bt, wrow, erow = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
-                                                    H, HV, K, BT, BK, EDA)
     base = i_bh.to(tl.int64) * NT + c
     off_t = base * BT * BT + r[:, None] * BT + r[None, :]
     Tt = tl.trans(tl.load(Tin + off_t).to(DT))
     Qk = tl.load(Qkin + off_t).to(DT)
-    GN = _row(G, r, BT - 1)
-    eG = tl.exp(G)
-    off_k = base * BT * K + r[:, None] * K + ck[None, :]
-    m_k = (r >= 0)[:, None] & (ck < K)[None, :]
-    W2 = tl.dot(Tt, (kk * tl.exp(GN[None, :] - G)).to(DT), input_precision=PREC)
-    tl.store(W2out + off_k, W2.to(W2out.dtype.element_ty), mask=m_k)
-    tl.store(Qgout + off_k, (qq * eG).to(Qgout.dtype.element_ty), mask=m_k)
-    tl.store(Kgout + off_k, (bb[:, None] * kk * eG).to(Kgout.dtype.element_ty), mask=m_k)
-    tl.store(eGNout + base * K + ck, tl.exp(GN), mask=ck < K)
     M = tl.dot(Tt, tl.trans(Qk), input_precision=PREC)  # stored once rounded; the walk's M dO is fp32
     tl.store(Mout + off_t, M.to(Mout.dtype.element_ty))
+    bb, _, _, _ = _chunk_rows(beta, gamma, i_b, i_hv, c, T, HV, BT, EDA)
+    for kb in range(tl.cdiv(K, BKC)):  # K in blocks of BKC columns (as in the prep kernel)
+        kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
+                                            H, HV, K, BT, BKC, EDA, kb * BKC)
+        ck = kb * BKC + tl.arange(0, BKC)
+        GN = _row(G, r, BT - 1)
+        eG = tl.exp(G)
+        off_k = base * BT * K + r[:, None] * K + ck[None, :]
+        m_k = (r >= 0)[:, None] & (ck < K)[None, :]
+        W2 = tl.dot(Tt, (kk * tl.exp(GN[None, :] - G)).to(DT), input_precision=PREC)
+        tl.store(W2out + off_k, W2.to(W2out.dtype.element_ty), mask=m_k)
+        tl.store(Qgout + off_k, (qq * eG).to(Qgout.dtype.element_ty), mask=m_k)
+        tl.store(Kgout + off_k, (bb[:, None] * kk * eG).to(Kgout.dtype.element_ty), mask=m_k)
+        tl.store(eGNout + base * K + ck, tl.exp(GN), mask=ck < K)
 
 
 @triton.jit
@@ -671,11 +699,18 @@ def _blocks(K, V, bv, programs=None):
 
 # launch settings (bench.py may override); chosen for K = V = 128 on Hopper
 PREP_WARPS, SUB_BLOCK = 4, 8
+PREP_BK = 64  # key columns per pass in the prep kernels
+PREP_MAXNREG = None  # registers per thread the prep kernels may use (None: the compiler's choice)
 FWD_BV, FWD_WARPS, FWD_STAGES = 128, 8, 2  # FWD_WARPS for 128-wide V-blocks; narrower ones (FILL_PROGRAMS) take 4
 DH_BV, DH_WARPS, DH_STAGES = 128, 8, 2
 BWD_BV, BWD_WARPS, BWD_STAGES = 64, 8, 1
 INTRA_WARPS = 4
 FILL_PROGRAMS = 64  # sequential walks: narrow the V-blocks while fewer programs than this would run
+
+
+def _reg_cap(n):
+    """Launch option capping registers per thread (more programs per SM, at the price of spills)."""
+    return {} if n is None else {"maxnreg": n}
 
 
 def _geometry(q, v, e, chunk_tokens):
@@ -708,9 +743,10 @@ def _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g):
     _eda_prep_kernel[(NT, B * HV)](
         q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W, U0, Ke, Qg, eGN,
         gmin if check_g else Tm, scale, T, NT,
-        H=H, HV=HV, K=K, V=V, BT=BT, BK=triton.next_power_of_2(K), BVP=min(64, triton.next_power_of_2(V)),
+        H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(PREP_BK, triton.next_power_of_2(K)),
+        BVP=min(64, triton.next_power_of_2(V)),
         SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
-        CHECK_G=check_g, DT=DT, PREC=PREC, num_warps=PREP_WARPS)
+        CHECK_G=check_g, DT=DT, PREC=PREC, num_warps=PREP_WARPS, **_reg_cap(PREP_MAXNREG))
     return Tm, Qk, (W, U0, Ke, Qg, eGN), gmin
 
 
@@ -754,8 +790,8 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, TQ, do, dht, need_dh0, chunk_tok
     eGN = torch.empty(B * HV, NT, K, **f32)
     _eda_dh_prep_kernel[(NT, B * HV)](
         q, k, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W2, M, Qg, Kg, eGN, scale, T, NT,
-        H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, EDA=eda,
-        DT=DT, PREC=PREC, num_warps=PREP_WARPS)
+        H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(PREP_BK, BK), EDA=eda,
+        DT=DT, PREC=PREC, num_warps=PREP_WARPS, **_reg_cap(PREP_MAXNREG))
     _, BVd = _blocks(K, V, DH_BV, B * HV)
     _eda_bwd_dh_kernel[(triton.cdiv(V, BVd), B * HV)](
         W2, M, Qg, Kg, eGN, do, dht if dht is not None else do, dhs, dh0 if dh0 is not None else dhs, T, NT,

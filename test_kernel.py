@@ -141,6 +141,15 @@ def test_eda_with_scalar_g_matches_recurrence():
     compare(make_inputs(1, 24, 1, 1, 16, 16, scalar_g=True, seed=6), kernel.eda_fused, 1e-4, chunk_size=8)
 
 
+@pytest.mark.parametrize("erase,scalar_g", [(True, False), (False, False), (True, True)])
+def test_key_columns_in_several_prep_blocks_match_recurrence(erase, scalar_g, monkeypatch):
+    # the prep kernels take K in blocks of PREP_BK columns (64 on the GPU); K = 48 in 32-column blocks: two
+    # passes, the second one partial (masked)
+    monkeypatch.setattr(kernel, "PREP_BK", 32)
+    x = make_inputs(1, 21, 1, 2, 48, 16, erase=erase, scalar_g=scalar_g, seed=20)
+    compare(x, kernel.eda_fused, 1e-4, chunk_size=8 if erase else 16)
+
+
 def test_head_dims_not_powers_of_two():
     compare(make_inputs(1, 12, 1, 1, 48, 80, seed=7), kernel.eda_fused, 1e-4, chunk_size=8)
 

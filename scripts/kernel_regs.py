@@ -59,7 +59,8 @@ def main():
     K = V = 128
     BT = 2 * kernel.CHUNK_TOKENS
     BK = triton.next_power_of_2(K)
-    common = dict(H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BVP=64, EDA=True, DT=tl.bfloat16, PREC="tf32")
+    common = dict(H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BKC=min(kernel.PREP_BK, BK), BVP=64, EDA=True,
+                  DT=tl.bfloat16, PREC="tf32")
     SB = min(kernel.SUB_BLOCK, BT)
     kernels = {  # name: (jit function, constexprs, num_warps, num_stages), as kernel.py launches them
         "prep": (kernel._eda_prep_kernel, dict(common, SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=kernel._anchor_rows(True, BT),
