@@ -699,7 +699,10 @@ def _blocks(K, V, bv, programs=None):
 
 # launch settings (bench.py may override); chosen for K = V = 128 on Hopper
 PREP_WARPS, SUB_BLOCK = 4, 8
-PREP_BK = 64  # key columns per pass in the prep kernels
+# key columns per pass: the forward prep needs two passes when K is split (A and Qk sum over K before T
+# exists), which cost more than the registers saved (H100: prep 1.8 -> 2.4 ms at 64 columns); the
+# backward's prep needs one pass, and 64 columns take it from 238 to 138 registers (1.16 -> 0.74 ms)
+PREP_BK, DH_PREP_BK = 128, 64
 PREP_MAXNREG = None  # registers per thread the prep kernels may use (None: the compiler's choice)
 FWD_BV, FWD_WARPS, FWD_STAGES = 128, 8, 2  # FWD_WARPS for 128-wide V-blocks; narrower ones (FILL_PROGRAMS) take 4
 DH_BV, DH_WARPS, DH_STAGES = 128, 8, 2
@@ -790,7 +793,7 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, TQ, do, dht, need_dh0, chunk_tok
     eGN = torch.empty(B * HV, NT, K, **f32)
     _eda_dh_prep_kernel[(NT, B * HV)](
         q, k, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W2, M, Qg, Kg, eGN, scale, T, NT,
-        H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(PREP_BK, BK), EDA=eda,
+        H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(DH_PREP_BK, BK), EDA=eda,
         DT=DT, PREC=PREC, num_warps=PREP_WARPS, **_reg_cap(PREP_MAXNREG))
     _, BVd = _blocks(K, V, DH_BV, B * HV)
     _eda_bwd_dh_kernel[(triton.cdiv(V, BVd), B * HV)](

@@ -67,7 +67,7 @@ def main():
                                                SCALAR_G=False, CHECK_G=True), kernel.PREP_WARPS, 1),
         "fwd": (kernel._eda_fwd_kernel, dict(common, BV=kernel.FWD_BV, HAS_H0=True, STORE_HT=True, STORE_HS=True),
                 kernel.FWD_WARPS, kernel.FWD_STAGES),
-        "dh_prep": (kernel._eda_dh_prep_kernel, common, kernel.PREP_WARPS, 1),
+        "dh_prep": (kernel._eda_dh_prep_kernel, dict(common, BKC=min(kernel.DH_PREP_BK, BK)), kernel.PREP_WARPS, 1),
         "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, BV=kernel.DH_BV, HAS_DHT=True, STORE_DH0=True),
                    kernel.DH_WARPS, kernel.DH_STAGES),
         "bwd_state": (kernel._eda_bwd_state_kernel, dict(common, BV=kernel.BWD_BV, ATOMIC_QK=False, ATOMIC_V=False),
