@@ -703,17 +703,11 @@ PREP_WARPS, SUB_BLOCK = 4, 8
 # exists), which cost more than the registers saved (H100: prep 1.8 -> 2.4 ms at 64 columns); the
 # backward's prep needs one pass, and 64 columns take it from 238 to 138 registers (1.16 -> 0.74 ms)
 PREP_BK, DH_PREP_BK = 128, 64
-PREP_MAXNREG = None  # registers per thread the prep kernels may use (None: the compiler's choice)
 FWD_BV, FWD_WARPS, FWD_STAGES = 128, 8, 2  # FWD_WARPS for 128-wide V-blocks; narrower ones (FILL_PROGRAMS) take 4
 DH_BV, DH_WARPS, DH_STAGES = 128, 8, 2
 BWD_BV, BWD_WARPS, BWD_STAGES = 64, 8, 1
 INTRA_WARPS = 4
 FILL_PROGRAMS = 64  # sequential walks: narrow the V-blocks while fewer programs than this would run
-
-
-def _reg_cap(n):
-    """Launch option capping registers per thread (more programs per SM, at the price of spills)."""
-    return {} if n is None else {"maxnreg": n}
 
 
 def _geometry(q, v, e, chunk_tokens):
@@ -749,7 +743,7 @@ def _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g):
         H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(PREP_BK, triton.next_power_of_2(K)),
         BVP=min(64, triton.next_power_of_2(V)),
         SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
-        CHECK_G=check_g, DT=DT, PREC=PREC, num_warps=PREP_WARPS, **_reg_cap(PREP_MAXNREG))
+        CHECK_G=check_g, DT=DT, PREC=PREC, num_warps=PREP_WARPS)
     return Tm, Qk, (W, U0, Ke, Qg, eGN), gmin
 
 
@@ -794,7 +788,7 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, TQ, do, dht, need_dh0, chunk_tok
     _eda_dh_prep_kernel[(NT, B * HV)](
         q, k, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W2, M, Qg, Kg, eGN, scale, T, NT,
         H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(DH_PREP_BK, BK), EDA=eda,
-        DT=DT, PREC=PREC, num_warps=PREP_WARPS, **_reg_cap(PREP_MAXNREG))
+        DT=DT, PREC=PREC, num_warps=PREP_WARPS)
     _, BVd = _blocks(K, V, DH_BV, B * HV)
     _eda_bwd_dh_kernel[(triton.cdiv(V, BVd), B * HV)](
         W2, M, Qg, Kg, eGN, do, dht if dht is not None else do, dhs, dh0 if dh0 is not None else dhs, T, NT,
