@@ -95,16 +95,22 @@ def _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
 
 
 @triton.jit
+def _sub_steps(BT: tl.constexpr, EDA: tl.constexpr):
+    """Token (within the chunk) of every sub-step row, and which rows are write sub-steps. EDA: row 2t is the
+    erase sub-step of token t, row 2t+1 its write sub-step; KDA/GDN: one row per token, all writes."""
+    r = tl.arange(0, BT)
+    if EDA:
+        return r // 2, (r % 2) == 1
+    return r, r >= 0
+
+
+@triton.jit
 def _chunk_rows(beta, gamma, i_b, i_hv, c, T, HV: tl.constexpr, BT: tl.constexpr, EDA: tl.constexpr):
     """The sub-steps of chunk c: beta' [BT] (beta on write rows, gamma on erase rows), the (b, t) row of every
     sub-step, and the masks of write rows and erase rows (rows past T are in neither)."""
     r = tl.arange(0, BT)
-    if EDA:  # row 2t: erase sub-step of token t, row 2t+1: its write sub-step
-        tok = c * (BT // 2) + r // 2
-        is_w = (r % 2) == 1
-    else:
-        tok = c * BT + r
-        is_w = r >= 0
+    tok, is_w = _sub_steps(BT, EDA)
+    tok += c * (BT // 2 if EDA else BT)
     valid = tok < T
     wrow = valid & is_w
     erow = valid & (r % 2 == 0)
@@ -322,12 +328,7 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT,
     ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
     m_k = (r >= 0)[:, None] & mk[None, :]
     m_u = (r >= 0)[:, None] & mv[None, :]
-    if EDA:  # outputs at the write sub-steps (odd rows) only
-        tok = r // 2
-        is_w = (r % 2) == 1
-    else:
-        tok = r
-        is_w = r >= 0
+    tok, is_w = _sub_steps(BT, EDA)  # outputs at the write sub-steps only
     S = tl.zeros([BK, BV], dtype=tl.float32)
     if HAS_H0:
         S = tl.load(h0 + i_bh.to(tl.int64) * K * V + off_s, mask=m_s, other=0.).to(tl.float32)
@@ -411,12 +412,7 @@ def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT,
     r = tl.arange(0, BT)
     ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
     m_k = (r >= 0)[:, None] & mk[None, :]
-    if EDA:  # dO at the write sub-steps (odd rows) only
-        tok = r // 2
-        is_w = (r % 2) == 1
-    else:
-        tok = r
-        is_w = r >= 0
+    tok, is_w = _sub_steps(BT, EDA)  # dO at the write sub-steps only
     dS = tl.zeros([BK, BV], dtype=tl.float32)
     if HAS_DHT:
         dS = tl.load(dht + i_bh.to(tl.int64) * K * V + off_s, mask=m_s, other=0.).to(tl.float32)
