@@ -522,17 +522,34 @@ def _scatter(dq, dk, de, dg, dbeta, dgamma, dqq, dkk, dgg, db, row_bt, wrow, ero
     rows that carry the decay. ATOMIC_QK (q, k) / ATOMIC_H (per value head): add atomically (rows shared
     with other programs); else ADD: read-add-write (rows owned by this program), or a plain store (the
     first writer)."""
+    _scatter_keys(dq, dk, de, dg, dqq, dkk, dgg, row_bt, wrow, erow, i_h, i_hv, ck, mk, H, HV, K, EDA,
+                  ATOMIC_QK, ATOMIC_H, ADD)
+    _scatter_rows(dbeta, dgamma, db, row_bt, wrow, erow, i_hv, HV, EDA, ATOMIC_H, ADD)
+
+
+@triton.jit
+def _scatter_keys(dq, dk, de, dg, dqq, dkk, dgg, row_bt, wrow, erow, i_h, i_hv, ck, mk,
+                  H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, EDA: tl.constexpr,
+                  ATOMIC_QK: tl.constexpr, ATOMIC_H: tl.constexpr, ADD: tl.constexpr):
+    """The key-column part of _scatter (columns ck of q, k, e, g)."""
     off_qk = (row_bt * H + i_h)[:, None] * K + ck[None, :]
     off_hk = (row_bt * HV + i_hv)[:, None] * K + ck[None, :]
-    off_b = row_bt * HV + i_hv
     m_w = wrow[:, None] & mk[None, :]
     m_e = erow[:, None] & mk[None, :]
     _put(dq + off_qk, dqq, m_w, ATOMIC_QK, ADD)
     _put(dk + off_qk, dkk, m_w, ATOMIC_QK, ADD)
-    _put(dbeta + off_b, db, wrow, ATOMIC_H, ADD)
     _put(dg + off_hk, dgg, m_e if EDA else m_w, ATOMIC_H, ADD)
     if EDA:
         _put(de + off_hk, dkk, m_e, ATOMIC_H, ADD)
+
+
+@triton.jit
+def _scatter_rows(dbeta, dgamma, db, row_bt, wrow, erow, i_hv, HV: tl.constexpr, EDA: tl.constexpr,
+                  ATOMIC_H: tl.constexpr, ADD: tl.constexpr):
+    """The per-row part of _scatter (beta on write rows, gamma on erase rows)."""
+    off_b = row_bt * HV + i_hv
+    _put(dbeta + off_b, db, wrow, ATOMIC_H, ADD)
+    if EDA:
         _put(dgamma + off_b, db, erow, ATOMIC_H, ADD)
 
 
@@ -550,62 +567,76 @@ def _put(ptr, x, mask, ATOMIC: tl.constexpr, ADD: tl.constexpr):
 @triton.jit
 def _eda_bwd_intra_kernel(q, k, e, g, beta, gamma, dLs, dQks, dq, dk, de, dg, dbeta, dgamma, scale, T, NT,
                           H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr,
-                          BT: tl.constexpr, BK: tl.constexpr, AB: tl.constexpr, EDA: tl.constexpr,
+                          BT: tl.constexpr, BKC: tl.constexpr, AB: tl.constexpr, EDA: tl.constexpr,
                           SCALAR_G: tl.constexpr, ATOMIC_QK: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Backward, part 2 of a chunk: the in-chunk terms, from part 1's dL (summed over V) and dQk:
         db' += rowsum(dL A),  dA = diag(b') dL,
     chained through A = StrictTril(K' Gamma K'^T) and Qk = Tril(Q' Gamma K'^T) (anchored factors, as in
-    the forward) to k', q' and G, and G = cumsum(g') to g'. Adds to part 1's gradients."""
+    the forward) to k', q' and G, and G = cumsum(g') to g'. Adds to part 1's gradients.
+    One pass over K in blocks of BKC columns: A and Qk are sums over key columns and every other quantity is
+    per column, so each block's share of db (and, for one decay per head, of dG) is summed, and each block's
+    column gradients are final."""
     c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
     r = tl.arange(0, BT)
-    ck = tl.arange(0, BK)
-    mk = ck < K
-    kk, qq, bb, G, row_bt, wrow, erow = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
-                                                    H, HV, K, BT, BK, EDA)
-    A, Qk, Kp, Kn, Qp, Ea, En, GN = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
+    bb, row_bt, wrow, erow = _chunk_rows(beta, gamma, i_b, i_hv, c, T, HV, BT, EDA)
     off_t = (i_bh.to(tl.int64) * NT + c) * BT * BT + r[:, None] * BT + r[None, :]
     dL = tl.load(dLs + off_t)
     dQk = tl.load(dQks + off_t)
-    db = tl.sum(dL * A, axis=1)
     dA = bb[:, None] * dL
-    # dA and dQk feed dG, whose reverse cumsum cancels pairwise terms (i > j adds to dG_i what it takes from
-    # dG_j): fp32 operands (tf32 on the tensor cores, 8x finer than bf16) keep dg's relative error well
-    # inside 1e-2.
-    if SCALAR_G:  # A = (K' K'^T) * D, D_ij = exp(G_i - G_j): dG_m = rowsum_m(P) - colsum_m(P), P = dA A + dQk Qk
-        D = _scalar_decay(G, r)
-        dAD = dA * D
-        dQkD = dQk * D
-        dkk = tl.dot(dAD, kk, input_precision=PREC) + tl.dot(tl.trans(dAD), kk, input_precision=PREC) + \
-            tl.dot(tl.trans(dQkD), qq, input_precision=PREC)
-        dqq = tl.dot(dQkD, kk, input_precision=PREC)
-        P = dA * A + dQk * Qk
+    same = (r // AB)[:, None] == (r // AB)[None, :]
+    db = tl.zeros([BT], dtype=tl.float32)
+    P = tl.zeros([BT, BT], dtype=tl.float32)  # one decay per head: dA A + dQk Qk, summed over the blocks
+    for kb in range(tl.cdiv(K, BKC)):
+        kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
+                                            H, HV, K, BT, BKC, EDA, kb * BKC)
+        ck = kb * BKC + tl.arange(0, BKC)
+        mk = ck < K
+        A, Qk, Kp, Kn, Qp, Ea, En, GN = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
+        db += tl.sum(dL * A, axis=1)
+        # dA and dQk feed dG, whose reverse cumsum cancels pairwise terms (i > j adds to dG_i what it takes
+        # from dG_j): fp32 operands (tf32 on the tensor cores, 8x finer than bf16) keep dg's relative error
+        # well inside 1e-2.
+        if SCALAR_G:  # A = (K' K'^T) * D, D_ij = exp(G_i - G_j): dG_m = rowsum_m(P) - colsum_m(P)
+            D = _scalar_decay(G, r)
+            dAD = dA * D
+            dQkD = dQk * D
+            dkk = tl.dot(dAD, kk, input_precision=PREC) + tl.dot(tl.trans(dAD), kk, input_precision=PREC) + \
+                tl.dot(tl.trans(dQkD), qq, input_precision=PREC)
+            dqq = tl.dot(dQkD, kk, input_precision=PREC)
+            P += dA * A + dQk * Qk
+            _scatter_keys(dq, dk, de, dg, dqq * scale, dkk, tl.zeros_like(dkk), row_bt, wrow, erow, i_h, i_hv,
+                          ck, mk, H, HV, K, EDA, ATOMIC_QK, False, True)
+        else:
+            # in-block pairs (A = Kp Kn^T, Qk = Qp Kn^T). Every factor of k' (q') is k' (q') times exp(+G)
+            # ("pos") or exp(-G) ("neg") up to constants, so dG = k' (pos - neg) + q' dq' and dk' = pos + neg.
+            dAs = tl.where(same, dA, 0.)
+            dQks_ = tl.where(same, dQk, 0.)
+            pos = tl.dot(dAs, Kn, input_precision=PREC) * Ea
+            neg = (tl.dot(tl.trans(dAs), Kp, input_precision=PREC) +
+                   tl.dot(tl.trans(dQks_), Qp, input_precision=PREC)) * En
+            dqq = tl.dot(dQks_, Kn, input_precision=PREC) * Ea
+            for I in tl.static_range(1, BT // AB):  # cross-block pairs, anchored at block I's boundary
+                KpI, KnI, QpI, EpI, EnI = _cross_block(kk, qq, G, r, I, AB)
+                dAI = tl.where((r // AB == I)[:, None] & ~same, dA, 0.)
+                dQkI = tl.where((r // AB == I)[:, None] & ~same, dQk, 0.)
+                pos += tl.dot(dAI, KnI, input_precision=PREC) * EpI
+                neg += (tl.dot(tl.trans(dAI), KpI, input_precision=PREC) +
+                        tl.dot(tl.trans(dQkI), QpI, input_precision=PREC)) * EnI
+                dqq += tl.dot(dQkI, KnI, input_precision=PREC) * EpI
+            dkk = pos + neg
+            dG = kk * (pos - neg) + qq * dqq
+            dgg = tl.sum(dG, axis=0)[None, :] - tl.cumsum(dG, axis=0) + dG  # G = cumsum(g'): reverse cumsum
+            _scatter_keys(dq, dk, de, dg, dqq * scale, dkk, dgg, row_bt, wrow, erow, i_h, i_hv, ck, mk,
+                          H, HV, K, EDA, ATOMIC_QK, False, True)
+    if SCALAR_G:  # its gradient may sit on any channel (the wrapper sums them): channel 0
         dGs = tl.sum(P, axis=1) - tl.sum(P, axis=0)
-        # one decay per head: its gradient may sit on any channel (the wrapper sums them); channel 0
-        dG = tl.where(ck[None, :] == 0, dGs[:, None], 0.)
-    else:
-        # in-block pairs (A = Kp Kn^T, Qk = Qp Kn^T). Every factor of k' (q') is k' (q') times exp(+G)
-        # ("pos") or exp(-G) ("neg") up to constants, so dG = k' (pos - neg) + q' dq' and dk' = pos + neg.
-        same = (r // AB)[:, None] == (r // AB)[None, :]
-        dAs = tl.where(same, dA, 0.)
-        dQks_ = tl.where(same, dQk, 0.)
-        pos = tl.dot(dAs, Kn, input_precision=PREC) * Ea
-        neg = (tl.dot(tl.trans(dAs), Kp, input_precision=PREC) + tl.dot(tl.trans(dQks_), Qp, input_precision=PREC)) * En
-        dqq = tl.dot(dQks_, Kn, input_precision=PREC) * Ea
-        for I in tl.static_range(1, BT // AB):  # cross-block pairs, anchored at block I's boundary
-            KpI, KnI, QpI, EpI, EnI = _cross_block(kk, qq, G, r, I, AB)
-            dAI = tl.where((r // AB == I)[:, None] & ~same, dA, 0.)
-            dQkI = tl.where((r // AB == I)[:, None] & ~same, dQk, 0.)
-            pos += tl.dot(dAI, KnI, input_precision=PREC) * EpI
-            neg += (tl.dot(tl.trans(dAI), KpI, input_precision=PREC) +
-                    tl.dot(tl.trans(dQkI), QpI, input_precision=PREC)) * EnI
-            dqq += tl.dot(dQkI, KnI, input_precision=PREC) * EpI
-        dkk = pos + neg
-        dG = kk * (pos - neg) + qq * dqq
-    dgg = tl.sum(dG, axis=0)[None, :] - tl.cumsum(dG, axis=0) + dG  # G = cumsum(g'): reverse cumsum
-    _scatter(dq, dk, de, dg, dbeta, dgamma, dqq * scale, dkk, dgg, db, row_bt, wrow, erow, i_h, i_hv, ck, mk,
-             H, HV, K, EDA, ATOMIC_QK, False, True)
+        dgs = tl.sum(dGs, axis=0) - tl.cumsum(dGs, axis=0) + dGs
+        off_g = (row_bt * HV + i_hv) * K
+        m_g = erow if EDA else wrow
+        tl.store(dg + off_g, tl.load(dg + off_g, mask=m_g, other=0.) + dgs, mask=m_g)
+    _scatter_rows(dbeta, dgamma, db, row_bt, wrow, erow, i_hv, HV, EDA, False, True)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -702,7 +733,7 @@ PREP_BK, DH_PREP_BK = 128, 64
 FWD_BV, FWD_WARPS, FWD_STAGES = 128, 8, 2  # FWD_WARPS for 128-wide V-blocks; narrower ones (FILL_PROGRAMS) take 4
 DH_BV, DH_WARPS, DH_STAGES = 128, 8, 2
 BWD_BV, BWD_WARPS, BWD_STAGES = 64, 8, 1
-INTRA_WARPS = 4
+INTRA_WARPS, INTRA_BK = 4, 64  # key columns per block in the backward's in-chunk part
 FILL_PROGRAMS = 64  # sequential walks: narrow the V-blocks while fewer programs than this would run
 
 
@@ -812,7 +843,8 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, TQ, do, dht, need_dh0, chunk_tok
         DT=DT, PREC=PREC, num_warps=BWD_WARPS, num_stages=BWD_STAGES)
     _eda_bwd_intra_kernel[(NT, B * HV)](
         q, k, e_, g, beta, gm_, dL, dQk, dq, dk, de if eda else dq, dg, dbeta, dgamma if eda else dbeta,
-        scale, T, NT, H=H, HV=HV, K=K, BT=BT, BK=BK, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
+        scale, T, NT, H=H, HV=HV, K=K, BT=BT, BKC=min(INTRA_BK, BK), AB=_anchor_rows(eda, BT), EDA=eda,
+        SCALAR_G=scalar_g,
         ATOMIC_QK=HV > H, DT=DT, PREC=PREC, num_warps=INTRA_WARPS)
     return dq, dk, dv, de, dg, dbeta, dgamma, dh0
 

@@ -143,10 +143,11 @@ def test_eda_with_scalar_g_matches_recurrence():
 
 @pytest.mark.parametrize("erase,scalar_g", [(True, False), (False, False), (True, True)])
 def test_key_columns_in_several_prep_blocks_match_recurrence(erase, scalar_g, monkeypatch):
-    # the prep kernels take K in blocks of PREP_BK / DH_PREP_BK columns; K = 48 in 32-column blocks: two
+    # the prep kernels and the backward's in-chunk part take K in blocks of columns; K = 48 in 32-column blocks: two
     # passes, the second one partial (masked)
     monkeypatch.setattr(kernel, "PREP_BK", 32)
     monkeypatch.setattr(kernel, "DH_PREP_BK", 32)
+    monkeypatch.setattr(kernel, "INTRA_BK", 32)
     x = make_inputs(1, 21, 1, 2, 48, 16, erase=erase, scalar_g=scalar_g, seed=20)
     compare(x, kernel.eda_fused, 1e-4, chunk_size=8 if erase else 16)
 

@@ -72,7 +72,7 @@ def main():
                    kernel.DH_WARPS, kernel.DH_STAGES),
         "bwd_state": (kernel._eda_bwd_state_kernel, dict(common, BV=kernel.BWD_BV, ATOMIC_QK=False, ATOMIC_V=False),
                       kernel.BWD_WARPS, kernel.BWD_STAGES),
-        "bwd_intra": (kernel._eda_bwd_intra_kernel, dict(common, AB=kernel._anchor_rows(True, BT), SCALAR_G=False,
+        "bwd_intra": (kernel._eda_bwd_intra_kernel, dict(common, BKC=min(kernel.INTRA_BK, BK), AB=kernel._anchor_rows(True, BT), SCALAR_G=False,
                                                          ATOMIC_QK=False), kernel.INTRA_WARPS, 1),
     }
     print(f"triton {triton.__version__}, sm_90a, EDA bf16, K = V = {K}, chunk {kernel.CHUNK_TOKENS} tokens (BT = {BT})")
