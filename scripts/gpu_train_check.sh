@@ -10,7 +10,8 @@
 #   bash scripts/gpu_train_check.sh all     # all of them (multi only if 2+ GPUs are visible)
 # Each part ends with a compact table, also written to $OUT/gpu_train_check_<part>.txt when OUT is set.
 # Knobs: LA_BACKEND (auto = triton on CUDA; set chunk if the kernels are not there), COMPILE (False),
-#        STEPS (speed part, default 8; the table averages the steps after the first 3).
+#        STEPS (speed part, default 8; the table averages the steps after the first 3),
+#        MULTI_ARGS (extra train.py overrides for the multi part's four runs, e.g. --dtype=float32).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
@@ -125,7 +126,7 @@ if { [ "$PART" = multi ] || [ "$PART" = all ]; } && [ "$NGPU" -ge 2 ]; then
   # learning_rate 6e-4, not the config's 3e-3: at 3e-3 two identical 1-GPU runs drifted apart by up to
   # 2.6 nats within 20 steps (loss spikes amplify run-to-run noise; notes/train.md), too coarse a yardstick
   MULTI=(config/eda_125m.py "${COMMON[@]}" --block_size=1024 --batch_size=8 --gradient_accumulation_steps=4
-         --max_iters=20 --eval_interval=20 --warmup_iters=5 --lr_decay_iters=20 --learning_rate=6e-4)
+         --max_iters=20 --eval_interval=20 --warmup_iters=5 --lr_decay_iters=20 --learning_rate=6e-4 ${MULTI_ARGS:-})
   run one_gpu env CUDA_VISIBLE_DEVICES=0 $PY train.py "${MULTI[@]}"
   # the same 1-GPU run again: its distance to the first is the noise floor (bf16, atomics in the kernels'
   # backward, cuBLAS reduction order) that DDP / FSDP are judged against
