@@ -98,6 +98,13 @@ def make_inputs(B, T, H, HV, K=None, V=None, dt=None, erase=True, seed=0):
     return q, k, v, e, g, beta, gamma
 
 
+def fla_doubled(chunk_kda, q, k, v, e, g, beta, gamma, **kw):
+    """EDA the paper's way: FLA chunk_kda on the doubled sequence (Eq. double_data); (o at the write sub-steps,
+    final state or None)."""
+    o, ht = chunk_kda(*eda.double_sequence(q, k, v, e, g, beta, gamma), scale=head_k ** -0.5, **kw)
+    return o[:, 1::2], ht
+
+
 def rel(a, b):
     a, b = a.double(), b.double()
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
@@ -149,16 +156,12 @@ def check_all(fla):
     ok &= check_decode(q, k, v, e, g, beta, gamma)
     if fla is not None:  # same conventions: FLA's chunk_kda equals our KDA path
         chunk_kda = fla[0]
-
-        def doubled(q, k, v, e, g, b, gm, initial_state=None, output_final_state=False):
-            o, ht = chunk_kda(*eda.double_sequence(q, k, v, e, g, b, gm), scale=head_k ** -0.5,
-                              initial_state=initial_state, output_final_state=output_final_state)
-            return o[:, 1::2], ht
         # not a pass/fail of ours: FLA's bf16 error on the same EDA checks, the level bf16 allows (FLA
         # autotunes its initial-state kernels for about 5 minutes on a fresh machine, hence a switch)
         for h0_seed in range(H0_DRAWS if check_fla_baseline else 0):
             check_grads(f"(baseline, not counted) EDA via doubled FLA chunk_kda, h0 draw {h0_seed}",
-                        make_inputs(2, 512, 2, 4, seed=1), doubled, 1e-2, h0_seed=h0_seed)
+                        make_inputs(2, 512, 2, 4, seed=1), lambda *a, **kw: fla_doubled(chunk_kda, *a, **kw),
+                        1e-2, h0_seed=h0_seed)
         q, k, v, _, g, beta, _ = make_inputs(2, 512, 2, 4, erase=False, seed=6)
         ours = eda.eda_triton(q, k, v, None, g, beta, None)[0]
         theirs = chunk_kda(q, k, v, g, beta, scale=head_k ** -0.5)[0]
@@ -253,9 +256,8 @@ def kernel_cases(fla, extra=True):
     if fla is not None:
         chunk_kda = fla[0]
 
-        def doubled(q, k, v, e, g, b, gm, **kw):
-            q2, k2, v2, g2, b2 = eda.double_sequence(q, k, v, e, g, b, gm)
-            return chunk_kda(q2, k2, v2, g2, b2, scale=scale, **kw)[0][:, 1::2]
+        def doubled(*a, **kw):
+            return fla_doubled(chunk_kda, *a, **kw)[0]
 
         cases["FLA chunk_kda"] = (lambda q, k, v, e, g, b, gm: chunk_kda(q, k, v, g, b, scale=scale)[0], False)
         if not extra:
