@@ -22,7 +22,12 @@ import triton.language as tl  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-import kernel  # noqa: E402
+import importlib.util as _u
+_p = os.environ.get("KERNEL_PY")
+if _p:
+    _s = _u.spec_from_file_location("kernel", _p); kernel = _u.module_from_spec(_s); _s.loader.exec_module(kernel)
+else:
+    import kernel  # noqa: E402
 
 FP32_POINTERS = {"g", "gmin", "ht", "h0", "dht", "dh0", "dq", "dk", "dg", "de", "dbeta", "dgamma", "dLs", "dQks",
                  "s_in", "s_out", "eGNout", "eGNin"}
