@@ -22,16 +22,14 @@ Design (chunked training kernels, Sec. 3.4):
           U = U_0 - W S_0                              (what each sub-step writes)
           O = Qg S_0 + Qk U,   S_C = exp(G_C) S_0 + Ke^T U.
       It stores S_0 of every chunk (input dtype) for the backward.
-- Backward, four launches: (3) `_eda_dh_prep_kernel`, per chunk in parallel: what the reverse walk
+- Backward, three launches: (3) `_eda_dh_prep_kernel`, per chunk in parallel: what the reverse walk
   multiplies with (W2 = T^T exp(G_C - G) K', M = T^T Qk^T, exp(G) Q', diag(b') exp(G) K'); (4)
   `_eda_bwd_dh_kernel` walks the chunks in reverse for the state gradient alone (the chunk map is affine in
   S_0, so dS_0 = exp(G_C) dS_C + (exp(G) Q')^T dO - (diag(b') exp(G) K')^T dX, dX = M dO + W2 dS_C, needs no
-  S_0) and stores dS_C per chunk; then, in parallel over chunks, (5) `_eda_bwd_state_kernel` (per chunk,
-  V-blocks looped inside) recomputes the chunk's forward from S_0 and T, and produces dv and every gradient
-  that flows through the states, plus dL, dQk (gradients of the in-chunk matrices, [BT, BT]); (6)
-  `_eda_bwd_intra_kernel` (per chunk, K side only) chains dL, dQk through the anchored decay products to
-  k', q', G and the gates. Two kernels instead of one: each holds half the live tiles, and the K-side work
-  is not repeated per V-block.
+  S_0) and stores dS_C per chunk; then, in parallel over chunks, (5) `_eda_bwd_kernel` (per chunk, V-blocks
+  looped inside) recomputes the chunk's forward from S_0 and T, produces dv and every gradient that flows
+  through the states, and chains the in-chunk matrices' gradients (dL, dQk, [BT, BT]) through the anchored
+  decay products to k', q', G and the gates; each gradient row is stored once.
 - Decay numerics: a chunk's cumulative log decay G can reach -5 C (safe gate, Eq. safe_gate), so
   exp(-G) overflows. Products Gamma_ij = exp(G_i - G_j) (i >= j) are formed as
   (k_i exp(G_i - G_a)) . (k_j exp(G_a - G_j)) with local anchors: inside blocks of ANCHOR_TOKENS tokens
@@ -438,20 +436,20 @@ def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT,
 
 
 @triton.jit
-def _eda_bwd_state_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, dv, de, dg, dbeta, dgamma,
-                          dLs, dQks, scale, T, NT,
-                          H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-                          BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
-                          ATOMIC_QK: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """Backward, part 1 of a chunk (V in blocks of BV, looped inside the program): everything that touches
-    values or the state. The chunk's forward is recomputed from S_0 (forward store) and T (prep store),
+def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, dv, de, dg, dbeta, dgamma,
+                    scale, T, NT,
+                    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+                    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, AB: tl.constexpr, EDA: tl.constexpr,
+                    SCALAR_G: tl.constexpr, ATOMIC_QK: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+    """Every input gradient of one chunk, in parallel over chunks (V in blocks of BV, looped inside the program).
+    The chunk's forward is recomputed from S_0 (forward store) and T (prep store),
     R = V' - (exp(G) K') S_0, U = T diag(b') R, and from dS_C (reverse walk's store)
         dU = Qk^T dO + (exp(G_C - G) K') dS_C,  dX = T^T dU,  dV' = b' dX,
-        dL = -StrictTril(dX U^T),  dQk = Tril(dO U^T)   (stored for part 2),
-    and the gradients that flow through S_0 and S_C: dk' += exp(G) (-dV' S_0^T) + exp(G_C - G) (U dS_C^T),
-    dq' += exp(G) (dO S_0^T), db' += rowsum(dX R), and their share of dg (through G = cumsum(g')).
-    It initialises (plain stores) or adds to (atomics, when grouped value heads share a q/k row) the
-    gradient buffers; part 2 adds the in-chunk terms."""
+        dL = -StrictTril(dX U^T),  dQk = Tril(dO U^T)   (summed over the V-blocks),
+    giving dv and the gradients that flow through S_0 and S_C: dk' += exp(G) (-dV' S_0^T) + exp(G_C - G) (U dS_C^T),
+    dq' += exp(G) (dO S_0^T), db' += rowsum(dX R), and their share of dg (through G = cumsum(g')). Then the
+    in-chunk terms (_in_chunk_grads) from dL, dQk, and one store of every gradient (atomics for q, k when
+    grouped value heads share them)."""
     c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
@@ -504,8 +502,6 @@ def _eda_bwd_state_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq
         neg += tl.dot(Ud, tl.trans(dSd), input_precision=PREC)
         dqq += tl.dot(dOd, tl.trans(Sd), input_precision=PREC)
         sds += tl.sum(Sd.to(tl.float32) * dSd.to(tl.float32), axis=1)
-    tl.store(dLs + off_t, tl.where(r[:, None] > r[None, :], -dL, 0.))
-    tl.store(dQks + off_t, tl.where(r[:, None] >= r[None, :], dQk, 0.))
     # through S_0 (R = V' - exp(G) K' S_0, O = exp(G) Q' S_0) and S_C (S_C = ... + (exp(G_C - G) K')^T U)
     ck = tl.arange(0, BK)
     mk = ck < K
@@ -516,134 +512,87 @@ def _eda_bwd_state_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq
     dG = kk * (pos - neg) + qq * dqq
     dGN = tl.exp(GN) * sds + tl.sum(neg * kk, axis=0)
     dG = dG + tl.where(r[:, None] == BT - 1, dGN[None, :], 0.)
-    dgg = tl.sum(dG, axis=0)[None, :] - tl.cumsum(dG, axis=0) + dG  # G = cumsum(g'): reverse cumsum
-    _scatter(dq, dk, de, dg, dbeta, dgamma, dqq * scale, dkk, dgg, db, row_bt, wrow, erow, i_h, i_hv, ck, mk,
-             H, HV, K, EDA, ATOMIC_QK, False, False)
+    # inside the chunk: through T (dL) and Qk (dQk)
+    dL = tl.where(r[:, None] > r[None, :], -dL, 0.)
+    dQk = tl.where(r[:, None] >= r[None, :], dQk, 0.)
+    dkk_i, dqq_i, dG_i, db_i = _in_chunk_grads(kk, qq, G, bb, dL, dQk, r, ck, BT, AB, SCALAR_G, DT, PREC)
+    dgg = dG + dG_i
+    dgg = tl.sum(dgg, axis=0)[None, :] - tl.cumsum(dgg, axis=0) + dgg  # G = cumsum(g'): reverse cumsum
+    _scatter(dq, dk, de, dg, dbeta, dgamma, (dqq + dqq_i) * scale, dkk + dkk_i, dgg, db + db_i, row_bt, wrow,
+             erow, i_h, i_hv, ck, mk, H, HV, K, EDA, ATOMIC_QK)
+
+
+@triton.jit
+def _in_chunk_grads(kk, qq, G, bb, dL, dQk, r, ck, BT: tl.constexpr, AB: tl.constexpr, SCALAR_G: tl.constexpr,
+                    DT: tl.constexpr, PREC: tl.constexpr):
+    """The in-chunk terms of a chunk's gradients, from dL (through T) and dQk:
+        db' = rowsum(dL A),  dA = diag(b') dL,
+    chained through A = StrictTril(K' Gamma K'^T) and Qk = Tril(Q' Gamma K'^T) (anchored factors, as in the
+    forward) to k', q' and G. Returns (dk', dq', dG, db').
+    (Until session 5 this was a kernel of its own, reading dL, dQk back from HBM; merged into the chunk's
+    backward it saves that round trip and the second pass over q, k, e, g and the gradients: H100/H200,
+    fwd+bwd at the 125M layer's shape 6.41 -> 5.87 ms.)"""
+    A, Qk, Kp, Kn, Qp, Ea, En, _ = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
+    db = tl.sum(dL * A, axis=1)
+    dA = bb[:, None] * dL
+    # dA and dQk feed dG, whose reverse cumsum cancels pairwise terms (i > j adds to dG_i what it takes from
+    # dG_j): fp32 operands (tf32 on the tensor cores, 8x finer than bf16) keep dg's relative error well
+    # inside 1e-2.
+    if SCALAR_G:  # A = (K' K'^T) * D, D_ij = exp(G_i - G_j): dG_m = rowsum_m(P) - colsum_m(P), P = dA A + dQk Qk
+        D = _scalar_decay(G, r)
+        dAD = dA * D
+        dQkD = dQk * D
+        dkk = tl.dot(dAD, kk, input_precision=PREC) + tl.dot(tl.trans(dAD), kk, input_precision=PREC) + \
+            tl.dot(tl.trans(dQkD), qq, input_precision=PREC)
+        dqq = tl.dot(dQkD, kk, input_precision=PREC)
+        P = dA * A + dQk * Qk
+        dGs = tl.sum(P, axis=1) - tl.sum(P, axis=0)
+        dG = tl.where((ck == 0)[None, :], dGs[:, None], 0.)  # one decay per head: the wrapper sums the channels
+    else:
+        # in-block pairs (A = Kp Kn^T, Qk = Qp Kn^T). Every factor of k' (q') is k' (q') times exp(+G)
+        # ("pos") or exp(-G) ("neg") up to constants, so dG = k' (pos - neg) + q' dq' and dk' = pos + neg.
+        same = (r // AB)[:, None] == (r // AB)[None, :]
+        dAs = tl.where(same, dA, 0.)
+        dQks = tl.where(same, dQk, 0.)
+        pos = tl.dot(dAs, Kn, input_precision=PREC) * Ea
+        neg = (tl.dot(tl.trans(dAs), Kp, input_precision=PREC) +
+               tl.dot(tl.trans(dQks), Qp, input_precision=PREC)) * En
+        dqq = tl.dot(dQks, Kn, input_precision=PREC) * Ea
+        for I in tl.static_range(1, BT // AB):  # cross-block pairs, anchored at block I's boundary
+            KpI, KnI, QpI, EpI, EnI = _cross_block(kk, qq, G, r, I, AB)
+            dAI = tl.where((r // AB == I)[:, None] & ~same, dA, 0.)
+            dQkI = tl.where((r // AB == I)[:, None] & ~same, dQk, 0.)
+            pos += tl.dot(dAI, KnI, input_precision=PREC) * EpI
+            neg += (tl.dot(tl.trans(dAI), KpI, input_precision=PREC) +
+                    tl.dot(tl.trans(dQkI), QpI, input_precision=PREC)) * EnI
+            dqq += tl.dot(dQkI, KnI, input_precision=PREC) * EpI
+        dkk = pos + neg
+        dG = kk * (pos - neg) + qq * dqq
+    return dkk, dqq, dG, db
 
 
 @triton.jit
 def _scatter(dq, dk, de, dg, dbeta, dgamma, dqq, dkk, dgg, db, row_bt, wrow, erow, i_h, i_hv, ck, mk,
-             H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, EDA: tl.constexpr,
-             ATOMIC_QK: tl.constexpr, ATOMIC_H: tl.constexpr, ADD: tl.constexpr):
+             H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, EDA: tl.constexpr, ATOMIC_QK: tl.constexpr):
     """Sub-step gradients to the token tensors: write rows -> q, k, beta; erase rows -> e, gamma; g on the
-    rows that carry the decay. ATOMIC_QK (q, k) / ATOMIC_H (per value head): add atomically (rows shared
-    with other programs); else ADD: read-add-write (rows owned by this program), or a plain store (the
-    first writer)."""
-    _scatter_keys(dq, dk, de, dg, dqq, dkk, dgg, row_bt, wrow, erow, i_h, i_hv, ck, mk, H, HV, K, EDA,
-                  ATOMIC_QK, ATOMIC_H, ADD)
-    _scatter_rows(dbeta, dgamma, db, row_bt, wrow, erow, i_hv, HV, EDA, ATOMIC_H, ADD)
-
-
-@triton.jit
-def _scatter_keys(dq, dk, de, dg, dqq, dkk, dgg, row_bt, wrow, erow, i_h, i_hv, ck, mk,
-                  H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, EDA: tl.constexpr,
-                  ATOMIC_QK: tl.constexpr, ATOMIC_H: tl.constexpr, ADD: tl.constexpr):
-    """The key-column part of _scatter (columns ck of q, k, e, g)."""
+    rows that carry the decay. Every row of a per-value-head tensor has one writer (a plain store); q and k
+    rows are shared by the G value heads of a group when HV > H (ATOMIC_QK: atomic adds on zeroed buffers)."""
     off_qk = (row_bt * H + i_h)[:, None] * K + ck[None, :]
     off_hk = (row_bt * HV + i_hv)[:, None] * K + ck[None, :]
     m_w = wrow[:, None] & mk[None, :]
     m_e = erow[:, None] & mk[None, :]
-    _put(dq + off_qk, dqq, m_w, ATOMIC_QK, ADD)
-    _put(dk + off_qk, dkk, m_w, ATOMIC_QK, ADD)
-    _put(dg + off_hk, dgg, m_e if EDA else m_w, ATOMIC_H, ADD)
-    if EDA:
-        _put(de + off_hk, dkk, m_e, ATOMIC_H, ADD)
-
-
-@triton.jit
-def _scatter_rows(dbeta, dgamma, db, row_bt, wrow, erow, i_hv, HV: tl.constexpr, EDA: tl.constexpr,
-                  ATOMIC_H: tl.constexpr, ADD: tl.constexpr):
-    """The per-row part of _scatter (beta on write rows, gamma on erase rows)."""
-    off_b = row_bt * HV + i_hv
-    _put(dbeta + off_b, db, wrow, ATOMIC_H, ADD)
-    if EDA:
-        _put(dgamma + off_b, db, erow, ATOMIC_H, ADD)
-
-
-@triton.jit
-def _put(ptr, x, mask, ATOMIC: tl.constexpr, ADD: tl.constexpr):
-    """x to ptr: atomic add, read-add-write, or store (see _scatter)."""
-    if ATOMIC:
-        tl.atomic_add(ptr, x, mask=mask)
-    elif ADD:
-        tl.store(ptr, tl.load(ptr, mask=mask, other=0.) + x, mask=mask)
+    if ATOMIC_QK:
+        tl.atomic_add(dq + off_qk, dqq, mask=m_w)
+        tl.atomic_add(dk + off_qk, dkk, mask=m_w)
     else:
-        tl.store(ptr, x, mask=mask)
-
-
-@triton.jit
-def _eda_bwd_intra_kernel(q, k, e, g, beta, gamma, dLs, dQks, dq, dk, de, dg, dbeta, dgamma, scale, T, NT,
-                          H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr,
-                          BT: tl.constexpr, BKC: tl.constexpr, AB: tl.constexpr, EDA: tl.constexpr,
-                          SCALAR_G: tl.constexpr, ATOMIC_QK: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """Backward, part 2 of a chunk: the in-chunk terms, from part 1's dL (summed over V) and dQk:
-        db' += rowsum(dL A),  dA = diag(b') dL,
-    chained through A = StrictTril(K' Gamma K'^T) and Qk = Tril(Q' Gamma K'^T) (anchored factors, as in
-    the forward) to k', q' and G, and G = cumsum(g') to g'. Adds to part 1's gradients.
-    One pass over K in blocks of BKC columns: A and Qk are sums over key columns and every other quantity is
-    per column, so each block's share of db (and, for one decay per head, of dG) is summed, and each block's
-    column gradients are final."""
-    c = tl.program_id(0)
-    i_bh = tl.program_id(1)
-    i_b, i_hv, i_h = _heads(i_bh, H, HV)
-    r = tl.arange(0, BT)
-    bb, row_bt, wrow, erow = _chunk_rows(beta, gamma, i_b, i_hv, c, T, HV, BT, EDA)
-    off_t = (i_bh.to(tl.int64) * NT + c) * BT * BT + r[:, None] * BT + r[None, :]
-    dL = tl.load(dLs + off_t)
-    dQk = tl.load(dQks + off_t)
-    dA = bb[:, None] * dL
-    same = (r // AB)[:, None] == (r // AB)[None, :]
-    db = tl.zeros([BT], dtype=tl.float32)
-    P = tl.zeros([BT, BT], dtype=tl.float32)  # one decay per head: dA A + dQk Qk, summed over the blocks
-    for kb in range(tl.cdiv(K, BKC)):
-        kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
-                                            H, HV, K, BT, BKC, EDA, kb * BKC)
-        ck = kb * BKC + tl.arange(0, BKC)
-        mk = ck < K
-        A, Qk, Kp, Kn, Qp, Ea, En, GN = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
-        db += tl.sum(dL * A, axis=1)
-        # dA and dQk feed dG, whose reverse cumsum cancels pairwise terms (i > j adds to dG_i what it takes
-        # from dG_j): fp32 operands (tf32 on the tensor cores, 8x finer than bf16) keep dg's relative error
-        # well inside 1e-2.
-        if SCALAR_G:  # A = (K' K'^T) * D, D_ij = exp(G_i - G_j): dG_m = rowsum_m(P) - colsum_m(P)
-            D = _scalar_decay(G, r)
-            dAD = dA * D
-            dQkD = dQk * D
-            dkk = tl.dot(dAD, kk, input_precision=PREC) + tl.dot(tl.trans(dAD), kk, input_precision=PREC) + \
-                tl.dot(tl.trans(dQkD), qq, input_precision=PREC)
-            dqq = tl.dot(dQkD, kk, input_precision=PREC)
-            P += dA * A + dQk * Qk
-            _scatter_keys(dq, dk, de, dg, dqq * scale, dkk, tl.zeros_like(dkk), row_bt, wrow, erow, i_h, i_hv,
-                          ck, mk, H, HV, K, EDA, ATOMIC_QK, False, True)
-        else:
-            # in-block pairs (A = Kp Kn^T, Qk = Qp Kn^T). Every factor of k' (q') is k' (q') times exp(+G)
-            # ("pos") or exp(-G) ("neg") up to constants, so dG = k' (pos - neg) + q' dq' and dk' = pos + neg.
-            dAs = tl.where(same, dA, 0.)
-            dQks_ = tl.where(same, dQk, 0.)
-            pos = tl.dot(dAs, Kn, input_precision=PREC) * Ea
-            neg = (tl.dot(tl.trans(dAs), Kp, input_precision=PREC) +
-                   tl.dot(tl.trans(dQks_), Qp, input_precision=PREC)) * En
-            dqq = tl.dot(dQks_, Kn, input_precision=PREC) * Ea
-            for I in tl.static_range(1, BT // AB):  # cross-block pairs, anchored at block I's boundary
-                KpI, KnI, QpI, EpI, EnI = _cross_block(kk, qq, G, r, I, AB)
-                dAI = tl.where((r // AB == I)[:, None] & ~same, dA, 0.)
-                dQkI = tl.where((r // AB == I)[:, None] & ~same, dQk, 0.)
-                pos += tl.dot(dAI, KnI, input_precision=PREC) * EpI
-                neg += (tl.dot(tl.trans(dAI), KpI, input_precision=PREC) +
-                        tl.dot(tl.trans(dQkI), QpI, input_precision=PREC)) * EnI
-                dqq += tl.dot(dQkI, KnI, input_precision=PREC) * EpI
-            dkk = pos + neg
-            dG = kk * (pos - neg) + qq * dqq
-            dgg = tl.sum(dG, axis=0)[None, :] - tl.cumsum(dG, axis=0) + dG  # G = cumsum(g'): reverse cumsum
-            _scatter_keys(dq, dk, de, dg, dqq * scale, dkk, dgg, row_bt, wrow, erow, i_h, i_hv, ck, mk,
-                          H, HV, K, EDA, ATOMIC_QK, False, True)
-    if SCALAR_G:  # its gradient may sit on any channel (the wrapper sums them): channel 0
-        dGs = tl.sum(P, axis=1) - tl.sum(P, axis=0)
-        dgs = tl.sum(dGs, axis=0) - tl.cumsum(dGs, axis=0) + dGs
-        off_g = (row_bt * HV + i_hv) * K
-        m_g = erow if EDA else wrow
-        tl.store(dg + off_g, tl.load(dg + off_g, mask=m_g, other=0.) + dgs, mask=m_g)
-    _scatter_rows(dbeta, dgamma, db, row_bt, wrow, erow, i_hv, HV, EDA, False, True)
+        tl.store(dq + off_qk, dqq, mask=m_w)
+        tl.store(dk + off_qk, dkk, mask=m_w)
+    tl.store(dg + off_hk, dgg, mask=m_e if EDA else m_w)
+    off_b = row_bt * HV + i_hv
+    tl.store(dbeta + off_b, db, mask=wrow)
+    if EDA:
+        tl.store(de + off_hk, dkk, mask=m_e)
+        tl.store(dgamma + off_b, db, mask=erow)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -680,6 +629,103 @@ def _eda_decode_kernel(q, k, v, e, g, beta, gamma, s_in, s_out, o, scale, T,
         ov = tl.sum(qv[:, None] * S, axis=0)
         tl.store(o + (row * HV + i_hv) * V + cv, ov.to(o.dtype.element_ty), mask=mv)
     tl.store(s_out + off_s, S, mask=m_s)
+
+
+# ----------------------------------------------------------------------------------------------------
+# The linear layers' input path (model.py): short causal depthwise conv + SiLU (+ L2 norm for q, k), fused.
+# Written out by hand because the compiled PyTorch form saved fp32 intermediates for its backward: on an
+# H100 it took ~1.5 ms fwd+bwd per 125M layer (B=8, T=4096), for ~0.3 GB of necessary traffic.
+
+
+@triton.jit
+def _conv_pre(u, w, b, rows, ch, mc, T, su_b, su_t, KS: tl.constexpr, BT: tl.constexpr, BW: tl.constexpr,
+              UNROLL: tl.constexpr):
+    """Pre-activation z[t] = sum_j w[c, j] u[t - (KS-1) + j] (zero left context) at rows `rows`, fp32.
+    UNROLL=False keeps the tap loop a runtime loop: one u tile live at a time (the backward calls this at
+    KS shifted windows; unrolled, the compiler hoisted all KS^2 loads and spilled)."""
+    z = tl.zeros([BT, BW], dtype=tl.float32)
+    for j in tl.range(KS, loop_unroll_factor=KS if UNROLL else 1):
+        src = rows - (KS - 1) + j
+        x = tl.load(u + b.to(tl.int64) * su_b + src.to(tl.int64)[:, None] * su_t + ch[None, :],
+                    mask=((src >= 0) & (src < T))[:, None] & mc[None, :], other=0.).to(tl.float32)
+        z += x * tl.load(w + ch * KS + j, mask=mc, other=0.).to(tl.float32)[None, :]
+    return z
+
+
+@triton.jit
+def _conv_fwd_kernel(u, w, y, T, su_b, su_t, c0, eps, NH: tl.constexpr, W: tl.constexpr, KS: tl.constexpr,
+                     BT: tl.constexpr, BW: tl.constexpr, NORM: tl.constexpr):
+    """One head of one segment ([q | k | v]) on BT rows: y = silu(conv(u)), L2-normalized per row if NORM."""
+    i_t = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    b = i_bh // NH
+    h = i_bh % NH
+    rows = i_t * BT + tl.arange(0, BT)
+    cols = tl.arange(0, BW)
+    mc = cols < W
+    ch = c0 + h * W + cols
+    z = _conv_pre(u, w, b, rows, ch, mc, T, su_b, su_t, KS, BT, BW, True)
+    s = z * tl.sigmoid(z)
+    if NORM:  # F.normalize: s / max(|s|, eps)
+        s = s / tl.maximum(tl.sqrt(tl.sum(s * s, axis=1)), eps)[:, None]
+    off = ((b.to(tl.int64) * T + rows) * NH + h)[:, None] * W + cols[None, :]
+    tl.store(y + off, s.to(y.dtype.element_ty), mask=(rows < T)[:, None] & mc[None, :])
+
+
+@triton.jit
+def _conv_bwd_dz_kernel(u, w, dy, dz, dwp, T, NTB, su_b, su_t, c0, C, eps, NH: tl.constexpr, W: tl.constexpr,
+                        KS: tl.constexpr, KSP: tl.constexpr, BT: tl.constexpr, BW: tl.constexpr, NORM: tl.constexpr):
+    """Backward of _conv_fwd_kernel, part 1: the pre-activation's gradient dz (fp32, [B, T, C]) from dy, through
+    the L2 norm and SiLU (z recomputed from u), and this row block's share of dw into dwp [B * NTB, C, KS]
+    (summed by the caller: deterministic, no atomics)."""
+    i_t = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    b = i_bh // NH
+    h = i_bh % NH
+    rows = i_t * BT + tl.arange(0, BT)
+    cols = tl.arange(0, BW)
+    mc = cols < W
+    ch = c0 + h * W + cols
+    inside = (rows < T)[:, None] & mc[None, :]
+    z = _conv_pre(u, w, b, rows, ch, mc, T, su_b, su_t, KS, BT, BW, True)
+    sg = tl.sigmoid(z)
+    g = tl.load(dy + ((b.to(tl.int64) * T + rows) * NH + h)[:, None] * W + cols[None, :], mask=inside,
+                other=0.).to(tl.float32)
+    if NORM:  # through s / max(|s|, eps): (g - s_hat (s_hat . g)) / |s| when |s| > eps, else g / eps
+        s = z * sg
+        n = tl.sqrt(tl.sum(s * s, axis=1))
+        inv = 1. / tl.maximum(n, eps)
+        sh = s * inv[:, None]
+        g = inv[:, None] * (g - tl.where((n > eps)[:, None], sh * tl.sum(sh * g, axis=1)[:, None], 0.))
+    dzt = tl.where(inside, g * sg * (1. + z * (1. - sg)), 0.)  # silu'(z) = sg (1 + z (1 - sg))
+    tl.store(dz + (b.to(tl.int64) * T + rows)[:, None] * C + ch[None, :], dzt, mask=inside)
+    dw = tl.zeros([KSP, BW], dtype=tl.float32)  # dw[c, j] = sum_t dz[t] u[t - (KS-1) + j], tap j in row j
+    for j in tl.range(KS, loop_unroll_factor=1):
+        src = rows - (KS - 1) + j
+        x = tl.load(u + b.to(tl.int64) * su_b + src.to(tl.int64)[:, None] * su_t + ch[None, :],
+                    mask=((src >= 0) & (src < T))[:, None] & mc[None, :], other=0.).to(tl.float32)
+        dw += tl.where((tl.arange(0, KSP) == j)[:, None], tl.sum(dzt * x, axis=0)[None, :], 0.)
+    kj = tl.arange(0, KSP)
+    tl.store(dwp + ((b.to(tl.int64) * NTB + i_t) * C + ch[None, :]) * KS + kj[:, None], dw,
+             mask=(kj < KS)[:, None] & mc[None, :])
+
+
+@triton.jit
+def _conv_bwd_du_kernel(dz, w, du, T, C, KS: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr):
+    """Backward of _conv_fwd_kernel, part 2: du[t] = sum_j w[c, j] dz[t + (KS-1) - j] (the conv's transpose)."""
+    i_t = tl.program_id(0)
+    b = tl.program_id(1)
+    ch = tl.program_id(2) * BC + tl.arange(0, BC)
+    mc = ch < C
+    rows = i_t * BT + tl.arange(0, BT)
+    acc = tl.zeros([BT, BC], dtype=tl.float32)
+    for j in tl.static_range(KS):
+        r2 = rows + (KS - 1 - j)
+        d = tl.load(dz + (b.to(tl.int64) * T + r2)[:, None] * C + ch[None, :], mask=(r2 < T)[:, None] & mc[None, :],
+                    other=0.)
+        acc += d * tl.load(w + ch * KS + j, mask=mc, other=0.).to(tl.float32)[None, :]
+    tl.store(du + (b.to(tl.int64) * T + rows)[:, None] * C + ch[None, :], acc.to(du.dtype.element_ty),
+             mask=(rows < T)[:, None] & mc[None, :])
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -740,7 +786,6 @@ PREP_BK, DH_PREP_BK = 128, 64
 FWD_BV, FWD_WARPS, FWD_STAGES = 128, 8, 2  # FWD_WARPS for 128-wide V-blocks; narrower ones (FILL_PROGRAMS) take 4
 DH_BV, DH_WARPS, DH_STAGES = 128, 8, 2
 BWD_BV, BWD_WARPS, BWD_STAGES = 64, 8, 1
-INTRA_WARPS, INTRA_BK = 4, 64  # key columns per block in the backward's in-chunk part
 FILL_PROGRAMS = 64  # sequential walks: narrow the V-blocks while fewer programs than this would run
 
 
@@ -829,9 +874,8 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, TQ, do, dht, need_dh0, chunk_tok
         HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BVd, EDA=eda, HAS_DHT=dht is not None,
         STORE_DH0=need_dh0, DT=DT, PREC=PREC, num_warps=DH_WARPS, num_stages=DH_STAGES)
     del W2, M, Qg, Kg, eGN  # before the gradient buffers: the peak stays the gradient phase's
-    # (4) every chunk's input gradients, in parallel: part 1 (values and states, per V-block), then
-    # part 2 (in-chunk terms, K side only). Part 1 initialises the gradient buffers with plain stores when
-    # every row has one writer; atomics (on zeroed buffers) when V-blocks or grouped heads share rows.
+    # (5) every chunk's input gradients, in parallel. Each row of a gradient has one writer (plain stores),
+    # except q and k rows shared by grouped value heads (atomics on zeroed buffers).
     _, BV = _blocks(K, V, BWD_BV)
     atomic_qk = HV > H
     new = torch.zeros if atomic_qk else torch.empty
@@ -841,18 +885,12 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, TQ, do, dht, need_dh0, chunk_tok
     de = torch.empty(B, T, HV, K, **f32) if eda else None
     dgamma = torch.empty(B, T, HV, **f32) if eda else None
     dv = torch.empty_like(v)
-    dL, dQk = torch.empty(B * HV, NT, BT, BT, **f32), torch.empty(B * HV, NT, BT, BT, **f32)
     e_, gm_ = (e, gamma) if eda else (k, beta)
-    _eda_bwd_state_kernel[(NT, B * HV)](
+    _eda_bwd_kernel[(NT, B * HV)](
         q, k, v, e_, g, beta, gm_, Tm, Qk, hs, dhs, do,
-        dq, dk, dv, de if eda else dq, dg, dbeta, dgamma if eda else dbeta, dL, dQk, scale, T, NT,
-        H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, ATOMIC_QK=atomic_qk,
-        DT=DT, PREC=PREC, num_warps=BWD_WARPS, num_stages=BWD_STAGES)
-    _eda_bwd_intra_kernel[(NT, B * HV)](
-        q, k, e_, g, beta, gm_, dL, dQk, dq, dk, de if eda else dq, dg, dbeta, dgamma if eda else dbeta,
-        scale, T, NT, H=H, HV=HV, K=K, BT=BT, BKC=min(INTRA_BK, BK), AB=_anchor_rows(eda, BT), EDA=eda,
-        SCALAR_G=scalar_g,
-        ATOMIC_QK=HV > H, DT=DT, PREC=PREC, num_warps=INTRA_WARPS)
+        dq, dk, dv, de if eda else dq, dg, dbeta, dgamma if eda else dbeta, scale, T, NT,
+        H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
+        ATOMIC_QK=atomic_qk, DT=DT, PREC=PREC, num_warps=BWD_WARPS, num_stages=BWD_STAGES)
     return dq, dk, dv, de, dg, dbeta, dgamma, dh0
 
 
@@ -940,3 +978,70 @@ def eda_decode(q, k, v, e, g, beta, gamma, state, scale=None, inplace=True):
                              scale, T, H=H, HV=HV, K=K, V=V, BK=BK, BV=BV, EDA=eda,
                              SCALAR_G=g.dim() == 3, num_warps=4)
     return o, out_state
+
+
+CONV_BT, CONV_BWD_BT, CONV_BWD_WARPS = 64, 32, 4  # rows per program of the short-conv kernels (fwd, bwd)
+
+
+def _conv_segments(heads):
+    """[q | k | v] channel segments of the conv input: (first channel, heads, head width, L2-normalized)."""
+    H, HV, K, V = heads
+    return ((0, H, K, True), (H * K, H, K, True), (2 * H * K, HV, V, False))
+
+
+class ShortConvFunction(torch.autograd.Function):
+    """q, k, v = the linear layers' input path on u = [q | k | v] projections (see short_conv)."""
+
+    @staticmethod
+    def forward(ctx, u, weight, heads, eps):
+        B, T, C = u.shape
+        KS = weight.shape[-1]
+        w = weight.reshape(C, KS).contiguous()
+        outs = []
+        for c0, nh, width, norm in _conv_segments(heads):
+            y = torch.empty(B, T, nh, width, dtype=u.dtype, device=u.device)
+            _conv_fwd_kernel[(triton.cdiv(T, CONV_BT), B * nh)](
+                u, w, y, T, u.stride(0), u.stride(1), c0, eps, NH=nh, W=width, KS=KS, BT=CONV_BT,
+                BW=triton.next_power_of_2(width), NORM=norm, num_warps=4)
+            outs.append(y)
+        ctx.save_for_backward(u, w)
+        ctx.meta = (heads, eps, weight.shape, weight.dtype)
+        return tuple(outs)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        u, w = ctx.saved_tensors
+        heads, eps, w_shape, w_dtype = ctx.meta
+        B, T, C = u.shape
+        KS = w.shape[-1]
+        NTB = triton.cdiv(T, CONV_BWD_BT)
+        dz = torch.empty(B, T, C, dtype=torch.float32, device=u.device)
+        dwp = torch.empty(B * NTB, C, KS, dtype=torch.float32, device=u.device)
+        for (c0, nh, width, norm), dy in zip(_conv_segments(heads), grads):
+            dy = torch.zeros(B, T, nh, width, dtype=u.dtype, device=u.device) if dy is None else dy.contiguous()
+            _conv_bwd_dz_kernel[(NTB, B * nh)](
+                u, w, dy, dz, dwp, T, NTB, u.stride(0), u.stride(1), c0, C, eps, NH=nh, W=width, KS=KS,
+                KSP=triton.next_power_of_2(KS), BT=CONV_BWD_BT, BW=triton.next_power_of_2(width), NORM=norm,
+                num_warps=CONV_BWD_WARPS)
+        du = torch.empty(B, T, C, dtype=u.dtype, device=u.device)
+        _conv_bwd_du_kernel[(triton.cdiv(T, 32), B, triton.cdiv(C, 128))](dz, w, du, T, C, KS=KS, BT=32, BC=128,
+                                                                          num_warps=4)
+        return du, dwp.sum(0).reshape(w_shape).to(w_dtype), None, None
+
+
+def short_conv(u, weight, heads, eps=1e-6):
+    """The linear layers' input path, fused (model.la_conv is the PyTorch form, the spec): u [B, T, C] =
+    [q | k | v] projections (C = 2 H K + HV V; any row stride, unit channel stride), weight [C, 1, KS] ->
+    short causal depthwise conv (zero left context) -> SiLU -> q, k [B, T, H, K] L2-normalized (eps as
+    F.normalize), v [B, T, HV, V]; computed in fp32, stored in u's dtype. heads = (H, HV, K, V)."""
+    H, HV, K, V = heads
+    if u.dim() != 3 or u.shape[-1] != 2 * H * K + HV * V or u.stride(-1) != 1:
+        raise ValueError(f"short_conv: u must be [B, T, 2*H*K + HV*V = {2 * H * K + HV * V}] with unit channel "
+                         f"stride, got shape {tuple(u.shape)} strides {u.stride()}")
+    if weight.dim() != 3 or weight.shape[:2] != (u.shape[-1], 1):
+        raise ValueError(f"short_conv: weight must be [{u.shape[-1]}, 1, KS], got {tuple(weight.shape)}")
+    if u.dtype not in _DTYPES:
+        raise ValueError(f"short_conv: u has dtype {u.dtype}; float32, bfloat16 or float16")
+    if u.device.type == "cpu" and not _interpreting():
+        raise ValueError("short_conv: CPU tensors need TRITON_INTERPRET=1; otherwise pass CUDA tensors")
+    return ShortConvFunction.apply(u, weight, heads, float(eps))

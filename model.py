@@ -8,7 +8,7 @@ Paper: "Erase-then-Delta Attention" (Sec. 2-3 for the update rules, Appendix A, 
     RMSNorm, SwiGLU     the usual pieces
     gdn2_recurrent/_chunk  GDN-2's update rule (Eq. gdn2_prelim), step by step and chunked
     LinearAttention     the recipe shared by EDA / KDA / GDN / GDN-2, differences named inline; its
-                        training path's elementwise work in la_inputs / la_output (compiled on CUDA)
+                        training path's elementwise work in la_conv / la_gates / la_output (compiled on CUDA)
     GatedAttention      full attention: GQA, q/k RMSNorm, RoPE, SDPA, sigmoid output gate
     MoE                 fp32 softmax router, top-k, shared expert, load-balancing loss, sorted dispatch
     Block, GPT          pre-norm residual blocks; forward, prefill / decode_step / generate,
@@ -247,14 +247,16 @@ def gdn2_chunk(q, k, v, g, b, w, scale=None, initial_state=None, output_final_st
 # Linear attention: one recipe, the mixers' differences named where they occur.
 #
 # The full-sequence path (LinearAttention.forward without a cache: training, evaluation) runs its
-# elementwise work in two functions of plain tensors, la_inputs (conv, SiLU, norms, gates: everything
-# between the input projections and the update rule) and la_output (RMSNorm times the output gate). On CUDA
-# they run through torch.compile, which fuses each into a few kernels (a single read of the projections,
-# fp32 inside, one rounding at the end; as separate PyTorch ops they made about 30 full-size temporaries
-# per layer, fp32 ones among them). fullgraph=True: a graph break is an error, not a silent eager fallback.
+# elementwise work in three functions of plain tensors: la_conv (short conv, SiLU, q/k norms), la_gates
+# (decay gate, sigmoid gates, the erase address) and la_output (RMSNorm times the output gate). On CUDA
+# they run through torch.compile, which fuses each into a few kernels (fp32 inside, one rounding at the
+# end; as separate PyTorch ops they made about 30 full-size temporaries per layer, fp32 ones among them).
+# With the Triton rule, la_conv's work runs as kernel.short_conv instead, a hand-fused fwd/bwd pair: the
+# compiled form saved fp32 intermediates for its backward and took ~1.5 ms of a 125M layer's ~10 ms
+# (H100, B=8, T=4096). fullgraph=True: a graph break is an error, not a silent eager fallback.
 # On the CPU they run as written: compiling would cost the tests more than it saves.
 # LA_COMPILE = (where, backend): where is 'cuda' (the default), 'always' or 'never'; the tests trace the CPU
-# path with ('always', 'aot_eager') to check that both functions compile without graph breaks.
+# path with ('always', 'aot_eager') to check that the functions compile without graph breaks.
 LA_COMPILE = ("cuda", "inductor")
 _la_compiled = {}
 
@@ -282,18 +284,13 @@ def _outside_compile(fn):
     return _la_compiled[fn, "disable"]
 
 
-def la_inputs(u, conv_weight, a, beta_logit, gamma_logit, e_low, b_low, w_low, A_log, dt_bias, heads, gate,
-              lower_bound):
-    """Everything the update rule takes, from the layer's projections (shapes [B, T, width]):
-    u = [q | k | v] projections -> short causal depthwise conv + SiLU -> q, k L2-normalized, v;
-    a -> the fp32 log decay g (gate 'safe' | 'kda' | 'log', eda.py's functions); beta_logit, gamma_logit ->
-    sigmoid; e_low -> EDA's erase address, L2-normalized per q/k head and shared by its G value heads;
-    b_low, w_low -> GDN-2's sigmoid gates (fp32, its rule computes in fp32). heads = (H, HV, K, V).
-    Unused inputs are None. q, k, v, e, beta, gamma come out in u's dtype, computed in fp32 and rounded once.
-    The conv is ks shifted multiply-adds, the same sum F.conv1d computes, so that a compiler fuses it."""
+def la_conv(u, conv_weight, heads):
+    """q, k, v from the layer's [q | k | v] projections u [B, T, 2*H*K + HV*V]: short causal depthwise conv
+    (zero left context) + SiLU, q and k L2-normalized per head; computed in fp32, rounded once to u's dtype.
+    heads = (H, HV, K, V). The conv is ks shifted multiply-adds, the sum F.conv1d computes, so that a compiler
+    fuses it. This is the spec of kernel.short_conv (the fused Triton form model.py runs with the Triton rule)."""
     H, HV, K, V = heads
     B, T, _ = u.shape
-    G = HV // H
     dtype = u.dtype
     ks = conv_weight.shape[-1]
     w = conv_weight.reshape(-1, ks).float()                              # [C, ks]
@@ -302,9 +299,19 @@ def la_inputs(u, conv_weight, a, beta_logit, gamma_logit, e_low, b_low, w_low, A
     for j in range(1, ks):
         y = y + up[:, j:j + T] * w[:, j]
     q, k, v = F.silu(y).split([H * K, H * K, HV * V], dim=-1)
-    q = l2norm(q.reshape(B, T, H, K)).to(dtype)
-    k = l2norm(k.reshape(B, T, H, K)).to(dtype)
-    v = v.reshape(B, T, HV, V).to(dtype)
+    return l2norm(q.reshape(B, T, H, K)).to(dtype), l2norm(k.reshape(B, T, H, K)).to(dtype), \
+        v.reshape(B, T, HV, V).to(dtype)
+
+
+def la_gates(a, beta_logit, gamma_logit, e_low, b_low, w_low, A_log, dt_bias, heads, gate, lower_bound, dtype):
+    """The rule's gates and EDA's erase address, from the layer's projections ([B, T, width]):
+    a -> the fp32 log decay g (gate 'safe' | 'kda' | 'log', eda.py's functions); beta_logit, gamma_logit ->
+    sigmoid; e_low -> EDA's erase address, L2-normalized per q/k head and shared by its G value heads;
+    b_low, w_low -> GDN-2's sigmoid gates (fp32, its rule computes in fp32). heads = (H, HV, K, V).
+    Unused inputs are None. beta, gamma, e come out in `dtype`, computed in fp32 and rounded once."""
+    H, HV, K, V = heads
+    G = HV // H
+    B, T = a.shape[:2]
     if dt_bias.dim() == 2:  # channel-wise decay (dt_bias [HV, K]); GDN's is per head (a, dt_bias [.., HV])
         a = a.reshape(B, T, HV, K)
     if gate == "safe":
@@ -320,7 +327,7 @@ def la_inputs(u, conv_weight, a, beta_logit, gamma_logit, e_low, b_low, w_low, A
     if b_low is not None:
         b = torch.sigmoid(b_low.float()).reshape(B, T, H, K).repeat_interleave(G, dim=2)
         w = torch.sigmoid(w_low.float()).reshape(B, T, H, V).repeat_interleave(G, dim=2)
-    return q, k, v, e, g, beta, gamma, b, w
+    return g, beta, gamma, e, b, w
 
 
 def la_output(o, norm_weight, eps, gate_logit):
@@ -440,7 +447,8 @@ class LinearAttention(nn.Module):
 
     def _forward_full(self, x):
         """forward() without a cache (training, evaluation): zero left context, no state kept. Same math as
-        the cached path; the projections are one matmul and the elementwise work is la_inputs / la_output."""
+        the cached path; the projections are one matmul and the elementwise work is la_conv (or kernel.short_conv with the
+        Triton rule) / la_gates / la_output."""
         cfg = self.cfg
         # one matmul for every projection of x (the weights concatenated; they stay separate parameters, so
         # checkpoints and the optimizer are unchanged): x is read and cast to the compute dtype once, and
@@ -452,10 +460,17 @@ class LinearAttention(nn.Module):
         a = p["a_proj"] if self.mixer == "gdn" else self.f_b(p["f_a"])
         e_low = self.e_b(p["e_a"]) if self.mixer == "eda" else None
         b_low, w_low = (self.b_b(p["b_a"]), self.w_b(p["w_a"])) if self.mixer == "gdn2" else (None, None)
-        q, k, v, e, g, beta, gamma, b, w = _la_fn(la_inputs, x)(
-            p["qkv"], self.conv_weight, a, p.get("beta_proj"), p.get("gamma_proj"), e_low, b_low, w_low, self.A_log,
-            self.dt_bias, (self.H, self.HV, self.K, self.V), cfg.gate, cfg.la_gate_lower_bound)
-        o, _ = self._rule(self._backend(x, None), q, k, v, e, g, beta, gamma, b, w, None)
+        heads = (self.H, self.HV, self.K, self.V)
+        backend = self._backend(x, None)
+        if backend == "triton":  # the Triton rule comes with the fused Triton form of the conv path
+            from kernel import short_conv
+            q, k, v = _outside_compile(short_conv)(p["qkv"], self.conv_weight, heads)
+        else:
+            q, k, v = _la_fn(la_conv, x)(p["qkv"], self.conv_weight, heads)
+        g, beta, gamma, e, b, w = _la_fn(la_gates, x)(
+            a, p.get("beta_proj"), p.get("gamma_proj"), e_low, b_low, w_low, self.A_log, self.dt_bias, heads,
+            cfg.gate, cfg.la_gate_lower_bound, p["qkv"].dtype)
+        o, _ = self._rule(backend, q, k, v, e, g, beta, gamma, b, w, None)
         return self.o_proj(_la_fn(la_output, x)(o, self.o_norm.weight, self.o_norm.eps, p["g_proj"]))
 
     def forward(self, x, cache=None):

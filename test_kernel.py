@@ -143,11 +143,10 @@ def test_eda_with_scalar_g_matches_recurrence():
 
 @pytest.mark.parametrize("erase,scalar_g", [(True, False), (False, False), (True, True)])
 def test_key_columns_in_several_prep_blocks_match_recurrence(erase, scalar_g, monkeypatch):
-    # the prep kernels and the backward's in-chunk part take K in blocks of columns; K = 48 in 32-column blocks: two
-    # passes, the second one partial (masked)
+    # the prep kernels take K in blocks of columns; K = 48 in 32-column blocks: two passes, the second one
+    # partial (masked)
     monkeypatch.setattr(kernel, "PREP_BK", 32)
     monkeypatch.setattr(kernel, "DH_PREP_BK", 32)
-    monkeypatch.setattr(kernel, "INTRA_BK", 32)
     x = make_inputs(1, 21, 1, 2, 48, 16, erase=erase, scalar_g=scalar_g, seed=20)
     compare(x, kernel.eda_fused, 1e-4, chunk_size=8 if erase else 16)
 
@@ -308,3 +307,68 @@ def test_check_g_false_skips_the_decay_check_and_still_matches_in_range():
     o1 = eda.eda_triton(**x)[0]
     o2 = eda.eda_triton(**x, check_g=False)[0]
     assert torch.equal(o1, o2)
+
+
+# ----------------------------------------------------------------------------------------------------
+# short_conv: the linear layers' input path (conv + SiLU + q/k norms), against model.la_conv in float64
+
+
+def conv_inputs(B, T, heads, ks=4, dtype=torch.float32, seed=0, extra=8):
+    """u as the layer makes it: a [q | k | v] slice of a wider projection output (row stride > width)."""
+    H, HV, K, V = heads
+    gen = torch.Generator().manual_seed(seed)
+    C = 2 * H * K + HV * V
+    p = torch.randn(B, T, C + extra, generator=gen).to(DEV, dtype)
+    w = (torch.rand(C, 1, ks, generator=gen) - 0.5).to(DEV)
+    return p[..., :C], w
+
+
+def check_short_conv(u, w, heads, tol, seed=1):
+    import model
+    gen = torch.Generator().manual_seed(seed)
+    ut, wt = u.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    ur, wr = u.detach().double().cpu().requires_grad_(), w.detach().double().cpu().requires_grad_()
+    out = kernel.short_conv(ut, wt, heads)
+    ref = model.la_conv(ur, wr, heads)
+    cots = [torch.randn(r.shape, generator=gen, dtype=torch.float64) for r in ref]
+    sum((o.double().cpu() * c).sum() for o, c in zip(out, cots)).backward()
+    sum((r * c).sum() for r, c in zip(ref, cots)).backward()
+    errs = {n: rel(o, r) for n, o, r in zip("qkv", out, ref)}
+    errs.update(du=rel(ut.grad, ur.grad), dw=rel(wt.grad, wr.grad))
+    assert all(o.dtype == u.dtype and o.shape == r.shape for o, r in zip(out, ref))
+    assert max(errs.values()) <= tol, errs
+    return errs
+
+
+def test_short_conv_matches_la_conv_grouped_heads_odd_length_two_row_blocks():
+    # T = 70 spans two of the kernel's 64-row blocks (the conv window crosses the border); K != V, V = 24 not
+    # a power of 2 (masked columns); grouped value heads; rows 10-19 of u zero: silu(0) = 0, so rows 13-19 of
+    # q and k have norm 0 < eps and take F.normalize's other branch
+    heads = (2, 4, 16, 24)
+    u, w = conv_inputs(2, 70, heads, seed=3)
+    u[:, 10:20] = 0.
+    check_short_conv(u, w, heads, 1e-5)
+
+
+def test_short_conv_single_token_and_kernel_size_two():
+    heads = (1, 2, 16, 16)
+    u, w = conv_inputs(1, 1, heads, ks=2, seed=4)
+    check_short_conv(u, w, heads, 1e-5)
+
+
+def test_short_conv_bad_inputs_raise_value_errors():
+    heads = (1, 1, 16, 16)
+    u, w = conv_inputs(1, 5, heads)
+    with pytest.raises(ValueError, match="2\\*H\\*K"):
+        kernel.short_conv(u[..., :40], w, heads)
+    with pytest.raises(ValueError, match="weight"):
+        kernel.short_conv(u, w[:40], heads)
+    with pytest.raises(ValueError, match="float64"):
+        kernel.short_conv(u.double(), w, heads)
+
+
+@needs_gpu
+def test_gpu_short_conv_bf16_125m_layer_shape():
+    heads = (3, 6, 128, 128)
+    u, w = conv_inputs(2, 4096 + 7, heads, dtype=torch.bfloat16, seed=5)
+    check_short_conv(u, w, heads, 1e-2)

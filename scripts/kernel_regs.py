@@ -22,14 +22,9 @@ import triton.language as tl  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-import importlib.util as _u
-_p = os.environ.get("KERNEL_PY")
-if _p:
-    _s = _u.spec_from_file_location("kernel", _p); kernel = _u.module_from_spec(_s); _s.loader.exec_module(kernel)
-else:
-    import kernel  # noqa: E402
+import kernel  # noqa: E402
 
-FP32_POINTERS = {"g", "gmin", "ht", "h0", "dht", "dh0", "dq", "dk", "dg", "de", "dbeta", "dgamma", "dLs", "dQks",
+FP32_POINTERS = {"g", "gmin", "ht", "h0", "dht", "dh0", "dq", "dk", "dg", "de", "dbeta", "dgamma",
                  "s_in", "s_out", "eGNout", "eGNin"}
 SCALARS = {"scale": "fp32", "T": "i32", "NT": "i32"}
 
@@ -75,10 +70,8 @@ def main():
         "dh_prep": (kernel._eda_dh_prep_kernel, dict(common, BKC=min(kernel.DH_PREP_BK, BK)), kernel.PREP_WARPS, 1),
         "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, BV=kernel.DH_BV, HAS_DHT=True, STORE_DH0=True),
                    kernel.DH_WARPS, kernel.DH_STAGES),
-        "bwd_state": (kernel._eda_bwd_state_kernel, dict(common, BV=kernel.BWD_BV, ATOMIC_QK=False, ATOMIC_V=False),
-                      kernel.BWD_WARPS, kernel.BWD_STAGES),
-        "bwd_intra": (kernel._eda_bwd_intra_kernel, dict(common, BKC=min(kernel.INTRA_BK, BK), AB=kernel._anchor_rows(True, BT), SCALAR_G=False,
-                                                         ATOMIC_QK=False), kernel.INTRA_WARPS, 1),
+        "bwd": (kernel._eda_bwd_kernel, dict(common, BV=kernel.BWD_BV, AB=kernel._anchor_rows(True, BT), SCALAR_G=False,
+                                             ATOMIC_QK=False), kernel.BWD_WARPS, kernel.BWD_STAGES),
     }
     print(f"triton {triton.__version__}, sm_90a, EDA bf16, K = V = {K}, chunk {kernel.CHUNK_TOKENS} tokens (BT = {BT})")
     for name, (fn, consts, w, s) in kernels.items():
