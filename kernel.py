@@ -638,17 +638,30 @@ def _eda_decode_kernel(q, k, v, e, g, beta, gamma, s_in, s_out, o, scale, T,
 
 
 @triton.jit
-def _conv_pre(u, w, b, rows, ch, mc, T, su_b, su_t, KS: tl.constexpr, BT: tl.constexpr, BW: tl.constexpr,
-              UNROLL: tl.constexpr):
-    """Pre-activation z[t] = sum_j w[c, j] u[t - (KS-1) + j] (zero left context) at rows `rows`, fp32.
-    UNROLL=False keeps the tap loop a runtime loop: one u tile live at a time (the backward calls this at
-    KS shifted windows; unrolled, the compiler hoisted all KS^2 loads and spilled)."""
+def _conv_block(c0, NH: tl.constexpr, W: tl.constexpr, BT: tl.constexpr, BW: tl.constexpr):
+    """This program's part of a segment: batch b, head h, its BT rows and BW columns (channels ch of u)."""
+    i_t = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    rows = i_t * BT + tl.arange(0, BT)
+    cols = tl.arange(0, BW)
+    return i_bh // NH, i_bh % NH, i_t, rows, cols, cols < W, c0 + (i_bh % NH) * W + cols
+
+
+@triton.jit
+def _conv_tap(u, b, rows, j, ch, mc, T, su_b, su_t, KS: tl.constexpr):
+    """u at rows - (KS-1) + j (tap j of the causal window; zero left context), fp32."""
+    src = rows - (KS - 1) + j
+    return tl.load(u + b.to(tl.int64) * su_b + src.to(tl.int64)[:, None] * su_t + ch[None, :],
+                   mask=((src >= 0) & (src < T))[:, None] & mc[None, :], other=0.).to(tl.float32)
+
+
+@triton.jit
+def _conv_pre(u, w, b, rows, ch, mc, T, su_b, su_t, KS: tl.constexpr, BT: tl.constexpr, BW: tl.constexpr):
+    """Pre-activation z[t] = sum_j w[c, j] u[t - (KS-1) + j] at rows `rows`, fp32."""
     z = tl.zeros([BT, BW], dtype=tl.float32)
-    for j in tl.range(KS, loop_unroll_factor=KS if UNROLL else 1):
-        src = rows - (KS - 1) + j
-        x = tl.load(u + b.to(tl.int64) * su_b + src.to(tl.int64)[:, None] * su_t + ch[None, :],
-                    mask=((src >= 0) & (src < T))[:, None] & mc[None, :], other=0.).to(tl.float32)
-        z += x * tl.load(w + ch * KS + j, mask=mc, other=0.).to(tl.float32)[None, :]
+    for j in tl.static_range(KS):
+        z += _conv_tap(u, b, rows, j, ch, mc, T, su_b, su_t, KS) * \
+            tl.load(w + ch * KS + j, mask=mc, other=0.).to(tl.float32)[None, :]
     return z
 
 
@@ -656,15 +669,8 @@ def _conv_pre(u, w, b, rows, ch, mc, T, su_b, su_t, KS: tl.constexpr, BT: tl.con
 def _conv_fwd_kernel(u, w, y, T, su_b, su_t, c0, eps, NH: tl.constexpr, W: tl.constexpr, KS: tl.constexpr,
                      BT: tl.constexpr, BW: tl.constexpr, NORM: tl.constexpr):
     """One head of one segment ([q | k | v]) on BT rows: y = silu(conv(u)), L2-normalized per row if NORM."""
-    i_t = tl.program_id(0)
-    i_bh = tl.program_id(1)
-    b = i_bh // NH
-    h = i_bh % NH
-    rows = i_t * BT + tl.arange(0, BT)
-    cols = tl.arange(0, BW)
-    mc = cols < W
-    ch = c0 + h * W + cols
-    z = _conv_pre(u, w, b, rows, ch, mc, T, su_b, su_t, KS, BT, BW, True)
+    b, h, _, rows, cols, mc, ch = _conv_block(c0, NH, W, BT, BW)
+    z = _conv_pre(u, w, b, rows, ch, mc, T, su_b, su_t, KS, BT, BW)
     s = z * tl.sigmoid(z)
     if NORM:  # F.normalize: s / max(|s|, eps)
         s = s / tl.maximum(tl.sqrt(tl.sum(s * s, axis=1)), eps)[:, None]
@@ -678,16 +684,9 @@ def _conv_bwd_dz_kernel(u, w, dy, dz, dwp, T, NTB, su_b, su_t, c0, C, eps, NH: t
     """Backward of _conv_fwd_kernel, part 1: the pre-activation's gradient dz (fp32, [B, T, C]) from dy, through
     the L2 norm and SiLU (z recomputed from u), and this row block's share of dw into dwp [B * NTB, C, KS]
     (summed by the caller: deterministic, no atomics)."""
-    i_t = tl.program_id(0)
-    i_bh = tl.program_id(1)
-    b = i_bh // NH
-    h = i_bh % NH
-    rows = i_t * BT + tl.arange(0, BT)
-    cols = tl.arange(0, BW)
-    mc = cols < W
-    ch = c0 + h * W + cols
+    b, h, i_t, rows, cols, mc, ch = _conv_block(c0, NH, W, BT, BW)
     inside = (rows < T)[:, None] & mc[None, :]
-    z = _conv_pre(u, w, b, rows, ch, mc, T, su_b, su_t, KS, BT, BW, True)
+    z = _conv_pre(u, w, b, rows, ch, mc, T, su_b, su_t, KS, BT, BW)
     sg = tl.sigmoid(z)
     g = tl.load(dy + ((b.to(tl.int64) * T + rows) * NH + h)[:, None] * W + cols[None, :], mask=inside,
                 other=0.).to(tl.float32)
@@ -700,10 +699,8 @@ def _conv_bwd_dz_kernel(u, w, dy, dz, dwp, T, NTB, su_b, su_t, c0, C, eps, NH: t
     dzt = tl.where(inside, g * sg * (1. + z * (1. - sg)), 0.)  # silu'(z) = sg (1 + z (1 - sg))
     tl.store(dz + (b.to(tl.int64) * T + rows)[:, None] * C + ch[None, :], dzt, mask=inside)
     dw = tl.zeros([KSP, BW], dtype=tl.float32)  # dw[c, j] = sum_t dz[t] u[t - (KS-1) + j], tap j in row j
-    for j in tl.range(KS, loop_unroll_factor=1):
-        src = rows - (KS - 1) + j
-        x = tl.load(u + b.to(tl.int64) * su_b + src.to(tl.int64)[:, None] * su_t + ch[None, :],
-                    mask=((src >= 0) & (src < T))[:, None] & mc[None, :], other=0.).to(tl.float32)
+    for j in tl.range(KS, loop_unroll_factor=1):  # a runtime loop: one tap tile live at a time
+        x = _conv_tap(u, b, rows, j, ch, mc, T, su_b, su_t, KS)
         dw += tl.where((tl.arange(0, KSP) == j)[:, None], tl.sum(dzt * x, axis=0)[None, :], 0.)
     kj = tl.arange(0, KSP)
     tl.store(dwp + ((b.to(tl.int64) * NTB + i_t) * C + ch[None, :]) * KS + kj[:, None], dw,
