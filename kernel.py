@@ -638,13 +638,17 @@ def _eda_decode_kernel(q, k, v, e, g, beta, gamma, s_in, s_out, o, scale, T,
 
 
 @triton.jit
-def _conv_block(c0, NH: tl.constexpr, W: tl.constexpr, BT: tl.constexpr, BW: tl.constexpr):
-    """This program's part of a segment: batch b, head h, its BT rows and BW columns (channels ch of u)."""
+def _conv_block(c0, T, NH: tl.constexpr, W: tl.constexpr, BT: tl.constexpr, BW: tl.constexpr):
+    """This program's part of a segment: batch b, row block i_t, its BT rows, the column mask, its channels ch
+    of u, and the offsets of its tile in the segment's own [B, T, NH, W] tensor (q, k or v, or their grads)."""
     i_t = tl.program_id(0)
     i_bh = tl.program_id(1)
+    b = i_bh // NH
+    h = i_bh % NH
     rows = i_t * BT + tl.arange(0, BT)
     cols = tl.arange(0, BW)
-    return i_bh // NH, i_bh % NH, i_t, rows, cols, cols < W, c0 + (i_bh % NH) * W + cols
+    off_h = ((b.to(tl.int64) * T + rows) * NH + h)[:, None] * W + cols[None, :]
+    return b, i_t, rows, cols < W, c0 + h * W + cols, off_h
 
 
 @triton.jit
@@ -669,13 +673,12 @@ def _conv_pre(u, w, b, rows, ch, mc, T, su_b, su_t, KS: tl.constexpr, BT: tl.con
 def _conv_fwd_kernel(u, w, y, T, su_b, su_t, c0, eps, NH: tl.constexpr, W: tl.constexpr, KS: tl.constexpr,
                      BT: tl.constexpr, BW: tl.constexpr, NORM: tl.constexpr):
     """One head of one segment ([q | k | v]) on BT rows: y = silu(conv(u)), L2-normalized per row if NORM."""
-    b, h, _, rows, cols, mc, ch = _conv_block(c0, NH, W, BT, BW)
+    b, _, rows, mc, ch, off_h = _conv_block(c0, T, NH, W, BT, BW)
     z = _conv_pre(u, w, b, rows, ch, mc, T, su_b, su_t, KS, BT, BW)
     s = z * tl.sigmoid(z)
     if NORM:  # F.normalize: s / max(|s|, eps)
         s = s / tl.maximum(tl.sqrt(tl.sum(s * s, axis=1)), eps)[:, None]
-    off = ((b.to(tl.int64) * T + rows) * NH + h)[:, None] * W + cols[None, :]
-    tl.store(y + off, s.to(y.dtype.element_ty), mask=(rows < T)[:, None] & mc[None, :])
+    tl.store(y + off_h, s.to(y.dtype.element_ty), mask=(rows < T)[:, None] & mc[None, :])
 
 
 @triton.jit
@@ -684,12 +687,11 @@ def _conv_bwd_dz_kernel(u, w, dy, dz, dwp, T, NTB, su_b, su_t, c0, C, eps, NH: t
     """Backward of _conv_fwd_kernel, part 1: the pre-activation's gradient dz (fp32, [B, T, C]) from dy, through
     the L2 norm and SiLU (z recomputed from u), and this row block's share of dw into dwp [B * NTB, C, KS]
     (summed by the caller: deterministic, no atomics)."""
-    b, h, i_t, rows, cols, mc, ch = _conv_block(c0, NH, W, BT, BW)
+    b, i_t, rows, mc, ch, off_h = _conv_block(c0, T, NH, W, BT, BW)
     inside = (rows < T)[:, None] & mc[None, :]
     z = _conv_pre(u, w, b, rows, ch, mc, T, su_b, su_t, KS, BT, BW)
     sg = tl.sigmoid(z)
-    g = tl.load(dy + ((b.to(tl.int64) * T + rows) * NH + h)[:, None] * W + cols[None, :], mask=inside,
-                other=0.).to(tl.float32)
+    g = tl.load(dy + off_h, mask=inside, other=0.).to(tl.float32)
     if NORM:  # through s / max(|s|, eps): (g - s_hat (s_hat . g)) / |s| when |s| > eps, else g / eps
         s = z * sg
         n = tl.sqrt(tl.sum(s * s, axis=1))
