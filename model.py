@@ -36,6 +36,9 @@ LA_BACKENDS = ("auto", "triton", "chunk", "recurrent")
 LA_GATES = ("auto", "safe", "kda", "log")
 # the decay gate each mixer uses with la_gate='auto' (Eq. safe_gate / KDA's sigmoid gate / Eq. log_gate)
 DEFAULT_GATE = {"eda": "safe", "kda": "kda", "gdn": "log", "gdn2": "log"}
+# A's init (LinearAttention.init_gates): 'unit' A = 1, 'mamba2' A ~ U(1, 16); la_A_init='auto' takes the gate's
+LA_A_INITS = ("auto", "unit", "mamba2")
+DEFAULT_A_INIT = {"safe": "unit", "kda": "mamba2", "log": "mamba2"}
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -72,6 +75,8 @@ class GPTConfig:
     la_erase_rank: int = 4         # rank per q/k head of EDA's erase address and GDN-2's b, w gates (paper: 16)
     la_gate: str = "auto"          # auto | safe | kda | log  (auto: eda safe, kda kda, gdn/gdn2 log)
     la_gate_lower_bound: float = -5.0  # l of the safe / KDA gates
+    la_A_init: str = "auto"        # auto | unit | mamba2: the gate's A at init (auto: safe unit, kda/log mamba2)
+    la_erase_bias: float = 0.0     # EDA: a constant added to the erase gate's logit, gamma = sigmoid(W_g x + this)
     la_backend: str = "auto"       # auto | triton | chunk | recurrent  (auto: triton on CUDA, chunk on CPU)
     la_chunk_size: int = 64
     # FFN: SwiGLU of width ffn_hidden, or MoE
@@ -104,6 +109,7 @@ class GPTConfig:
         need(self.mixer in MIXERS, f"unknown mixer {self.mixer!r}; choose one of {', '.join(MIXERS)}")
         need(self.la_backend in LA_BACKENDS, f"unknown la_backend {self.la_backend!r}; choose one of {', '.join(LA_BACKENDS)}")
         need(self.la_gate in LA_GATES, f"unknown la_gate {self.la_gate!r}; choose one of {', '.join(LA_GATES)}")
+        need(self.la_A_init in LA_A_INITS, f"unknown la_A_init {self.la_A_init!r}; choose one of {', '.join(LA_A_INITS)}")
         for name in ("vocab_size", "block_size", "n_layer", "n_embd", "attn_every", "n_head", "n_kv_head",
                      "head_dim", "la_n_head", "la_n_v_head", "la_head_dim", "la_v_head_dim", "la_conv_size",
                      "la_gate_rank", "la_erase_rank", "la_chunk_size"):
@@ -146,6 +152,10 @@ class GPTConfig:
     @property
     def gate(self):
         return DEFAULT_GATE.get(self.mixer, "log") if self.la_gate == "auto" else self.la_gate
+
+    @property
+    def A_init(self):
+        return DEFAULT_A_INIT[self.gate] if self.la_A_init == "auto" else self.la_A_init
 
     def is_attention_layer(self, i):
         return self.mixer == "transformer" or (i + 1) % self.attn_every == 0
@@ -407,8 +417,17 @@ class LinearAttention(nn.Module):
 
     @torch.no_grad()
     def init_gates(self):
-        """Mamba2 / KDA init: A ~ U(1, 16) (A_log = log A); dt ~ logU(1e-3, 1e-1), dt_bias = softplus^-1(dt)."""
-        self.A_log.copy_(torch.empty_like(self.A_log).uniform_(1, 16).log())
+        """dt ~ logU(1e-3, 1e-1), dt_bias = softplus^-1(dt) (Mamba2); A = 1 ('unit') or A ~ U(1, 16) ('mamba2').
+        With the projections near 0 at init, the log decay g starts at (checked in test_model.py):
+          safe, A = 1:        g ~ -dt, in [-0.1, -0.001] (per-token retention 0.90 .. 0.999). A ~ U(1, 16)
+                              started it down to -1.6 and 2-layer MQAR failed; flash-linear-attention's KDA
+                              starts A_log at 0 with its safe gate too (notes/synthetic.md).
+          kda,  A ~ U(1, 16): g = l sigmoid(A (a + dt_bias)) ~ l dt^A, in (-0.5, 0) (Kimi Linear's init).
+          log,  A ~ U(1, 16): g = -A dt, in [-1.6, -0.001] (Mamba2 / Gated DeltaNet's init)."""
+        if self.cfg.A_init == "unit":
+            self.A_log.zero_()
+        else:
+            self.A_log.copy_(torch.empty_like(self.A_log).uniform_(1, 16).log())
         lo, hi = math.log(1e-3), math.log(1e-1)
         dt = torch.exp(torch.rand_like(self.dt_bias) * (hi - lo) + lo).clamp(min=1e-4)
         self.dt_bias.copy_(inv_softplus(dt))
@@ -423,6 +442,10 @@ class LinearAttention(nn.Module):
         if be == "auto":
             be = "triton" if (x.is_cuda and self.mixer != "gdn2") else "chunk"
         return be
+
+    def _gamma_logit(self, z):
+        """The erase gate's logit W_g x plus the constant cfg.la_erase_bias (no parameter: Table 7's counts)."""
+        return z if z is None or self.cfg.la_erase_bias == 0 else z + self.cfg.la_erase_bias
 
     def _rule(self, backend, q, k, v, e, g, beta, gamma, b, w, state):
         if self.mixer == "gdn2":
@@ -468,7 +491,7 @@ class LinearAttention(nn.Module):
         else:
             q, k, v = _la_fn(la_conv, x)(p["qkv"], self.conv_weight, heads)
         g, beta, gamma, e, b, w = _la_fn(la_gates, x)(
-            a, p.get("beta_proj"), p.get("gamma_proj"), e_low, b_low, w_low, self.A_log, self.dt_bias, heads,
+            a, p.get("beta_proj"), self._gamma_logit(p.get("gamma_proj")), e_low, b_low, w_low, self.A_log, self.dt_bias, heads,
             cfg.gate, cfg.la_gate_lower_bound, p["qkv"].dtype)
         o, _ = self._rule(backend, q, k, v, e, g, beta, gamma, b, w, None)
         return self.o_proj(_la_fn(la_output, x)(o, self.o_norm.weight, self.o_norm.eps, p["g_proj"]))
@@ -505,7 +528,7 @@ class LinearAttention(nn.Module):
         beta = torch.sigmoid(self.beta_proj(x).float()) if self.mixer != "gdn2" else None
         e = gamma = b = w = None
         if self.mixer == "eda":
-            gamma = torch.sigmoid(self.gamma_proj(x).float())
+            gamma = torch.sigmoid(self._gamma_logit(self.gamma_proj(x).float()))
             e = l2norm(self.e_b(self.e_a(x)).view(B, T, H, K)).repeat_interleave(G, dim=2)
         if self.mixer == "gdn2":
             b = torch.sigmoid(self.b_b(self.b_a(x)).float()).view(B, T, H, K).repeat_interleave(G, dim=2)

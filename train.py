@@ -28,7 +28,7 @@ from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model
 
 from configurator import configure
 from data.prepare import TokenFileError, load_tokens, prepare_stdlib, read_meta
-from data.synthetic import accuracy_counts, mqar, reassign
+from data.synthetic import accuracy_counts, evict, mqar, reassign
 from model import GPT, GPTConfig
 
 # ----------------------------------------------------------------------------------------------------
@@ -47,11 +47,12 @@ wandb_log = False             # optional; needs `pip install wandb`
 wandb_project = 'nanoeda'
 wandb_run_name = 'run'
 # data
-dataset = 'stdlib'            # a name in data/ (stdlib, fineweb_edu, openwebtext, ...), a folder path, or mqar / reassign
+dataset = 'stdlib'            # a name in data/ (stdlib, fineweb_edu, openwebtext, ...), a folder path, or mqar / reassign / evict
 gradient_accumulation_steps = 1  # over ALL ranks: each rank does this / world_size micro-steps
 batch_size = 16               # micro-batch per rank; global batch = batch_size * gradient_accumulation_steps
 num_kv_pairs = 16             # synthetic tasks: bindings in the context
-num_updates = 16              # reassign: reassignments and moves after the context
+num_updates = 16              # reassign: reassignments and moves after the context; evict: new owners
+move_frac = 0.5               # reassign: the fraction of updates that move a binding (1.0: capacity pressure)
 # optimizer: AdamW, decay on matrices only (model.configure_optimizers)
 learning_rate = 3e-3          # max learning rate
 max_iters = 400               # total optimizer steps
@@ -97,7 +98,7 @@ configure(globals())
 settings = {k: v for k, v in globals().items()
             if not k.startswith('_') and isinstance(v, (bool, int, float, str, tuple, list, dict, type(None)))}
 model_fields = [f.name for f in dataclasses.fields(GPTConfig)]
-SYNTHETIC_TASKS = ('mqar', 'reassign')
+SYNTHETIC_TASKS = ('mqar', 'reassign', 'evict')
 is_synthetic = dataset in SYNTHETIC_TASKS
 
 # peak dense bf16 tensor FLOP/s per GPU (datasheets, without sparsity), for MFU; matched in order
@@ -246,10 +247,15 @@ def get_batch(split, purpose, step, index):
     rng = np.random.default_rng([seed, purpose, 0 if split == 'train' else 1, step, index])
     T = block_size  # the current setting, also when resuming: a longer block_size is midtraining
     if is_synthetic:
-        if dataset == 'mqar':
-            x, y = mqar(rng, batch_size, T, data_vocab, num_kv_pairs)
-        else:
-            x, y = reassign(rng, batch_size, T, data_vocab, num_kv_pairs, num_updates)
+        try:
+            if dataset == 'mqar':
+                x, y = mqar(rng, batch_size, T, data_vocab, num_kv_pairs)
+            elif dataset == 'reassign':
+                x, y = reassign(rng, batch_size, T, data_vocab, num_kv_pairs, num_updates, move_frac)
+            else:
+                x, y = evict(rng, batch_size, T, data_vocab, num_kv_pairs, num_updates)
+        except ValueError as err:  # task sizes that do not fit block_size / vocab_size: say which
+            fail(err)
     else:
         data = splits[split]
         if len(data) <= T + 1:

@@ -2,7 +2,20 @@ r"""
 Synthetic associative-memory tasks, generated in-process from a numpy Generator (no files).
 
     x, y = mqar(rng, batch_size, seq_len, vocab_size, num_kv_pairs)
-    x, y = reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates)
+    x, y = reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, move_frac)
+    x, y = evict(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates)
+
+What each task asks of the memory (the tests check every answer against a replay of the stream):
+    mqar      store and recall: no binding ever changes.
+    reassign  overwrite and remove: a key's value changes (the delta rule's job: a write at the same key), or a
+              binding moves to a fresh key with an explicit `k NONE` (its old key must read NONE). With
+              move_frac=1 and num_kv_pairs near the state's key dimension it is the capacity-pressure variant:
+              every update brings a fresh key while the live count stays fixed, so the keys ever written
+              outnumber the state's dimensions and stale addresses must be cleared to make room.
+    evict     removal at an address the current token does not name: values are unique, and `k' v` gives v a
+              new owner k', which implicitly unbinds v's old owner k (k must read NONE). The write goes to k';
+              the stale entry sits at k, found only by a lookup (v -> k): the case an erase at its own address
+              (e_t, independent of the write key k_t) is made for, and one a single delta write cannot cover.
 
 x: int64 [B, seq_len] inputs; y: int64 [B, seq_len] next-token targets, -1 everywhere except at the
 answer positions (the position of a query key, whose target is the key's current value). The loss and
@@ -76,12 +89,13 @@ def mqar(rng, batch_size, seq_len, vocab_size, num_kv_pairs, power_a=0.01):
     return x, y
 
 
-def reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, power_a=0.01):
+def reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, move_frac=0.5, power_a=0.01):
     """Associative recall with overwrites and moves: stale entries must be removed.
 
     Each sequence is a stream of pairs, then a query region:
       1. num_kv_pairs bindings `k v` with distinct keys;
-      2. num_updates updates, each on a key bound at that moment, chosen at random:
+      2. num_updates updates, each on a key bound at that moment, chosen at random, a move with probability
+         move_frac, else a reassignment:
          - reassign: `k v'` binds k to a new value v' != its current value;
          - move:     `k NONE` unbinds k, then `k' v` binds a fresh key k' (never seen before) to k's value.
       3. queries: every key that appeared in the stream, once, at power-law gaps.
@@ -91,6 +105,8 @@ def reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, po
     since moves take fresh keys and updates only touch keys bound at that moment).
     """
     (klo, khi), (vlo, vhi) = vocab_halves(vocab_size)
+    if not 0 <= move_frac <= 1:
+        raise ValueError(f"reassign: move_frac must be in [0, 1], got {move_frac}")
     if vhi - vlo < 2:
         raise ValueError("reassign needs at least 2 values to reassign to")
     max_keys = num_kv_pairs + num_updates  # a move consumes a fresh key
@@ -113,7 +129,7 @@ def reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, po
         for _ in range(num_updates):
             bound = [k for k, v in binding.items() if v != NONE]
             k = bound[rng.integers(len(bound))]
-            if rng.random() < 0.5:  # reassign: a new value, never the current one
+            if rng.random() >= move_frac:  # reassign: a new value, never the current one
                 v = int(rng.integers(vlo, vhi - 1))
                 v += v >= binding[k]
                 binding[k] = v
@@ -130,18 +146,57 @@ def reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, po
     return x, y
 
 
-def final_bindings(tokens):
+def evict(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, power_a=0.01):
+    """Associative recall with unique values, where a new owner of a value implicitly unbinds the old one.
+
+    Each sequence: num_kv_pairs bindings `k v` (distinct keys, distinct values); then num_updates pairs
+    `k' v`, each giving a value bound at that moment a fresh key k' (never seen before), which unbinds v's
+    previous key; then queries of every key that appeared, at power-law gaps. Promises: the answer is the
+    final binding, so a key whose value moved on reads NONE; no NONE token appears in the stream (the removal
+    is implied, never written out).
+    """
+    (klo, khi), (vlo, vhi) = vocab_halves(vocab_size)
+    n_keys = num_kv_pairs + num_updates
+    if n_keys > khi - klo:
+        raise ValueError(f"num_kv_pairs + num_updates = {n_keys} exceeds the {khi - klo} keys of vocab_size {vocab_size}")
+    if num_kv_pairs > vhi - vlo:
+        raise ValueError(f"evict: num_kv_pairs={num_kv_pairs} exceeds the {vhi - vlo} distinct values of vocab_size {vocab_size}")
+    if num_kv_pairs < 1:
+        raise ValueError("evict needs num_kv_pairs >= 1")
+    if seq_len < 4 * n_keys:
+        raise ValueError(f"evict: seq_len={seq_len} < 4 * (num_kv_pairs + num_updates) = {4 * n_keys} (stream + queries)")
+    x = np.full((batch_size, seq_len), FILLER, dtype=np.int64)
+    y = np.full((batch_size, seq_len), -1, dtype=np.int64)
+    for b in range(batch_size):
+        keys = rng.choice(np.arange(klo, khi), size=n_keys, replace=False)
+        values = rng.choice(np.arange(vlo, vhi), size=num_kv_pairs, replace=False)
+        owner = dict(zip(values.tolist(), keys[:num_kv_pairs].tolist()))  # value -> its key now
+        binding = {k: v for v, k in owner.items()}                          # key -> value, or NONE
+        stream = list(zip(keys[:num_kv_pairs].tolist(), values.tolist()))
+        for k2 in keys[num_kv_pairs:].tolist():
+            v = int(values[rng.integers(num_kv_pairs)])
+            binding[owner[v]], binding[k2], owner[v] = NONE, v, k2
+            stream.append((k2, v))
+        x[b, :2 * n_keys] = np.array(stream, dtype=np.int64).reshape(-1)
+        place_queries(rng, x[b], y[b], 2 * n_keys, list(binding.items()), power_a)
+    return x, y
+
+
+def final_bindings(tokens, unique_values=False):
     """Replay a stream of `key value` pairs, up to the first pair holding a filler -> {key: final value or
     NONE}. (A query is a key followed by filler, so the replay stops before the query region.)
+    unique_values (evict): binding a value to a key unbinds the value's previous key.
 
     The ground truth the tests check the generators against.
     """
-    binding = {}
+    binding, owner = {}, {}
     for i in range(0, len(tokens) - 1, 2):
         k, v = int(tokens[i]), int(tokens[i + 1])
         if FILLER in (k, v):
             break
-        binding[k] = v
+        if unique_values and v in owner:
+            binding[owner[v]] = NONE
+        binding[k], owner[v] = v, k
     return binding
 
 

@@ -1,0 +1,281 @@
+"""
+Many small train.py runs over a fixed grid (tasks x difficulty x mixers x learning rates x seeds), several at
+once on one machine, each row of results appended to a JSONL file the moment its run ends; then a table and
+a figure from that file. Zoology's protocol: each mixer is reported at its best learning rate (best mean
+over seeds), with the spread over seeds and every run kept in the file.
+
+    python sweep.py config/sweep_synthetic.py             # the grid of README's "Does erase help?"
+    python sweep.py config/sweep_synthetic.py --jobs=16   # 16 runs at a time (one GPU holds many small runs)
+    python sweep.py config/sweep_synthetic.py --report_only=True   # table + figure from the results file
+
+A run is one `python train.py <task config> <level args> --mixer=.. --learning_rate=.. --seed=..` process,
+so a sweep trains exactly what a user's command trains. Rerunning the same command resumes: rows already in
+the results file (finished, failed or diverged) are not run again; a failed run is recorded and the sweep
+goes on. matplotlib is optional: without it the table is still written.
+"""
+import itertools
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+from configurator import configure
+
+# ----------------------------------------------------------------------------------------------------
+# Settings (config files and --key=value, as train.py)
+name = 'sweep'                # results go to <results_dir>/<name>.jsonl, .md, .png
+results_dir = 'notes/sweep'
+runs_dir = 'out/sweep'        # each run's out_dir and log (not kept in the repo)
+# task -> {'config': train.py config file, 'x': the difficulty's name, 'levels': [[x, [train.py args]], ...]}
+tasks = {'mqar': {'config': 'config/mqar.py', 'x': 'num_kv_pairs',
+                  'levels': [[16, ['--num_kv_pairs=16']], [32, ['--num_kv_pairs=32']]]}}
+mixers = {m: [f'--mixer={m}'] for m in ('eda', 'kda', 'gdn', 'gdn2', 'transformer')}  # label -> train.py args
+learning_rates = [1e-3]       # [] : the task config's own
+seeds = [0, 1, 2]
+extra = []                    # train.py args for every run, e.g. ['--max_iters=1000']
+jobs = 4                      # runs at a time; on CUDA they share the visible GPUs round-robin
+run_timeout = 1800            # seconds; a run still going then is killed and recorded as 'timeout'
+report_only = False           # only rebuild the table and figure from the results file
+python = sys.executable
+configure(globals())
+# ----------------------------------------------------------------------------------------------------
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+results_path = os.path.join(results_dir, f'{name}.jsonl')
+mixer_args = mixers
+KEY = ('task', 'x', 'mixer', 'lr', 'seed')
+
+
+def run_id(row):
+    lr = 'cfg' if row['lr'] is None else f"{row['lr']:g}"
+    label = ''.join(c if c.isalnum() or c in '.-' else '_' for c in row['mixer'])
+    return f"{row['task']}_{row['x']}_{label}_lr{lr}_s{row['seed']}"
+
+
+def grid():
+    """Every run of the grid, in a fixed order (task, level, seed, lr, mixer: a half-done sweep has whole
+    levels, and every mixer's runs at a level finish close together)."""
+    lrs = learning_rates or [None]
+    for task, spec in tasks.items():
+        for (x, level_args), seed, lr, mixer in itertools.product(spec['levels'], seeds, lrs, mixer_args):
+            row = {'task': task, 'x': x, 'mixer': mixer, 'lr': lr, 'seed': seed}
+            args = [spec['config'], *level_args, *mixer_args[mixer], f'--seed={seed}', *extra]
+            if lr is not None:
+                args.append(f'--learning_rate={lr}')
+            yield row, args
+
+
+def read_results(path):
+    rows = []
+    if os.path.exists(path):
+        with open(path) as f:
+            for i, line in enumerate(f):
+                line = line.strip()
+                if line:
+                    try:
+                        rows.append(json.loads(line))
+                    except ValueError:  # a line cut by a crash mid-write: that run is simply run again
+                        print(f'sweep: {path}:{i + 1} is not JSON, ignored', file=sys.stderr)
+    return rows
+
+
+def outcome(proc_rc, out_dir, log_path, seconds, timed_out):
+    """The row's result fields from a finished train.py process: its log.jsonl's last evaluation, the
+    parameter count from its first lines, and a status (ok | diverged | failed | timeout)."""
+    res = {'seconds': round(seconds, 1), 'returncode': proc_rc}
+    evals = []
+    try:
+        with open(os.path.join(out_dir, 'log.jsonl')) as f:
+            evals = [r for r in map(json.loads, f) if r.get('eval')]
+    except (OSError, ValueError):
+        pass
+    if evals:
+        last = evals[-1]
+        res.update(step=last['step'], val_loss=last['val_loss'], val_acc=last.get('val_acc'),
+                   best_val_acc=max(r.get('val_acc', float('nan')) for r in evals))
+    text = open(log_path, errors='replace').read() if os.path.exists(log_path) else ''
+    for line in text.splitlines():
+        if '| params total ' in line:
+            res['params'] = int(line.split('| params total ')[1].split()[0].replace(',', ''))
+            break
+    if timed_out:
+        res['status'] = 'timeout'
+    elif proc_rc == 0 and evals:
+        res['status'] = 'ok'
+    else:
+        res['status'] = 'diverged' if 'non-finite loss' in text else 'failed'
+        res['error'] = text.strip().splitlines()[-1][:300] if text.strip() else f'exit {proc_rc}, no output'
+    return res
+
+
+def fmt_time(s):
+    s = int(s)
+    return f'{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}'
+
+
+def sweep():
+    done = {tuple(r[k] for k in KEY) for r in read_results(results_path)}
+    todo = [(row, args) for row, args in grid() if tuple(row[k] for k in KEY) not in done]
+    total = len(todo) + len(done)
+    print(f'sweep {name}: {total} runs in the grid, {len(done)} already in {results_path}, {len(todo)} to run, '
+          f'{jobs} at a time', flush=True)
+    if not todo:
+        return
+    os.makedirs(results_dir, exist_ok=True)
+    os.makedirs(runs_dir, exist_ok=True)
+    try:
+        import torch
+        n_gpu = torch.cuda.device_count()
+    except ImportError:
+        n_gpu = 0
+    running, finished, t0, slot = [], 0, time.time(), 0
+    durations = []
+    while todo or running:
+        while todo and len(running) < jobs:
+            row, args = todo.pop(0)
+            rid = run_id(row)
+            out_dir = os.path.join(runs_dir, rid)
+            log_path = out_dir + '.log'
+            # a rerun starts its out_dir afresh: the half-written run of an interrupted sweep is not resumed
+            shutil.rmtree(out_dir, ignore_errors=True)
+            cmd = [python, os.path.join(HERE, 'train.py'), *args, f'--out_dir={out_dir}', '--progress=False',
+                   '--save_ckpt=False']
+            env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1')
+            if n_gpu:
+                env['CUDA_VISIBLE_DEVICES'] = str(slot % n_gpu)
+                slot += 1
+            log = open(log_path, 'w')
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=HERE)
+            running.append((proc, row, cmd, out_dir, log_path, log, time.time()))
+        time.sleep(0.5)
+        for item in list(running):
+            proc, row, cmd, out_dir, log_path, log, start = item
+            timed_out = proc.poll() is None and time.time() - start > run_timeout
+            if timed_out:
+                proc.kill()
+                proc.wait()
+            if proc.poll() is None:
+                continue
+            log.close()
+            running.remove(item)
+            seconds = time.time() - start
+            res = outcome(proc.returncode, out_dir, log_path, seconds, timed_out)
+            full = {**row, **res, 'command': ' '.join(['python', 'train.py', *cmd[2:]])}
+            with open(results_path, 'a') as f:  # one whole line per run: an interrupted sweep loses no row
+                f.write(json.dumps(full) + '\n')
+            finished += 1
+            durations.append(seconds)
+            # ETA: the runs left, in waves of `jobs`, at the mean duration so far
+            left = len(todo) + len(running)
+            eta = math.ceil(left / jobs) * (sum(durations) / len(durations)) if left else 0
+            acc = f"acc {res['val_acc']:.4f}" if res.get('val_acc') is not None else res['status']
+            print(f"[{len(done) + finished}/{total}] {run_id(row)}: {acc} ({seconds:.0f}s) | "
+                  f"elapsed {fmt_time(time.time() - t0)} | eta {fmt_time(eta)}", flush=True)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Report: best learning rate per (task, level, mixer) by mean accuracy over seeds; mean, spread, every seed
+
+
+def summarize(rows):
+    """{(task, x, mixer): {'lr', 'accs', 'mean', 'std', 'min', 'max', 'n_failed', 'params'}} at the best lr.
+    A failed or diverged run counts as accuracy 0 at its lr (it is a result of that lr, not a missing one)."""
+    by = {}
+    for r in rows:
+        acc = r.get('val_acc') if r['status'] == 'ok' else 0.0
+        by.setdefault((r['task'], r['x'], r['mixer']), {}).setdefault(r['lr'], []).append((acc, r))
+    out = {}
+    for key, per_lr in by.items():
+        lr, runs = max(per_lr.items(), key=lambda kv: sum(a for a, _ in kv[1]) / len(kv[1]))
+        accs = [a for a, _ in runs]
+        mean = sum(accs) / len(accs)
+        std = math.sqrt(sum((a - mean) ** 2 for a in accs) / (len(accs) - 1)) if len(accs) > 1 else 0.0
+        params = next((r['params'] for _, r in runs if r.get('params')), None)
+        out[key] = dict(lr=lr, accs=accs, mean=mean, std=std, min=min(accs), max=max(accs), params=params,
+                        n_failed=sum(r['status'] != 'ok' for _, r in runs),
+                        lrs={l: sum(a for a, _ in v) / len(v) for l, v in per_lr.items()})
+    return out
+
+
+def report(rows):
+    summary = summarize(rows)
+    order = [m for m in mixer_args]
+    lines = [f'# Sweep `{name}`', '',
+             f'{len(rows)} runs from `{results_path}`. Each cell: validation accuracy at the mixer\'s best learning '
+             f'rate (best mean over seeds), mean ± sample std over seeds [min, max], and that lr. '
+             f'Failed or diverged runs count as 0 and are marked with !.', '']
+    for task, spec in tasks.items():
+        xs = [x for x, _ in spec['levels']]
+        lines += [f'## {task} (difficulty: {spec["x"]})', '',
+                  '| mixer | params | ' + ' | '.join(f'{spec["x"]}={x}' for x in xs) + ' |',
+                  '|---|---|' + '---|' * len(xs)]
+        for m in order:
+            cells, params = [], None
+            for x in xs:
+                s = summary.get((task, x, m))
+                if s is None:
+                    cells.append('—')
+                    continue
+                params = params or s['params']
+                lr = 'cfg' if s['lr'] is None else f"{s['lr']:g}"
+                bad = f" !{s['n_failed']}" if s['n_failed'] else ''
+                cells.append(f"{100 * s['mean']:.1f} ± {100 * s['std']:.1f} [{100 * s['min']:.1f}, "
+                             f"{100 * s['max']:.1f}] lr {lr}{bad}")
+            lines.append(f'| {m} | {params:,} | ' if params else f'| {m} | ? | ')
+            lines[-1] += ' | '.join(cells) + ' |'
+        lines.append('')
+    lines += ['## Every learning rate (mean accuracy over seeds)', '',
+              '| task | x | mixer | ' + ' | '.join(f'lr {l:g}' if l is not None else 'cfg' for l in
+                                                   (learning_rates or [None])) + ' |',
+              '|---|---|---|' + '---|' * len(learning_rates or [None])]
+    for (task, x, m), s in sorted(summary.items(), key=lambda kv: (list(tasks).index(kv[0][0]), kv[0][1],
+                                                                    order.index(kv[0][2]) if kv[0][2] in order else 99)):
+        lines.append(f'| {task} | {x} | {m} | ' + ' | '.join(
+            f"{100 * s['lrs'][l]:.1f}" if l in s['lrs'] else '—' for l in (learning_rates or [None])) + ' |')
+    md_path = os.path.join(results_dir, f'{name}.md')
+    with open(md_path, 'w') as f:
+        f.write('\n'.join(lines) + '\n')
+    print(f'table: {md_path}')
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print('figure: skipped (matplotlib is not installed: pip install matplotlib)')
+        return
+    fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.6), squeeze=False)
+    for ax, (task, spec) in zip(axes[0], tasks.items()):
+        xs = [x for x, _ in spec['levels']]
+        for i, m in enumerate(order):
+            pts = [(j, summary[(task, x, m)]) for j, x in enumerate(xs) if (task, x, m) in summary]
+            if not pts:
+                continue
+            off = (i - (len(order) - 1) / 2) * 0.06  # side by side, so that seed dots do not hide each other
+            line, = ax.plot([j + off for j, _ in pts], [100 * s['mean'] for _, s in pts], marker='o', label=m)
+            for j, s in pts:
+                ax.scatter([j + off] * len(s['accs']), [100 * a for a in s['accs']], s=8, color=line.get_color(),
+                           alpha=0.5)
+                ax.vlines(j + off, 100 * s['min'], 100 * s['max'], color=line.get_color(), alpha=0.6)
+        ax.set_xticks(range(len(xs)), [str(x) for x in xs])
+        ax.set_xlabel(spec['x'])
+        ax.set_title(task)
+        ax.set_ylim(-2, 102)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel('val accuracy (%), best lr; dots: seeds')
+    axes[0][-1].legend(fontsize=8, loc='lower left')
+    fig.tight_layout()
+    png = os.path.join(results_dir, f'{name}.png')
+    fig.savefig(png, dpi=120)
+    print(f'figure: {png}')
+
+
+if __name__ == '__main__':
+    if not report_only:
+        sweep()
+    rows = read_results(results_path)
+    if not rows:
+        sys.exit(f'sweep: no results in {results_path}')
+    report(rows)
