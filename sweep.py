@@ -38,6 +38,8 @@ seeds = [0, 1, 2]
 extra = []                    # train.py args for every run, e.g. ['--max_iters=1000']
 jobs = 4                      # runs at a time; on CUDA they share the visible GPUs round-robin
 run_timeout = 1800            # seconds; a run still going then is killed and recorded as 'timeout'
+retry_failed = True           # rerun rows whose run failed or timed out (an OOM, a killed machine); the newest
+                              # row of a run is the one reported. False: a failure is that run's final result
 report_only = False           # only rebuild the table and figure from the results file
 python = sys.executable
 configure(globals())
@@ -69,17 +71,20 @@ def grid():
 
 
 def read_results(path):
-    rows = []
+    """The rows of the results file, the newest row of each run only."""
+    rows = {}
     if os.path.exists(path):
         with open(path) as f:
             for i, line in enumerate(f):
                 line = line.strip()
                 if line:
                     try:
-                        rows.append(json.loads(line))
+                        row = json.loads(line)
                     except ValueError:  # a line cut by a crash mid-write: that run is simply run again
                         print(f'sweep: {path}:{i + 1} is not JSON, ignored', file=sys.stderr)
-    return rows
+                        continue
+                    rows[tuple(row[k] for k in KEY)] = row
+    return list(rows.values())
 
 
 def outcome(proc_rc, out_dir, log_path, seconds, timed_out):
@@ -117,7 +122,8 @@ def fmt_time(s):
 
 
 def sweep():
-    done = {tuple(r[k] for k in KEY) for r in read_results(results_path)}
+    rerun = ('failed', 'timeout') if retry_failed else ()
+    done = {tuple(r[k] for k in KEY) for r in read_results(results_path) if r['status'] not in rerun}
     todo = [(row, args) for row, args in grid() if tuple(row[k] for k in KEY) not in done]
     total = len(todo) + len(done)
     print(f'sweep {name}: {total} runs in the grid, {len(done)} already in {results_path}, {len(todo)} to run, '
@@ -171,7 +177,7 @@ def sweep():
             # ETA: the runs left, in waves of `jobs`, at the mean duration so far
             left = len(todo) + len(running)
             eta = math.ceil(left / jobs) * (sum(durations) / len(durations)) if left else 0
-            acc = f"acc {res['val_acc']:.4f}" if res.get('val_acc') is not None else res['status']
+            acc = f"acc {res['val_acc']:.4f}" if res['status'] == 'ok' else f"{res['status']}: {res.get('error', '')[:80]}"
             print(f"[{len(done) + finished}/{total}] {run_id(row)}: {acc} ({seconds:.0f}s) | "
                   f"elapsed {fmt_time(time.time() - t0)} | eta {fmt_time(eta)}", flush=True)
 
