@@ -25,16 +25,16 @@ init_from = 'resume'       # 'resume': load out_dir/ckpt.pt; 'scratch': a fresh 
 out_dir = 'out'            # where train.py wrote ckpt.pt
 start = '\n'               # the prompt, or FILE:path to read it from a file
 num_samples = 2            # samples, one after another
-max_new_tokens = None      # tokens generated per sample (None: up to the model's block_size)
+max_new_tokens: int | None = None  # tokens generated per sample (None: up to the model's block_size)
 temperature = 0.8          # 0: greedy; < 1 sharper, > 1 more random
-top_k = None               # keep only the k most likely tokens (None: all)
-top_p = None               # nucleus sampling: keep the smallest set with this much probability (None: off)
+top_k: int | None = None  # keep only the k most likely tokens (None: all)
+top_p: float | None = None  # nucleus sampling: keep the smallest set with this much probability (None: off)
 seed = 1337
 device = 'cuda' if torch.cuda.is_available() else 'cpu'
 dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float32'  # on CUDA
 cuda_graph = None          # None: replay decode steps from a CUDA graph on CUDA when possible; True: must; False: never
 la_backend = 'auto'        # linear-attention kernels for the prefill: auto (triton on CUDA, chunk on CPU) ...
-encoding = None            # tokenizer override: 'bytes' or a tiktoken name (default: the checkpoint's)
+encoding: str | None = None  # tokenizer override: 'bytes' or a tiktoken name (default: the checkpoint's)
 # -----------------------------------------------------------------------------
 configure(globals())
 
@@ -52,7 +52,7 @@ if top_p is not None and (not isinstance(top_p, (int, float)) or not 0 < top_p <
     fail(f"top_p must be in (0, 1] or None, got {top_p!r}")
 if num_samples < 1:
     fail(f"num_samples must be >= 1, got {num_samples}")
-if max_new_tokens is not None and (not isinstance(max_new_tokens, int) or max_new_tokens < 1):
+if max_new_tokens is not None and (type(max_new_tokens) is not int or max_new_tokens < 1):  # a bool is no count
     fail(f"max_new_tokens must be a positive int or None, got {max_new_tokens!r}")
 if dtype not in ('float32', 'bfloat16', 'float16'):
     fail(f"dtype must be 'float32', 'bfloat16' or 'float16', got {dtype!r}")

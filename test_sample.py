@@ -145,3 +145,10 @@ def test_sample_script_errors_are_clear(trained, tmp_path):
         r = run([os.path.join(HERE, "sample.py"), "--device=cpu", *args], tmp)
         assert r.returncode != 0 and message in r.stderr, (args, r.stderr)
         assert "Traceback" not in r.stderr
+
+
+def test_sample_script_rejects_a_bool_for_max_new_tokens(trained):
+    tmp, out = trained
+    r = run([os.path.join(HERE, "sample.py"), f"--out_dir={out}", "--device=cpu", "--max_new_tokens=True"], tmp)
+    assert r.returncode != 0 and "max_new_tokens" in r.stderr and "got bool True" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr

@@ -310,6 +310,13 @@ def test_configurator_rejects_unknown_key_in_config_file(tmp_path):
     assert p.returncode != 0 and "unknown setting 'learning_rat'" in p.stderr and 'learning_rate' in p.stderr
 
 
+def test_none_default_settings_reject_a_value_of_the_wrong_type(tmp_path):
+    for arg, key in (('--lr_decay_iters=abc', 'lr_decay_iters'), ('--vocab_size=abc', 'vocab_size')):
+        p = train(tmp_path, arg, '--max_iters=1', check=False)
+        assert p.returncode != 0 and f"setting '{key}'" in p.stderr and 'expects int or None, got str' in p.stderr, p.stderr
+        assert 'Traceback' not in p.stderr
+
+
 @pytest.mark.parametrize('config', sorted(f for f in os.listdir(os.path.join(ROOT, 'config')) if f.endswith('.py')))
 def test_every_config_file_dry_runs_and_ends_with_the_params_line(config):
     p = subprocess.run([sys.executable, 'train.py', os.path.join('config', config), '--dry_run=True'],

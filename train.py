@@ -32,7 +32,8 @@ from data.synthetic import accuracy_counts, mqar, reassign
 from model import GPT, GPTConfig
 
 # ----------------------------------------------------------------------------------------------------
-# Settings. Every name below can be set from a config file or the command line.
+# Settings. Every name below can be set from a config file or the command line. A None default carries its
+# type as an annotation (`: int | None`), so the configurator can still reject a wrong type.
 # I/O
 out_dir = 'out'
 eval_interval = 100           # evaluate (and maybe checkpoint) every this many steps, and at the end
@@ -42,7 +43,7 @@ eval_only = False             # evaluate once and exit
 always_save_checkpoint = True  # else only when val loss improves
 save_ckpt = True              # False: never write a checkpoint (benchmark runs)
 init_from = 'scratch'         # 'scratch' or 'resume' (from resume_dir/ckpt.pt)
-resume_dir = None             # None: out_dir. Midtraining reads the pretraining run here, writes to out_dir
+resume_dir: str | None = None  # None: out_dir. Midtraining reads the pretraining run here, writes to out_dir
 wandb_log = False             # optional; needs `pip install wandb`
 wandb_project = 'nanoeda'
 wandb_run_name = 'run'
@@ -62,7 +63,7 @@ grad_clip = 1.0               # clip the global grad norm at this value; 0 disab
 # learning rate schedule: linear warmup, then cosine from learning_rate down to min_lr
 decay_lr = True
 warmup_iters = 50
-lr_decay_iters = None         # None: max_iters
+lr_decay_iters: int | None = None  # None: max_iters
 min_lr = 3e-5                 # the paper decays to 3e-5
 lr_schedule_start = 0         # the step at which warmup starts: a midtraining stage restarts its schedule
 # system
@@ -90,7 +91,7 @@ n_layer = 4
 n_embd = 128
 ffn_hidden = 256
 la_chunk_size = 16            # on CPU the chunked form is ~6x faster with 16-token chunks than with 64
-vocab_size = None             # None: the dataset's vocab (256 for bytes); set it larger to pad (e.g. 50304)
+vocab_size: int | None = None  # None: the dataset's vocab (256 for bytes); set it larger to pad (e.g. 50304)
 configure(globals())
 # ----------------------------------------------------------------------------------------------------
 
