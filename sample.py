@@ -18,7 +18,7 @@ import sys
 import torch
 
 from configurator import configure
-from model import GPT, GPTConfig
+from model import GPT, CheckpointError, GPTConfig, load_checkpoint
 
 # -----------------------------------------------------------------------------
 init_from = 'resume'       # 'resume': load out_dir/ckpt.pt; 'scratch': a fresh GPTConfig() model (smoke test)
@@ -79,9 +79,15 @@ if init_from == 'resume':
     if not os.path.exists(ckpt_path):
         fail(f"no checkpoint at {ckpt_path}: train one first (python train.py --out_dir={out_dir}), "
              f"point --out_dir at one, or try --init_from=scratch")
-    ckpt = torch.load(ckpt_path, map_location='cpu', weights_only=False)
-    model_args = dict(ckpt['model_args'], la_backend=la_backend)
-    model = GPT(GPTConfig(**model_args))
+    try:
+        ckpt = load_checkpoint(ckpt_path)
+        cfg = GPTConfig(**dict(ckpt['model_args'], la_backend=la_backend))
+    except (CheckpointError, ValueError) as err:  # an unreadable file; a backend the model cannot run
+        fail(err)
+    if la_backend == 'auto' and 'cuda' in device and cfg.triton_problem():  # 'auto' is Triton on CUDA
+        fail(f"la_backend='auto' on CUDA runs the Triton kernels, but {cfg.triton_problem()}; "
+             f"pass --la_backend=chunk")
+    model = GPT(cfg)
     model.load_state_dict(ckpt['model'])
     tokenizer = encoding or ckpt.get('encoding')
     if tokenizer is None:

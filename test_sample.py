@@ -107,7 +107,7 @@ def test_sample_script_prints_text_decoded_with_the_checkpoints_tokenizer(traine
              "--num_samples=1", "--max_new_tokens=20", "--device=cpu"], tmp)
     assert r.returncode == 0, r.stderr
     # the same greedy tokens, decoded here with the byte tokenizer
-    ckpt = torch.load(out / "ckpt.pt", map_location="cpu", weights_only=False)
+    ckpt = torch.load(out / "ckpt.pt", map_location="cpu", weights_only=True)
     assert ckpt["encoding"] == "bytes"
     model = GPT(GPTConfig(**dict(ckpt["model_args"], la_backend="chunk")))
     model.load_state_dict(ckpt["model"])
