@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from data.prepare import TokenFileError, load_tokens, write_tokens
+from data.prepare import HEADER_BYTES, TokenFileError, load_tokens, write_tokens
 from data.synthetic import FILLER, NONE, final_bindings, mqar, reassign, vocab_halves
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -314,6 +314,16 @@ def test_corrupt_or_mismatched_token_files_are_rejected(tmp_path):
         load_tokens(str(tmp_path / 'stdlib' / 'train.bin'))
 
 
+def test_token_ids_outside_the_header_vocab_are_rejected(tmp_path):
+    ds = tiny_dataset(tmp_path / 'ds', vocab=300)  # uint16 tokens: room for ids >= 300
+    with open(ds / 'train.bin', 'r+b') as f:  # one id past the vocab, the header left as it is
+        f.seek(HEADER_BYTES + 2 * 1234)
+        f.write(np.array([1000], np.uint16).tobytes())
+    with pytest.raises(TokenFileError, match=r'train.bin holds token id 1000, outside its header.s vocab size 300'):
+        load_tokens(str(ds / 'train.bin'))
+    assert len(load_tokens(str(ds / 'val.bin'), vocab_size=300)[0]) == 1000  # in-vocab files still load
+
+
 def test_prepare_local_text_files_as_bytes(tmp_path):
     src = tmp_path / 'texts'
     os.makedirs(src / 'sub')
@@ -454,6 +464,17 @@ def test_every_config_file_dry_runs_and_ends_with_the_params_line(config):
     assert p.returncode == 0, p.stderr[-3000:]
     last = p.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r'params total=\d+ active=\d+', last), last
+
+
+def test_attn_every_above_n_layer_notes_that_no_layer_is_full_attention():
+    def dry(*args):
+        p = subprocess.run([sys.executable, 'train.py', '--dry_run=True', *args], cwd=ROOT, capture_output=True,
+                           text=True, timeout=120)
+        assert p.returncode == 0, p.stderr[-3000:]
+        return p.stdout
+    # config/mqar.py means it (attn_every=100: pure linear attention), and still runs
+    assert 'note: attn_every=100 > n_layer=2: no full-attention layer, every layer is eda' in dry('config/mqar.py')
+    assert 'no full-attention layer' not in dry('--n_layer=4', '--attn_every=4')
 
 
 @pytest.mark.parametrize('args,message', [
