@@ -376,6 +376,18 @@ def test_hub_corpus_failure_is_a_clear_message(tmp_path):
     assert 'could not load HuggingFaceFW/fineweb-edu' in p.stderr and 'python data/prepare.py text' in p.stderr
 
 
+def test_ci_installs_exactly_the_readme_install_steps_and_they_include_pytest():
+    def pip_installs(lines):  # 'pip install X' commands, comments and pip's own options dropped
+        return [' '.join(w for w in line.split('#')[0].replace('python -m pip', 'pip').split() if w != '-q')
+                for line in lines if 'pip install' in line and '--upgrade pip' not in line]
+    readme = open(os.path.join(ROOT, 'README.md')).read()
+    install = readme.split('## Install', 1)[1].split('```sh', 1)[1].split('```', 1)[0]
+    ci = open(os.path.join(ROOT, '.ci', 'run')).read()
+    assert pip_installs(install.splitlines()) == pip_installs(ci.splitlines())
+    assert 'pip install pytest' in pip_installs(install.splitlines())  # what the Test section runs
+    assert 'python -m pytest -q -rs' in readme.split('## Test', 1)[1] and ci.rstrip().endswith('python -m pytest -q -rs')
+
+
 # ----------------------------------------------------------------------------------------------------
 # Synthetic tasks: what the docstrings promise
 
