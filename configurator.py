@@ -9,11 +9,14 @@ A script calls `configure(globals())` after its block of settings. Each argument
   otherwise taken as a plain string, so `--out_dir=out/run=1` works.
 Settings are the script's public globals of type bool/int/float/str/tuple/list/dict or None.
 An unknown key, or a value of the wrong type, stops the script with a message that names the key;
-an int is accepted for a float, and a setting whose default is None takes any value.
+an int is accepted for a float (never a bool for an int). A setting whose default is None has no type
+to check against: annotate it (`lr_decay_iters: int | None = None`) and only those types (or None) are
+accepted; an unannotated None default takes any value.
 """
 import ast
 import difflib
 import sys
+import typing
 
 SETTING_TYPES = (bool, int, float, str, tuple, list, dict, type(None))
 
@@ -22,20 +25,24 @@ def _fail(msg):
     raise SystemExit(f"configurator: {msg}")
 
 
-def _check(key, value, settings, source):
+def _check(key, value, settings, annotations, source):
     if key not in settings:
         close = difflib.get_close_matches(key, settings, n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         _fail(f"unknown setting '{key}' (from {source}){hint}")
-    default = settings[key]
-    if default is None:
+    if key in annotations:  # `int | None` accepts an int or None
+        allowed = typing.get_args(annotations[key]) or (annotations[key],)
+    elif settings[key] is None:
         return value
-    if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if type(value) is not type(default):
-        _fail(f"setting '{key}' (from {source}) expects {type(default).__name__}, "
-              f"got {type(value).__name__} {value!r}")
-    return value
+    else:
+        allowed = (type(settings[key]),)
+    for want in allowed:
+        if type(value) is want or (want is type(None) and value is None):
+            return value
+        if want is float and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+    names = " or ".join("None" if t is type(None) else t.__name__ for t in allowed)
+    _fail(f"setting '{key}' (from {source}) expects {names}, got {type(value).__name__} {value!r}")
 
 
 def configure(config, argv=None):
@@ -44,6 +51,7 @@ def configure(config, argv=None):
     argv = sys.argv[1:] if argv is None else argv
     settings = {k: v for k, v in config.items()
                 if not k.startswith("_") and isinstance(v, SETTING_TYPES)}
+    annotations = config.get("__annotations__", {})  # a script's `name: type = value` lines
     applied = {}
     for arg in argv:
         if arg.startswith("--"):
@@ -68,7 +76,7 @@ def configure(config, argv=None):
         else:
             _fail(f"cannot read argument '{arg}': expected a config file (*.py) or --key=value")
         for key, (value, src) in updates.items():
-            value = _check(key, value, settings, src)
+            value = _check(key, value, settings, annotations, src)
             config[key] = value
             applied[key] = value
     return applied

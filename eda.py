@@ -90,6 +90,8 @@ def check_inputs(q, k, v, e, g, beta, gamma, initial_state=None):
     if q.dim() != 4:
         raise ValueError(f"q must be [B, T, H, K], got shape {tuple(q.shape)}")
     B, T, H, K = q.shape
+    if B == 0:  # (T = 0 is fine: an empty sequence; an empty batch is a slip upstream)
+        raise ValueError(f"q has batch size B = 0 (shape {tuple(q.shape)}): pass at least one sequence")
     if v.dim() != 4:
         raise ValueError(f"v must be [B, T, HV, V], got shape {tuple(v.shape)}")
     HV, V = v.shape[2], v.shape[3]

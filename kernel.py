@@ -735,6 +735,12 @@ def _interpreting():
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
+def head_dim_problem(d):
+    """Why the kernels cannot take head dim d (K or V), or None: tiles are whole multiples of 16 (the
+    tensor cores' step) and one [K, V] state block must fit in registers. model.GPTConfig checks this too."""
+    return None if d % 16 == 0 and 16 <= d <= 256 else "must be a multiple of 16 in [16, 256]"
+
+
 def _check_kernel_inputs(q, k, v, e, g, beta, gamma, initial_state, scale):
     """check_inputs (eda.py) plus what the kernels need; a ValueError names the offending input."""
     B, T, H, HV, K, V = check_inputs(q, k, v, e, g, beta, gamma, initial_state)
@@ -743,8 +749,8 @@ def _check_kernel_inputs(q, k, v, e, g, beta, gamma, initial_state, scale):
             raise ValueError(f"eda_triton: {name} has dtype {x.dtype}; the kernels take float32, bfloat16 or "
                              "float16 (use eda_recurrent for float64)")
     for name, d in (("K (q.shape[-1])", K), ("V (v.shape[-1])", V)):
-        if d % 16 or not 16 <= d <= 256:
-            raise ValueError(f"eda_triton: head dim {name} = {d} must be a multiple of 16 in [16, 256]")
+        if head_dim_problem(d):
+            raise ValueError(f"eda_triton: head dim {name} = {d} {head_dim_problem(d)}")
     if q.device.type == "cpu":
         if not _interpreting():
             raise ValueError("eda_triton: CPU tensors need TRITON_INTERPRET=1 (Triton's interpreter); "

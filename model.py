@@ -128,6 +128,8 @@ class GPTConfig:
         if self.mixer == "gdn2":
             need(self.la_backend != "triton", "la_backend='triton' has no GDN-2 kernel (eda_triton runs EDA/KDA/GDN); "
                  "use 'auto', 'chunk' or 'recurrent'")
+        if self.la_backend == "triton":  # 'auto' is checked where the device is known (train.py, sample.py)
+            need(self.triton_problem() is None, f"{self.triton_problem()}; use la_backend='chunk'")
         if self.moe:
             need(self.n_expert >= 1, f"n_expert must be >= 1, got {self.n_expert}")
             need(1 <= self.moe_topk <= self.n_expert, f"moe_topk must be in [1, n_expert={self.n_expert}], got {self.moe_topk}")
@@ -159,6 +161,18 @@ class GPTConfig:
 
     def is_attention_layer(self, i):
         return self.mixer == "transformer" or (i + 1) % self.attn_every == 0
+
+    def triton_problem(self):
+        """Why the linear layers cannot run the Triton kernels (a head dim they do not take), or None. Checked
+        in __post_init__ only for la_backend='triton': with 'auto' a CPU run takes the chunked path, where
+        any head dim works, so the scripts check it once they know the device is CUDA."""
+        if self.mixer not in ("eda", "kda", "gdn") or all(map(self.is_attention_layer, range(self.n_layer))):
+            return None  # GDN-2 and attention-only models never call the kernels
+        from kernel import head_dim_problem  # here: model.py itself needs no Triton
+        for name in ("la_head_dim", "la_v_head_dim"):
+            if head_dim_problem(getattr(self, name)):
+                return f"the Triton kernels cannot take {name}={getattr(self, name)}: it {head_dim_problem(getattr(self, name))}"
+        return None
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -1111,3 +1125,33 @@ def sample_next(logits, temperature=1.0, top_k=None, top_p=None):
         sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
         logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
     return torch.multinomial(logits.softmax(dim=-1), num_samples=1)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Checkpoints (train.py writes them, train.py and sample.py read them)
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be used; the message names the file."""
+
+
+def load_checkpoint(path, keys=("model", "model_args"), **kw):
+    """torch.load with weights_only=True: tensors and plain Python values only, so a crafted ckpt.pt cannot
+    run code while it is read (a full unpickler would). Raises CheckpointError naming the file when it is
+    not such a checkpoint, cannot be read (truncated, corrupt), or lacks one of `keys`."""
+    import pickle
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True, **kw)
+    except pickle.UnpicklingError as err:  # what weights_only raises on anything but tensors and plain values
+        # torch's message is a page long; its line naming the refused object is the one worth showing
+        lines = [ln for ln in str(err).splitlines() if "GLOBAL" in ln or "Unsupported" in ln] or [type(err).__name__]
+        why = lines[0].strip()[:200]
+        raise CheckpointError(f"{path} holds Python objects other than tensors and plain values, so it is not "
+                              f"loaded (unpickling them could run code): {why}") from None
+    except Exception as err:  # torch.load's errors for a short or damaged file are RuntimeErrors, EOFError, ...
+        raise CheckpointError(f"cannot read the checkpoint {path} (truncated or corrupt?): "
+                              f"{type(err).__name__}: {str(err).strip().split('. ')[0][:200]}") from None
+    missing = [k for k in keys if not isinstance(ckpt, dict) or k not in ckpt]
+    if missing:
+        raise CheckpointError(f"{path} is not a nanoEDA checkpoint: no {', '.join(map(repr, missing))}")
+    return ckpt

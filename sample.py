@@ -18,23 +18,23 @@ import sys
 import torch
 
 from configurator import configure
-from model import GPT, GPTConfig
+from model import GPT, CheckpointError, GPTConfig, load_checkpoint
 
 # -----------------------------------------------------------------------------
 init_from = 'resume'       # 'resume': load out_dir/ckpt.pt; 'scratch': a fresh GPTConfig() model (smoke test)
 out_dir = 'out'            # where train.py wrote ckpt.pt
 start = '\n'               # the prompt, or FILE:path to read it from a file
 num_samples = 2            # samples, one after another
-max_new_tokens = None      # tokens generated per sample (None: up to the model's block_size)
+max_new_tokens: int | None = None  # tokens generated per sample (None: up to the model's block_size)
 temperature = 0.8          # 0: greedy; < 1 sharper, > 1 more random
-top_k = None               # keep only the k most likely tokens (None: all)
-top_p = None               # nucleus sampling: keep the smallest set with this much probability (None: off)
+top_k: int | None = None  # keep only the k most likely tokens (None: all)
+top_p: float | None = None  # nucleus sampling: keep the smallest set with this much probability (None: off)
 seed = 1337
 device = 'cuda' if torch.cuda.is_available() else 'cpu'
 dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float32'  # on CUDA
 cuda_graph = None          # None: replay decode steps from a CUDA graph on CUDA when possible; True: must; False: never
 la_backend = 'auto'        # linear-attention kernels for the prefill: auto (triton on CUDA, chunk on CPU) ...
-encoding = None            # tokenizer override: 'bytes' or a tiktoken name (default: the checkpoint's)
+encoding: str | None = None  # tokenizer override: 'bytes' or a tiktoken name (default: the checkpoint's)
 # -----------------------------------------------------------------------------
 configure(globals())
 
@@ -52,7 +52,7 @@ if top_p is not None and (not isinstance(top_p, (int, float)) or not 0 < top_p <
     fail(f"top_p must be in (0, 1] or None, got {top_p!r}")
 if num_samples < 1:
     fail(f"num_samples must be >= 1, got {num_samples}")
-if max_new_tokens is not None and (not isinstance(max_new_tokens, int) or max_new_tokens < 1):
+if max_new_tokens is not None and (type(max_new_tokens) is not int or max_new_tokens < 1):  # a bool is no count
     fail(f"max_new_tokens must be a positive int or None, got {max_new_tokens!r}")
 if dtype not in ('float32', 'bfloat16', 'float16'):
     fail(f"dtype must be 'float32', 'bfloat16' or 'float16', got {dtype!r}")
@@ -79,9 +79,15 @@ if init_from == 'resume':
     if not os.path.exists(ckpt_path):
         fail(f"no checkpoint at {ckpt_path}: train one first (python train.py --out_dir={out_dir}), "
              f"point --out_dir at one, or try --init_from=scratch")
-    ckpt = torch.load(ckpt_path, map_location='cpu', weights_only=False)
-    model_args = dict(ckpt['model_args'], la_backend=la_backend)
-    model = GPT(GPTConfig(**model_args))
+    try:
+        ckpt = load_checkpoint(ckpt_path)
+        cfg = GPTConfig(**dict(ckpt['model_args'], la_backend=la_backend))
+    except (CheckpointError, ValueError) as err:  # an unreadable file; a backend the model cannot run
+        fail(err)
+    if la_backend == 'auto' and 'cuda' in device and cfg.triton_problem():  # 'auto' is Triton on CUDA
+        fail(f"la_backend='auto' on CUDA runs the Triton kernels, but {cfg.triton_problem()}; "
+             f"pass --la_backend=chunk")
+    model = GPT(cfg)
     model.load_state_dict(ckpt['model'])
     tokenizer = encoding or ckpt.get('encoding')
     if tokenizer is None:

@@ -59,3 +59,19 @@ def test_unknown_key_in_a_config_file_names_the_file(tmp_path):
     cfg.write_text("learnin_rate = 1e-3\n")
     with pytest.raises(SystemExit, match=r"unknown setting 'learnin_rate' \(from config file .*typo.py\).*learning_rate"):
         configure(settings(), [str(cfg)])
+
+
+def test_annotated_none_default_rejects_a_value_of_another_type():
+    def annotated():
+        return dict(lr_decay_iters=None, top_p=None, __annotations__={"lr_decay_iters": int | None,
+                                                                         "top_p": float | None})
+    s = annotated()
+    configure(s, ["--lr_decay_iters=500", "--top_p=1"])
+    assert s["lr_decay_iters"] == 500 and s["top_p"] == 1.0 and isinstance(s["top_p"], float)
+    configure(s, ["--lr_decay_iters=None"])
+    assert s["lr_decay_iters"] is None
+    for arg, message in [("--lr_decay_iters=abc", r"setting 'lr_decay_iters' .* expects int or None, got str 'abc'"),
+                         ("--lr_decay_iters=True", r"setting 'lr_decay_iters' .* expects int or None, got bool"),
+                         ("--top_p=high", r"setting 'top_p' .* expects float or None, got str")]:
+        with pytest.raises(SystemExit, match=message):
+            configure(annotated(), [arg])

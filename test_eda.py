@@ -314,3 +314,11 @@ def test_bad_inputs_raise_value_errors_that_name_the_problem(fn):
             fn(**dict(x, **change))
     with pytest.raises(ValueError, match="initial_state must have shape"):
         fn(**x, initial_state=S0[:, :, :3])
+
+
+def test_empty_batch_is_a_clear_value_error():
+    from eda import eda_triton
+    x, _ = make_inputs(20, seed=19, dtype=torch.float32, k=16, v=16, b=0)
+    for fn in (eda_recurrent, eda_chunk, eda_triton):  # eda_triton: checked before it needs a device
+        with pytest.raises(ValueError, match=r"q has batch size B = 0"):
+            fn(**x)

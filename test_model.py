@@ -549,3 +549,15 @@ def test_config_fields_are_plain_types_and_ints_are_accepted_for_floats():
     assert isinstance(cfg.rope_theta, float)
     for f in fields(GPTConfig):
         assert type(getattr(GPTConfig(), f.name)) in (bool, int, float, str, type(None)), f.name
+
+
+def test_triton_backend_rejects_head_dims_the_kernels_cannot_take_and_auto_keeps_them_on_cpu():
+    for dims in (dict(la_head_dim=24), dict(la_v_head_dim=8), dict(la_head_dim=512)):
+        with pytest.raises(ValueError, match=f"Triton kernels cannot take {next(iter(dims))}="):
+            GPTConfig(la_backend="triton", **dims)
+    # la_backend='auto' on the CPU runs the chunked path, which takes any head dim
+    m = build(tiny("eda", la_head_dim=24, la_v_head_dim=8))
+    assert m.config.triton_problem() is not None
+    logits, _, _ = m(tokens())
+    assert torch.isfinite(logits).all()
+    assert GPTConfig(la_backend="triton", mixer="transformer", la_head_dim=24).triton_problem() is None

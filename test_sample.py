@@ -107,7 +107,7 @@ def test_sample_script_prints_text_decoded_with_the_checkpoints_tokenizer(traine
              "--num_samples=1", "--max_new_tokens=20", "--device=cpu"], tmp)
     assert r.returncode == 0, r.stderr
     # the same greedy tokens, decoded here with the byte tokenizer
-    ckpt = torch.load(out / "ckpt.pt", map_location="cpu", weights_only=False)
+    ckpt = torch.load(out / "ckpt.pt", map_location="cpu", weights_only=True)
     assert ckpt["encoding"] == "bytes"
     model = GPT(GPTConfig(**dict(ckpt["model_args"], la_backend="chunk")))
     model.load_state_dict(ckpt["model"])
@@ -145,3 +145,10 @@ def test_sample_script_errors_are_clear(trained, tmp_path):
         r = run([os.path.join(HERE, "sample.py"), "--device=cpu", *args], tmp)
         assert r.returncode != 0 and message in r.stderr, (args, r.stderr)
         assert "Traceback" not in r.stderr
+
+
+def test_sample_script_rejects_a_bool_for_max_new_tokens(trained):
+    tmp, out = trained
+    r = run([os.path.join(HERE, "sample.py"), f"--out_dir={out}", "--device=cpu", "--max_new_tokens=True"], tmp)
+    assert r.returncode != 0 and "max_new_tokens" in r.stderr and "got bool True" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from data.prepare import TokenFileError, load_tokens, write_tokens
+from data.prepare import HEADER_BYTES, TokenFileError, load_tokens, write_tokens
 from data.synthetic import FILLER, NONE, final_bindings, mqar, reassign, vocab_halves
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -71,8 +72,8 @@ def test_interrupted_checkpoint_write_leaves_previous_checkpoint_loadable(tmp_pa
     assert p.returncode == 3, p.stderr
     assert os.path.exists(tmp_path / 'ckpt.pt.tmp')
     with pytest.raises(Exception):
-        torch.load(tmp_path / 'ckpt.pt.tmp', weights_only=False)
-    ckpt = torch.load(tmp_path / 'ckpt.pt', weights_only=False)
+        torch.load(tmp_path / 'ckpt.pt.tmp', weights_only=True)
+    ckpt = torch.load(tmp_path / 'ckpt.pt', weights_only=True)
     assert ckpt['iter_num'] == 2
     train(tmp_path, '--max_iters=4', '--eval_interval=2', '--init_from=resume')  # and training goes on from it
     assert max(step_losses(tmp_path)) == 3
@@ -82,10 +83,139 @@ def test_nan_loss_stops_the_run_naming_the_step_and_keeps_last_good_checkpoint(t
     p = train(tmp_path, '--max_iters=8', '--eval_interval=2', '--debug_nan_at=3', check=False)
     assert p.returncode != 0
     assert 'non-finite loss at step 3' in p.stderr
-    ckpt = torch.load(tmp_path / 'ckpt.pt', weights_only=False)
+    ckpt = torch.load(tmp_path / 'ckpt.pt', weights_only=True)
     assert ckpt['iter_num'] == 2
     assert all(torch.isfinite(t).all() for t in ckpt['model'].values())
     assert max(step_losses(tmp_path)) == 2  # step 3 never logged: its update never happened
+
+
+@pytest.fixture(scope='module')
+def good_run(tmp_path_factory):
+    """A finished 2-step run with its checkpoint at step 2; tests copy it before changing anything."""
+    out = tmp_path_factory.mktemp('good')
+    train(out, '--max_iters=2', '--eval_interval=2')
+    return out
+
+
+def copy_run(src, dst):
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_non_finite_eval_loss_never_replaces_the_good_checkpoint_and_the_stop_message_is_true(tmp_path, good_run):
+    # a fresh run: the step-1 weights give a NaN evaluation; nothing is saved and the message says so
+    p = train(tmp_path / 'fresh', '--learning_rate=1e6', '--eval_interval=1', '--max_iters=4', check=False)
+    assert p.returncode != 0 and 'non-finite loss at the evaluation of step 1' in p.stderr, p.stderr
+    assert 'no checkpoint was written' in p.stderr and 'unchanged' not in p.stderr
+    assert not os.path.exists(tmp_path / 'fresh' / 'ckpt.pt')
+    # resuming a good checkpoint with a hopeless learning rate leaves that checkpoint as it was
+    run = copy_run(good_run, tmp_path / 'run')
+    before = torch.load(run / 'ckpt.pt', weights_only=True)
+    p = train(run, '--init_from=resume', '--learning_rate=1e6', '--eval_interval=1', '--max_iters=6', check=False)
+    assert p.returncode != 0 and 'non-finite loss' in p.stderr, p.stderr
+    assert f'the last good checkpoint {run / "ckpt.pt"} (step 2) is unchanged' in p.stderr
+    after = torch.load(run / 'ckpt.pt', weights_only=True)
+    assert after['iter_num'] == 2 and math.isfinite(after['best_val_loss'])
+    assert all(torch.equal(before['model'][k], after['model'][k]) for k in before['model'])
+
+
+def test_scratch_run_refuses_to_replace_an_earlier_runs_checkpoint_unless_told_to(tmp_path, good_run):
+    run = copy_run(good_run, tmp_path / 'run')
+    ckpt, log = (run / 'ckpt.pt').read_bytes(), (run / 'log.jsonl').read_bytes()
+    p = train(run, '--max_iters=1', check=False)
+    assert p.returncode != 0 and '--init_from=resume' in p.stderr and '--overwrite=True' in p.stderr, p.stderr
+    assert 'Traceback' not in p.stderr
+    assert (run / 'ckpt.pt').read_bytes() == ckpt and (run / 'log.jsonl').read_bytes() == log
+    # a run that saves no checkpoint may use the folder; the earlier log is kept under another name
+    p = train(run, '--max_iters=1', '--save_ckpt=False')
+    assert (run / 'ckpt.pt').read_bytes() == ckpt and (run / 'log.1.jsonl').read_bytes() == log
+    assert sorted(step_losses(run)) == [0] and 'kept as' in p.stdout
+    # --overwrite=True starts over
+    train(run, '--max_iters=1', '--eval_interval=1', '--overwrite=True')
+    assert torch.load(run / 'ckpt.pt', weights_only=True)['iter_num'] == 1
+
+
+class Payload:
+    """Unpickling this makes a folder: what a crafted ckpt.pt could do with a full unpickler."""
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return os.mkdir, (self.path,)
+
+
+def test_checkpoint_with_a_pickle_payload_is_refused_without_running_it(tmp_path):
+    os.makedirs(tmp_path / 'run')
+    marker = tmp_path / 'payload_ran'
+    torch.save({'model': Payload(str(marker)), 'model_args': {}}, tmp_path / 'run' / 'ckpt.pt')
+    p = train(tmp_path / 'run', '--init_from=resume', check=False)
+    s = subprocess.run([sys.executable, os.path.join(ROOT, 'sample.py'), f'--out_dir={tmp_path / "run"}',
+                        '--device=cpu'], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    for r in (p, s):
+        assert r.returncode != 0 and 'other than tensors and plain values, so it is not loaded' in r.stderr, r.stderr
+        assert str(tmp_path / 'run' / 'ckpt.pt') in r.stderr and 'Traceback' not in r.stderr
+    assert not marker.exists()
+
+
+def test_resume_with_max_iters_below_the_checkpoint_step_is_a_clear_error(tmp_path, good_run):
+    p = train(copy_run(good_run, tmp_path / 'run'), '--init_from=resume', '--max_iters=1', check=False)
+    assert p.returncode != 0 and 'max_iters=1 is below the step 2' in p.stderr, p.stderr
+    assert '--max_iters=2 or more' in p.stderr and 'Traceback' not in p.stderr
+
+
+def test_truncated_checkpoint_is_a_clear_error_naming_the_file(tmp_path, good_run):
+    run = copy_run(good_run, tmp_path / 'run')
+    with open(run / 'ckpt.pt', 'r+b') as f:
+        f.truncate(os.path.getsize(run / 'ckpt.pt') // 2)
+    p = train(run, '--init_from=resume', '--max_iters=4', check=False)
+    s = subprocess.run([sys.executable, os.path.join(ROOT, 'sample.py'), f'--out_dir={run}', '--device=cpu'],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    for r in (p, s):
+        assert r.returncode != 0 and f'cannot read the checkpoint {run / "ckpt.pt"} (truncated' in r.stderr, r.stderr
+        assert 'Traceback' not in r.stderr
+
+
+def test_out_dir_that_cannot_be_created_fails_before_the_model_is_built(tmp_path):
+    (tmp_path / 'a_file').write_text('not a folder')
+    p = train(tmp_path / 'a_file' / 'out', '--max_iters=1', check=False)
+    assert p.returncode != 0 and f"cannot create out_dir '{tmp_path / 'a_file' / 'out'}'" in p.stderr, p.stderr
+    assert 'model:' not in p.stdout and 'Traceback' not in p.stderr
+
+
+def test_full_disk_while_saving_removes_the_temp_file_and_keeps_the_last_checkpoint(tmp_path):
+    # train.py run in a Python whose torch.save fails like a full disk on the 2nd checkpoint, half written
+    runner = (
+        'import errno, runpy, sys, torch\n'
+        'real, calls = torch.save, []\n'
+        'def save(obj, f, *a, **k):\n'
+        '    calls.append(f)\n'
+        '    if len(calls) < 2:\n'
+        '        return real(obj, f, *a, **k)\n'
+        '    open(f, "wb").write(b"half a checkpoint")\n'
+        '    raise OSError(errno.ENOSPC, "No space left on device")\n'
+        'torch.save = save\n'
+        'sys.argv = sys.argv[1:]  # [train.py, settings...], as if run directly\n'
+        'runpy.run_path(sys.argv[0], run_name="__main__")\n')
+    cmd = [sys.executable, '-c', runner, os.path.join(ROOT, 'train.py'), *TINY, f'--out_dir={tmp_path}',
+           '--max_iters=4', '--eval_interval=2']
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, OMP_NUM_THREADS='2'))
+    assert p.returncode != 0 and 'could not write the checkpoint' in p.stderr, p.stderr[-3000:]
+    assert 'No space left on device' in p.stderr and 'Traceback' not in p.stderr
+    assert f'the last good checkpoint {tmp_path / "ckpt.pt"} (step 2) is unchanged' in p.stderr
+    assert not os.path.exists(tmp_path / 'ckpt.pt.tmp')
+    assert torch.load(tmp_path / 'ckpt.pt', weights_only=True)['iter_num'] == 2
+
+
+def test_resumed_run_logs_each_step_once(tmp_path):
+    # the run dies writing its step-4 checkpoint after logging steps 0-3 and the step-4 evaluation
+    p = train(tmp_path, '--max_iters=4', '--eval_interval=2', '--debug_crash_on_save=2', check=False)
+    assert p.returncode == 3 and max(step_losses(tmp_path)) == 3
+    train(tmp_path, '--max_iters=4', '--eval_interval=2', '--init_from=resume')  # from step 2
+    keys = [(r['step'], bool(r.get('eval'))) for r in records(tmp_path)]
+    assert sorted(keys) == sorted(set(keys)), keys  # nothing logged twice
+    assert sorted(step_losses(tmp_path)) == [0, 1, 2, 3]
+    assert [r['step'] for r in records(tmp_path) if r.get('eval')] == [0, 2, 4]
 
 
 def test_synthetic_task_run_reports_accuracy(tmp_path):
@@ -103,7 +233,7 @@ def test_midtraining_resumes_with_longer_block_size_and_another_dataset(tmp_path
               '--block_size=64', '--max_iters=4', '--eval_interval=2', '--lr_schedule_start=2')
     assert 'new stage from step 2' in p.stdout and 'block_size 32 -> 64' in p.stdout
     assert sorted(step_losses(tmp_path / 'mid')) == [2, 3]
-    assert torch.load(tmp_path / 'mid' / 'ckpt.pt', weights_only=False)['data_position'] == {
+    assert torch.load(tmp_path / 'mid' / 'ckpt.pt', weights_only=True)['data_position'] == {
         'dataset': str(ds), 'block_size': 64, 'iter': 4}
     assert (tmp_path / 'pre' / 'ckpt.pt').read_bytes() == before  # the pretraining run is left as it was
 
@@ -184,6 +314,16 @@ def test_corrupt_or_mismatched_token_files_are_rejected(tmp_path):
         load_tokens(str(tmp_path / 'stdlib' / 'train.bin'))
 
 
+def test_token_ids_outside_the_header_vocab_are_rejected(tmp_path):
+    ds = tiny_dataset(tmp_path / 'ds', vocab=300)  # uint16 tokens: room for ids >= 300
+    with open(ds / 'train.bin', 'r+b') as f:  # one id past the vocab, the header left as it is
+        f.seek(HEADER_BYTES + 2 * 1234)
+        f.write(np.array([1000], np.uint16).tobytes())
+    with pytest.raises(TokenFileError, match=r'train.bin holds token id 1000, outside its header.s vocab size 300'):
+        load_tokens(str(ds / 'train.bin'))
+    assert len(load_tokens(str(ds / 'val.bin'), vocab_size=300)[0]) == 1000  # in-vocab files still load
+
+
 def test_prepare_local_text_files_as_bytes(tmp_path):
     src = tmp_path / 'texts'
     os.makedirs(src / 'sub')
@@ -234,6 +374,18 @@ def test_hub_corpus_failure_is_a_clear_message(tmp_path):
                        cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode != 0
     assert 'could not load HuggingFaceFW/fineweb-edu' in p.stderr and 'python data/prepare.py text' in p.stderr
+
+
+def test_ci_installs_exactly_the_readme_install_steps_and_they_include_pytest():
+    def pip_installs(lines):  # 'pip install X' commands, comments and pip's own options dropped
+        return [' '.join(w for w in line.split('#')[0].replace('python -m pip', 'pip').split() if w != '-q')
+                for line in lines if 'pip install' in line and '--upgrade pip' not in line]
+    readme = open(os.path.join(ROOT, 'README.md')).read()
+    install = readme.split('## Install', 1)[1].split('```sh', 1)[1].split('```', 1)[0]
+    ci = open(os.path.join(ROOT, '.ci', 'run')).read()
+    assert pip_installs(install.splitlines()) == pip_installs(ci.splitlines())
+    assert 'pip install pytest' in pip_installs(install.splitlines())  # what the Test section runs
+    assert 'python -m pytest -q -rs' in readme.split('## Test', 1)[1] and ci.rstrip().endswith('python -m pytest -q -rs')
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -310,6 +462,13 @@ def test_configurator_rejects_unknown_key_in_config_file(tmp_path):
     assert p.returncode != 0 and "unknown setting 'learning_rat'" in p.stderr and 'learning_rate' in p.stderr
 
 
+def test_none_default_settings_reject_a_value_of_the_wrong_type(tmp_path):
+    for arg, key in (('--lr_decay_iters=abc', 'lr_decay_iters'), ('--vocab_size=abc', 'vocab_size')):
+        p = train(tmp_path, arg, '--max_iters=1', check=False)
+        assert p.returncode != 0 and f"setting '{key}'" in p.stderr and 'expects int or None, got str' in p.stderr, p.stderr
+        assert 'Traceback' not in p.stderr
+
+
 @pytest.mark.parametrize('config', sorted(f for f in os.listdir(os.path.join(ROOT, 'config')) if f.endswith('.py')))
 def test_every_config_file_dry_runs_and_ends_with_the_params_line(config):
     p = subprocess.run([sys.executable, 'train.py', os.path.join('config', config), '--dry_run=True'],
@@ -317,6 +476,17 @@ def test_every_config_file_dry_runs_and_ends_with_the_params_line(config):
     assert p.returncode == 0, p.stderr[-3000:]
     last = p.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r'params total=\d+ active=\d+', last), last
+
+
+def test_attn_every_above_n_layer_notes_that_no_layer_is_full_attention():
+    def dry(*args):
+        p = subprocess.run([sys.executable, 'train.py', '--dry_run=True', *args], cwd=ROOT, capture_output=True,
+                           text=True, timeout=120)
+        assert p.returncode == 0, p.stderr[-3000:]
+        return p.stdout
+    # config/mqar.py means it (attn_every=100: pure linear attention), and still runs
+    assert 'note: attn_every=100 > n_layer=2: no full-attention layer, every layer is eda' in dry('config/mqar.py')
+    assert 'no full-attention layer' not in dry('--n_layer=4', '--attn_every=4')
 
 
 @pytest.mark.parametrize('args,message', [

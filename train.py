@@ -29,10 +29,11 @@ from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model
 from configurator import configure
 from data.prepare import TokenFileError, load_tokens, prepare_stdlib, read_meta
 from data.synthetic import accuracy_counts, evict, mqar, reassign
-from model import GPT, GPTConfig
+from model import GPT, CheckpointError, GPTConfig, load_checkpoint
 
 # ----------------------------------------------------------------------------------------------------
-# Settings. Every name below can be set from a config file or the command line.
+# Settings. Every name below can be set from a config file or the command line. A None default carries its
+# type as an annotation (`: int | None`), so the configurator can still reject a wrong type.
 # I/O
 out_dir = 'out'
 eval_interval = 100           # evaluate (and maybe checkpoint) every this many steps, and at the end
@@ -42,7 +43,8 @@ eval_only = False             # evaluate once and exit
 always_save_checkpoint = True  # else only when val loss improves
 save_ckpt = True              # False: never write a checkpoint (benchmark runs)
 init_from = 'scratch'         # 'scratch' or 'resume' (from resume_dir/ckpt.pt)
-resume_dir = None             # None: out_dir. Midtraining reads the pretraining run here, writes to out_dir
+overwrite = False             # a scratch run stops rather than replace out_dir's ckpt.pt; True: replace it (and log.jsonl)
+resume_dir: str | None = None  # None: out_dir. Midtraining reads the pretraining run here, writes to out_dir
 wandb_log = False             # optional; needs `pip install wandb`
 wandb_project = 'nanoeda'
 wandb_run_name = 'run'
@@ -63,7 +65,7 @@ grad_clip = 1.0               # clip the global grad norm at this value; 0 disab
 # learning rate schedule: linear warmup, then cosine from learning_rate down to min_lr
 decay_lr = True
 warmup_iters = 50
-lr_decay_iters = None         # None: max_iters
+lr_decay_iters: int | None = None  # None: max_iters
 min_lr = 3e-5                 # the paper decays to 3e-5
 lr_schedule_start = 0         # the step at which warmup starts: a midtraining stage restarts its schedule
 # system
@@ -91,7 +93,7 @@ n_layer = 4
 n_embd = 128
 ffn_hidden = 256
 la_chunk_size = 16            # on CPU the chunked form is ~6x faster with 16-token chunks than with 64
-vocab_size = None             # None: the dataset's vocab (256 for bytes); set it larger to pad (e.g. 50304)
+vocab_size: int | None = None  # None: the dataset's vocab (256 for bytes); set it larger to pad (e.g. 50304)
 configure(globals())
 # ----------------------------------------------------------------------------------------------------
 
@@ -112,13 +114,30 @@ def data_dir_of(name):
     return name if os.sep in name or '/' in name else os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data', name)
 
 
+def numpy_rng_to_plain(state):
+    """np.random.get_state() as plain ints and lists: checkpoints hold no numpy objects, so they load
+    with torch.load(weights_only=True)."""
+    name, key, pos, has_gauss, gauss = state
+    return name, key.tolist(), int(pos), int(has_gauss), float(gauss)
+
+
+def numpy_rng_from_plain(state):
+    name, key, *rest = state
+    return (name, np.array(key, dtype=np.uint32), *rest)
+
+
 def model_config(overrides=None):
     args = {k: settings[k] for k in model_fields}
     args.update(overrides or {})
     try:
-        return GPTConfig(**args)
+        cfg = GPTConfig(**args)
     except ValueError as err:  # GPTConfig names the bad field: say it without a traceback
         sys.exit(f'train: {err}')
+    if cfg.mixer != 'transformer' and cfg.attn_every > cfg.n_layer and os.environ.get('RANK', '0') == '0':
+        # legitimate (config/mqar.py measures pure linear attention this way), but easy to get by accident
+        print(f'note: attn_every={cfg.attn_every} > n_layer={cfg.n_layer}: no full-attention layer, '
+              f'every layer is {cfg.mixer}')
+    return cfg
 
 
 # Settings a slip can get wrong: stop before any work, naming the setting.
@@ -212,6 +231,21 @@ def fail(msg):
 
 
 # ----------------------------------------------------------------------------------------------------
+# Output: out_dir is made (every rank: a shared file system) before any data or model work, and a scratch
+# run does not replace an earlier run's files unless asked to.
+ckpt_path = os.path.join(out_dir, 'ckpt.pt')
+log_path = os.path.join(out_dir, 'log.jsonl')
+try:
+    os.makedirs(out_dir, exist_ok=True)
+except OSError as err:
+    fail(f'cannot create out_dir {out_dir!r}: {err.strerror or err}')
+if init_from == 'scratch' and not overwrite:
+    if save_ckpt and not eval_only and os.path.exists(ckpt_path):
+        fail(f'{ckpt_path} holds an earlier run; this scratch run would replace it. Continue that run with '
+             f'--init_from=resume, start over with --overwrite=True, or choose another --out_dir')
+
+
+# ----------------------------------------------------------------------------------------------------
 # Data. A batch is a pure function of (seed, purpose, step, micro-batch index over all ranks), so a
 # resumed run sees exactly the batches the uninterrupted run would have, and a 1-GPU run sees the same
 # global batch as an N-GPU run. The "data position" is the step counter.
@@ -273,12 +307,15 @@ def get_batch(split, purpose, step, index):
 # Model: built on the CPU from one seed on every rank (identical init whatever the parallelism), then
 # loaded from a checkpoint, then moved to the device or sharded.
 iter_num, best_val_loss, checkpoint = 0, float('inf'), None
-ckpt_path = os.path.join(out_dir, 'ckpt.pt')
 if init_from == 'resume':
     src = os.path.join(resume_dir or out_dir, 'ckpt.pt')
     if not os.path.exists(src):
         fail(f'init_from=resume: no checkpoint at {src}')
-    checkpoint = torch.load(src, map_location='cpu', weights_only=False, mmap=True)
+    try:
+        checkpoint = load_checkpoint(src, keys=('model', 'optimizer', 'model_args', 'iter_num', 'best_val_loss',
+                                                'rng', 'data_position'), mmap=True)
+    except CheckpointError as err:
+        fail(err)
     # the architecture comes from the checkpoint; block_size (midtraining), the backend and activation
     # checkpointing are run-time choices and come from the current settings
     runtime = ('block_size', 'la_backend', 'grad_checkpoint')
@@ -290,6 +327,9 @@ if init_from == 'resume':
         fail(f"the checkpoint's vocab_size {arch['vocab_size']} is smaller than the dataset's ({data_vocab})")
     settings.update(arch)
     iter_num = checkpoint['iter_num']
+    if max_iters < iter_num:
+        fail(f'max_iters={max_iters} is below the step {iter_num} that {src} is at: resuming needs '
+             f'--max_iters={iter_num} or more')
     same_data = checkpoint['data_position']['dataset'] == dataset
     best_val_loss = checkpoint['best_val_loss'] if same_data else float('inf')  # new data: new val set
     if not same_data or checkpoint['data_position']['block_size'] != block_size:
@@ -297,8 +337,15 @@ if init_from == 'resume':
             f"block_size {checkpoint['data_position']['block_size']} -> {block_size}")
 elif init_from != 'scratch':
     fail(f"init_from must be 'scratch' or 'resume', got {init_from!r}")
+# the step of the checkpoint now at ckpt_path that this run knows to be good (wrote, or resumed from)
+last_saved = iter_num if init_from == 'resume' and os.path.exists(ckpt_path) and os.path.samefile(src, ckpt_path) else None
 
 cfg = model_config()
+if cfg.la_backend == 'auto' and device_type == 'cuda' and cfg.triton_problem():
+    # 'auto' means the Triton kernels on CUDA: rather than fall back to the chunked path unasked (several
+    # times slower on a GPU), stop and let the run choose
+    fail(f"la_backend='auto' on CUDA runs the Triton kernels, but {cfg.triton_problem()}; "
+         f"pass --la_backend=chunk or change the head dims")
 meta_init = distributed and parallel == 'fsdp' and fsdp_meta_init
 torch.manual_seed(seed)
 with torch.device('meta') if meta_init else nullcontext():
@@ -339,7 +386,7 @@ if checkpoint is not None:
     set_optimizer_state_dict(raw_model, optimizer, checkpoint['optimizer'], options=StateDictOptions(full_state_dict=True))
     rng_state = checkpoint['rng']
     random.setstate(rng_state['python'])
-    np.random.set_state(rng_state['numpy'])
+    np.random.set_state(numpy_rng_from_plain(rng_state['numpy']))
     torch.set_rng_state(rng_state['torch'])
     if device_type == 'cuda' and rng_state.get('cuda') is not None:
         torch.cuda.set_rng_state(rng_state['cuda'])
@@ -396,13 +443,24 @@ def estimate_loss():
 
 def save_checkpoint(path):
     """Full (unsharded) state on rank 0, written to a temp file and renamed: a crash mid-write leaves the
-    previous checkpoint intact. Every rank must call it (FSDP gathers the shards)."""
-    global saves
+    previous checkpoint intact. Every rank must call it (FSDP gathers the shards). Writes nothing from
+    non-finite weights; a failed write (a full disk) removes its temp file. Returns None, or on every
+    rank what went wrong."""
+    global saves, last_saved
+    # each rank checks its own shard, then all agree: one NaN anywhere and no rank writes
+    local = [p.to_local() if hasattr(p, 'to_local') else p for p in raw_model.parameters()]
+    bad = torch.stack([(~torch.isfinite(p.detach())).any() for p in local]).any().float()
+    if distributed:
+        dist.all_reduce(bad, op=dist.ReduceOp.MAX)
+    if bad.item():
+        return f'the weights at step {iter_num} are not finite, so they were not saved'
     # full tensors, on the CPU of rank 0, keyed by parameter name, whatever the parallelism
     opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
     model_sd = get_model_state_dict(raw_model, options=opts)
     optim_sd = get_optimizer_state_dict(raw_model, optimizer, options=opts)
+    problem = None
     if master:
+        # tensors and plain Python values only (the RNG states too): loads with weights_only=True
         ckpt = {
             'model': model_sd,
             'optimizer': optim_sd,
@@ -410,24 +468,45 @@ def save_checkpoint(path):
             'config': settings,
             'iter_num': iter_num,
             'best_val_loss': best_val_loss,
-            'rng': {'python': random.getstate(), 'numpy': np.random.get_state(), 'torch': torch.get_rng_state(),
+            'rng': {'python': random.getstate(), 'numpy': numpy_rng_to_plain(np.random.get_state()),
+                    'torch': torch.get_rng_state(),
                     'cuda': torch.cuda.get_rng_state() if device_type == 'cuda' else None},
             'data_position': {'dataset': dataset, 'block_size': cfg.block_size, 'iter': iter_num},
             'encoding': encoding,
         }
         tmp = path + '.tmp'
-        torch.save(ckpt, tmp)
-        saves += 1
-        if saves == debug_crash_on_save:  # simulate a crash mid-write: half a temp file, no rename
-            with open(tmp, 'r+b') as f:
-                f.truncate(os.path.getsize(tmp) // 2)
-            print(f'debug_crash_on_save: dying while writing checkpoint #{saves}', flush=True)
-            os._exit(3)
-        with open(tmp, 'rb') as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    if distributed:
-        dist.barrier()
+        try:
+            torch.save(ckpt, tmp)
+            saves += 1
+            if saves == debug_crash_on_save:  # simulate a crash mid-write: half a temp file, no rename
+                with open(tmp, 'r+b') as f:
+                    f.truncate(os.path.getsize(tmp) // 2)
+                print(f'debug_crash_on_save: dying while writing checkpoint #{saves}', flush=True)
+                os._exit(3)
+            with open(tmp, 'rb') as f:
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except (OSError, RuntimeError) as err:  # torch.save reports a failed write as a RuntimeError
+            if os.path.exists(tmp):
+                os.remove(tmp)  # a full disk: give the space back, leave no half file behind
+            problem = (f'could not write the checkpoint {tmp}: {getattr(err, "strerror", None) or err} '
+                       f'(the partial file was removed)')
+    failed = torch.tensor(float(problem is not None), device=device)
+    if distributed:  # rank 0's verdict for every rank
+        dist.all_reduce(failed, op=dist.ReduceOp.MAX)
+    if failed.item():
+        return problem or 'rank 0 could not write the checkpoint'
+    last_saved = iter_num
+    return None
+
+
+def kept_checkpoint():
+    """For a stop message: what the checkpoint on disk is, stated only as far as this run knows it."""
+    if last_saved is not None:
+        return f'the last good checkpoint {ckpt_path} (step {last_saved}) is unchanged'
+    if os.path.exists(ckpt_path):
+        return f'this run wrote no checkpoint ({ckpt_path} is from an earlier run, unchanged)'
+    return 'no checkpoint was written'
 
 
 def fmt_time(s):
@@ -449,9 +528,36 @@ say(f'data: {dataset} ({"synthetic, generated from the seed" if is_synthetic els
 if unigram_entropy is not None:
     say(f'reference: unigram entropy of {dataset} train = {unigram_entropy:.4f} nats/token (the loss a model '
         f'ignoring context reaches)')
+
+
+def trim_log(path, step):
+    """Drop the records of steps >= `step` (rewritten atomically): a resumed run logs them again, and an
+    interrupted run may have logged them after the checkpoint it resumes from was written."""
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        lines = f.readlines()
+    keep = []
+    for line in lines:
+        try:
+            if json.loads(line)['step'] < step:
+                keep.append(line if line.endswith('\n') else line + '\n')
+        except (ValueError, KeyError, TypeError):
+            pass  # a record cut short by the interruption
+    if len(keep) < len(lines):
+        with open(path + '.tmp', 'w') as f:
+            f.writelines(keep)
+        os.replace(path + '.tmp', path)
+
+
 if master:
-    os.makedirs(out_dir, exist_ok=True)
-    log_file = open(os.path.join(out_dir, 'log.jsonl'), 'a' if init_from == 'resume' else 'w')
+    if init_from == 'resume':
+        trim_log(log_path, iter_num)
+    elif os.path.exists(log_path) and not overwrite:  # a scratch run keeps an earlier run's log, renamed
+        kept_log = next(p for i in range(1, 10**6) if not os.path.exists(p := os.path.join(out_dir, f'log.{i}.jsonl')))
+        os.replace(log_path, kept_log)
+        say(f'note: the earlier {log_path} was kept as {kept_log}')
+    log_file = open(log_path, 'a' if init_from == 'resume' else 'w')
     if wandb_log:
         import wandb
         wandb.init(project=wandb_project, name=wandb_run_name, config=settings)
@@ -482,10 +588,18 @@ while True:
              **{k: v for k, v in losses.items() if k.endswith('_acc')}})
         if eval_only:
             break
+        if not (math.isfinite(losses['train']) and math.isfinite(losses['val'])):
+            # the weights of the last step are bad: never save them, and never let best_val_loss become NaN
+            bar.close()
+            fail(f'non-finite loss at the evaluation of step {iter_num} (train {losses["train"]}, val '
+                 f'{losses["val"]}); stopping without saving. {kept_checkpoint()}')
         improved = losses['val'] < best_val_loss
         best_val_loss = min(best_val_loss, losses['val'])
         if save_ckpt and iter_num > 0 and (improved or always_save_checkpoint):
-            save_checkpoint(ckpt_path)
+            problem = save_checkpoint(ckpt_path)
+            if problem:
+                bar.close()
+                fail(f'{problem}; stopping. {kept_checkpoint()}')
         t_last = time.time()  # evaluation and saving do not count in the step time
     if iter_num >= max_iters:
         break
@@ -519,9 +633,8 @@ while True:
         dist.all_reduce(bad, op=dist.ReduceOp.MAX)
     if bad.item():
         bar.close()
-        kept = f'the last good checkpoint {ckpt_path} is unchanged' if os.path.exists(ckpt_path) else 'no checkpoint was written yet'
         fail(f'non-finite loss at step {iter_num} (loss {loss_sum.item() / accum_local}, grad norm '
-             f'{grad_norm.item()}); stopping. {kept}')
+             f'{grad_norm.item()}); stopping. {kept_checkpoint()}')
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
 

@@ -124,7 +124,13 @@ def load_tokens(path, vocab_size=None):
         raise TokenFileError(f"token file {path} has vocab size {vocab}, expected {vocab_size}; {fix}")
     if n == 0:
         raise TokenFileError(f"token file {path} holds no tokens; {fix}")
-    return np.memmap(path, dtype=DTYPES[itemsize], mode="r", offset=HEADER_BYTES, shape=(n,)), vocab
+    tokens = np.memmap(path, dtype=DTYPES[itemsize], mode="r", offset=HEADER_BYTES, shape=(n,))
+    # an id >= vocab would index past the embedding (a device-side assert on a GPU, mid-run): one pass over
+    # the file (~0.05 s per GB from the page cache, else disk speed), skipped when the dtype cannot hold one
+    if np.iinfo(tokens.dtype).max >= vocab and int(tokens.max()) >= vocab:
+        raise TokenFileError(f"token file {path} holds token id {int(tokens.max())}, outside its header's vocab "
+                             f"size {vocab}; {fix}")
+    return tokens, vocab
 
 
 def read_meta(data_dir):

@@ -43,7 +43,7 @@ run() {  # run NAME ARGS...: one training run into $RUNS/NAME, log kept, failure
     # the Triton kernels are not there (or broke): measure the chunked PyTorch form rather than nothing
     echo "   $name failed in the Triton backend; again with --la_backend=chunk"
     cp "$RUNS/$name.log" "$RUNS/$name.triton.log"
-    "$@" --la_backend=chunk --out_dir="$RUNS/$name" > "$RUNS/$name.log" 2>&1
+    "$@" --la_backend=chunk --overwrite=True --out_dir="$RUNS/$name" > "$RUNS/$name.log" 2>&1
     rc=$?
     mkdir -p "$RUNS/$name" && echo "la_backend=chunk" >> "$RUNS/$name/note"
   fi
