@@ -38,7 +38,7 @@ LA_GATES = ("auto", "safe", "kda", "log")
 DEFAULT_GATE = {"eda": "safe", "kda": "kda", "gdn": "log", "gdn2": "log"}
 # A's init (LinearAttention.init_gates): 'unit' A = 1, 'mamba2' A ~ U(1, 16); la_A_init='auto' takes the gate's
 LA_A_INITS = ("auto", "unit", "mamba2")
-DEFAULT_A_INIT = {"safe": "unit", "kda": "mamba2", "log": "mamba2"}
+DEFAULT_A_INIT = {"safe": "unit", "kda": "mamba2", "log": "unit"}
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -75,7 +75,7 @@ class GPTConfig:
     la_erase_rank: int = 4         # rank per q/k head of EDA's erase address and GDN-2's b, w gates (paper: 16)
     la_gate: str = "auto"          # auto | safe | kda | log  (auto: eda safe, kda kda, gdn/gdn2 log)
     la_gate_lower_bound: float = -5.0  # l of the safe / KDA gates
-    la_A_init: str = "auto"        # auto | unit | mamba2: the gate's A at init (auto: safe unit, kda/log mamba2)
+    la_A_init: str = "auto"        # auto | unit | mamba2: the gate's A at init (auto: kda mamba2, safe/log unit)
     la_erase_bias: float = 0.0     # EDA: a constant added to the erase gate's logit, gamma = sigmoid(W_g x + this)
     la_backend: str = "auto"       # auto | triton | chunk | recurrent  (auto: triton on CUDA, chunk on CPU)
     la_chunk_size: int = 64
@@ -433,11 +433,14 @@ class LinearAttention(nn.Module):
     def init_gates(self):
         """dt ~ logU(1e-3, 1e-1), dt_bias = softplus^-1(dt) (Mamba2); A = 1 ('unit') or A ~ U(1, 16) ('mamba2').
         With the projections near 0 at init, the log decay g starts at (checked in test_model.py):
-          safe, A = 1:        g ~ -dt, in [-0.1, -0.001] (per-token retention 0.90 .. 0.999). A ~ U(1, 16)
-                              started it down to -1.6 and 2-layer MQAR failed; flash-linear-attention's KDA
-                              starts A_log at 0 with its safe gate too (notes/synthetic.md).
+          safe, A = 1:        g ~ -dt, in [-0.1, -0.001] (per-token retention 0.90 .. 0.999);
+          log,  A = 1:        g = -dt, the same range;
           kda,  A ~ U(1, 16): g = l sigmoid(A (a + dt_bias)) ~ l dt^A, in (-0.5, 0) (Kimi Linear's init).
-          log,  A ~ U(1, 16): g = -A dt, in [-1.6, -0.001] (Mamba2 / Gated DeltaNet's init)."""
+        Mamba2 / Gated DeltaNet draw A ~ U(1, 16) for the log gate (g down to -1.6: a memory of a few tokens),
+        and so did this repo for every gate; flash-linear-attention's KDA starts A_log at 0 with its safe gate.
+        With A ~ U(1, 16) config/reassign.py stayed on its 33% plateau with the safe and the log gate and EDA
+        failed MQAR; with A = 1 EDA, GDN and GDN-2 learned reassign (MQAR stays seed-dependent: figures in
+        notes/synthetic.md). la_A_init='mamba2' restores the published draw."""
         if self.cfg.A_init == "unit":
             self.A_log.zero_()
         else:

@@ -561,3 +561,44 @@ def test_triton_backend_rejects_head_dims_the_kernels_cannot_take_and_auto_keeps
     logits, _, _ = m(tokens())
     assert torch.isfinite(logits).all()
     assert GPTConfig(la_backend="triton", mixer="transformer", la_head_dim=24).triton_problem() is None
+
+
+# ----------------------------------------------------------------------------------------------------
+# gate inits (LinearAttention.init_gates): where the log decay starts, as its docstring claims
+
+
+@pytest.mark.parametrize("mixer, gate, want_init, lo, hi", [
+    ("eda", "safe", "unit", -0.1, -1e-3),     # g ~ -dt
+    ("kda", "kda", "mamba2", -0.5, 0.0),      # g ~ l dt^A
+    ("gdn2", "log", "unit", -0.1, -1e-3),     # g = -dt
+    ("gdn", "log", "unit", -0.1, -1e-3),
+])
+def test_each_gate_init_starts_the_log_decay_in_the_range_its_docstring_claims(mixer, gate, want_init, lo, hi):
+    cfg = tiny(mixer, la_n_head=4, la_n_v_head=16)
+    assert cfg.gate == gate and cfg.A_init == want_init  # la_gate / la_A_init 'auto' resolve per mixer
+    layer = build(cfg).blocks[0].mixer
+    a = torch.zeros_like(layer.dt_bias)  # the projections' output near 0 at init
+    g = {"safe": eda.safe_gate, "kda": eda.kda_gate}.get(gate, lambda *x, **_: eda.log_gate(*x))(
+        a, layer.A_log, layer.dt_bias)
+    assert lo <= g.min().item() and g.max().item() <= hi, (g.min().item(), g.max().item())
+    # not vacuous: the draws spread over the range (at least a factor 5 between the slowest and fastest decay)
+    assert g.min().item() < 5 * g.max().item() < 0 or gate == "kda"
+    if want_init == "unit":
+        assert (layer.A_log == 0).all()
+    else:
+        A = layer.A_log.exp()
+        assert (A >= 1).all() and (A <= 16).all() and A.max() - A.min() > 3
+
+
+def test_a_init_override_and_erase_bias_reach_the_layer():
+    layer = build(tiny("kda", la_A_init="unit")).blocks[0].mixer
+    assert (layer.A_log == 0).all()
+    with pytest.raises(ValueError, match="la_A_init"):
+        tiny("eda", la_A_init="zero")
+    m0, m3 = build(tiny("eda")), build(tiny("eda", la_erase_bias=-3.0))  # same seed, same weights
+    idx = tokens()
+    with torch.no_grad():
+        assert rel_err(m3(idx)[0], m0(idx)[0]) > 1e-3  # the bias changes gamma, so the output
+        full, _, _ = m3(idx)
+        inc, _ = m3.prefill(idx, m3.new_cache(2), all_logits=True)
+    assert rel_err(inc, full) <= 1e-4  # the cached path adds the same bias

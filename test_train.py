@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from data.prepare import HEADER_BYTES, TokenFileError, load_tokens, write_tokens
-from data.synthetic import FILLER, NONE, final_bindings, mqar, reassign, vocab_halves
+from data.synthetic import FILLER, NONE, evict, final_bindings, mqar, reassign, vocab_halves
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 # a 2-layer hybrid (one EDA layer, one attention layer) that takes a fraction of a second per step
@@ -432,6 +432,51 @@ def test_reassign_answers_are_final_bindings_reassigned_new_value_moved_old_key_
         for k, v in final.items():  # answers are the last write of each key
             assert v == [w for kk, w in stream if kk == k][-1]
     assert n_reassigned > 50 and n_moved > 50
+
+
+def test_evict_old_owner_reads_none_new_owner_reads_the_value_and_no_none_is_written():
+    rng = np.random.default_rng(3)
+    kv, updates = 6, 8
+    x, y = evict(rng, batch_size=64, seq_len=4 * (kv + updates) + 8, vocab_size=128, num_kv_pairs=kv,
+                 num_updates=updates)
+    n_evicted = 0
+    for b in range(64):
+        stream = x[b, :2 * (kv + updates)]
+        assert NONE not in stream and FILLER not in stream    # the removal is implied, never written
+        owner, answer = {}, {}                                # replayed here, independently of final_bindings
+        for k, v in stream.reshape(-1, 2).tolist():
+            if v in owner:
+                answer[owner[v]] = NONE
+                n_evicted += 1
+            owner[v], answer[k] = k, v
+        assert len(answer) == kv + updates                    # every update brings a fresh key
+        queries = {int(x[b, p]): int(y[b, p]) for p in np.flatnonzero(y[b] != -1)}
+        assert queries == answer                              # every key asked once, with its final binding
+        assert final_bindings(x[b], unique_values=True) == answer
+    assert n_evicted == 64 * updates
+
+
+def test_reassign_move_frac_one_only_moves_and_keeps_the_live_count():
+    rng = np.random.default_rng(4)
+    kv, updates = 8, 8
+    x, y = reassign(rng, 32, 160, 128, kv, updates, move_frac=1.0)
+    for b in range(32):
+        pairs = x[b, :2 * (kv + 2 * updates)].reshape(-1, 2)
+        assert (pairs[kv::2, 1] == NONE).all() and (pairs[kv + 1::2, 1] != NONE).all()  # unbind, then rebind
+        final = final_bindings(x[b])
+        assert len(final) == kv + updates                                     # keys ever written
+        assert sum(v != NONE for v in final.values()) == kv                   # live bindings
+    x0, _ = reassign(np.random.default_rng(4), 32, 160, 128, kv, updates, move_frac=0.0)
+    assert not (x0[:, :2 * (kv + updates)] == NONE).any()                     # no moves at all
+    with pytest.raises(ValueError, match="move_frac"):
+        reassign(rng, 1, 160, 128, kv, updates, move_frac=1.5)
+
+
+def test_synthetic_task_that_does_not_fit_block_size_is_a_clear_error(tmp_path):
+    p = train(tmp_path, '--dataset=evict', '--num_kv_pairs=16', '--num_updates=16', '--block_size=64',
+              '--max_iters=1', check=False)
+    assert p.returncode != 0 and 'evict: seq_len=64 < 4 * (num_kv_pairs + num_updates) = 128' in p.stderr
+    assert 'Traceback' not in p.stderr
 
 
 def test_synthetic_batches_are_a_function_of_the_seed():

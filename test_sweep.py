@@ -1,0 +1,63 @@
+"""sweep.py on a tiny grid, CPU: one row per run, a failing run recorded and the sweep going on, resume
+past finished rows, the table from the results file."""
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+TINY_TASK = ("--tasks={'mqar': {'config': 'config/mqar.py', 'x': 'num_kv_pairs', 'levels': [[4, ["
+             "'--num_kv_pairs=4', '--vocab_size=64', '--block_size=32', '--n_embd=32', '--ffn_hidden=64', "
+             "'--head_dim=16', '--la_head_dim=16', '--la_v_head_dim=16', '--la_gate_rank=4', '--la_erase_rank=4']]]}}")
+# 'broken' asks train.py for a mixer that does not exist: a run that fails
+MIXERS = "--mixers={'eda': ['--mixer=eda'], 'broken': ['--mixer=nonexistent']}"
+EXTRA = "--extra=['--max_iters=3', '--eval_interval=3', '--eval_iters=1', '--batch_size=4', '--device=cpu']"
+
+
+def sweep(tmp_path, *args):
+    cmd = [sys.executable, os.path.join(ROOT, 'sweep.py'), TINY_TASK, MIXERS, EXTRA, '--seeds=[0]', '--jobs=2',
+           '--name=t', f'--results_dir={tmp_path}', f'--runs_dir={tmp_path / "runs"}', *args]
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, OMP_NUM_THREADS='1'))
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    return p.stdout
+
+
+def rows(tmp_path):
+    with open(tmp_path / 't.jsonl') as f:
+        return [json.loads(line) for line in f]
+
+
+def test_sweep_records_every_run_a_failing_one_too_and_resumes_past_finished_rows(tmp_path):
+    out = sweep(tmp_path, '--learning_rates=[1e-3, 3e-3]')
+    first = rows(tmp_path)
+    assert len(first) == 4 and '4 to run' in out
+    by = {(r['mixer'], r['lr']): r for r in first}
+    for lr in (1e-3, 3e-3):
+        ok, bad = by['eda', lr], by['broken', lr]
+        assert ok['status'] == 'ok' and ok['step'] == 3 and 0 <= ok['val_acc'] <= 1 and ok['params'] > 0
+        assert bad['status'] == 'failed' and 'nonexistent' in bad['error'] and bad['returncode'] != 0
+        assert ok['command'].startswith('python train.py config/mqar.py')
+    table = (tmp_path / 't.md').read_text()
+    assert '| eda |' in table and '!1' in table  # the failed runs are marked in the table
+    # resume: nothing finished is run again; failures too when retry_failed=False
+    out = sweep(tmp_path, '--learning_rates=[1e-3, 3e-3]', '--retry_failed=False')
+    assert '0 to run' in out and rows(tmp_path) == first
+    # a grid that grows (a third lr) runs only its new rows; failed rows are retried by default
+    out = sweep(tmp_path, '--learning_rates=[1e-3, 3e-3, 1e-2]')
+    assert '2 already' in out  # the two finished eda rows; the failed ones count as not done
+    new = rows(tmp_path)[len(first):]
+    assert sorted((r['mixer'], r['lr']) for r in new) == sorted(
+        [('eda', 1e-2), ('broken', 1e-3), ('broken', 3e-3), ('broken', 1e-2)])
+
+
+def test_report_takes_each_mixers_best_learning_rate_by_mean_over_seeds(tmp_path):
+    lines = []
+    for lr, accs in ((1e-3, [0.9, 0.1]), (3e-3, [0.6, 0.5])):  # best single run at 1e-3, best mean at 3e-3
+        for seed, acc in enumerate(accs):
+            lines.append({'task': 'mqar', 'x': 4, 'mixer': 'eda', 'lr': lr, 'seed': seed, 'status': 'ok',
+                          'val_acc': acc, 'params': 10})
+    (tmp_path / 't.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in lines))
+    sweep(tmp_path, '--report_only=True', '--learning_rates=[1e-3, 3e-3]', '--seeds=[0, 1]')
+    table = (tmp_path / 't.md').read_text()
+    assert '| eda | 10 | 55.0 ± 7.1 [50.0, 60.0] lr 0.003 |' in table
