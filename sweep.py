@@ -266,6 +266,7 @@ def report(rows):
                            alpha=0.5)
                 ax.vlines(j + off, 100 * s['min'], 100 * s['max'], color=line.get_color(), alpha=0.6)
         ax.set_xticks(range(len(xs)), [str(x) for x in xs])
+        ax.set_xlim(-0.5, len(xs) - 0.5)
         ax.set_xlabel(spec['x'])
         ax.set_title(task)
         ax.set_ylim(-2, 102)
