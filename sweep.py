@@ -4,9 +4,9 @@ once on one machine, each row of results appended to a JSONL file the moment its
 a figure from that file. Zoology's protocol: each mixer is reported at its best learning rate (best mean
 over seeds), with the spread over seeds and every run kept in the file.
 
-    python sweep.py config/sweep_synthetic.py             # the grid of README's "Does erase help?"
-    python sweep.py config/sweep_synthetic.py --jobs=16   # 16 runs at a time (one GPU holds many small runs)
-    python sweep.py config/sweep_synthetic.py --report_only=True   # table + figure from the results file
+    python sweep.py config/sweep/synthetic.py             # the grid of README's "Does erase help?"
+    python sweep.py config/sweep/synthetic.py --jobs=16   # 16 runs at a time (one GPU holds many small runs)
+    python sweep.py config/sweep/synthetic.py --report_only=True   # table + figure from the results file
 
 A run is one `python train.py <task config> <level args> --mixer=.. --learning_rate=.. --seed=..` process,
 so a sweep trains exactly what a user's command trains. Rerunning the same command resumes: rows already in

@@ -1,7 +1,7 @@
 # The full synthetic grid of README's "Does erase help?": tasks x difficulty x mixers x lr x seeds, at one
 # state size (config/mqar.py's model: 2 linear layers, 2 heads of K = V = 64). 540 runs; fixed 2026-11-23,
 # before any of it ran. Resumable: rerun the same command and it goes on where it stopped.
-#   python sweep.py config/sweep_synthetic.py --jobs=12      (one H100: ~12 runs at once fit in memory)
+#   python sweep.py config/sweep/synthetic.py --jobs=12      (one H100: ~12 runs at once fit in memory)
 name = 'synthetic'
 tasks = {
     'mqar': {'config': 'config/mqar.py', 'x': 'num_kv_pairs', 'levels': [

@@ -1,6 +1,6 @@
 # The README's synthetic commands for every mixer, as a user runs them (the configs' own lr, seed 1337),
 # and the variants that show where the decay gate's init matters:
-#   python sweep.py config/sweep_defaults.py --jobs=16
+#   python sweep.py config/sweep/defaults.py --jobs=16
 name = 'defaults'
 tasks = {
     'mqar': {'config': 'config/mqar.py', 'x': 'config', 'levels': [['default', []]]},

@@ -1,6 +1,6 @@
 # Which default recipe learns the README's synthetic commands, over seeds: the configs as a user runs them,
 # and the variants that test a cause (notes/synthetic.md):
-#   python sweep.py config/sweep_recipes.py --jobs=18
+#   python sweep.py config/sweep/recipes.py --jobs=18
 name = 'recipes'
 tasks = {
     'mqar': {'config': 'config/mqar.py', 'x': 'config', 'levels': [['default', []]]},

@@ -1,5 +1,5 @@
 # MQAR runs that test why the Transformer and GDN-2 defaults fail (notes/synthetic.md):
-#   python sweep.py config/sweep_mqar_extra.py --jobs=3
+#   python sweep.py config/sweep/mqar_extra.py --jobs=3
 name = 'mqar_extra'
 tasks = {'mqar': {'config': 'config/mqar.py', 'x': 'config', 'levels': [['default', []]]}}
 mixers = {

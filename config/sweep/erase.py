@@ -1,7 +1,7 @@
 # Does the erase help, one level per task, at equal gates: EDA (safe gate, its default), EDA with KDA's gate,
 # and KDA (its gate, no erase). EDA with KDA's gate against KDA differs only by the erase step.
-# Fixed before it ran (2026-11-23); the full grid over difficulty and learning rates is config/sweep_synthetic.py.
-#   python sweep.py config/sweep_erase.py --jobs=14   (a run takes up to ~4.5 GiB of GPU memory)
+# Fixed before it ran (2026-11-23); the full grid over difficulty and learning rates is config/sweep/synthetic.py.
+#   python sweep.py config/sweep/erase.py --jobs=14   (a run takes up to ~4.5 GiB of GPU memory)
 name = 'erase'
 tasks = {
     # explicit moves and reassignments: 16 bindings, 32 updates
