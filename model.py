@@ -170,8 +170,16 @@ class GPTConfig:
             return None  # GDN-2 and attention-only models never call the kernels
         from kernel import head_dim_problem  # here: model.py itself needs no Triton
         for name in ("la_head_dim", "la_v_head_dim"):
-            if head_dim_problem(getattr(self, name)):
-                return f"the Triton kernels cannot take {name}={getattr(self, name)}: it {head_dim_problem(getattr(self, name))}"
+            problem = head_dim_problem(getattr(self, name))
+            if problem:
+                return f"the Triton kernels cannot take {name}={getattr(self, name)}: it {problem}"
+        return None
+
+    def auto_backend_problem(self, on_cuda):
+        """la_backend='auto' on CUDA means the Triton kernels: why this config cannot take them, or None. The
+        scripts stop on it rather than fall back unasked to the chunked path (several times slower on a GPU)."""
+        if self.la_backend == "auto" and on_cuda and self.triton_problem():
+            return f"la_backend='auto' on CUDA runs the Triton kernels, but {self.triton_problem()}; pass --la_backend=chunk"
         return None
 
 

@@ -84,9 +84,8 @@ if init_from == 'resume':
         cfg = GPTConfig(**dict(ckpt['model_args'], la_backend=la_backend))
     except (CheckpointError, ValueError) as err:  # an unreadable file; a backend the model cannot run
         fail(err)
-    if la_backend == 'auto' and 'cuda' in device and cfg.triton_problem():  # 'auto' is Triton on CUDA
-        fail(f"la_backend='auto' on CUDA runs the Triton kernels, but {cfg.triton_problem()}; "
-             f"pass --la_backend=chunk")
+    if cfg.auto_backend_problem('cuda' in device):
+        fail(cfg.auto_backend_problem(True))
     model = GPT(cfg)
     model.load_state_dict(ckpt['model'])
     tokenizer = encoding or ckpt.get('encoding')

@@ -602,3 +602,10 @@ def test_a_init_override_and_erase_bias_reach_the_layer():
         full, _, _ = m3(idx)
         inc, _ = m3.prefill(idx, m3.new_cache(2), all_logits=True)
     assert rel_err(inc, full) <= 1e-4  # the cached path adds the same bias
+
+
+def test_auto_backend_on_cuda_names_the_head_dim_the_kernels_cannot_take():
+    assert "la_head_dim=24" in GPTConfig(la_head_dim=24).auto_backend_problem(on_cuda=True)
+    assert GPTConfig(la_head_dim=24).auto_backend_problem(on_cuda=False) is None  # the chunked path takes it
+    assert GPTConfig(la_head_dim=24, la_backend="chunk").auto_backend_problem(on_cuda=True) is None
+    assert GPTConfig().auto_backend_problem(on_cuda=True) is None

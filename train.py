@@ -341,11 +341,8 @@ elif init_from != 'scratch':
 last_saved = iter_num if init_from == 'resume' and os.path.exists(ckpt_path) and os.path.samefile(src, ckpt_path) else None
 
 cfg = model_config()
-if cfg.la_backend == 'auto' and device_type == 'cuda' and cfg.triton_problem():
-    # 'auto' means the Triton kernels on CUDA: rather than fall back to the chunked path unasked (several
-    # times slower on a GPU), stop and let the run choose
-    fail(f"la_backend='auto' on CUDA runs the Triton kernels, but {cfg.triton_problem()}; "
-         f"pass --la_backend=chunk or change the head dims")
+if cfg.auto_backend_problem(device_type == 'cuda'):
+    fail(cfg.auto_backend_problem(True))
 meta_init = distributed and parallel == 'fsdp' and fsdp_meta_init
 torch.manual_seed(seed)
 with torch.device('meta') if meta_init else nullcontext():
