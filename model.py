@@ -847,7 +847,10 @@ class GPT(nn.Module):
     # -- training forward --------------------------------------------------------------------------
 
     def forward(self, idx, targets=None):
-        """idx [B,T] -> (logits [B,T,vocab], mean CE loss or None (targets == -1 ignored), aux_loss)."""
+        """idx [B,T] -> (logits, mean CE loss or None, aux_loss). Without targets: logits [B,T,vocab]. With
+        targets [B,T]: positions whose target is -1 are ignored, and the head runs only at the others, so
+        logits are [N, vocab] for the N kept positions in row-major order (the synthetic tasks answer at a
+        few positions of each row: their full logits were most of a small model's time and memory)."""
         x = self.wte(idx)
         aux = torch.zeros((), device=idx.device, dtype=torch.float32)
         for block in self.blocks:
@@ -856,11 +859,11 @@ class GPT(nn.Module):
             else:
                 x, a = block(x)
             aux = aux + a
-        logits = self.lm_head(self.norm_f(x))
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
-        return logits, loss, aux
+        if targets is None:
+            return self.lm_head(self.norm_f(x)), None, aux
+        keep = targets != -1
+        logits = self.lm_head(self.norm_f(x[keep]))
+        return logits, F.cross_entropy(logits.float(), targets[keep]), aux
 
     # -- decoding -----------------------------------------------------------------------------------
 

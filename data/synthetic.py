@@ -201,6 +201,9 @@ def final_bindings(tokens, unique_values=False):
 
 
 def accuracy_counts(logits, y):
-    """(correct, total) over the answer positions (y != -1): argmax prediction == target."""
+    """(correct, total) over the answer positions (y != -1): argmax prediction == target. logits: [B, T, vocab],
+    or [N, vocab] at the answer positions only (what GPT.forward returns when given targets)."""
     mask = y != -1
-    return (logits.argmax(-1)[mask] == y[mask]).sum(), mask.sum()
+    pred = logits.argmax(-1)
+    pred = pred[mask] if pred.shape == y.shape else pred
+    return (pred == y[mask]).sum(), mask.sum()
