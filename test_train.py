@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from data.prepare import HEADER_BYTES, TokenFileError, load_tokens, write_tokens
-from data.synthetic import FILLER, NONE, evict, final_bindings, mqar, reassign, vocab_halves
+from data.synthetic import distinct, FILLER, NONE, evict, final_bindings, mqar, reassign, vocab_halves
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 # a 2-layer hybrid (one EDA layer, one attention layer) that takes a fraction of a second per step
@@ -477,6 +477,16 @@ def test_synthetic_task_that_does_not_fit_block_size_is_a_clear_error(tmp_path):
               '--max_iters=1', check=False)
     assert p.returncode != 0 and 'evict: seq_len=64 < 4 * (num_kv_pairs + num_updates) = 128' in p.stderr
     assert 'Traceback' not in p.stderr
+
+
+def test_distinct_rows_hold_distinct_numbers_in_range_sparse_and_dense():
+    rng = np.random.default_rng(5)
+    for lo, hi, n in ((2, 4000, 40), (10, 30, 20), (0, 8, 8)):   # redraw-repeats branch, permutation branch
+        d = distinct(rng, lo, hi, 200, n)
+        assert d.shape == (200, n) and d.min() >= lo and d.max() < hi
+        assert all(len(set(row)) == n for row in d.tolist())
+    first = distinct(rng, 0, 8, 4000, 8)[:, 0]                    # the order within a row is random too
+    assert np.bincount(first, minlength=8).min() > 350
 
 
 def test_synthetic_batches_are_a_function_of_the_seed():

@@ -41,29 +41,43 @@ def vocab_halves(vocab_size):
     return (2, mid), (mid, vocab_size)
 
 
-def query_slots(rng, n_queries, region_len, power_a=0.01):
-    """Positions in a query region of length region_len for n_queries queries, sorted.
+def distinct(rng, lo, hi, rows, n):
+    """[rows, n] integers from [lo, hi), distinct within each row, each row a uniform draw without replacement
+    (in random order). Sparse draws redraw the few rows that repeat a number; dense ones permute."""
+    if n > (hi - lo) // 4:
+        return lo + np.argsort(rng.random((rows, hi - lo)), axis=1)[:, :n]
+    out = rng.integers(lo, hi, size=(rows, n))
+    while True:
+        s = np.sort(out, axis=1)
+        bad = (s[:, 1:] == s[:, :-1]).any(axis=1)
+        if not bad.any():
+            return out
+        out[bad] = rng.integers(lo, hi, size=(int(bad.sum()), n))
 
-    Queries sit on even offsets so that the slot after each query is free (that slot is where the
-    answer would be written in text; here it stays filler). Offsets are drawn without replacement with
-    p(slot s) proportional to (s + 1)^(power_a - 1): a power law that favours short gaps between the end
-    of the context and a query, as in Zoology's MQAR.
+
+def place_queries(rng, x, y, start, keys, answers, counts=None, power_a=0.01):
+    """Write queries into x[:, start:] (key tokens) and their answers into y at the same positions.
+
+    keys, answers: [B, n]; row b queries its first counts[b] keys (default: all n), each once, in random order.
+    Queries sit on even offsets so that the slot after each query is free (that slot is where the answer would
+    be written in text; here it stays filler). Offsets are drawn without replacement with p(slot s) proportional
+    to (s + 1)^(power_a - 1): a power law that favours short gaps between the end of the context and a query,
+    as in Zoology's MQAR. (The draw is Gumbel-top-k: the slots with the largest log p(s) + Gumbel noise, in
+    decreasing order, are a draw without replacement, so every row's first counts[b] of them are too.)
     """
-    n_slots = region_len // 2
-    if n_queries > n_slots:
-        raise ValueError(f"{n_queries} queries need a query region of >= {2 * n_queries} tokens, got {region_len}")
-    p = (np.arange(n_slots) + 1.0) ** (power_a - 1.0)
-    return 2 * np.sort(rng.choice(n_slots, size=n_queries, replace=False, p=p / p.sum()))
-
-
-def place_queries(rng, x, y, start, keys_and_answers, power_a=0.01):
-    """Write queries (key tokens in x, their answers in y at the same positions) into x[start:], y[start:]."""
-    region = x.shape[0] - start
-    slots = start + query_slots(rng, len(keys_and_answers), region, power_a)
-    order = rng.permutation(len(keys_and_answers))  # queries come in random order, not context order
-    for pos, i in zip(slots, order):
-        key, answer = keys_and_answers[i]
-        x[pos], y[pos] = key, answer
+    B, n = keys.shape
+    counts = np.full(B, n) if counts is None else np.asarray(counts)
+    n_slots = (x.shape[1] - start) // 2
+    if n > n_slots:
+        raise ValueError(f"{n} queries need a query region of >= {2 * n} tokens, got {x.shape[1] - start}")
+    score = (power_a - 1.0) * np.log1p(np.arange(n_slots)) + rng.gumbel(size=(B, n_slots))
+    use = np.arange(n) < counts[:, None]
+    slots = np.sort(np.where(use, np.argsort(-score, axis=1)[:, :n], n_slots), axis=1)  # used ones first
+    order = np.argsort(np.where(use, rng.random((B, n)), 2.0), axis=1)                  # used keys first
+    rows = np.broadcast_to(np.arange(B)[:, None], (B, n))
+    pos = start + 2 * slots
+    x[rows[use], pos[use]] = keys[rows, order][use]
+    y[rows[use], pos[use]] = answers[rows, order][use]
 
 
 def mqar(rng, batch_size, seq_len, vocab_size, num_kv_pairs, power_a=0.01):
@@ -81,11 +95,10 @@ def mqar(rng, batch_size, seq_len, vocab_size, num_kv_pairs, power_a=0.01):
         raise ValueError(f"mqar: seq_len={seq_len} < 4 * num_kv_pairs={num_kv_pairs} (context + query region)")
     x = np.full((batch_size, seq_len), FILLER, dtype=np.int64)
     y = np.full((batch_size, seq_len), -1, dtype=np.int64)
-    for b in range(batch_size):
-        keys = rng.choice(np.arange(klo, khi), size=num_kv_pairs, replace=False)
-        values = rng.integers(vlo, vhi, size=num_kv_pairs)
-        x[b, 0:2 * num_kv_pairs:2], x[b, 1:2 * num_kv_pairs:2] = keys, values
-        place_queries(rng, x[b], y[b], 2 * num_kv_pairs, list(zip(keys, values)), power_a)
+    keys = distinct(rng, klo, khi, batch_size, num_kv_pairs)
+    values = rng.integers(vlo, vhi, size=(batch_size, num_kv_pairs))
+    x[:, 0:2 * num_kv_pairs:2], x[:, 1:2 * num_kv_pairs:2] = keys, values
+    place_queries(rng, x, y, 2 * num_kv_pairs, keys, values, power_a=power_a)
     return x, y
 
 
@@ -103,6 +116,7 @@ def reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, mo
     final binding: a reassigned key answers with its newest value, a moved binding's new key answers with
     the moved value, and a moved key's old address answers NONE (unless a later update rebound it: never,
     since moves take fresh keys and updates only touch keys bound at that moment).
+    Generated for the whole batch at once, one update at a time (rows differ only in their random draws).
     """
     (klo, khi), (vlo, vhi) = vocab_halves(vocab_size)
     if not 0 <= move_frac <= 1:
@@ -116,33 +130,35 @@ def reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, mo
     if seq_len < 2 * max_pairs + 2 * max_keys:
         raise ValueError(f"reassign: seq_len={seq_len} too short: the stream takes up to {2 * max_pairs} tokens "
                          f"and the queries up to {2 * max_keys}; need >= {2 * max_pairs + 2 * max_keys}")
-    x = np.full((batch_size, seq_len), FILLER, dtype=np.int64)
-    y = np.full((batch_size, seq_len), -1, dtype=np.int64)
-    for b in range(batch_size):
-        fresh = list(rng.choice(np.arange(klo, khi), size=max_keys, replace=False))
-        binding = {}   # key -> value, or NONE once unbound; insertion order = first appearance
-        stream = []
-        for _ in range(num_kv_pairs):
-            k = fresh.pop()
-            binding[k] = int(rng.integers(vlo, vhi))
-            stream.append((k, binding[k]))
-        for _ in range(num_updates):
-            bound = [k for k, v in binding.items() if v != NONE]
-            k = bound[rng.integers(len(bound))]
-            if rng.random() >= move_frac:  # reassign: a new value, never the current one
-                v = int(rng.integers(vlo, vhi - 1))
-                v += v >= binding[k]
-                binding[k] = v
-                stream.append((k, v))
-            else:  # move: unbind k, bind a fresh key to its value
-                k2, v = fresh.pop(), binding[k]
-                binding[k] = NONE
-                binding[k2] = v
-                stream += [(k, NONE), (k2, v)]
-        flat = np.array(stream, dtype=np.int64).reshape(-1)
-        x[b, :flat.size] = flat
-        # the query region starts after the longest possible stream: the same layout for every sequence
-        place_queries(rng, x[b], y[b], 2 * max_pairs, list(binding.items()), power_a)
+    B, n = batch_size, num_kv_pairs
+    x = np.full((B, seq_len), FILLER, dtype=np.int64)
+    y = np.full((B, seq_len), -1, dtype=np.int64)
+    rows = np.arange(B)
+    keys = distinct(rng, klo, khi, B, max_keys)       # key i of a row is the i-th key the stream introduces
+    value = np.full((B, max_keys), NONE, dtype=np.int64)
+    value[:, :n] = rng.integers(vlo, vhi, size=(B, n))
+    x[:, 0:2 * n:2], x[:, 1:2 * n:2] = keys[:, :n], value[:, :n]
+    live = np.tile(np.arange(n), (B, 1))              # the n bound keys (indices into keys)
+    n_keys = np.full(B, n)                            # keys introduced so far
+    pos = np.full(B, 2 * n)                           # where the next pair goes
+    for _ in range(num_updates):
+        slot = rng.integers(n, size=B)
+        k = live[rows, slot]
+        move = rng.random(B) < move_frac
+        new = rng.integers(vlo, vhi - 1, size=B)      # reassign: a new value, never the current one
+        new += new >= value[rows, k]
+        k2 = n_keys                                   # move: unbind k, bind a fresh key to its value
+        moved = value[rows, k]
+        x[rows, pos] = keys[rows, k]
+        x[rows, pos + 1] = np.where(move, NONE, new)
+        m = rows[move]
+        x[m, pos[m] + 2], x[m, pos[m] + 3] = keys[m, k2[m]], moved[m]
+        value[m, k2[m]] = moved[m]
+        live[m, slot[m]] = k2[m]
+        value[rows, k] = np.where(move, NONE, new)
+        n_keys, pos = n_keys + move, pos + 2 + 2 * move
+    # the query region starts after the longest possible stream: the same layout for every sequence
+    place_queries(rng, x, y, 2 * max_pairs, keys, value, n_keys, power_a)
     return x, y
 
 
@@ -165,20 +181,23 @@ def evict(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, power
         raise ValueError("evict needs num_kv_pairs >= 1")
     if seq_len < 4 * n_keys:
         raise ValueError(f"evict: seq_len={seq_len} < 4 * (num_kv_pairs + num_updates) = {4 * n_keys} (stream + queries)")
-    x = np.full((batch_size, seq_len), FILLER, dtype=np.int64)
-    y = np.full((batch_size, seq_len), -1, dtype=np.int64)
-    for b in range(batch_size):
-        keys = rng.choice(np.arange(klo, khi), size=n_keys, replace=False)
-        values = rng.choice(np.arange(vlo, vhi), size=num_kv_pairs, replace=False)
-        owner = dict(zip(values.tolist(), keys[:num_kv_pairs].tolist()))  # value -> its key now
-        binding = {k: v for v, k in owner.items()}                          # key -> value, or NONE
-        stream = list(zip(keys[:num_kv_pairs].tolist(), values.tolist()))
-        for k2 in keys[num_kv_pairs:].tolist():
-            v = int(values[rng.integers(num_kv_pairs)])
-            binding[owner[v]], binding[k2], owner[v] = NONE, v, k2
-            stream.append((k2, v))
-        x[b, :2 * n_keys] = np.array(stream, dtype=np.int64).reshape(-1)
-        place_queries(rng, x[b], y[b], 2 * n_keys, list(binding.items()), power_a)
+    B, n = batch_size, num_kv_pairs
+    x = np.full((B, seq_len), FILLER, dtype=np.int64)
+    y = np.full((B, seq_len), -1, dtype=np.int64)
+    rows = np.arange(B)
+    keys = distinct(rng, klo, khi, B, n_keys)         # key i of a row is the i-th key the stream introduces
+    values = distinct(rng, vlo, vhi, B, n)
+    answer = np.full((B, n_keys), NONE, dtype=np.int64)
+    answer[:, :n] = values
+    owner = np.tile(np.arange(n), (B, 1))             # value j's key now (an index into keys)
+    x[:, 0:2 * n:2], x[:, 1:2 * n:2] = keys[:, :n], values
+    for u in range(num_updates):
+        j = rng.integers(n, size=B)                   # the value that gets the fresh key n + u
+        answer[rows, owner[rows, j]] = NONE
+        answer[:, n + u] = values[rows, j]
+        owner[rows, j] = n + u
+        x[:, 2 * (n + u)], x[:, 2 * (n + u) + 1] = keys[:, n + u], values[rows, j]
+    place_queries(rng, x, y, 2 * n_keys, keys, answer, power_a=power_a)
     return x, y
 
 
