@@ -188,9 +188,12 @@ def sweep():
 
 def summarize(rows):
     """{(task, x, mixer): {'lr', 'accs', 'mean', 'std', 'min', 'max', 'n_failed', 'params'}} at the best lr.
-    A failed or diverged run counts as accuracy 0 at its lr (it is a result of that lr, not a missing one)."""
+    A failed or diverged run counts as accuracy 0 at its lr (it is a result of that lr, not a missing one). A run
+    the sweep stopped at run_timeout is unfinished, not a result: it is left out here (report() lists it)."""
     by = {}
     for r in rows:
+        if r['status'] == 'timeout':
+            continue
         acc = r.get('val_acc') if r['status'] == 'ok' else 0.0
         by.setdefault((r['task'], r['x'], r['mixer']), {}).setdefault(r['lr'], []).append((acc, r))
     out = {}
@@ -212,7 +215,9 @@ def report(rows):
     lines = [f'# Sweep `{name}`', '',
              f'{len(rows)} runs from `{results_path}`. Each cell: validation accuracy at the mixer\'s best learning '
              f'rate (best mean over seeds), mean ± sample std over seeds [min, max], and that lr. '
-             f'Failed or diverged runs count as 0 and are marked with !.', '']
+             f'Failed or diverged runs count as 0 and are marked with !. Runs stopped by the sweep\'s time limit '
+             f'are unfinished: left out of the cells, marked with +N unfinished, and listed below the tables.', '']
+    unfinished = [r for r in rows if r['status'] == 'timeout']
     for task, spec in tasks.items():
         xs = [x for x, _ in spec['levels']]
         lines += [f'## {task} (difficulty: {spec["x"]})', '',
@@ -222,14 +227,17 @@ def report(rows):
             cells, params = [], None
             for x in xs:
                 s = summary.get((task, x, m))
+                n_unf = sum((r['task'], r['x'], r['mixer']) == (task, x, m) for r in unfinished)
+                more = f' +{n_unf} unfinished' if n_unf else ''
                 if s is None:
-                    cells.append('—')
+                    cells.append(more.strip() or '—')
                     continue
                 params = params or s['params']
                 lr = 'cfg' if s['lr'] is None else f"{s['lr']:g}"
                 bad = f" !{s['n_failed']}" if s['n_failed'] else ''
                 cells.append(f"{100 * s['mean']:.1f} ± {100 * s['std']:.1f} [{100 * s['min']:.1f}, "
-                             f"{100 * s['max']:.1f}] lr {lr}{bad}")
+                             f"{100 * s['max']:.1f}] lr {lr}{bad}{more}")
+            params = params or next((r['params'] for r in rows if r['mixer'] == m and r.get('params')), None)
             lines.append(f'| {m} | {params:,} | ' if params else f'| {m} | ? | ')
             lines[-1] += ' | '.join(cells) + ' |'
         lines.append('')
@@ -241,6 +249,13 @@ def report(rows):
                                                                     order.index(kv[0][2]) if kv[0][2] in order else 99)):
         lines.append(f'| {task} | {x} | {m} | ' + ' | '.join(
             f"{100 * s['lrs'][l]:.1f}" if l in s['lrs'] else '—' for l in (learning_rates or [None])) + ' |')
+    if unfinished:
+        lines += ['', '## Unfinished runs (stopped by the sweep\'s time limit; rerun the sweep to finish them)', '',
+                  '| task | x | mixer | lr | seed | last evaluation |', '|---|---|---|---|---|---|']
+        for r in unfinished:
+            last = f"{100 * r['val_acc']:.1f} at step {r['step']}" if r.get('val_acc') is not None else 'none'
+            lr = 'cfg' if r['lr'] is None else f"{r['lr']:g}"
+            lines.append(f"| {r['task']} | {r['x']} | {r['mixer']} | {lr} | {r['seed']} | {last} |")
     md_path = os.path.join(results_dir, f'{name}.md')
     with open(md_path, 'w') as f:
         f.write('\n'.join(lines) + '\n')

@@ -61,3 +61,14 @@ def test_report_takes_each_mixers_best_learning_rate_by_mean_over_seeds(tmp_path
     sweep(tmp_path, '--report_only=True', '--learning_rates=[1e-3, 3e-3]', '--seeds=[0, 1]')
     table = (tmp_path / 't.md').read_text()
     assert '| eda | 10 | 55.0 ± 7.1 [50.0, 60.0] lr 0.003 |' in table
+
+
+def test_report_leaves_runs_stopped_by_the_time_limit_out_of_the_mean_and_lists_them(tmp_path):
+    base = {'task': 'mqar', 'x': 4, 'mixer': 'eda', 'lr': 1e-3, 'params': 10}
+    lines = [dict(base, seed=0, status='ok', val_acc=0.8), dict(base, seed=1, status='failed', val_acc=None),
+             dict(base, seed=2, status='timeout', val_acc=0.5, step=700)]
+    (tmp_path / 't.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in lines))
+    sweep(tmp_path, '--report_only=True', '--learning_rates=[1e-3]', '--seeds=[0, 1, 2]')
+    table = (tmp_path / 't.md').read_text()
+    assert '| eda | 10 | 40.0 ± 56.6 [0.0, 80.0] lr 0.001 !1 +1 unfinished |' in table  # failed = 0, timeout out
+    assert '| mqar | 4 | eda | 0.001 | 2 | 50.0 at step 700 |' in table
