@@ -275,7 +275,8 @@ def report(rows):
             if not pts:
                 continue
             off = (i - (len(order) - 1) / 2) * 0.06  # side by side, so that seed dots do not hide each other
-            line, = ax.plot([j + off for j, _ in pts], [100 * s['mean'] for _, s in pts], marker='o', label=m)
+            line, = ax.plot([j + off for j, _ in pts], [100 * s['mean'] for _, s in pts], marker='o', label=m,
+                            color=f'C{i % 10}')  # one colour per mixer in every panel
             for j, s in pts:
                 ax.scatter([j + off] * len(s['accs']), [100 * a for a in s['accs']], s=8, color=line.get_color(),
                            alpha=0.5)
@@ -287,7 +288,13 @@ def report(rows):
         ax.set_ylim(-2, 102)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel('val accuracy (%), best lr; dots: seeds')
-    axes[0][-1].legend(fontsize=8, loc='lower left')
+    labelled = {}  # one legend entry per mixer, from whichever panel has its runs (a half-done grid has empty ones)
+    for ax in axes[0]:
+        for h, l in zip(*ax.get_legend_handles_labels()):
+            labelled.setdefault(l, h)
+    if labelled:
+        names = [m for m in order if m in labelled]
+        axes[0][0].legend([labelled[m] for m in names], names, fontsize=8, loc='lower left')
     fig.tight_layout()
     png = os.path.join(results_dir, f'{name}.png')
     fig.savefig(png, dpi=120)

@@ -1,10 +1,11 @@
 # The README's synthetic commands for every mixer, as a user runs them (the configs' own lr, seed 1337),
 # and the variants that show where the decay gate's init matters:
 #   python sweep.py config/sweep/defaults.py --jobs=16
-name = 'defaults'
+name = 'defaults_s1337'   # its results file
+# the configs' recipe when these rows ran (session 6); the configs now train at batch 256
 tasks = {
-    'mqar': {'config': 'config/mqar.py', 'x': 'config', 'levels': [['default', []]]},
-    'reassign': {'config': 'config/reassign.py', 'x': 'config', 'levels': [['default', []]]},
+    'mqar': {'config': 'config/mqar.py', 'x': 'config', 'levels': [['default', ['--batch_size=64', '--max_iters=2000']]]},
+    'reassign': {'config': 'config/reassign.py', 'x': 'config', 'levels': [['default', ['--batch_size=64', '--max_iters=3000']]]},
 }
 mixers = {
     'eda': ['--mixer=eda'], 'kda': ['--mixer=kda'], 'gdn': ['--mixer=gdn'], 'gdn2': ['--mixer=gdn2'],

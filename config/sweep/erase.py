@@ -17,4 +17,4 @@ tasks = {
 mixers = {'eda': ['--mixer=eda'], 'eda kda-gate': ['--mixer=eda', '--la_gate=kda'], 'kda': ['--mixer=kda']}
 learning_rates = []           # the configs' own (1e-3)
 seeds = [0, 1, 2]
-extra = ['--max_iters=1500', '--eval_interval=500']
+extra = ['--max_iters=1500', '--eval_interval=500', '--batch_size=64']  # batch 64: the configs' recipe then
