@@ -447,8 +447,8 @@ class LinearAttention(nn.Module):
         Mamba2 / Gated DeltaNet draw A ~ U(1, 16) for the log gate (g down to -1.6: a memory of a few tokens),
         and so did this repo for every gate; flash-linear-attention's KDA starts A_log at 0 with its safe gate.
         With A ~ U(1, 16) config/reassign.py stayed on its 33% plateau with the safe and the log gate and EDA
-        failed MQAR; with A = 1 EDA, GDN and GDN-2 learned reassign (MQAR stays seed-dependent: figures in
-        notes/synthetic.md). la_A_init='mamba2' restores the published draw."""
+        failed MQAR; with A = 1 (and batch 256) EDA, GDN and GDN-2 learn both (figures in notes/synthetic.md).
+        la_A_init='mamba2' restores the published draw."""
         if self.cfg.A_init == "unit":
             self.A_log.zero_()
         else:

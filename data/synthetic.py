@@ -19,10 +19,10 @@ What each task asks of the memory (the tests check every answer against a replay
 
 x: int64 [B, seq_len] inputs; y: int64 [B, seq_len] next-token targets, -1 everywhere except at the
 answer positions (the position of a query key, whose target is the key's current value). The loss and
-the accuracy are taken on the answer positions only; train.py selects a task with dataset='mqar' or
-dataset='reassign'.
+the accuracy are taken on the answer positions only; train.py selects a task with dataset='mqar',
+'reassign' or 'evict'.
 
-Token layout, shared by both tasks (vocab_size V):
+Token layout, shared by the tasks (vocab_size V):
     0          filler: every position that is neither a binding nor a query
     1          NONE: the answer for a key that is bound to nothing (reassign only)
     [2, M)     keys,   M = 2 + (V - 2) // 2      \  disjoint halves of the vocabulary (Zoology)
@@ -220,9 +220,7 @@ def final_bindings(tokens, unique_values=False):
 
 
 def accuracy_counts(logits, y):
-    """(correct, total) over the answer positions (y != -1): argmax prediction == target. logits: [B, T, vocab],
-    or [N, vocab] at the answer positions only (what GPT.forward returns when given targets)."""
+    """(correct, total) over the answer positions (y != -1): argmax prediction == target. logits: [N, vocab] at
+    those N positions, in row-major order (what GPT.forward returns when given targets y)."""
     mask = y != -1
-    pred = logits.argmax(-1)
-    pred = pred[mask] if pred.shape == y.shape else pred
-    return (pred == y[mask]).sum(), mask.sum()
+    return (logits.argmax(-1) == y[mask]).sum(), mask.sum()
