@@ -671,4 +671,5 @@ if not eval_only and master:
 if master:
     log_file.close()
 if distributed:
+    dist.barrier()  # no rank tears its gloo/NCCL pairs down while a peer may still be talking to it
     dist.destroy_process_group()
