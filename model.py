@@ -65,6 +65,7 @@ class GPTConfig:
     head_dim: int = 16
     rope_theta: float = 10000.0
     rope_frac: float = 1.0         # fraction of head_dim that is rotated (partial RoPE, Qwen3-Next: 0.25)
+    qk_norm: bool = True           # RMSNorm on q and k per head (Qwen3-Next); False: plain q.k / sqrt(head_dim)
     # linear attention
     la_n_head: int = 2             # H: query/key heads
     la_n_v_head: int = 4           # HV: value heads, a multiple of H (grouped value heads)
@@ -616,8 +617,9 @@ class GatedAttention(nn.Module):
         self.q_proj = nn.Linear(d, self.nh * self.hd * 2, bias=False)   # [q | gate] per head
         self.k_proj = nn.Linear(d, self.nkv * self.hd, bias=False)
         self.v_proj = nn.Linear(d, self.nkv * self.hd, bias=False)
-        self.q_norm = RMSNorm(self.hd, cfg.norm_eps)
-        self.k_norm = RMSNorm(self.hd, cfg.norm_eps)
+        # q/k RMSNorm with unit gains bounds every logit by sqrt(head_dim) until the gains grow
+        self.q_norm = RMSNorm(self.hd, cfg.norm_eps) if cfg.qk_norm else nn.Identity()
+        self.k_norm = RMSNorm(self.hd, cfg.norm_eps) if cfg.qk_norm else nn.Identity()
         self.o_proj = nn.Linear(self.nh * self.hd, d, bias=False)
         self.o_proj.residual = True
 

@@ -38,11 +38,18 @@ seeds = [0, 1, 2]
 extra = []                    # train.py args for every run, e.g. ['--max_iters=1000']
 jobs = 4                      # runs at a time; on CUDA they share the visible GPUs round-robin
 run_timeout = 1800            # seconds; a run still going then is killed and recorded as 'timeout'
+start_until = 0.0             # seconds into the sweep after which no new run starts (0: no limit): on a
+                              # machine lent for a fixed time, start only what can finish in it
 retry_failed = True           # rerun rows whose run failed or timed out (an OOM, a killed machine); the newest
                               # row of a run is the one reported. False: a failure is that run's final result
 report_only = False           # only rebuild the table and figure from the results file
+metric = 'val_acc'            # 'val_acc' (synthetic tasks: higher is better; the figure is accuracy against
+                              # difficulty) or 'val_loss' (language models: lower is better; the figure is the
+                              # validation loss against step, from each run's evaluations)
 python = sys.executable
 configure(globals())
+if metric not in ('val_acc', 'val_loss'):
+    sys.exit(f"sweep: metric must be 'val_acc' or 'val_loss', got {metric!r}")
 # ----------------------------------------------------------------------------------------------------
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -100,7 +107,8 @@ def outcome(proc_rc, out_dir, log_path, seconds, timed_out):
     if evals:
         last = evals[-1]
         res.update(step=last['step'], val_loss=last['val_loss'], val_acc=last.get('val_acc'),
-                   best_val_acc=max(r.get('val_acc', float('nan')) for r in evals))
+                   best_val_acc=max(r.get('val_acc', float('nan')) for r in evals),
+                   curve=[[r['step'], r['val_loss'], r.get('val_acc')] for r in evals])
     text = open(log_path, errors='replace').read() if os.path.exists(log_path) else ''
     for line in text.splitlines():
         if '| params total ' in line:
@@ -140,6 +148,10 @@ def sweep():
     running, finished, t0, slot = [], 0, time.time(), 0
     durations = []
     while todo or running:
+        if todo and start_until and time.time() - t0 > start_until:
+            print(f'sweep: start_until={start_until}s passed; {len(todo)} runs left for the next invocation '
+                  f'(the same command resumes)', flush=True)
+            todo = []
         while todo and len(running) < jobs:
             row, args = todo.pop(0)
             rid = run_id(row)
@@ -186,36 +198,55 @@ def sweep():
 # Report: best learning rate per (task, level, mixer) by mean accuracy over seeds; mean, spread, every seed
 
 
+def value(r):
+    """A run's result in `metric`. A failed or diverged run counts as accuracy 0 (it is a result of that lr, not
+    a missing one); it has no loss, so with metric='val_loss' it is None: counted as failed, left out of the mean."""
+    if r['status'] == 'ok':
+        return r.get(metric)
+    return 0.0 if metric == 'val_acc' else None
+
+
+def mean(vals):
+    return sum(vals) / len(vals) if vals else (float('-inf') if metric == 'val_acc' else float('inf'))
+
+
 def summarize(rows):
-    """{(task, x, mixer): {'lr', 'accs', 'mean', 'std', 'min', 'max', 'n_failed', 'params'}} at the best lr.
-    A failed or diverged run counts as accuracy 0 at its lr (it is a result of that lr, not a missing one). A run
-    the sweep stopped at run_timeout is unfinished, not a result: it is left out here (report() lists it)."""
+    """{(task, x, mixer): {'lr', 'accs', 'mean', 'std', 'min', 'max', 'n_failed', 'params'}} at the best lr
+    ('accs': the runs' values of `metric`; the best lr: highest mean accuracy or lowest mean loss). A run the
+    sweep stopped at run_timeout is unfinished, not a result: it is left out here (report() lists it)."""
     by = {}
     for r in rows:
         if r['status'] == 'timeout':
             continue
-        acc = r.get('val_acc') if r['status'] == 'ok' else 0.0
-        by.setdefault((r['task'], r['x'], r['mixer']), {}).setdefault(r['lr'], []).append((acc, r))
+        by.setdefault((r['task'], r['x'], r['mixer']), {}).setdefault(r['lr'], []).append((value(r), r))
     out = {}
+    best = max if metric == 'val_acc' else min
     for key, per_lr in by.items():
-        lr, runs = max(per_lr.items(), key=lambda kv: sum(a for a, _ in kv[1]) / len(kv[1]))
-        accs = [a for a, _ in runs]
-        mean = sum(accs) / len(accs)
-        std = math.sqrt(sum((a - mean) ** 2 for a in accs) / (len(accs) - 1)) if len(accs) > 1 else 0.0
+        lr, runs = best(per_lr.items(), key=lambda kv: mean([a for a, _ in kv[1] if a is not None]))
+        accs = [a for a, _ in runs if a is not None] or [float('nan')]  # nan: every run failed (loss metric)
+        mu = sum(accs) / len(accs)
+        std = math.sqrt(sum((a - mu) ** 2 for a in accs) / (len(accs) - 1)) if len(accs) > 1 else 0.0
         params = next((r['params'] for _, r in runs if r.get('params')), None)
-        out[key] = dict(lr=lr, accs=accs, mean=mean, std=std, min=min(accs), max=max(accs), params=params,
+        out[key] = dict(lr=lr, accs=accs, mean=mu, std=std, min=min(accs), max=max(accs), params=params,
                         n_failed=sum(r['status'] != 'ok' for _, r in runs),
-                        lrs={l: sum(a for a, _ in v) / len(v) for l, v in per_lr.items()})
+                        runs=[r for _, r in runs],
+                        lrs={l: mean([a for a, _ in v if a is not None]) for l, v in per_lr.items()})
     return out
+
+
+def fmt(v):
+    return f'{100 * v:.1f}' if metric == 'val_acc' else f'{v:.4f}'
 
 
 def report(rows):
     summary = summarize(rows)
     order = [m for m in mixer_args]
+    what = ('validation accuracy (%)', 'highest', 'count as 0') if metric == 'val_acc' else \
+        ('validation loss (nats/token)', 'lowest', 'have no loss: left out of the mean')
     lines = [f'# Sweep `{name}`', '',
-             f'{len(rows)} runs from `{results_path}`. Each cell: validation accuracy at the mixer\'s best learning '
-             f'rate (best mean over seeds), mean ± sample std over seeds [min, max], and that lr. '
-             f'Failed or diverged runs count as 0 and are marked with !. Runs stopped by the sweep\'s time limit '
+             f'{len(rows)} runs from `{results_path}`. Each cell: {what[0]} at the mixer\'s best learning '
+             f'rate ({what[1]} mean over seeds), mean ± sample std over seeds [min, max], and that lr. '
+             f'Failed or diverged runs {what[2]} and are marked with !. Runs stopped by the sweep\'s time limit '
              f'are unfinished: left out of the cells, marked with +N unfinished, and listed below the tables.', '']
     unfinished = [r for r in rows if r['status'] == 'timeout']
     for task, spec in tasks.items():
@@ -235,25 +266,25 @@ def report(rows):
                 params = params or s['params']
                 lr = 'cfg' if s['lr'] is None else f"{s['lr']:g}"
                 bad = f" !{s['n_failed']}" if s['n_failed'] else ''
-                cells.append(f"{100 * s['mean']:.1f} ± {100 * s['std']:.1f} [{100 * s['min']:.1f}, "
-                             f"{100 * s['max']:.1f}] lr {lr}{bad}{more}")
+                spread = f"{100 * s['std']:.1f}" if metric == 'val_acc' else f"{s['std']:.4f}"
+                cells.append(f"{fmt(s['mean'])} ± {spread} [{fmt(s['min'])}, {fmt(s['max'])}] lr {lr}{bad}{more}")
             params = params or next((r['params'] for r in rows if r['mixer'] == m and r.get('params')), None)
             lines.append(f'| {m} | {params:,} | ' if params else f'| {m} | ? | ')
             lines[-1] += ' | '.join(cells) + ' |'
         lines.append('')
-    lines += ['## Every learning rate (mean accuracy over seeds)', '',
+    lines += [f'## Every learning rate (mean {what[0]} over seeds)', '',
               '| task | x | mixer | ' + ' | '.join(f'lr {l:g}' if l is not None else 'cfg' for l in
                                                    (learning_rates or [None])) + ' |',
               '|---|---|---|' + '---|' * len(learning_rates or [None])]
     for (task, x, m), s in sorted(summary.items(), key=lambda kv: (list(tasks).index(kv[0][0]), kv[0][1],
                                                                     order.index(kv[0][2]) if kv[0][2] in order else 99)):
         lines.append(f'| {task} | {x} | {m} | ' + ' | '.join(
-            f"{100 * s['lrs'][l]:.1f}" if l in s['lrs'] else '—' for l in (learning_rates or [None])) + ' |')
+            fmt(s['lrs'][l]) if l in s['lrs'] else '—' for l in (learning_rates or [None])) + ' |')
     if unfinished:
         lines += ['', '## Unfinished runs (stopped by the sweep\'s time limit; rerun the sweep to finish them)', '',
                   '| task | x | mixer | lr | seed | last evaluation |', '|---|---|---|---|---|---|']
         for r in unfinished:
-            last = f"{100 * r['val_acc']:.1f} at step {r['step']}" if r.get('val_acc') is not None else 'none'
+            last = f"{fmt(r[metric])} at step {r['step']}" if r.get(metric) is not None else 'none'
             lr = 'cfg' if r['lr'] is None else f"{r['lr']:g}"
             lines.append(f"| {r['task']} | {r['x']} | {r['mixer']} | {lr} | {r['seed']} | {last} |")
     md_path = os.path.join(results_dir, f'{name}.md')
@@ -266,6 +297,9 @@ def report(rows):
         import matplotlib.pyplot as plt
     except ImportError:
         print('figure: skipped (matplotlib is not installed: pip install matplotlib)')
+        return
+    if metric == 'val_loss':
+        figure_curves(plt, summary, order)
         return
     fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.6), squeeze=False)
     for ax, (task, spec) in zip(axes[0], tasks.items()):
@@ -301,10 +335,48 @@ def report(rows):
     print(f'figure: {png}')
 
 
+def figure_curves(plt, summary, order):
+    """Validation loss against step, one panel per (task, level): per mixer (best lr) the mean over seeds of
+    the runs' evaluations, a band from the lowest to the highest seed, and each seed as a thin line."""
+    panels = [(task, x) for task, spec in tasks.items() for x, _ in spec['levels']]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.0), squeeze=False)
+    for ax, (task, x) in zip(axes[0], panels):
+        lows, highs = [], []
+        for i, m in enumerate(order):
+            s = summary.get((task, x, m))
+            curves = [r['curve'] for r in (s['runs'] if s else []) if r.get('curve')]
+            steps = sorted(set.intersection(*[{c[0] for c in cv} for cv in curves])) if curves else []
+            steps = [t for t in steps if t > 0]  # step 0 (the untrained model) would squash the scale
+            if not steps:
+                continue
+            per = [[dict((c[0], c[1]) for c in cv)[t] for cv in curves] for t in steps]
+            color = f'C{i % 10}'
+            ax.plot(steps, [sum(v) / len(v) for v in per], color=color, label=f'{m} ({len(curves)} seeds)')
+            ax.fill_between(steps, [min(v) for v in per], [max(v) for v in per], color=color, alpha=0.2)
+            for cv in curves:
+                ax.plot([c[0] for c in cv if c[0] > 0], [c[1] for c in cv if c[0] > 0], color=color, lw=0.5, alpha=0.5)
+            lows.append(min(min(v) for v in per[len(per) // 3:]))
+            highs.append(max(max(v) for v in per[len(per) // 3:]))
+        if lows:  # zoom on the last two thirds, where the mixers separate
+            pad = 0.1 * (max(highs) - min(lows) or 1.0)
+            ax.set_ylim(min(lows) - pad, max(highs) + pad)
+            ax.legend(fontsize=8)
+        ax.set_title(f'{task} ({x})')
+        ax.set_xlabel('step')
+        ax.set_ylabel('validation loss (nats/token)')
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    png = os.path.join(results_dir, f'{name}.png')
+    fig.savefig(png, dpi=120)
+    print(f'figure: {png}')
+
+
 if __name__ == '__main__':
     if not report_only:
         sweep()
     rows = read_results(results_path)
-    if not rows:
+    if not rows and report_only:
         sys.exit(f'sweep: no results in {results_path}')
+    if not rows:  # nothing ran yet (start_until passed first): nothing to report, and nothing went wrong
+        sys.exit(0)
     report(rows)

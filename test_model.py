@@ -611,3 +611,33 @@ def test_auto_backend_on_cuda_names_the_head_dim_the_kernels_cannot_take():
     assert GPTConfig(la_head_dim=24).auto_backend_problem(on_cuda=False) is None  # the chunked path takes it
     assert GPTConfig(la_head_dim=24, la_backend="chunk").auto_backend_problem(on_cuda=True) is None
     assert GPTConfig().auto_backend_problem(on_cuda=True) is None
+
+
+@pytest.mark.parametrize("qk_norm", [True, False])
+def test_gated_attention_is_causal_softmax_of_roped_queries_and_keys_with_or_without_qk_norm(qk_norm):
+    """GatedAttention against the definition written out: (RMSNorm'd, if qk_norm) q, k, RoPE, causal softmax of
+    q.k / sqrt(head_dim) over the KV head each query head shares (GQA), the sigmoid gate, o_proj."""
+    cfg = tiny("transformer", n_head=4, n_kv_head=2, head_dim=8, qk_norm=qk_norm)
+    torch.manual_seed(0)
+    att = M.GatedAttention(cfg).double()
+    with torch.no_grad():  # gains away from 1, so that a missing or misplaced norm shows
+        for norm in (att.q_norm, att.k_norm):
+            if qk_norm:
+                norm.weight.uniform_(0.5, 2.0)
+    B, T, hd = 2, 11, 8
+    x = torch.randn(B, T, cfg.n_embd, dtype=torch.float64)
+    q, gate = att.q_proj(x).view(B, T, 4, 2 * hd).chunk(2, dim=-1)
+    k, v = att.k_proj(x).view(B, T, 2, hd), att.v_proj(x).view(B, T, 2, hd)
+    if qk_norm:
+        def rms(t, w):
+            return t / t.pow(2).mean(-1, keepdim=True).add(cfg.norm_eps).sqrt() * w
+        q, k = rms(q, att.q_norm.weight), rms(k, att.k_norm.weight)
+    cos, sin = M.rope_cos_sin(torch.arange(T), cfg.rope_dim, cfg.rope_theta)
+    q, k = M.apply_rope(q, cos.double(), sin.double()), M.apply_rope(k, cos.double(), sin.double())
+    k, v = k.repeat_interleave(2, dim=2), v.repeat_interleave(2, dim=2)       # query heads 0,1 -> KV head 0
+    scores = torch.einsum("bthd,bshd->bhts", q, k) / hd ** 0.5
+    scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    y = torch.einsum("bhts,bshd->bthd", scores.softmax(-1), v) * torch.sigmoid(gate)
+    want = att.o_proj(y.reshape(B, T, 4 * hd))
+    assert rel_err(att(x), want) < 1e-6  # RoPE runs in fp32 (apply_rope)
+    assert isinstance(att.q_norm, M.RMSNorm) == qk_norm

@@ -38,6 +38,7 @@ def test_sweep_records_every_run_a_failing_one_too_and_resumes_past_finished_row
         assert ok['status'] == 'ok' and ok['step'] == 3 and 0 <= ok['val_acc'] <= 1 and ok['params'] > 0
         assert bad['status'] == 'failed' and 'nonexistent' in bad['error'] and bad['returncode'] != 0
         assert ok['command'].startswith('python train.py config/mqar.py')
+        assert [c[0] for c in ok['curve']] == [0, 3] and ok['curve'][-1][1] == ok['val_loss']  # every evaluation
     table = (tmp_path / 't.md').read_text()
     assert '| eda |' in table and '!1' in table  # the failed runs are marked in the table
     # resume: nothing finished is run again; failures too when retry_failed=False
@@ -72,3 +73,25 @@ def test_report_leaves_runs_stopped_by_the_time_limit_out_of_the_mean_and_lists_
     table = (tmp_path / 't.md').read_text()
     assert '| eda | 10 | 40.0 ± 56.6 [0.0, 80.0] lr 0.001 !1 +1 unfinished |' in table  # failed = 0, timeout out
     assert '| mqar | 4 | eda | 0.001 | 2 | 50.0 at step 700 |' in table
+
+
+def test_sweep_starts_no_run_after_start_until_and_the_same_command_resumes(tmp_path):
+    out = sweep(tmp_path, '--start_until=1e-9')  # past before the first run could start
+    assert '2 runs left for the next invocation' in out and not (tmp_path / 't.jsonl').exists()
+    out = sweep(tmp_path)
+    assert '2 to run' in out and len(rows(tmp_path)) == 2
+
+
+def test_loss_metric_takes_the_lowest_mean_loss_and_leaves_failed_runs_out_of_the_mean(tmp_path):
+    lines = []
+    for lr, losses in ((1e-3, [1.0, 3.0]), (3e-3, [1.5, 1.7, None])):  # best single run at 1e-3, best mean at 3e-3
+        for seed, loss in enumerate(losses):
+            lines.append({'task': 'lm', 'x': 'd', 'mixer': 'eda', 'lr': lr, 'seed': seed, 'params': 10,
+                          'status': 'ok' if loss else 'diverged', 'val_loss': loss, 'val_acc': None,
+                          'curve': [[0, 5.0, None], [10, 2.0, None], [20, loss, None]] if loss else None})
+    (tmp_path / 't.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in lines))
+    sweep(tmp_path, '--report_only=True', '--learning_rates=[1e-3, 3e-3]', '--seeds=[0, 1, 2]', '--metric=val_loss',
+          "--tasks={'lm': {'config': 'config/mqar.py', 'x': 'corpus', 'levels': [['d', []]]}}")
+    table = (tmp_path / 't.md').read_text()
+    assert '| eda | 10 | 1.6000 ± 0.1414 [1.5000, 1.7000] lr 0.003 !1 |' in table
+    assert '| lm | d | eda | 2.0000 | 1.6000 |' in table  # every lr's mean
