@@ -189,7 +189,8 @@ def sweep():
             # ETA: the runs left, in waves of `jobs`, at the mean duration so far
             left = len(todo) + len(running)
             eta = math.ceil(left / jobs) * (sum(durations) / len(durations)) if left else 0
-            acc = f"acc {res['val_acc']:.4f}" if res['status'] == 'ok' else f"{res['status']}: {res.get('error', '')[:80]}"
+            acc = (f"{metric} {fmt(res[metric]) if res.get(metric) is not None else 'none'}" if res['status'] == 'ok'
+                   else f"{res['status']}: {res.get('error', '')[:80]}")
             print(f"[{len(done) + finished}/{total}] {run_id(row)}: {acc} ({seconds:.0f}s) | "
                   f"elapsed {fmt_time(time.time() - t0)} | eta {fmt_time(eta)}", flush=True)
 

@@ -75,11 +75,13 @@ def test_report_leaves_runs_stopped_by_the_time_limit_out_of_the_mean_and_lists_
     assert '| mqar | 4 | eda | 0.001 | 2 | 50.0 at step 700 |' in table
 
 
-def test_sweep_starts_no_run_after_start_until_and_the_same_command_resumes(tmp_path):
+def test_sweep_starts_no_run_after_start_until_and_the_same_command_resumes_and_reports_loss(tmp_path):
     out = sweep(tmp_path, '--start_until=1e-9')  # past before the first run could start
     assert '2 runs left for the next invocation' in out and not (tmp_path / 't.jsonl').exists()
-    out = sweep(tmp_path)
+    out = sweep(tmp_path, '--metric=val_loss')  # (and a loss-metric sweep of real runs: progress line, table)
     assert '2 to run' in out and len(rows(tmp_path)) == 2
+    ok = next(r for r in rows(tmp_path) if r['status'] == 'ok')
+    assert f"val_loss {ok['val_loss']:.4f}" in out and f"| eda | {ok['params']:,} | {ok['val_loss']:.4f} ± 0.0000" in (tmp_path / 't.md').read_text()
 
 
 def test_loss_metric_takes_the_lowest_mean_loss_and_leaves_failed_runs_out_of_the_mean(tmp_path):
