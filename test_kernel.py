@@ -372,3 +372,21 @@ def test_gpu_short_conv_bf16_125m_layer_shape():
     heads = (3, 6, 128, 128)
     u, w = conv_inputs(2, 4096 + 7, heads, dtype=torch.bfloat16, seed=5)
     check_short_conv(u, w, heads, 1e-2)
+
+
+def test_bench_exits_non_zero_without_timing_when_its_correctness_check_fails():
+    """bench.py's control flow on CPU: CUDA and the checks stubbed, a failed check must stop it (exit != 0)
+    before any timing runs."""
+    import subprocess
+    import sys
+    code = (
+        "import sys, torch; sys.argv = ['bench.py', '--use_fla=False']; torch.cuda.is_available = lambda: True\n"
+        "import bench\n"
+        "bench.versions = lambda: 'stub'\n"
+        "bench.check_all = lambda fla: False\n"
+        "def timed(*a, **k): raise AssertionError('timing ran after a failed check')\n"
+        "bench.bench_decode = bench.bench_kernels = timed\n"
+        "bench.main()\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(os.path.abspath(__file__)),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0 and "correctness check failed" in p.stderr, p.stdout + p.stderr
