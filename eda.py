@@ -228,14 +228,14 @@ def _chunk_delta_rule(q, k, v, g, beta, S, chunk_size, read=None):
     the asymmetric DPLR step of GDN-2 (model.py); below, read = k unless given.
 
     Within a chunk, with G_i the cumulative log decay and Gamma_ij = exp(G_i - G_j) (i >= j):
-      WY / UT (Eq. wy_representation, ut_transformation with the inverse made explicit, see NOTES.md):
+      WY / UT (Eq. wy_representation, ut_transformation with the inverse made explicit: notes/chunk_form.md §1):
           (I + StrictTril(Diag(b) A)) [U~ | W] = Diag(b) [V | exp(G) * K],  A_ij = k_i^T Diag(Gamma_ij) k_j
           U = U~ - W S_0                   (the corrected values: what each sub-step writes)
       outputs and state (Eq. chunk_wise_eda):
           O   = (exp(G) * Q) S_0 + Tril(Q_i^T Diag(Gamma_ij) k_j) U
           S_C = exp(G_C) * S_0 + sum_j (exp(G_C - G_j) * k_j) u_j^T
     Only non-positive log decays are exponentiated: the factored form (A*K)(K/A)^T with one anchor per
-    chunk would divide by exp(G), which overflows over long chunks (NOTES.md).
+    chunk would divide by exp(G), which overflows over long chunks (notes/chunk_form.md §2).
     """
     B, N, HV, K = k.shape
     V = v.shape[-1]

@@ -13,7 +13,7 @@ Design (chunked training kernels, Sec. 3.4):
 - Forward, two launches:
   (1) `_eda_prep_kernel`, one program per chunk (fully parallel): the state-free part of a chunk, the
       UT transform's inverse T = (I + StrictTril(diag(b') A))^-1 (Eq. ut_transformation with the inverse
-      made explicit, NOTES.md; forward substitution in 8-row blocks, then exact block merges) and
+      made explicit, notes/chunk_form.md §1; forward substitution in 8-row blocks, then exact block merges) and
       Qk = Tril(Q' Gamma K'^T), stored as [BT, BT] per chunk (small: 2 BT^2 per chunk, kept for the
       backward); and the walk's operands (Eq. wy_representation), freed after the forward:
       W = T diag(b') exp(G) K', U_0 = T diag(b') V', Ke = exp(G_C - G) K', Qg = exp(G) Q', exp(G_C).

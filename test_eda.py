@@ -71,7 +71,7 @@ def test_chunk_fp32_matches_fp64_reference():
 
 def test_chunk_survives_extreme_decay_over_long_chunks():
     # the safe gate's floor on every channel: a 64-step chunk decays by exp(-320), far below fp32's range;
-    # the chunked form must only exponentiate non-positive decay differences (NOTES.md)
+    # the chunked form must only exponentiate non-positive decay differences (notes/chunk_form.md §2)
     x, S0 = make_inputs(130, seed=12, dtype=torch.float32)
     x["g"] = torch.full_like(x["g"], -5.0)
     o, s = eda_chunk(**x, initial_state=S0, output_final_state=True, chunk_size=64)
