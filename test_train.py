@@ -555,3 +555,26 @@ def test_bad_settings_stop_before_any_work_with_a_message_naming_them(tmp_path, 
     p = train(tmp_path, *args, check=False)
     assert p.returncode != 0 and message in p.stderr, p.stderr
     assert 'Traceback' not in p.stderr
+
+
+def test_train_lists_every_model_setting_with_a_value_of_its_type():
+    """train.py's settings block names every GPTConfig field itself (no settings brought in unseen), each with
+    a default of the field's type (vocab_size may be None: the dataset's)."""
+    import ast
+    import dataclasses
+    from model import GPTConfig
+    tree = ast.parse(open(os.path.join(ROOT, 'train.py')).read())
+    settings = {}
+    for node in tree.body:
+        if isinstance(node, ast.Expr) and getattr(getattr(node.value, 'func', None), 'id', None) == 'configure':
+            break  # the settings block ends where configure(globals()) applies the overrides
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    settings[t.id] = ast.literal_eval(node.value) if isinstance(node.value, (ast.Constant, ast.UnaryOp)) else node.value
+    for f in dataclasses.fields(GPTConfig):
+        assert f.name in settings, f'train.py does not list the model setting {f.name}'
+        want = {'int': int, 'float': float, 'str': str, 'bool': bool}[f.type if isinstance(f.type, str) else f.type.__name__]
+        value = settings[f.name]
+        assert type(value) is want or (f.name == 'vocab_size' and value is None), (f.name, value)

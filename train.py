@@ -83,17 +83,47 @@ progress = True               # tqdm progress bar (rank 0, on a terminal)
 debug_nan_at = -1             # make the loss NaN at this step (test of the non-finite stop)
 debug_crash_on_save = 0       # die halfway through writing the Nth checkpoint (test of atomic saves)
 
-# Model settings: every GPTConfig field becomes a setting of the same name with the same default, so
-# train.py and model.py cannot drift apart (n_layer, n_embd, mixer, la_backend, moe, block_size, ...).
-globals().update({f.name: f.default for f in dataclasses.fields(GPTConfig)})
-# The toy default (plain `python train.py`): a 3:1 EDA hybrid, byte-level, that trains on a 2-core CPU
-# in under 5 minutes (measured in notes/train.md). Config files set their own sizes.
+# model: every model.GPTConfig field, each documented there (test_train.py checks that this list is exactly
+# GPTConfig's fields). The defaults are the toy model (plain `python train.py`): a 3:1 EDA hybrid, byte-level,
+# that trains on a 2-core CPU in under 5 minutes (notes/train.md); config files set their own sizes.
+vocab_size: int | None = None  # None: the dataset's vocab (256 for bytes); set it larger to pad (e.g. 50304)
 block_size = 128
 n_layer = 4
 n_embd = 128
-ffn_hidden = 256
+mixer = 'eda'                 # eda | kda | gdn | gdn2 | transformer
+attn_every = 4                # every attn_every-th layer is full attention (3:1 hybrid)
+norm_eps = 1e-6
+init_std = 0.02
+tie_embeddings = False
+grad_checkpoint = False
+n_head = 4                    # full attention
+n_kv_head = 2
+head_dim = 16
+rope_theta = 10000.0
+rope_frac = 1.0
+qk_norm = True
+la_n_head = 2                 # linear attention
+la_n_v_head = 4
+la_head_dim = 16
+la_v_head_dim = 16
+la_conv_size = 4
+la_gate_rank = 4
+la_erase_rank = 4
+la_gate = 'auto'              # auto | safe | kda | log
+la_gate_lower_bound = -5.0
+la_A_init = 'auto'            # auto | unit | mamba2
+la_erase_bias = 0.0
+la_backend = 'auto'           # auto | triton | chunk | recurrent
 la_chunk_size = 16            # on CPU the chunked form is ~6x faster with 16-token chunks than with 64
-vocab_size: int | None = None  # None: the dataset's vocab (256 for bytes); set it larger to pad (e.g. 50304)
+ffn_hidden = 256              # FFN: SwiGLU, or MoE
+moe = False
+n_expert = 8
+moe_topk = 2
+expert_hidden = 32
+shared_expert_hidden = 32
+moe_aux_coef = 0.001
+transformer_n_kv_head = 0     # the Transformer baseline's own KV heads / FFN width (0: the common value)
+transformer_ffn_hidden = 0
 configure(globals())
 # ----------------------------------------------------------------------------------------------------
 
