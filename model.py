@@ -66,6 +66,8 @@ class GPTConfig:
     rope_theta: float = 10000.0
     rope_frac: float = 1.0         # fraction of head_dim that is rotated (partial RoPE, Qwen3-Next: 0.25)
     qk_norm: bool = True           # RMSNorm on q and k per head (Qwen3-Next); False: plain q.k / sqrt(head_dim)
+    attn_conv_size: int = 0        # >0: a short causal depthwise conv on the attention layer's input (0: the paper's
+                                   # attention). 4 gives attention the local mixing the linear layers' conv gives them
     # linear attention
     la_n_head: int = 2             # H: query/key heads
     la_n_v_head: int = 4           # HV: value heads, a multiple of H (grouped value heads)
@@ -117,6 +119,8 @@ class GPTConfig:
             need(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
         for name in ("transformer_n_kv_head", "transformer_ffn_hidden", "shared_expert_hidden"):
             need(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
+        need(self.attn_conv_size != 1 and self.attn_conv_size >= 0,
+             f"attn_conv_size must be 0 (no conv) or >= 2, got {self.attn_conv_size}")
         need(self.n_head % self.kv_heads == 0,
              f"n_head={self.n_head} must be a multiple of the KV heads ({self.kv_heads}) for GQA")
         need(self.la_n_v_head % self.la_n_head == 0,
@@ -622,6 +626,9 @@ class GatedAttention(nn.Module):
         self.k_norm = RMSNorm(self.hd, cfg.norm_eps) if cfg.qk_norm else nn.Identity()
         self.o_proj = nn.Linear(self.nh * self.hd, d, bias=False)
         self.o_proj.residual = True
+        # attn_conv_size > 0: each position sees its few predecessors before q, k, v are made, so a lookup can
+        # match "the token after key k" without first learning a previous-token head (notes/synthetic.md §9)
+        self.conv_weight = nn.Parameter(torch.empty(d, cfg.attn_conv_size)) if cfg.attn_conv_size else None
 
     def forward(self, x, cache=None, pos=0):
         """x [B,T,d]; cache: this layer's dict {'k', 'v'} of [B, nkv, max_len, hd] or None; pos: tokens before x,
@@ -631,6 +638,8 @@ class GatedAttention(nn.Module):
         if static and (cache is None or T != 1):
             raise ValueError(f"GatedAttention: a tensor pos is for one-token decoding with a cache, got T={T}, "
                              f"cache={'None' if cache is None else 'given'}")
+        if self.conv_weight is not None:
+            x = self._conv(x, cache)
         q, gate = self.q_proj(x).view(B, T, self.nh, 2 * self.hd).chunk(2, dim=-1)
         k = self.k_proj(x).view(B, T, self.nkv, self.hd)
         v = self.v_proj(x).view(B, T, self.nkv, self.hd)
@@ -655,6 +664,21 @@ class GatedAttention(nn.Module):
                                                enable_gqa=self.nkv != self.nh)
         y = y.transpose(1, 2) * torch.sigmoid(gate)                       # elementwise gate per head dim
         return self.o_proj(y.reshape(B, T, self.nh * self.hd))
+
+    def _conv(self, x, cache):
+        """Causal depthwise conv of x [B,T,d] over time; the left context is the cache's last inputs (zeros
+        without a cache), and the cache keeps the newest ones (in place)."""
+        B, T, d = x.shape
+        ks = self.conv_weight.shape[-1]
+        tail = cache["conv"].to(x.dtype) if cache is not None else x.new_zeros(B, ks - 1, d)
+        xp = torch.cat([tail, x], dim=1)
+        if cache is not None:
+            cache["conv"].copy_(xp[:, T:])
+        w = self.conv_weight.to(x.dtype)
+        y = xp[:, :T] * w[:, 0]
+        for j in range(1, ks):
+            y = y + xp[:, j:j + T] * w[:, j]
+        return y
 
     @staticmethod
     def _check_room(cache, n):
@@ -690,7 +714,10 @@ class GatedAttention(nn.Module):
 
     def new_cache(self, batch_size, max_len, device, dtype):
         shape = (batch_size, self.nkv, max_len, self.hd)
-        return {"k": torch.zeros(shape, device=device, dtype=dtype), "v": torch.zeros(shape, device=device, dtype=dtype)}
+        cache = {"k": torch.zeros(shape, device=device, dtype=dtype), "v": torch.zeros(shape, device=device, dtype=dtype)}
+        if self.conv_weight is not None:
+            cache["conv"] = torch.zeros(batch_size, self.conv_weight.shape[-1] - 1, self.cfg.n_embd, device=device, dtype=dtype)
+        return cache
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -812,6 +839,7 @@ class GPT(nn.Module):
         linear layer:    {"conv": [B, 2*H*K + HV*V, la_conv_size-1] last conv inputs (model dtype),
                           "state": [B, HV, K, V] fp32 recurrent state}      -- constant size
         attention layer: {"k", "v": [B, n_kv_head, max_len, head_dim]} preallocated KV cache; slots < pos valid
+                         (and with attn_conv_size, "conv": [B, attn_conv_size-1, n_embd] last inputs)
     Prefill runs the chunked backend and fills the states; decode_step runs one recurrent step per linear
     layer. Every cache tensor is updated in place, never replaced (GraphDecoder relies on it). Caches are
     per batch row: all rows share pos (left-pad prompts of unequal length yourself).
@@ -845,6 +873,9 @@ class GPT(nn.Module):
                 m.init_experts()
             if isinstance(m, LinearAttention):
                 m.init_gates()
+            if isinstance(m, GatedAttention) and m.conv_weight is not None:  # as the linear layers' conv
+                bound = 1 / math.sqrt(m.conv_weight.shape[-1])
+                nn.init.uniform_(m.conv_weight, -bound, bound)
 
     # -- training forward --------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ from dataclasses import fields
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 if not torch.cuda.is_available():  # before anything imports triton: the triton test then runs on CPU
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -653,3 +654,32 @@ def test_gated_attention_is_causal_softmax_of_roped_queries_and_keys_with_or_wit
     want = att.o_proj(y.reshape(B, T, 4 * hd))
     assert rel_err(att(x), want) < 1e-6  # RoPE runs in fp32 (apply_rope)
     assert isinstance(att.q_norm, M.RMSNorm) == qk_norm
+
+
+def test_attention_conv_is_a_causal_depthwise_conv_of_the_layer_input():
+    """With attn_conv_size, GatedAttention(x) is the conv-less layer (same weights) applied to F.conv1d of x,
+    left-padded: each position mixes only itself and its attn_conv_size - 1 predecessors."""
+    cfg = tiny("transformer", n_head=4, n_kv_head=2, head_dim=8, attn_conv_size=4)
+    torch.manual_seed(0)
+    att = M.GatedAttention(cfg).double()
+    torch.nn.init.uniform_(att.conv_weight, -0.5, 0.5)
+    plain = M.GatedAttention(tiny("transformer", n_head=4, n_kv_head=2, head_dim=8)).double()
+    plain.load_state_dict({k: v for k, v in att.state_dict().items() if k != "conv_weight"})
+    x = torch.randn(2, 11, cfg.n_embd, dtype=torch.float64)
+    conv = F.conv1d(F.pad(x.transpose(1, 2), (3, 0)), att.conv_weight.unsqueeze(1), groups=cfg.n_embd).transpose(1, 2)
+    assert rel_err(att(x), plain(conv)) < 1e-12
+
+
+def test_attention_conv_decodes_like_its_full_forward():
+    """The conv's left context across prefill, a prefill from a filled cache, recurrent steps, and the static
+    (CUDA-graph) step: the same logits as the full forward."""
+    m = build(tiny("transformer", attn_conv_size=4)).double().eval()
+    idx = tokens(T=24)
+    with torch.no_grad():
+        full, _, _ = m(idx)
+        cache = m.new_cache(2)
+        l1, cache = m.prefill(idx[:, :13], cache, all_logits=True)
+        l2, cache = m.prefill(idx[:, 13:16], cache, all_logits=True)
+        steps = [m.decode_step(idx[:, t], cache)[0] for t in range(16, 24)]
+    assert rel_err(torch.cat([l1, l2] + steps, dim=1), full) <= 1e-10
+    _decode_side_by_side(m, idx, lambda m, c: M.GraphDecoder(m, c, capture=False), 1e-12)

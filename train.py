@@ -102,6 +102,7 @@ head_dim = 16
 rope_theta = 10000.0
 rope_frac = 1.0
 qk_norm = True
+attn_conv_size = 0            # >0: a short causal conv on attention's input (the synthetic Transformer)
 la_n_head = 2                 # linear attention
 la_n_v_head = 4
 la_head_dim = 16
