@@ -4,6 +4,11 @@
 name = 'lm'
 tasks = {'stdlib': {'config': 'config/stdlib_26m.py', 'x': 'model', 'levels': [['26M', []]]}}
 mixers = {m: [f'--mixer={m}'] for m in ('eda', 'kda', 'gdn', 'gdn2', 'transformer')}
+# the 2 x 2 of erase and gate (the gate's A init follows the gate): EDA with KDA's gate is KDA plus the erase,
+# KDA with EDA's safe gate is EDA minus the erase. Added in session 8 after the first 8 runs, whose EDA vs KDA
+# difference mixes the two; the rows already run are kept and these run on the next invocation.
+mixers['eda kda-gate'] = ['--mixer=eda', '--la_gate=kda']
+mixers['kda safe-gate'] = ['--mixer=kda', '--la_gate=safe']
 learning_rates = []
 seeds = [0, 1]
 metric = 'val_loss'
