@@ -3,13 +3,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from conftest import rel
 from eda import (double_sequence, eda_chunk, eda_recurrent, kda_gate, log_gate, safe_gate)
 
 B, H, HV, K, V = 2, 2, 4, 32, 16  # grouped value heads (2 per query/key head), K != V
-
-
-def rel(a, b):
-    return ((a - b).norm() / b.norm().clamp_min(1e-300)).item()
 
 
 def make_inputs(T, seed, dtype=torch.float64, scalar_g=False, erase=True, b=B, h=H, hv=HV, k=K, v=V):

@@ -15,6 +15,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import eda  # noqa: E402
 import kernel  # noqa: E402
+from conftest import rel  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(),
@@ -40,11 +41,6 @@ def make_inputs(B, T, H, HV, K, V, erase=True, scalar_g=False, h0=True, dtype=to
              initial_state=rn(B, HV, K, V) if h0 else None)
     cast = dict(q=dtype, k=dtype, v=dtype, e=dtype)  # g, gates and the state stay fp32, as a layer gives them
     return {n: (t.to(DEV, cast.get(n, torch.float32)) if t is not None else None) for n, t in x.items()}
-
-
-def rel(a, b):
-    a, b = a.double().cpu(), b.double().cpu()
-    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
 
 
 def compare(x, fn, tol, **kw):

@@ -18,9 +18,9 @@ torch.set_num_threads(1)
 
 import eda
 import model as M
-from model import GPT, GPTConfig
+from conftest import rel
+from model import GPT, MIXERS, GPTConfig
 
-MIXERS = ["eda", "kda", "gdn", "gdn2", "transformer"]
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -36,10 +36,6 @@ def tiny(mixer="eda", moe=False, **kw):
 def build(cfg, seed=0):
     torch.manual_seed(seed)
     return GPT(cfg)
-
-
-def rel_err(a, b):
-    return ((a - b).norm() / b.norm()).item()
 
 
 def tokens(B=2, T=20, vocab=64, seed=1):
@@ -111,7 +107,7 @@ def test_grad_checkpoint_gives_the_same_loss_and_grads():
         _, loss, aux = m(idx, idx)
         (loss + aux).backward()
         grads.append(torch.cat([p.grad.flatten() for p in m.parameters()]))
-    assert rel_err(grads[1], grads[0]) < 1e-5
+    assert rel(grads[1], grads[0]) < 1e-5
 
 
 @pytest.mark.parametrize("mixer", ["eda", "kda", "gdn", "gdn2"])
@@ -132,7 +128,7 @@ def test_linear_layer_elementwise_work_traces_without_graph_breaks(mixer, monkey
         grads.append(torch.cat([p.grad.flatten() for p in m.parameters()]))
     assert set(M._la_compiled) == {(f, "aot_eager") for f in (M.la_conv, M.la_gates, M.la_output)}  # it did trace
     assert losses[1] == pytest.approx(losses[0], rel=1e-6)
-    assert rel_err(grads[1], grads[0]) < 1e-5
+    assert rel(grads[1], grads[0]) < 1e-5
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -154,9 +150,9 @@ def test_cached_decoding_reproduces_full_forward_logits(mixer, moe):
     steps = [m.decode_step(idx[:, t], cache)[0] for t in range(16, 20)]
     inc = torch.cat([l1, l2] + steps, dim=1)
     assert cache["pos"] == 20
-    assert rel_err(inc, full) <= 1e-4
+    assert rel(inc, full) <= 1e-4
     last, _ = m.prefill(idx, m.new_cache(2))
-    assert last.shape == (2, 1, 64) and rel_err(last, full[:, -1:]) <= 1e-4
+    assert last.shape == (2, 1, 64) and rel(last, full[:, -1:]) <= 1e-4
 
 
 def test_linear_layer_cache_has_constant_size():
@@ -178,7 +174,7 @@ def test_context_matters_so_decoding_tests_are_not_vacuous():
     with torch.no_grad():
         la, _, _ = m(a)
         lb, _, _ = m(b)
-    assert rel_err(la[:, -1], lb[:, -1]) > 1e-3
+    assert rel(la[:, -1], lb[:, -1]) > 1e-3
 
 
 def test_generate_greedy_matches_argmax_of_full_forward_and_streams():
@@ -211,7 +207,7 @@ def _decode_side_by_side(m, idx, step_of, tol):
                     m.prefill(idx[:, 14:17], c)
                 continue
             want, _ = m.decode_step(idx[:, t], ref)
-            assert rel_err(step(idx[:, t]), want) <= tol, t
+            assert rel(step(idx[:, t]), want) <= tol, t
     assert ref["pos"] == new["pos"] == idx.shape[1]
     return ref, new
 
@@ -283,12 +279,12 @@ def test_eda_with_erase_gate_zero_equals_kda_with_the_same_weights(monkeypatch):
         le, _, _ = m_eda(idx)
     with torch.no_grad():
         lk, _, _ = m_kda.eval()(idx)
-    assert rel_err(le, lk) <= 1e-5
+    assert rel(le, lk) <= 1e-5
     # and the erase path does something when gamma is not forced
     m_free = build(tiny("eda", la_gate="kda")).eval()
     with torch.no_grad():
         lf, _, _ = m_free(idx)
-    assert rel_err(lf, lk) > 1e-4
+    assert rel(lf, lk) > 1e-4
 
 
 @pytest.mark.parametrize("mixer", ["eda", "kda", "gdn", "gdn2"])
@@ -299,7 +295,7 @@ def test_chunk_and_recurrent_backends_give_the_same_logits(mixer):
         m = build(tiny(mixer, la_backend=be))
         with torch.no_grad():
             out[be], _, _ = m(idx)
-    assert rel_err(out["chunk"], out["recurrent"]) <= 1e-5
+    assert rel(out["chunk"], out["recurrent"]) <= 1e-5
 
 
 @pytest.mark.parametrize("mixer", ["eda", "kda", "gdn"])
@@ -314,8 +310,8 @@ def test_triton_backend_matches_chunk_loss_and_gradients(mixer):
         loss.backward()
         grads[be] = torch.cat([p.grad.flatten() for p in m.parameters()])
     # fp32: the kernels' dots are exact fp32 ("ieee"); measured ~1e-6 on the CPU interpreter
-    assert rel_err(out["triton"], out["chunk"]) <= 1e-4
-    assert rel_err(grads["triton"], grads["chunk"]) <= 1e-4
+    assert rel(out["triton"], out["chunk"]) <= 1e-4
+    assert rel(grads["triton"], grads["chunk"]) <= 1e-4
 
 
 @pytest.mark.parametrize("mixer", ["eda", "gdn"])
@@ -330,7 +326,7 @@ def test_fused_decode_kernel_reproduces_full_forward_logits(mixer):
         first, cache = m.prefill(idx[:, :11], cache, all_logits=True)
         steps = [m.decode_step(idx[:, t], cache)[0] for t in range(11, 19)]
     cached = torch.cat([first] + steps, dim=1)
-    assert rel_err(cached, full) <= 1e-4
+    assert rel(cached, full) <= 1e-4
 
 
 def _gdn2_inputs(B=2, T=37, H=2, HV=4, K=8, V=6, seed=0, dtype=torch.float64):
@@ -351,11 +347,11 @@ def test_gdn2_chunk_matches_its_recurrence():
     o_r, S_r = M.gdn2_recurrent(q, k, v, g, b, w, initial_state=S0, output_final_state=True)
     for C in (8, 16, 64):
         o_c, S_c = M.gdn2_chunk(q, k, v, g, b, w, initial_state=S0, output_final_state=True, chunk_size=C)
-        assert rel_err(o_c, o_r) < 1e-10 and rel_err(S_c, S_r) < 1e-10
+        assert rel(o_c, o_r) < 1e-10 and rel(S_c, S_r) < 1e-10
     # per-head (scalar) decay is accepted too
     o_r, _ = M.gdn2_recurrent(q, k, v, g[..., 0], b, w)
     o_c, _ = M.gdn2_chunk(q, k, v, g[..., 0], b, w, chunk_size=8)
-    assert rel_err(o_c, o_r) < 1e-10
+    assert rel(o_c, o_r) < 1e-10
 
 
 def test_gdn2_recurrence_is_the_gated_delta_rule_when_b_and_w_equal_beta():
@@ -365,7 +361,7 @@ def test_gdn2_recurrence_is_the_gated_delta_rule_when_b_and_w_equal_beta():
     o2, S2 = M.gdn2_recurrent(q, k, v, g, beta[..., None].expand_as(b), beta[..., None].expand_as(w),
                               initial_state=S0, output_final_state=True)
     o1, S1 = eda.eda_recurrent(q, k, v, None, g, beta, None, initial_state=S0, output_final_state=True)
-    assert rel_err(o2, o1) < 1e-12 and rel_err(S2, S1) < 1e-12
+    assert rel(o2, o1) < 1e-12 and rel(S2, S1) < 1e-12
 
 
 def test_gdn2_chunk_is_differentiable_like_the_recurrence():
@@ -376,7 +372,7 @@ def test_gdn2_chunk_is_differentiable_like_the_recurrence():
         o, _ = fn(*xs, initial_state=S0)
         (o * torch.linspace(-1, 1, o.numel(), dtype=o.dtype).view_as(o)).sum().backward()
         grads.append(torch.cat([x.grad.flatten() for x in xs]))
-    assert rel_err(grads[1], grads[0]) < 1e-9
+    assert rel(grads[1], grads[0]) < 1e-9
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -413,7 +409,7 @@ def test_moe_matches_a_dense_all_experts_reference():
         wgt = (top_p * (top_i == e)).sum(-1, keepdim=True)
         ref += wgt * y
     ref += moe.shared(xf) * torch.sigmoid(moe.shared_gate(xf))
-    assert rel_err(out.reshape(-1, cfg.n_embd), ref) < 1e-5
+    assert rel(out.reshape(-1, cfg.n_embd), ref) < 1e-5
     frac = torch.bincount(top_i.flatten(), minlength=cfg.n_expert).float() / top_i.numel()
     assert torch.allclose(aux, cfg.moe_aux_coef * cfg.n_expert * (frac * probs.mean(0)).sum())
 
@@ -440,10 +436,10 @@ def test_moe_expert_with_no_tokens_is_fine():
     xs = torch.randn(10, cfg.n_embd)
     counts = torch.tensor([4, 0, 6, 0, 0, 0])
     ref = torch.cat([xs[:4] @ moe.w_up[0], xs[4:] @ moe.w_up[2]])
-    assert rel_err(M.grouped_matmul(xs, moe.w_up, counts), ref) < 1e-6
+    assert rel(M.grouped_matmul(xs, moe.w_up, counts), ref) < 1e-6
     if hasattr(torch.nn.functional, "grouped_mm"):
         got = torch.nn.functional.grouped_mm(xs, moe.w_up.detach(), offs=counts.cumsum(0).to(torch.int32))
-        assert rel_err(got, ref) < 1e-6
+        assert rel(got, ref) < 1e-6
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -613,10 +609,10 @@ def test_a_init_override_and_erase_bias_reach_the_layer():
     m0, m3 = build(tiny("eda")), build(tiny("eda", la_erase_bias=-3.0))  # same seed, same weights
     idx = tokens()
     with torch.no_grad():
-        assert rel_err(m3(idx)[0], m0(idx)[0]) > 1e-3  # the bias changes gamma, so the output
+        assert rel(m3(idx)[0], m0(idx)[0]) > 1e-3  # the bias changes gamma, so the output
         full, _, _ = m3(idx)
         inc, _ = m3.prefill(idx, m3.new_cache(2), all_logits=True)
-    assert rel_err(inc, full) <= 1e-4  # the cached path adds the same bias
+    assert rel(inc, full) <= 1e-4  # the cached path adds the same bias
 
 
 def test_auto_backend_on_cuda_names_the_head_dim_the_kernels_cannot_take():
@@ -652,7 +648,7 @@ def test_gated_attention_is_causal_softmax_of_roped_queries_and_keys_with_or_wit
     scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
     y = torch.einsum("bhts,bshd->bthd", scores.softmax(-1), v) * torch.sigmoid(gate)
     want = att.o_proj(y.reshape(B, T, 4 * hd))
-    assert rel_err(att(x), want) < 1e-6  # RoPE runs in fp32 (apply_rope)
+    assert rel(att(x), want) < 1e-6  # RoPE runs in fp32 (apply_rope)
     assert isinstance(att.q_norm, M.RMSNorm) == qk_norm
 
 
@@ -667,7 +663,7 @@ def test_attention_conv_is_a_causal_depthwise_conv_of_the_layer_input():
     plain.load_state_dict({k: v for k, v in att.state_dict().items() if k != "conv_weight"})
     x = torch.randn(2, 11, cfg.n_embd, dtype=torch.float64)
     conv = F.conv1d(F.pad(x.transpose(1, 2), (3, 0)), att.conv_weight.unsqueeze(1), groups=cfg.n_embd).transpose(1, 2)
-    assert rel_err(att(x), plain(conv)) < 1e-12
+    assert rel(att(x), plain(conv)) < 1e-12
 
 
 def test_attention_conv_decodes_like_its_full_forward():
@@ -681,5 +677,5 @@ def test_attention_conv_decodes_like_its_full_forward():
         l1, cache = m.prefill(idx[:, :13], cache, all_logits=True)
         l2, cache = m.prefill(idx[:, 13:16], cache, all_logits=True)
         steps = [m.decode_step(idx[:, t], cache)[0] for t in range(16, 24)]
-    assert rel_err(torch.cat([l1, l2] + steps, dim=1), full) <= 1e-10
+    assert rel(torch.cat([l1, l2] + steps, dim=1), full) <= 1e-10
     _decode_side_by_side(m, idx, lambda m, c: M.GraphDecoder(m, c, capture=False), 1e-12)

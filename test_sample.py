@@ -7,10 +7,9 @@ import sys
 import pytest
 import torch
 
-from model import GPT, GPTConfig, GraphDecoder
+from model import GPT, MIXERS, GPTConfig, GraphDecoder
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MIXERS = ["eda", "kda", "gdn", "gdn2", "transformer"]
 
 
 def tiny_model(mixer, seed=0):
