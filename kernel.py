@@ -483,9 +483,8 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
         off_v = (row_bt * HV + i_hv)[:, None] * V + cv[None, :]
         m_v = wrow[:, None] & mv[None, :]
         vv = tl.load(v + off_v, mask=m_v, other=0.).to(tl.float32)
-        # R and dX feed db' = rowsum(dX R), a sum that cancels (d(gamma) measured up to 1.1e-2 relative in
-        # bf16): their in-kernel fp32 operands (exp(G) K', dU) enter the products as bf16 hi + lo, so only
-        # the stored S_0, T and dS_C are rounded (H100: worst of 8 draws 1.1e-2 -> 8.0e-3, +1% fwd+bwd time)
+        # R and dX feed db' = rowsum(dX R), a sum that cancels: their in-kernel fp32 operands (exp(G) K', dU)
+        # enter the products as bf16 hi + lo, so only the stored S_0, T and dS_C are rounded (notes/kernel.md)
         R = vv - tl.dot(kg, Sd, input_precision=PREC) - tl.dot(kg_lo, Sd, input_precision=PREC)
         Ud = tl.dot(Tm, (bb[:, None] * R).to(DT), input_precision=PREC).to(DT)
         dOd = tl.load(do + off_v, mask=m_v, other=0.).to(DT)
@@ -528,10 +527,8 @@ def _in_chunk_grads(kk, qq, G, bb, dL, dQk, r, ck, BT: tl.constexpr, AB: tl.cons
     """The in-chunk terms of a chunk's gradients, from dL (through T) and dQk:
         db' = rowsum(dL A),  dA = diag(b') dL,
     chained through A = StrictTril(K' Gamma K'^T) and Qk = Tril(Q' Gamma K'^T) (anchored factors, as in the
-    forward) to k', q' and G. Returns (dk', dq', dG, db').
-    (Until session 5 this was a kernel of its own, reading dL, dQk back from HBM; merged into the chunk's
-    backward it saves that round trip and the second pass over q, k, e, g and the gradients: H100/H200,
-    fwd+bwd at the 125M layer's shape 6.41 -> 5.87 ms.)"""
+    forward) to k', q' and G. Returns (dk', dq', dG, db'). Part of the chunk's backward program, so dL and dQk
+    never go through HBM (notes/kernel.md, "Launch settings and fusions")."""
     A, Qk, Kp, Kn, Qp, Ea, En, _ = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
     db = tl.sum(dL * A, axis=1)
     dA = bb[:, None] * dL
@@ -633,8 +630,8 @@ def _eda_decode_kernel(q, k, v, e, g, beta, gamma, s_in, s_out, o, scale, T,
 
 # ----------------------------------------------------------------------------------------------------
 # The linear layers' input path (model.py): short causal depthwise conv + SiLU (+ L2 norm for q, k), fused.
-# Written out by hand because the compiled PyTorch form saved fp32 intermediates for its backward: on an
-# H100 it took ~1.5 ms fwd+bwd per 125M layer (B=8, T=4096), for ~0.3 GB of necessary traffic.
+# Written out by hand because the compiled PyTorch form saved fp32 intermediates for its backward and moved
+# several times the necessary traffic (notes/kernel.md).
 
 
 @triton.jit
@@ -784,13 +781,11 @@ def _blocks(K, V, bv, programs=None):
 
 # launch settings (bench.py may override); chosen for K = V = 128 on Hopper
 PREP_WARPS, SUB_BLOCK = 4, 8
-# key columns per pass: the forward prep needs two passes when K is split (A and Qk sum over K before T
-# exists), which cost more than the registers saved (H100: prep 1.8 -> 2.4 ms at 64 columns); the
-# backward's prep needs one pass, and 64 columns take it from 238 to 138 registers (1.16 -> 0.74 ms)
+# key columns per pass: the forward prep would need two passes over a split K (A and Qk sum over K before T
+# exists), costing more than the registers saved; the backward's prep needs one, so it splits K in 64s
 PREP_BK, DH_PREP_BK = 128, 64
 # the two walks: *_WARPS for 128-wide V-blocks, narrower ones (FILL_PROGRAMS) take 4; 3 stages keep the next
-# chunks' operands in flight (H100, fwd+bwd at (2, 16384, 3, 6): 8.7 -> 7.7 ms with both changes; the same
-# within noise at (8, 4096, 3, 6) and (8, 4096, 16, 16))
+# chunks' operands in flight. Measurements behind each choice: notes/kernel.md, "Launch settings and fusions"
 FWD_BV, FWD_WARPS, FWD_STAGES = 128, 8, 3
 DH_BV, DH_WARPS, DH_STAGES = 128, 8, 3
 BWD_BV, BWD_WARPS, BWD_STAGES = 64, 8, 1
