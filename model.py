@@ -321,20 +321,27 @@ def _outside_compile(fn):
     return _la_compiled[fn, "disable"]
 
 
+def causal_conv(u, weight, tail=None):
+    """Short causal depthwise conv over time: u [B, T, C], weight [C, ks], y_t = sum_j weight[:, j] u_{t-ks+1+j};
+    the left context is tail [B, ks-1, C] (the previous inputs) or zeros. Returns (y, the newest ks-1 inputs).
+    ks shifted multiply-adds, the sum F.conv1d computes, so that a compiler fuses it."""
+    T, ks = u.shape[1], weight.shape[-1]
+    up = F.pad(u, (0, 0, ks - 1, 0)) if tail is None else torch.cat([tail, u], dim=1)
+    y = up[:, :T] * weight[:, 0]
+    for j in range(1, ks):
+        y = y + up[:, j:j + T] * weight[:, j]
+    return y, up[:, T:]
+
+
 def la_conv(u, conv_weight, heads):
     """q, k, v from the layer's [q | k | v] projections u [B, T, 2*H*K + HV*V]: short causal depthwise conv
     (zero left context) + SiLU, q and k L2-normalized per head; computed in fp32, rounded once to u's dtype.
-    heads = (H, HV, K, V). The conv is ks shifted multiply-adds, the sum F.conv1d computes, so that a compiler
-    fuses it. This is the spec of kernel.short_conv (the fused Triton form model.py runs with the Triton rule)."""
+    heads = (H, HV, K, V). This is the spec of kernel.short_conv (the fused Triton form model.py runs with the
+    Triton rule)."""
     H, HV, K, V = heads
     B, T, _ = u.shape
     dtype = u.dtype
-    ks = conv_weight.shape[-1]
-    w = conv_weight.reshape(-1, ks).float()                              # [C, ks]
-    up = F.pad(u, (0, 0, ks - 1, 0)).float()                             # zero left context
-    y = up[:, :T] * w[:, 0]
-    for j in range(1, ks):
-        y = y + up[:, j:j + T] * w[:, j]
+    y, _ = causal_conv(u.float(), conv_weight.reshape(-1, conv_weight.shape[-1]).float())
     q, k, v = F.silu(y).split([H * K, H * K, HV * V], dim=-1)
     return l2norm(q.reshape(B, T, H, K)).to(dtype), l2norm(k.reshape(B, T, H, K)).to(dtype), \
         v.reshape(B, T, HV, V).to(dtype)
@@ -666,18 +673,11 @@ class GatedAttention(nn.Module):
         return self.o_proj(y.reshape(B, T, self.nh * self.hd))
 
     def _conv(self, x, cache):
-        """Causal depthwise conv of x [B,T,d] over time; the left context is the cache's last inputs (zeros
-        without a cache), and the cache keeps the newest ones (in place)."""
-        B, T, d = x.shape
-        ks = self.conv_weight.shape[-1]
-        tail = cache["conv"].to(x.dtype) if cache is not None else x.new_zeros(B, ks - 1, d)
-        xp = torch.cat([tail, x], dim=1)
+        """causal_conv of x [B,T,d]: the left context is the cache's last inputs (zeros without a cache), and
+        the cache keeps the newest ones (in place)."""
+        y, tail = causal_conv(x, self.conv_weight.to(x.dtype), cache["conv"].to(x.dtype) if cache is not None else None)
         if cache is not None:
-            cache["conv"].copy_(xp[:, T:])
-        w = self.conv_weight.to(x.dtype)
-        y = xp[:, :T] * w[:, 0]
-        for j in range(1, ks):
-            y = y + xp[:, j:j + T] * w[:, j]
+            cache["conv"].copy_(tail)
         return y
 
     @staticmethod

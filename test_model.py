@@ -142,17 +142,24 @@ def test_cached_decoding_reproduces_full_forward_logits(mixer, moe):
     from the filled cache (pos > 0: attention mask and conv tail), then 4 single-token recurrent steps."""
     m = build(tiny(mixer, moe)).eval()
     idx = tokens()
+    assert_cached_decoding_matches_full_forward(m, idx, 1e-4)
     with torch.no_grad():
         full, _, _ = m(idx)
-    cache = m.new_cache(2)
-    l1, cache = m.prefill(idx[:, :13], cache, all_logits=True)
-    l2, cache = m.prefill(idx[:, 13:16], cache, all_logits=True)
-    steps = [m.decode_step(idx[:, t], cache)[0] for t in range(16, 20)]
-    inc = torch.cat([l1, l2] + steps, dim=1)
-    assert cache["pos"] == 20
-    assert rel(inc, full) <= 1e-4
     last, _ = m.prefill(idx, m.new_cache(2))
     assert last.shape == (2, 1, 64) and rel(last, full[:, -1:]) <= 1e-4
+
+
+def assert_cached_decoding_matches_full_forward(m, idx, tol):
+    """prefill 13 tokens, prefill 3 more from the filled cache, then one token at a time to the end of idx:
+    the logits of the full forward."""
+    with torch.no_grad():
+        full, _, _ = m(idx)
+        cache = m.new_cache(idx.shape[0])
+        l1, cache = m.prefill(idx[:, :13], cache, all_logits=True)
+        l2, cache = m.prefill(idx[:, 13:16], cache, all_logits=True)
+        steps = [m.decode_step(idx[:, t], cache)[0] for t in range(16, idx.shape[1])]
+    assert cache["pos"] == idx.shape[1]
+    assert rel(torch.cat([l1, l2] + steps, dim=1), full) <= tol
 
 
 def test_linear_layer_cache_has_constant_size():
@@ -671,11 +678,5 @@ def test_attention_conv_decodes_like_its_full_forward():
     (CUDA-graph) step: the same logits as the full forward."""
     m = build(tiny("transformer", attn_conv_size=4)).double().eval()
     idx = tokens(T=24)
-    with torch.no_grad():
-        full, _, _ = m(idx)
-        cache = m.new_cache(2)
-        l1, cache = m.prefill(idx[:, :13], cache, all_logits=True)
-        l2, cache = m.prefill(idx[:, 13:16], cache, all_logits=True)
-        steps = [m.decode_step(idx[:, t], cache)[0] for t in range(16, 24)]
-    assert rel(torch.cat([l1, l2] + steps, dim=1), full) <= 1e-10
+    assert_cached_decoding_matches_full_forward(m, idx, 1e-10)
     _decode_side_by_side(m, idx, lambda m, c: M.GraphDecoder(m, c, capture=False), 1e-12)
