@@ -23,6 +23,8 @@ la_v_head_dim = 64
 la_gate_rank = 16
 la_erase_rank = 16
 la_chunk_size = 64           # the chunked PyTorch form (GDN-2's only one) is faster on GPUs with 64 (16 on CPU)
+attn_conv_size = 4           # the Transformer's recipe (no effect on the 2-layer linear models: no attention
+                             # layer): without it attention plateaus on recall (notes/synthetic.md §9-10)
 out_dir = 'out/mqar'
 batch_size = 256             # Zoology's MQAR batch; at 64, EDA/GDN/Transformer learned on some seeds only
 max_iters = 3000             # EDA was at 98.8-99.99% by step 1800 on 3 seeds; 3000 for margin
