@@ -1048,3 +1048,180 @@ def short_conv(u, weight, heads, eps=1e-6):
     if u.device.type == "cpu" and not _interpreting():
         raise ValueError("short_conv: CPU tensors need TRITON_INTERPRET=1; otherwise pass CUDA tensors")
     return ShortConvFunction.apply(u, weight, heads, float(eps))
+
+
+# ----------------------------------------------------------------------------------------------------
+# Split-KV attention decode (flash-decoding): one query token per row against a KV cache
+#
+# Self-contained: nothing above is used. A decode step is one query per head; with few rows (B=1) a kernel
+# that parallelizes over batch and heads only leaves most of the GPU idle while a handful of programs walk
+# the whole cache. Here the cached sequence is cut into splits, one program per (batch, KV head, split),
+# each covering the G = n_head / n_kv_head query heads that share the KV head (K/V read once for all G);
+# a second launch merges the splits' partial softmaxes through their log-sum-exps.
+
+ATTN_DECODE_BLOCK_N = 64         # keys per inner step of a split program
+ATTN_DECODE_MAX_SPLITS = 128     # bounds the partial buffers and the merge's width
+ATTN_DECODE_PROGRAMS = None      # programs to aim for (None: 4 per SM on CUDA, 8 elsewhere); bench may override
+_ATTN_DECODE_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+# pos, the split length and the split count vary from call to call: no recompiling for their values
+@triton.jit(do_not_specialize=["pos_int", "SPLIT_LEN", "S", "L"])
+def _attn_decode_split_kernel(q, k, v, o_part, lse_part, pos_ptr, pos_int, scale_log2e, SPLIT_LEN, S, L,
+                              sq_b, sq_h, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t,
+                              NKV: tl.constexpr, G: tl.constexpr, HD: tl.constexpr,
+                              BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
+                              POS_IN_MEMORY: tl.constexpr, PRECISION: tl.constexpr, DOT_UPCAST: tl.constexpr):
+    """Program (split s, batch b x KV head h): online softmax of the G queries of KV head h over the keys
+    [s * SPLIT_LEN, (s + 1) * SPLIT_LEN) that are <= pos. Stores the normalized partial output (fp32) and
+    its log2-sum-exp2; a split wholly after pos stores 0 and -inf (the merge then gives it no weight)."""
+    i_s, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // NKV, i_bh % NKV
+    # the valid length is read on the device when pos lives there (a CUDA graph replays this at every pos)
+    n = (tl.load(pos_ptr) + 1).to(tl.int32) if POS_IN_MEMORY else pos_int + 1
+    n = tl.minimum(n, L)  # never past the cache (the host checks pos; this keeps a bad one from reading out of it)
+    rg, rd = tl.arange(0, BLOCK_G), tl.arange(0, BLOCK_D)
+    mg, md = rg < G, rd < HD
+    qb = tl.load(q + i_b * sq_b + (i_h * G + rg)[:, None] * sq_h + rd[None, :], mask=mg[:, None] & md[None, :],
+                 other=0.0)
+    if DOT_UPCAST:
+        qb = qb.to(tl.float32)
+    m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_G], tl.float32)
+    acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
+    start = i_s * SPLIT_LEN
+    end = tl.minimum(start + SPLIT_LEN, n)  # <= start for a split past pos: the loop does not run
+    kb, vb = k + i_b * sk_b + i_h * sk_h, v + i_b * sv_b + i_h * sv_h
+    for t0 in range(start, end, BLOCK_N):
+        rt = t0 + tl.arange(0, BLOCK_N)
+        mt = rt < end
+        # masked loads: slots after pos may hold anything (NaN included) and are never read
+        kt = tl.load(kb + rt[None, :] * sk_t + rd[:, None], mask=mt[None, :] & md[:, None], other=0.0)
+        if DOT_UPCAST:
+            kt = kt.to(tl.float32)
+        s = tl.dot(qb, kt, input_precision=PRECISION) * scale_log2e  # [BLOCK_G, BLOCK_N], fp32, log2 units
+        s = tl.where(mt[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))  # finite: every step has at least one valid key
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        vt = tl.load(vb + rt[:, None] * sv_t + rd[None, :], mask=mt[:, None] & md[None, :], other=0.0)
+        pv = p.to(vt.dtype)  # P V on the tensor cores in the cache's dtype, as flash attention does
+        if DOT_UPCAST:
+            pv, vt = pv.to(tl.float32), vt.to(tl.float32)
+        acc = acc * alpha[:, None] + tl.dot(pv, vt, input_precision=PRECISION)
+        m_i = m_new
+    some = l_i > 0
+    out = tl.where(some[:, None], acc / tl.where(some, l_i, 1.0)[:, None], 0.0)
+    lse = tl.where(some, m_i + tl.log2(tl.where(some, l_i, 1.0)), float("-inf"))
+    row = i_bh * G + rg  # o_part [B * NKV * G, S, HD], lse_part [B * NKV * G, S]
+    tl.store(o_part + (row[:, None] * S + i_s) * HD + rd[None, :], out, mask=mg[:, None] & md[None, :])
+    tl.store(lse_part + row * S + i_s, lse, mask=mg)
+
+
+@triton.jit(do_not_specialize=["S"])
+def _attn_decode_merge_kernel(o_part, lse_part, o, so_r, S, HD: tl.constexpr,
+                              BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Program r (one query row): o = sum_s 2^(lse_s - max) o_s / sum_s 2^(lse_s - max)."""
+    r = tl.program_id(0)
+    rs, rd = tl.arange(0, BLOCK_S), tl.arange(0, BLOCK_D)
+    ms, md = rs < S, rd < HD
+    lse = tl.load(lse_part + r * S + rs, mask=ms, other=float("-inf"))
+    w = tl.exp2(lse - tl.max(lse, 0))  # split 0 always holds key 0, so the max is finite
+    part = tl.load(o_part + (r * S + rs[:, None]) * HD + rd[None, :], mask=ms[:, None] & md[None, :], other=0.0)
+    out = tl.sum(w[:, None] * part, 0) / tl.sum(w, 0)
+    tl.store(o + r * so_r + rd, out.to(o.dtype.element_ty), mask=md)
+
+
+def attention_decode_problem(q, k, v, pos):
+    """Why attention_decode cannot take these inputs (a sentence), or None."""
+    if not all(isinstance(x, torch.Tensor) for x in (q, k, v)):
+        return "q, k and v must be tensors"
+    if k.dim() != 4 or v.shape != k.shape:
+        return f"k and v must both be [B, n_kv_head, max_len, head_dim], got {tuple(k.shape)} and {tuple(v.shape)}"
+    B, nkv, L, hd = k.shape
+    if q.dim() == 4 and q.shape[2] != 1:
+        return f"q must hold one query per head ([B, n_head, 1, head_dim]), got {tuple(q.shape)}"
+    if q.dim() not in (3, 4) or q.shape[0] != B or q.shape[-1] != hd:
+        return f"q must be [B, n_head, 1, head_dim] with B = {B} and head_dim = {hd}, got {tuple(q.shape)}"
+    if q.shape[1] % nkv:
+        return f"n_head = {q.shape[1]} is not a multiple of n_kv_head = {nkv}"
+    if q.dtype not in _ATTN_DECODE_DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
+        return (f"q, k, v must share one dtype of float32, bfloat16, float16; got {q.dtype}, {k.dtype}, {v.dtype}")
+    if hd % 16 or not 16 <= hd <= 256:
+        return f"head_dim = {hd} must be a multiple of 16 in [16, 256]"
+    if q.device != k.device or v.device != k.device:
+        return f"q, k, v must be on one device, got {q.device}, {k.device}, {v.device}"
+    if q.device.type == "cpu" and os.environ.get("TRITON_INTERPRET", "0") != "1":
+        return "CPU tensors need TRITON_INTERPRET=1 (Triton's interpreter); otherwise pass CUDA tensors"
+    if q.device.type not in ("cpu", "cuda"):
+        return f"tensors on {q.device} are not supported (CUDA, or CPU under TRITON_INTERPRET=1)"
+    if q.stride(-1) != 1 or k.stride(-1) != 1 or v.stride(-1) != 1:
+        return "q, k, v must be contiguous in head_dim (stride 1 in the last dim)"
+    if isinstance(pos, torch.Tensor):
+        if pos.numel() != 1 or pos.dtype not in (torch.int32, torch.int64) or pos.device != q.device:
+            return f"a tensor pos must be one int32/int64 element on {q.device}, got {pos.dtype} {tuple(pos.shape)} on {pos.device}"
+    elif isinstance(pos, bool) or not isinstance(pos, int) or not 0 <= pos < L:
+        return f"pos must be an int in [0, {L}) (the cache's max_len) or a device tensor, got {pos!r}"
+    return None
+
+
+def _attn_decode_splits(n_keys, rows, device, block_n):
+    """(number of splits, keys per split, a multiple of block_n) for n_keys keys and rows = B * n_kv_head."""
+    target = ATTN_DECODE_PROGRAMS
+    if target is None:
+        target = 4 * torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 8
+    blocks = triton.cdiv(n_keys, block_n)
+    splits = max(1, min(triton.cdiv(target, rows), blocks, ATTN_DECODE_MAX_SPLITS))
+    split_len = triton.cdiv(blocks, splits) * block_n
+    return triton.cdiv(n_keys, split_len), split_len
+
+
+def attention_decode(q, k, v, pos, scale=None, split_len=None):
+    """Softmax attention of one query per head against a KV cache, split across the cached sequence.
+
+    q [B, n_head, 1, head_dim] (or [B, n_head, head_dim]); k, v [B, n_kv_head, max_len, head_dim] (model.py's
+    cache layout; GQA: query head i reads KV head i // (n_head / n_kv_head)); the query sits at position pos
+    and sees slots 0..pos. pos: an int, or a one-element int tensor on q's device (the CUDA-graph path): the
+    launch then covers all of max_len and splits past pos exit at once, so nothing depends on pos's value.
+    scale: default 1 / sqrt(head_dim), as SDPA. split_len: keys per split (a multiple of ATTN_DECODE_BLOCK_N;
+    default: enough splits to fill the GPU). Scores and the softmax in fp32. Returns q's shape and dtype.
+    Raises ValueError (attention_decode_problem) on inputs it cannot take."""
+    problem = attention_decode_problem(q, k, v, pos)
+    if problem:
+        raise ValueError(f"attention_decode: {problem}")
+    B, nkv, L, hd = k.shape
+    nh = q.shape[1]
+    G = nh // nkv
+    static = isinstance(pos, torch.Tensor)
+    block_n = ATTN_DECODE_BLOCK_N
+    n_keys = L if static else pos + 1
+    if split_len is None:
+        S, split_len = _attn_decode_splits(n_keys, B * nkv, q.device, block_n)
+    else:
+        if split_len < 1 or split_len % block_n:
+            raise ValueError(f"attention_decode: split_len must be a positive multiple of {block_n}, got {split_len}")
+        S = triton.cdiv(n_keys, split_len)
+        if S > 4 * ATTN_DECODE_MAX_SPLITS:
+            raise ValueError(f"attention_decode: split_len={split_len} gives {S} splits, more than "
+                             f"{4 * ATTN_DECODE_MAX_SPLITS}")
+    q3 = q.reshape(B, nh, hd)  # a view for [B, nh, 1, hd] of any strides in dims 0, 1
+    o_part = torch.empty(B * nh, S, hd, device=q.device, dtype=torch.float32)
+    lse_part = torch.empty(B * nh, S, device=q.device, dtype=torch.float32)
+    scale = hd ** -0.5 if scale is None else float(scale)
+    # tl.dot needs tiles of at least 16: the G query rows are padded (decode is bound by reading K/V anyway)
+    BLOCK_G = max(16, triton.next_power_of_2(G))
+    BLOCK_D = triton.next_power_of_2(hd)
+    # Triton's interpreter (3.9) multiplies bf16 tiles wrongly in tl.dot (errors ~1e10): under it the dot
+    # operands are upcast to fp32 after the same roundings (bf16 K, V and P), so the CPU checks the same math
+    upcast = q.device.type == "cpu" and q.dtype == torch.bfloat16
+    _attn_decode_split_kernel[(S, B * nkv)](
+        q3, k, v, o_part, lse_part, pos if static else q3, 0 if static else pos, scale * 1.4426950408889634,
+        split_len, S, L, q3.stride(0), q3.stride(1), k.stride(0), k.stride(1), k.stride(2),
+        v.stride(0), v.stride(1), v.stride(2),
+        NKV=nkv, G=G, HD=hd, BLOCK_G=BLOCK_G, BLOCK_D=BLOCK_D, BLOCK_N=block_n, POS_IN_MEMORY=static,
+        PRECISION="ieee" if q.dtype == torch.float32 or upcast else "tf32", DOT_UPCAST=upcast, num_warps=4)
+    o = torch.empty(B, nh, hd, device=q.device, dtype=q.dtype)
+    _attn_decode_merge_kernel[(B * nh,)](o_part, lse_part, o, hd, S, HD=hd,
+                                         BLOCK_S=triton.next_power_of_2(S), BLOCK_D=BLOCK_D, num_warps=4)
+    return o.view(q.shape)
