@@ -1156,8 +1156,8 @@ def attention_decode_problem(q, k, v, pos):
         return "CPU tensors need TRITON_INTERPRET=1 (Triton's interpreter); otherwise pass CUDA tensors"
     if q.device.type not in ("cpu", "cuda"):
         return f"tensors on {q.device} are not supported (CUDA, or CPU under TRITON_INTERPRET=1)"
-    if q.stride(-1) != 1 or k.stride(-1) != 1 or v.stride(-1) != 1:
-        return "q, k, v must be contiguous in head_dim (stride 1 in the last dim)"
+    if k.stride(-1) != 1 or v.stride(-1) != 1:
+        return "the cache's k and v must be contiguous in head_dim (stride 1 in the last dim)"
     if isinstance(pos, torch.Tensor):
         if pos.numel() != 1 or pos.dtype not in (torch.int32, torch.int64) or pos.device != q.device:
             return f"a tensor pos must be one int32/int64 element on {q.device}, got {pos.dtype} {tuple(pos.shape)} on {pos.device}"
@@ -1206,6 +1206,8 @@ def attention_decode(q, k, v, pos, scale=None, split_len=None):
             raise ValueError(f"attention_decode: split_len={split_len} gives {S} splits, more than "
                              f"{4 * ATTN_DECODE_MAX_SPLITS}")
     q3 = q.reshape(B, nh, hd)  # a view for [B, nh, 1, hd] of any strides in dims 0, 1
+    if q3.stride(-1) != 1:
+        q3 = q3.contiguous()
     o_part = torch.empty(B * nh, S, hd, device=q.device, dtype=torch.float32)
     lse_part = torch.empty(B * nh, S, device=q.device, dtype=torch.float32)
     scale = hd ** -0.5 if scale is None else float(scale)

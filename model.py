@@ -617,6 +617,23 @@ def decode_sdpa_backends(device, masked):
     return [SDPBackend.EFFICIENT_ATTENTION] if masked else [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]
 
 
+# Attention decode steps: 'auto' runs kernel.attention_decode (split-KV: the cached sequence is cut across
+# programs, so one sequence fills the GPU; issue #16) on CUDA where it takes the inputs and SDPA elsewhere;
+# 'split_kv' always (a ValueError where it cannot; the CPU needs TRITON_INTERPRET=1); 'sdpa' never.
+DECODE_ATTENTION = "auto"
+
+
+def split_kv_decode(q, cache_k):
+    """Whether GatedAttention's decode step runs kernel.attention_decode (DECODE_ATTENTION) for q against the cache."""
+    if DECODE_ATTENTION not in ("auto", "split_kv", "sdpa"):
+        raise ValueError(f"model.DECODE_ATTENTION must be 'auto', 'split_kv' or 'sdpa', got {DECODE_ATTENTION!r}")
+    if DECODE_ATTENTION == "auto":
+        # the kernel's own checks, minus pos (checked by the caller): same dtype, head_dim a multiple of 16
+        return (q.is_cuda and cache_k.dtype == q.dtype and q.dtype in (torch.float32, torch.bfloat16, torch.float16)
+                and q.shape[-1] % 16 == 0 and q.shape[-1] <= 256)
+    return DECODE_ATTENTION == "split_kv"
+
+
 class GatedAttention(nn.Module):
     """Causal GQA attention with q/k RMSNorm, (partial) RoPE, SDPA, and an elementwise sigmoid output
     gate computed from the layer input (the gate comes out of q_proj, per head, as in Qwen3-Next)."""
@@ -692,7 +709,8 @@ class GatedAttention(nn.Module):
         preallocated cache, slots after pos masked out, so that no shape depends on pos; slots after pos may
         hold anything (they are written before they are read).
         The G = nh / nkv query heads that share a KV head are G query rows of that head (GQA without
-        repeating K/V and without enable_gqa, which not every SDPA kernel takes)."""
+        repeating K/V and without enable_gqa, which not every SDPA kernel takes). On CUDA the attention is
+        kernel.attention_decode (split-KV, DECODE_ATTENTION); SDPA is the reference and the CPU's path."""
         B = q.shape[0]
         ck, cv = cache["k"], cache["v"]
         if isinstance(pos, torch.Tensor):
@@ -700,12 +718,17 @@ class GatedAttention(nn.Module):
                 raise ValueError(f"static decoding needs the KV cache in the compute dtype {q.dtype}, got {ck.dtype}")
             ck.index_copy_(2, pos, k.to(ck.dtype))
             cv.index_copy_(2, pos, v.to(cv.dtype))
-            keys, values = ck, cv
-            mask = (torch.arange(ck.shape[2], device=q.device) <= pos).view(1, 1, 1, -1)
         else:
             self._check_room(cache, pos + 1)
             ck[:, :, pos:pos + 1] = k.to(ck.dtype)
             cv[:, :, pos:pos + 1] = v.to(cv.dtype)
+        if split_kv_decode(q, ck):  # the whole cache and pos as they are: the kernel reads slots 0..pos only
+            from kernel import attention_decode
+            return attention_decode(q, ck, cv, pos)
+        if isinstance(pos, torch.Tensor):
+            keys, values = ck, cv
+            mask = (torch.arange(ck.shape[2], device=q.device) <= pos).view(1, 1, 1, -1)
+        else:
             keys, values, mask = ck[:, :, :pos + 1].to(q.dtype), cv[:, :, :pos + 1].to(q.dtype), None
         qg = q.reshape(B, self.nkv, self.nh // self.nkv, self.hd)
         with sdpa_kernel(decode_sdpa_backends(q.device, masked=mask is not None)):
