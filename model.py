@@ -941,12 +941,20 @@ class GPT(nn.Module):
         return x
 
     @torch.no_grad()
-    def prefill(self, idx, cache, all_logits=False):
+    def prefill(self, idx, cache, all_logits=False, chunk_size=None):
         """Run the prompt idx [B,T] through the chunked path from the cache's state (pos may be > 0).
+        chunk_size: feed the prompt that many tokens at a time (each piece continues from the cache like a
+        later prefill), so a long prompt's activations and attention scores are those of one piece, not of
+        T tokens at once; None: all T in one pass.
         Returns (logits [B,1,vocab] for the last position, or [B,T,vocab] with all_logits, cache)."""
-        x = self._cached_forward(idx, cache)
-        if not all_logits:
-            x = x[:, -1:]
+        if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
+            raise ValueError(f"prefill: chunk_size must be a positive int or None, got {chunk_size!r}")
+        step = idx.shape[1] if chunk_size is None else chunk_size
+        outs = []
+        for t0 in range(0, idx.shape[1], step):
+            x = self._cached_forward(idx[:, t0:t0 + step], cache)
+            outs.append(x if all_logits else x[:, -1:])
+        x = torch.cat(outs, dim=1) if all_logits else outs[-1]
         return self.lm_head(self.norm_f(x)), cache
 
     @torch.no_grad()
@@ -983,9 +991,10 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, on_token=None,
-                 cuda_graph=None):
+                 cuda_graph=None, prefill_chunk=None):
         """Sample max_new_tokens after idx [B,T] (temperature 0: greedy). on_token(tokens [B,1]) is called
-        for each new token batch (streaming). Returns [B, T + max_new_tokens].
+        for each new token batch (streaming): the first call comes right after the prefill (the CUDA graph is
+        captured after it). prefill_chunk: prefill(chunk_size=...). Returns [B, T + max_new_tokens].
         cuda_graph: replay each decode step from a CUDA graph (GraphDecoder; same tokens, ~1 launch instead of
         one per operator). None: on a CUDA device when possible, else a warning says why not; True: a
         ValueError if not possible; False: plain decode_step (the reference, and the path on the CPU)."""
@@ -1002,16 +1011,17 @@ class GPT(nn.Module):
         dev = self.wte.weight.device.type
         dtype = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else None
         cache = self.new_cache(B, max_len=T + max_new_tokens, dtype=dtype)
-        logits, cache = self.prefill(idx, cache)
-        step = None
+        use_graph = None
         if max_new_tokens > 1 and cuda_graph is not False:
             problem = self.cuda_graph_problem()
             if problem is None:
-                step = GraphDecoder(self, cache)
+                use_graph = True
             elif cuda_graph:
                 raise ValueError(f"generate(cuda_graph=True): {problem}")
             elif dev == "cuda":
                 warnings.warn(f"generate: decoding without a CUDA graph, one launch per operator: {problem}")
+        logits, cache = self.prefill(idx, cache, chunk_size=prefill_chunk)
+        step = None
         out = [idx]
         for i in range(max_new_tokens):
             nxt = sample_next(logits[:, -1].float(), temperature, top_k, top_p)
@@ -1019,6 +1029,8 @@ class GPT(nn.Module):
             if on_token is not None:
                 on_token(nxt)
             if i + 1 < max_new_tokens:
+                if use_graph and step is None:  # captured after the first token is out: its time is the prefill's
+                    step = GraphDecoder(self, cache)
                 logits = step(nxt) if step is not None else self.decode_step(nxt, cache)[0]
         self.train(was_training)
         return torch.cat(out, dim=1)

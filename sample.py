@@ -6,14 +6,17 @@ Sample from a trained model, streaming tokens to stdout as they are made.
     python sample.py --start=FILE:prompt.txt --temperature=0        # greedy, prompt read from a file
     python sample.py --init_from=scratch                    # an untrained toy model: a smoke test
 
-The prompt is prefilled in one pass through the chunked (or Triton) path; then each new token costs one
+The prompt is prefilled through the chunked (or Triton) path, prefill_chunk tokens at a time (so memory does
+not grow with the prompt's length beyond its KV cache); then each new token costs one
 recurrent step in the linear-attention layers, whose state has a constant size whatever the length, and
 one step against the KV cache in the full-attention layers (model.GPT.generate). On a GPU each step is
 replayed from a CUDA graph (model.GraphDecoder): one graph launch per token instead of one per operator.
+After each sample a line on stderr gives the time to the first token (the prefill) and the decoding rate.
 """
 import codecs
 import os
 import sys
+import time
 
 import torch
 
@@ -34,6 +37,7 @@ device = 'cuda' if torch.cuda.is_available() else 'cpu'
 dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float32'  # on CUDA
 cuda_graph = None          # None: replay decode steps from a CUDA graph on CUDA when possible; True: must; False: never
 la_backend = 'auto'        # linear-attention kernels for the prefill: auto (triton on CUDA, chunk on CPU) ...
+prefill_chunk: int | None = 2048  # prompt tokens per prefill pass (None: the whole prompt in one pass)
 encoding: str | None = None  # tokenizer override: 'bytes' or a tiktoken name (default: the checkpoint's)
 # -----------------------------------------------------------------------------
 configure(globals())
@@ -58,6 +62,8 @@ if dtype not in ('float32', 'bfloat16', 'float16'):
     fail(f"dtype must be 'float32', 'bfloat16' or 'float16', got {dtype!r}")
 if cuda_graph is not None and not isinstance(cuda_graph, bool):
     fail(f"cuda_graph must be None, True or False, got {cuda_graph!r}")
+if prefill_chunk is not None and (type(prefill_chunk) is not int or prefill_chunk < 1):
+    fail(f"prefill_chunk must be a positive int or None, got {prefill_chunk!r}")
 if device.startswith('cuda') and not torch.cuda.is_available():
     fail(f"device={device!r} but this torch sees no CUDA GPU; use --device=cpu")
 
@@ -142,11 +148,20 @@ for i in range(num_samples):
     text = codecs.getincrementaldecoder('utf-8')(errors='replace')
     sys.stdout.write(start)
 
+    stamps = []  # when each token reached the host (int() below waits for the GPU, so these are real times)
+
     def show(tok):
         sys.stdout.write(text.decode(token_bytes(int(tok[0, 0]))))
         sys.stdout.flush()
+        stamps.append(time.perf_counter())
 
+    t0 = time.perf_counter()
     model.generate(idx, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, on_token=show,
-                   cuda_graph=cuda_graph)
+                   cuda_graph=cuda_graph, prefill_chunk=prefill_chunk)
     sys.stdout.write(text.decode(b'', final=True))
     print('\n---------------', flush=True)
+    # the rate counts from the second token: the first decode step also captures the CUDA graph
+    rate = (f"{len(stamps) - 2} tokens at {(len(stamps) - 2) / (stamps[-1] - stamps[1]):.1f} tokens/s"
+            if len(stamps) > 2 and stamps[-1] > stamps[1] else "too few tokens for a rate")
+    print(f"sample {i + 1}: prompt {len(prompt)} tokens, time to first token {1e3 * (stamps[0] - t0):.1f} ms "
+          f"(prefill), then {rate} (steps after the first)", file=sys.stderr, flush=True)

@@ -7,6 +7,7 @@ import sys
 import pytest
 import torch
 
+from conftest import rel
 from model import GPT, MIXERS, GPTConfig, GraphDecoder
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -50,6 +51,27 @@ def test_static_shape_greedy_decoding_emits_the_tokens_of_repeated_full_forwards
         for _ in range(12):
             full = torch.cat([full, model(full)[0][:, -1].argmax(-1, keepdim=True)], dim=1)
     assert torch.equal(seq, full)
+
+
+@pytest.mark.parametrize("mixer", MIXERS)
+def test_chunked_prefill_gives_the_logits_and_tokens_of_a_one_shot_prefill(mixer):
+    model = tiny_model(mixer)
+    prompt = torch.randint(0, 97, (2, 21), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        ref_cache = model.new_cache(2, max_len=40)
+        ref, _ = model.prefill(prompt, ref_cache, all_logits=True)
+        for chunk in (5, 8, 21, 64):  # pieces that split the linear layers' chunks, align with them, or hold all
+            cache = model.new_cache(2, max_len=40)
+            logits, _ = model.prefill(prompt, cache, all_logits=True, chunk_size=chunk)
+            # the linear layers' cached state is fp32 whatever the model's dtype: between pieces it is rounded
+            assert logits.shape == ref.shape and rel(logits, ref) < 1e-6, chunk
+            assert cache["pos"] == 21
+            last, _ = model.prefill(prompt, model.new_cache(2, max_len=40), chunk_size=chunk)
+            assert rel(last, ref[:, -1:]) < 1e-6, chunk
+        tokens = model.generate(prompt, 8, temperature=0, prefill_chunk=6)
+    assert torch.equal(tokens, model.generate(prompt, 8, temperature=0))
+    with pytest.raises(ValueError, match="chunk_size must be a positive int"):
+        model.prefill(prompt, model.new_cache(2, max_len=40), chunk_size=0)
 
 
 @pytest.mark.parametrize("mixer", ["eda", "gdn2"])
@@ -116,6 +138,18 @@ def test_sample_script_prints_text_decoded_with_the_checkpoints_tokenizer(traine
     assert r.stdout.startswith(expected)
 
 
+def test_sample_script_reports_time_to_first_token_and_rate_and_prefills_long_prompts_in_pieces(trained):
+    tmp, out = trained
+    args = [os.path.join(HERE, "sample.py"), f"--out_dir={out}", "--start=the cat sat on the", "--temperature=0",
+            "--num_samples=2", "--max_new_tokens=12", "--device=cpu"]
+    whole, pieces = run(args + ["--prefill_chunk=None"], tmp), run(args + ["--prefill_chunk=4"], tmp)
+    assert whole.returncode == 0 and pieces.returncode == 0, whole.stderr + pieces.stderr
+    assert pieces.stdout == whole.stdout  # the same greedy text; the report stays off stdout
+    report = [ln for ln in pieces.stderr.splitlines() if "time to first token" in ln]
+    assert len(report) == 2 and all("prompt 18 tokens" in ln and "10 tokens at" in ln and "tokens/s" in ln
+                                    for ln in report), pieces.stderr
+
+
 def test_sample_script_defaults_fill_the_context(trained):
     tmp, out = trained
     r = run([os.path.join(HERE, "sample.py"), f"--out_dir={out}", "--device=cpu"], tmp)  # as in the README
@@ -135,6 +169,7 @@ def test_sample_script_errors_are_clear(trained, tmp_path):
         ([f"--out_dir={out}", "--top_k=0"], "top_k must be a positive int"),
         ([f"--out_dir={out}", "--top_p=1.5"], "top_p must be in (0, 1]"),
         ([f"--out_dir={out}", "--cuda_graph=1"], "cuda_graph must be None, True or False"),
+        ([f"--out_dir={out}", "--prefill_chunk=0"], "prefill_chunk must be a positive int"),
         ([f"--out_dir={out}", "--cuda_graph=True"], "CUDA graphs need a CUDA device"),
     ]
     bad = tmp_path / "bad.txt"
