@@ -45,6 +45,7 @@ decode_contexts = [1024, 8192, 32768]
 decode_model_batches = [1, 64]
 decode_steps = 32
 decode_modes = ["graph", "eager"]  # model_decode: GraphDecoder (generate's path on CUDA) and plain decode_step
+decode_attention = "auto"  # model_decode: model.DECODE_ATTENTION ('auto': split-KV kernel on CUDA; 'sdpa': before #16)
 compile_eda_chunk = False
 train_config = "config/eda_125m.py"  # model_train: the EDA hybrid of this config vs its Transformer
 train_shapes = [(8, 4096)]  # model_train: (batch, block_size) of the profiled training steps
@@ -432,7 +433,10 @@ def print_tables(krows, drows):
 def model_decode_table():
     import runpy
     import dataclasses
+    import model as model_py
     from model import GPT, GPTConfig, GraphDecoder
+    model_py.DECODE_ATTENTION = decode_attention
+    print(f"model_decode: attention decode steps through {decode_attention!r} (model.DECODE_ATTENTION)")
     fields = {f.name for f in dataclasses.fields(GPTConfig)}
     base = {k: v for k, v in runpy.run_path(decode_config).items() if k in fields}
     if not decode_modes or set(decode_modes) - {"graph", "eager"}:

@@ -1160,7 +1160,8 @@ def attention_decode_problem(q, k, v, pos):
         return "the cache's k and v must be contiguous in head_dim (stride 1 in the last dim)"
     if isinstance(pos, torch.Tensor):
         if pos.numel() != 1 or pos.dtype not in (torch.int32, torch.int64) or pos.device != q.device:
-            return f"a tensor pos must be one int32/int64 element on {q.device}, got {pos.dtype} {tuple(pos.shape)} on {pos.device}"
+            return (f"a tensor pos must be one int32/int64 element on {q.device}, got {pos.dtype} "
+                    f"{tuple(pos.shape)} on {pos.device}")
     elif isinstance(pos, bool) or not isinstance(pos, int) or not 0 <= pos < L:
         return f"pos must be an int in [0, {L}) (the cache's max_len) or a device tensor, got {pos!r}"
     return None
@@ -1183,7 +1184,8 @@ def attention_decode(q, k, v, pos, scale=None, split_len=None):
     q [B, n_head, 1, head_dim] (or [B, n_head, head_dim]); k, v [B, n_kv_head, max_len, head_dim] (model.py's
     cache layout; GQA: query head i reads KV head i // (n_head / n_kv_head)); the query sits at position pos
     and sees slots 0..pos. pos: an int, or a one-element int tensor on q's device (the CUDA-graph path): the
-    launch then covers all of max_len and splits past pos exit at once, so nothing depends on pos's value.
+    launch then covers all of max_len and splits past pos only store an empty partial, so nothing depends on
+    pos's value.
     scale: default 1 / sqrt(head_dim), as SDPA. split_len: keys per split (a multiple of ATTN_DECODE_BLOCK_N;
     default: enough splits to fill the GPU). Scores and the softmax in fp32. Returns q's shape and dtype.
     Raises ValueError (attention_decode_problem) on inputs it cannot take."""

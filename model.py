@@ -947,7 +947,7 @@ class GPT(nn.Module):
         later prefill), so a long prompt's activations and attention scores are those of one piece, not of
         T tokens at once; None: all T in one pass.
         Returns (logits [B,1,vocab] for the last position, or [B,T,vocab] with all_logits, cache)."""
-        if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
+        if chunk_size is not None and (type(chunk_size) is not int or chunk_size < 1):  # a bool is no size
             raise ValueError(f"prefill: chunk_size must be a positive int or None, got {chunk_size!r}")
         step = idx.shape[1] if chunk_size is None else chunk_size
         outs = []

@@ -46,6 +46,17 @@ def test_split_kv_decode_matches_sdpa_on_odd_lengths_gqa_ratios_and_dtypes(n_key
     assert rel(out, reference(q, k, v, n_keys - 1)) < TOL[dtype]
 
 
+@pytest.mark.skipif(DEV != "cuda", reason="long caches: too slow for Triton's interpreter")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("G, hd", [(1, 64), (3, 128), (4, 128)])
+@pytest.mark.parametrize("n_keys", [4097, 32768])
+def test_split_kv_decode_matches_sdpa_on_long_caches(n_keys, G, hd, dtype):
+    q, k, v = random_cache(1, 2 * G, 2, n_keys + 31, hd, dtype, seed=G)
+    ref = reference(q, k, v, n_keys - 1)
+    assert rel(kernel.attention_decode(q, k, v, n_keys - 1), ref) < TOL[dtype]
+    assert rel(kernel.attention_decode(q, k, v, torch.tensor([n_keys - 1], device=DEV)), ref) < TOL[dtype]
+
+
 @pytest.mark.parametrize("hd", [16, 48, 128])
 def test_split_kv_decode_takes_every_head_dim_multiple_of_16(hd):
     q, k, v = random_cache(1, 4, 2, 70, hd, torch.float32, seed=hd)
