@@ -15,7 +15,11 @@ then the usual delta correction and write at k_t (Eq. eda_two_stage).
                   delta-rule (DPLR) sequence (Eq. double_data), WY representation + UT transform inside a
                   chunk (Eq. wy_representation, ut_transformation), state passed between chunks
                   (Eq. chunk_wise_eda). Plain PyTorch, differentiable by autograd.
-3. eda_triton:    the same signature, running the fused Triton kernels of kernel.py.
+3. eda_triton:    the same signature, running the fused Triton kernels of kernel.py (eda_triton_decode: the
+                  fused recurrent kernel for decoding). eda.py checks the inputs; kernel.py imports nothing
+                  of the repo.
+GDN-2's rule (gdn2_recurrent, gdn2_chunk; Eq. gdn2_prelim), the comparison mixer, follows the chunked form,
+whose engine (chunk_delta_rule) it shares.
 
 Conventions (those of flash-linear-attention, so other libraries can serve as oracles):
     q, k: [B, T, H, K]      v: [B, T, HV, V]      e: [B, T, HV, K]
@@ -67,7 +71,8 @@ def kda_gate(a, A_log, dt_bias, lower_bound=-5.0):
 
 
 # ----------------------------------------------------------------------------------------------------
-# Input checks shared by the three versions: bad input is a ValueError naming the argument.
+# Input checks shared by the three versions (kernel.py adds only what the kernels need): bad input is a
+# ValueError naming the argument.
 
 
 def check_inputs(q, k, v, e, g, beta, gamma, initial_state=None):
@@ -219,13 +224,16 @@ def _causal_decayed_dots(x, y, G, strict, sub=16):
     return torch.cat(rows, dim=-2)
 
 
-def _chunk_delta_rule(q, k, v, g, beta, S, chunk_size, read=None):
-    """Chunked gated delta rule S_i = (I - b_i k_i k_i^T) D_i S_{i-1} + b_i k_i v_i^T, o_i = S_i^T q_i.
+def chunk_delta_rule(q, k, v, g, beta, S, chunk_size, read=None):
+    """Chunked gated delta rule S_i = (I - b_i k_i k_i^T) D_i S_{i-1} + b_i k_i v_i^T, o_i = S_i^T q_i: the
+    engine of eda_chunk (on the doubled sequence for EDA, the tokens themselves for KDA/GDN) and gdn2_chunk.
 
-    All inputs already in the compute dtype, one key head per value head: q, k, g: [B, N, HV, K],
-    v: [B, N, HV, V], beta: [B, N, HV], S: [B, HV, K, V]. Returns (o [B, N, HV, V], S_N).
+    Unchecked, for callers that have prepared the inputs (eda_chunk, gdn2_chunk): already in the compute
+    dtype, one key head per value head (grouped heads expanded), q scaled, g channel-wise:
+    q, k, g: [B, N, HV, K], v: [B, N, HV, V], beta: [B, N, HV], S (the initial state): [B, HV, K, V].
+    Returns (o [B, N, HV, V], S_N). chunk_size: sub-steps per chunk (any positive int; N need not divide).
     `read` [B, N, HV, K] replaces k on the right, S_i = (I - b_i k_i read_i^T) D_i S_{i-1} + b_i k_i v_i^T:
-    the asymmetric DPLR step of GDN-2 (model.py); below, read = k unless given.
+    the asymmetric DPLR step of GDN-2 (gdn2_chunk); below, read = k unless given.
 
     Within a chunk, with G_i the cumulative log decay and Gamma_ij = exp(G_i - G_j) (i >= j):
       WY / UT (Eq. wy_representation, ut_transformation with the inverse made explicit: notes/chunk_form.md §1):
@@ -283,11 +291,63 @@ def eda_chunk(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
     out_dtype = v.dtype
     q, k, v, e, g, beta, gamma, S = _prepare(q, k, v, e, g, beta, gamma, scale, initial_state)
     if e is None:
-        o, S = _chunk_delta_rule(q, k, v, g, beta, S, chunk_size)
+        o, S = chunk_delta_rule(q, k, v, g, beta, S, chunk_size)
     else:
         q2, k2, v2, g2, beta2 = double_sequence(q, k, v, e, g, beta, gamma)
-        o2, S = _chunk_delta_rule(q2, k2, v2, g2, beta2, S, 2 * chunk_size)
+        o2, S = chunk_delta_rule(q2, k2, v2, g2, beta2, S, 2 * chunk_size)
         o = o2[:, 1::2]  # the write sub-steps carry the outputs
+    return o.to(out_dtype), (S if output_final_state else None)
+
+
+# ----------------------------------------------------------------------------------------------------
+# GDN-2's update rule (Eq. gdn2_prelim), the comparison mixer:
+#     S_t = (I - k_t (b_t*k_t)^T) D_t S_{t-1} + k_t (w_t*v_t)^T,      o_t = S_t^T q_t
+# with a key-side erase gate b_t in (0,1)^K and a value-side write gate w_t in (0,1)^V. A DPLR recurrence
+# whose two rank-1 vectors differ (k on the left, b*k on the right), so the symmetric kernels of kernel.py
+# do not apply; the chunked form is chunk_delta_rule with a separate read direction.
+# Shapes as above: q, k [B,T,H,K]; v [B,T,HV,V]; g, b [B,T,HV,K] (or g [B,T,HV]); w [B,T,HV,V].
+
+
+def _gdn2_prepare(q, k, v, g, b, w, scale, initial_state):
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    if HV % H or tuple(b.shape) != (B, T, HV, K) or tuple(w.shape) != (B, T, HV, V):
+        raise ValueError(f"gdn2: bad shapes q{tuple(q.shape)} v{tuple(v.shape)} b{tuple(b.shape)} w{tuple(w.shape)}")
+    acc = torch.float64 if q.dtype == torch.float64 else torch.float32
+    scale = K ** -0.5 if scale is None else scale
+    G = HV // H
+    q = q.to(acc).repeat_interleave(G, dim=2) * scale
+    k = k.to(acc).repeat_interleave(G, dim=2)
+    g = g.to(acc)
+    if g.dim() == 3:
+        g = g.unsqueeze(-1).expand(B, T, HV, K)
+    kb = b.to(acc) * k          # the erase/read direction  b*k
+    z = w.to(acc) * v.to(acc)   # the written value         w*v
+    S = q.new_zeros(B, HV, K, V) if initial_state is None else initial_state.to(acc)
+    return q, k, kb, z, g, S
+
+
+def gdn2_recurrent(q, k, v, g, b, w, scale=None, initial_state=None, output_final_state=False):
+    """GDN-2 one token at a time: the spec. Returns (o [B,T,HV,V] in v's dtype, final state or None)."""
+    out_dtype = v.dtype
+    q, k, kb, z, g, S = _gdn2_prepare(q, k, v, g, b, w, scale, initial_state)
+    outs = []
+    for t in range(q.shape[1]):
+        S = g[:, t].exp().unsqueeze(-1) * S                                       # D_t S_{t-1}
+        u = z[:, t] - torch.einsum("bhk,bhkv->bhv", kb[:, t], S)                   # w*v - S^T (b*k)
+        S = S + k[:, t].unsqueeze(-1) * u.unsqueeze(-2)                            # + k u^T
+        outs.append(torch.einsum("bhk,bhkv->bhv", q[:, t], S))
+    o = torch.stack(outs, dim=1) if outs else z.new_zeros(z.shape)
+    return o.to(out_dtype), (S if output_final_state else None)
+
+
+def gdn2_chunk(q, k, v, g, b, w, scale=None, initial_state=None, output_final_state=False, chunk_size=64):
+    """GDN-2 chunk-parallel: chunk_delta_rule with the read direction b*k in place of k on the right, the
+    value w*v and strength 1 (u_i = w_i*v_i - S_{i-1}^T D_i (b_i*k_i), unrolled in the chunk)."""
+    out_dtype = v.dtype
+    q, k, kb, z, g, S = _gdn2_prepare(q, k, v, g, b, w, scale, initial_state)
+    ones = z.new_ones(z.shape[:3])
+    o, S = chunk_delta_rule(q, k, z, g, ones, S, chunk_size, read=kb)
     return o.to(out_dtype), (S if output_final_state else None)
 
 
@@ -300,6 +360,16 @@ def eda_triton(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, outpu
     """Fused Triton EDA: same arguments and results as eda_recurrent (kernels in kernel.py; the final state
     is fp32). Differentiable in q, k, v, e, g, beta, gamma and initial_state. check_g=False skips the range
     check of a channel-wise g (a device sync per call) for callers whose gate bounds it (kernel.G_MIN)."""
+    check_inputs(q, k, v, e, g, beta, gamma, initial_state)
     from kernel import eda_fused  # imported here so that eda.py needs no Triton
     return eda_fused(q, k, v, e, g, beta, gamma, scale=scale, initial_state=initial_state,
                      output_final_state=output_final_state, check_g=check_g)
+
+
+def eda_triton_decode(q, k, v, e, g, beta, gamma, state, scale=None, inplace=True):
+    """A few tokens ([B, T, ...], T small: decoding) against the recurrent state [B, HV, K, V] (fp32) in the
+    fused recurrent Triton kernel (Eq. ed token by token). Returns (o, the new state); inplace=True updates
+    `state` itself (and returns it). Inference only: no autograd."""
+    check_inputs(q, k, v, e, g, beta, gamma, state)
+    from kernel import eda_decode
+    return eda_decode(q, k, v, e, g, beta, gamma, state, scale=scale, inplace=inplace)

@@ -49,8 +49,6 @@ import torch
 import triton
 import triton.language as tl
 
-from eda import check_inputs
-
 # tokens per chunk, and tokens per anchor block inside a chunk: anchors at the middle of 16-token blocks
 # keep every anchored decay factor within exp(5 * 8) = exp(40) under the safe gate (-5 per step)
 CHUNK_TOKENS = 16
@@ -738,14 +736,15 @@ def head_dim_problem(d):
     return None if d % 16 == 0 and 16 <= d <= 256 else "must be a multiple of 16 in [16, 256]"
 
 
-def _check_kernel_inputs(q, k, v, e, g, beta, gamma, initial_state, scale):
-    """check_inputs (eda.py) plus what the kernels need; a ValueError names the offending input."""
-    B, T, H, HV, K, V = check_inputs(q, k, v, e, g, beta, gamma, initial_state)
+def _check_kernel_inputs(q, k, v, e, scale):
+    """What the kernels take beyond eda.check_inputs (shapes, dtypes in general, devices: eda.py's entry points
+    eda_triton / eda_triton_decode run it first; this module imports nothing of the repo). A ValueError names
+    the offending input."""
     for name, x in dict(q=q, k=k, v=v, e=e).items():
         if x is not None and x.dtype not in _DTYPES:
             raise ValueError(f"eda_triton: {name} has dtype {x.dtype}; the kernels take float32, bfloat16 or "
                              "float16 (use eda_recurrent for float64)")
-    for name, d in (("K (q.shape[-1])", K), ("V (v.shape[-1])", V)):
+    for name, d in (("K (q.shape[-1])", q.shape[-1]), ("V (v.shape[-1])", v.shape[-1])):
         if head_dim_problem(d):
             raise ValueError(f"eda_triton: head dim {name} = {d} {head_dim_problem(d)}")
     if q.device.type == "cpu":
@@ -756,8 +755,6 @@ def _check_kernel_inputs(q, k, v, e, g, beta, gamma, initial_state, scale):
         raise ValueError(f"eda_triton: tensors on {q.device} are not supported (CUDA, or CPU under TRITON_INTERPRET=1)")
     if scale is not None and not isinstance(scale, (int, float)):
         raise ValueError(f"eda_triton: scale must be a number or None, got {type(scale).__name__}")
-    return B, T, H, HV, K, V
-
 
 
 def _dot_types(x):
@@ -938,10 +935,14 @@ def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
     """Chunked fused EDA (Eq. ed; Sec. 3.4). Same arguments and results as eda.eda_recurrent, plus
     `chunk_size` (tokens per chunk, a power of 2 with chunk_size * (2 if e else 1) >= 16; default
     CHUNK_TOKENS) and `check_g`: reject a channel-wise g below G_MIN (the prep kernel records each chunk's
-    smallest g; reading it back is a device sync at the end of the forward); pass False only when the gate bounds g by construction (eda.safe_gate / kda_gate with
+    smallest g; reading it back is a device sync at the end of the forward); pass False only when the
+    gate bounds g by construction (eda.safe_gate / kda_gate with
     lower_bound >= G_MIN).
-    The final state is fp32; the output has v's dtype."""
-    B, T, H, HV, K, V = _check_kernel_inputs(q, k, v, e, g, beta, gamma, initial_state, scale)
+    The final state is fp32; the output has v's dtype. Shapes are not checked here: eda.eda_triton checks them
+    (eda.check_inputs) before it calls this."""
+    _check_kernel_inputs(q, k, v, e, scale)
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
     chunk_size = CHUNK_TOKENS if chunk_size is None else chunk_size
     if B * HV > 65535:  # grid axis 1 of the chunk kernels
         raise ValueError(f"eda_triton: B * HV = {B * HV} exceeds 65535; split the batch")
@@ -961,8 +962,11 @@ def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
 def eda_decode(q, k, v, e, g, beta, gamma, state, scale=None, inplace=True):
     """Fused recurrent EDA for decoding (Eq. ed applied token by token): a few tokens q, k, v, ...
     ([B, T, ...], T small) against `state` [B, HV, K, V] (fp32) in HBM. Returns (o, new_state); with
-    inplace=True new_state is `state`, updated in place. No autograd (inference only)."""
-    B, T, H, HV, K, V = _check_kernel_inputs(q, k, v, e, g, beta, gamma, state, scale)
+    inplace=True new_state is `state`, updated in place. No autograd (inference only). Shapes as
+    eda.eda_triton_decode checks them."""
+    _check_kernel_inputs(q, k, v, e, scale)
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
     if state.dtype != torch.float32:
         raise ValueError(f"eda_decode: state must be float32, got {state.dtype}")
     if not state.is_contiguous():

@@ -6,9 +6,9 @@ Paper: "Erase-then-Delta Attention" (Sec. 2-3 for the update rules, Appendix A, 
 
     GPTConfig           one dataclass of plain bool/int/float/str fields, validated in __post_init__
     RMSNorm, SwiGLU     the usual pieces
-    gdn2_recurrent/_chunk  GDN-2's update rule (Eq. gdn2_prelim), step by step and chunked
-    LinearAttention     the recipe shared by EDA / KDA / GDN / GDN-2, differences named inline; its
-                        training path's elementwise work in la_conv / la_gates / la_output (compiled on CUDA)
+    LinearAttention     the recipe shared by EDA / KDA / GDN / GDN-2, differences named inline; one forward
+                        for training and decoding (the cache an argument), its elementwise work in la_conv /
+                        la_gates / la_output (compiled on CUDA); the update rules live in eda.py
     GatedAttention      full attention: GQA, q/k RMSNorm, RoPE, SDPA, sigmoid output gate
     MoE                 fp32 softmax router, top-k, shared expert, load-balancing loss, sorted dispatch
     Block, GPT          pre-norm residual blocks; forward, prefill / decode_step / generate,
@@ -230,79 +230,31 @@ def inv_softplus(x):
 
 
 # ----------------------------------------------------------------------------------------------------
-# GDN-2's update rule (Eq. gdn2_prelim):  S_t = (I - k_t (b_t*k_t)^T) D_t S_{t-1} + k_t (w_t*v_t)^T,
-# o_t = S_t^T q_t, with a key-side erase gate b_t in (0,1)^K and a value-side write gate w_t in (0,1)^V.
-# It is a DPLR recurrence whose two rank-1 vectors differ (k on the left, b*k on the right), so the
-# symmetric delta-rule kernels of eda.py do not apply; a small recurrent + chunked pair lives here.
-# Shapes as in eda.py: q, k [B,T,H,K]; v [B,T,HV,V]; g, b [B,T,HV,K] (or g [B,T,HV]); w [B,T,HV,V].
-
-
-def _gdn2_prepare(q, k, v, g, b, w, scale, initial_state):
-    B, T, H, K = q.shape
-    HV, V = v.shape[2], v.shape[3]
-    if HV % H or tuple(b.shape) != (B, T, HV, K) or tuple(w.shape) != (B, T, HV, V):
-        raise ValueError(f"gdn2: bad shapes q{tuple(q.shape)} v{tuple(v.shape)} b{tuple(b.shape)} w{tuple(w.shape)}")
-    acc = torch.float64 if q.dtype == torch.float64 else torch.float32
-    scale = K ** -0.5 if scale is None else scale
-    G = HV // H
-    q = q.to(acc).repeat_interleave(G, dim=2) * scale
-    k = k.to(acc).repeat_interleave(G, dim=2)
-    g = g.to(acc)
-    if g.dim() == 3:
-        g = g.unsqueeze(-1).expand(B, T, HV, K)
-    kb = b.to(acc) * k          # the erase/read direction  b*k
-    z = w.to(acc) * v.to(acc)   # the written value         w*v
-    S = q.new_zeros(B, HV, K, V) if initial_state is None else initial_state.to(acc)
-    return q, k, kb, z, g, S
-
-
-def gdn2_recurrent(q, k, v, g, b, w, scale=None, initial_state=None, output_final_state=False):
-    """GDN-2 one token at a time: the spec. Returns (o [B,T,HV,V] in v's dtype, final state or None)."""
-    out_dtype = v.dtype
-    q, k, kb, z, g, S = _gdn2_prepare(q, k, v, g, b, w, scale, initial_state)
-    outs = []
-    for t in range(q.shape[1]):
-        S = g[:, t].exp().unsqueeze(-1) * S                                       # D_t S_{t-1}
-        u = z[:, t] - torch.einsum("bhk,bhkv->bhv", kb[:, t], S)                   # w*v - S^T (b*k)
-        S = S + k[:, t].unsqueeze(-1) * u.unsqueeze(-2)                            # + k u^T
-        outs.append(torch.einsum("bhk,bhkv->bhv", q[:, t], S))
-    o = torch.stack(outs, dim=1) if outs else z.new_zeros(z.shape)
-    return o.to(out_dtype), (S if output_final_state else None)
-
-
-def gdn2_chunk(q, k, v, g, b, w, scale=None, initial_state=None, output_final_state=False, chunk_size=64):
-    """GDN-2 chunk-parallel: eda.py's chunked delta rule with the read direction b*k in place of k on the
-    right, the value w*v and strength 1 (u_i = w_i*v_i - S_{i-1}^T D_i (b_i*k_i), unrolled in the chunk)."""
-    out_dtype = v.dtype
-    q, k, kb, z, g, S = _gdn2_prepare(q, k, v, g, b, w, scale, initial_state)
-    ones = z.new_ones(z.shape[:3])
-    o, S = eda._chunk_delta_rule(q, k, z, g, ones, S, chunk_size, read=kb)
-    return o.to(out_dtype), (S if output_final_state else None)
-
-
-# ----------------------------------------------------------------------------------------------------
 # Linear attention: one recipe, the mixers' differences named where they occur.
 #
-# The full-sequence path (LinearAttention.forward without a cache: training, evaluation) runs its
-# elementwise work in three functions of plain tensors: la_conv (short conv, SiLU, q/k norms), la_gates
-# (decay gate, sigmoid gates, the erase address) and la_output (RMSNorm times the output gate). On CUDA
-# they run through torch.compile, which fuses each into a few kernels (fp32 inside, one rounding at the
-# end; as separate PyTorch ops they made about 30 full-size temporaries per layer, fp32 ones among them).
-# With the Triton rule, la_conv's work runs as kernel.short_conv instead, a hand-fused fwd/bwd pair: the
-# compiled form saved fp32 intermediates for its backward and took ~1.5 ms of a 125M layer's ~10 ms
-# (H100, B=8, T=4096). fullgraph=True: a graph break is an error, not a silent eager fallback.
-# On the CPU they run as written: compiling would cost the tests more than it saves.
+# LinearAttention.forward is one path for training, evaluation, prefill and decoding, the cache an
+# argument: the projections of x, rule_inputs (conv, gates), the update rule, the output norm and gate.
+# Its elementwise work is three functions of plain tensors: la_conv (short conv, SiLU, q/k norms), la_gates
+# (decay gate, sigmoid gates, the erase address) and la_output (RMSNorm times the output gate). On CUDA,
+# without a cache, they run through torch.compile, which fuses each into a few kernels (fp32 inside, one
+# rounding at the end; as separate PyTorch ops they made about 30 full-size temporaries per layer, fp32 ones
+# among them). With the Triton rule, la_conv's work runs as kernel.short_conv instead, a hand-fused fwd/bwd
+# pair: the compiled form saved fp32 intermediates for its backward and took ~1.5 ms of a 125M layer's
+# ~10 ms (H100, B=8, T=4096). fullgraph=True: a graph break is an error, not a silent eager fallback.
+# With a cache (prefill, decoding) and on the CPU they run as written: a decode step is launch-bound (a CUDA
+# graph replays it) and every prompt length would compile anew; on the CPU compiling costs the tests more
+# than it saves.
 # LA_COMPILE = (where, backend): where is 'cuda' (the default), 'always' or 'never'; the tests trace the CPU
 # path with ('always', 'aot_eager') to check that the functions compile without graph breaks.
 LA_COMPILE = ("cuda", "inductor")
 _la_compiled = {}
 
 
-def _la_fn(fn, x):
+def _la_fn(fn, x, cache=None):
     """fn itself, or its compiled version (built once per (fn, backend), on first use: importing the
     compiler costs ~2 s, which CPU-only processes need not pay)."""
     where, backend = LA_COMPILE
-    if where == "never" or (where == "cuda" and not x.is_cuda):
+    if where == "never" or cache is not None or (where == "cuda" and not x.is_cuda):
         return fn
     if (fn, backend) not in _la_compiled:
         _la_compiled[fn, backend] = torch.compile(fn, fullgraph=True, backend=backend)
@@ -333,18 +285,20 @@ def causal_conv(u, weight, tail=None):
     return y, up[:, T:]
 
 
-def la_conv(u, conv_weight, heads):
+def la_conv(u, conv_weight, heads, tail=None):
     """q, k, v from the layer's [q | k | v] projections u [B, T, 2*H*K + HV*V]: short causal depthwise conv
-    (zero left context) + SiLU, q and k L2-normalized per head; computed in fp32, rounded once to u's dtype.
-    heads = (H, HV, K, V). This is the spec of kernel.short_conv (the fused Triton form model.py runs with the
-    Triton rule)."""
+    (left context: tail [B, ks-1, C], the previous inputs, or zeros) + SiLU, q and k L2-normalized per head;
+    computed in fp32, rounded once to u's dtype. heads = (H, HV, K, V). Returns (q, k, v, the newest ks-1
+    inputs: the next call's tail, fp32). Without a tail this is the spec of kernel.short_conv (the fused
+    Triton form model.py runs with the Triton rule)."""
     H, HV, K, V = heads
     B, T, _ = u.shape
     dtype = u.dtype
-    y, _ = causal_conv(u.float(), conv_weight.reshape(-1, conv_weight.shape[-1]).float())
+    y, tail = causal_conv(u.float(), conv_weight.reshape(-1, conv_weight.shape[-1]).float(),
+                          None if tail is None else tail.float())
     q, k, v = F.silu(y).split([H * K, H * K, HV * V], dim=-1)
     return l2norm(q.reshape(B, T, H, K)).to(dtype), l2norm(k.reshape(B, T, H, K)).to(dtype), \
-        v.reshape(B, T, HV, V).to(dtype)
+        v.reshape(B, T, HV, V).to(dtype), tail
 
 
 def la_gates(a, beta_logit, gamma_logit, e_low, b_low, w_low, A_log, dt_bias, heads, gate, lower_bound, dtype):
@@ -440,7 +394,7 @@ class LinearAttention(nn.Module):
         self.g_proj = nn.Linear(d, HV * V, bias=False)
         self.o_proj = nn.Linear(HV * V, d, bias=False)
         self.o_proj.residual = True
-        # the projections of x, in the order the full-sequence path reads them out of one matmul: the wide
+        # the projections of x, in the order project() reads them out of one matmul: the wide
         # ones first and the one-per-head ones (widths like 6) last, padded with zero rows to a multiple of 64,
         # so that every wide slice starts 16-byte aligned and the matmul's width is one the fast GEMM kernels
         # take (H100: a width of 2460 ran on sm80 fallback kernels, 0.5 ms each way, 3x the aligned time)
@@ -484,106 +438,82 @@ class LinearAttention(nn.Module):
         """The erase gate's logit W_g x plus the constant cfg.la_erase_bias (no parameter: Table 7's counts)."""
         return z if z is None or self.cfg.la_erase_bias == 0 else z + self.cfg.la_erase_bias
 
-    def _rule(self, backend, q, k, v, e, g, beta, gamma, b, w, state):
+    def _rule(self, backend, state, q, k, v, e, g, beta, gamma, b, w):
+        """The update rule on rule_inputs' tensors from `state` (None: zeros). Returns (o, the final state, or None
+        without a state to continue: training and evaluation keep none)."""
+        keep = state is not None
         if self.mixer == "gdn2":
             if backend == "recurrent":
-                return gdn2_recurrent(q, k, v, g, b, w, initial_state=state, output_final_state=True)
-            return gdn2_chunk(q, k, v, g, b, w, initial_state=state, output_final_state=True,
-                              chunk_size=self.cfg.la_chunk_size)
+                return eda.gdn2_recurrent(q, k, v, g, b, w, initial_state=state, output_final_state=keep)
+            return eda.gdn2_chunk(q, k, v, g, b, w, initial_state=state, output_final_state=keep,
+                                  chunk_size=self.cfg.la_chunk_size)
         args = (q, k, v, e, g, beta, gamma)
         if backend == "triton":
             from kernel import G_MIN
             # the safe and KDA gates keep g >= la_gate_lower_bound: when that is >= G_MIN, the kernel's range
             # check of g (a host sync per call) can only pass, so it is skipped
             bounded = self.cfg.gate in ("safe", "kda") and self.cfg.la_gate_lower_bound >= G_MIN
-            return _outside_compile(eda.eda_triton)(*args, initial_state=state, output_final_state=True,
+            return _outside_compile(eda.eda_triton)(*args, initial_state=state, output_final_state=keep,
                                                     check_g=not bounded)
         if backend == "decode":  # fused recurrent kernel, the cached fp32 state updated in place
-            from kernel import eda_decode
-            return eda_decode(*args, state=state.contiguous(), inplace=True)
+            return eda.eda_triton_decode(*args, state=state.contiguous(), inplace=True)
         if backend == "recurrent":
-            return eda.eda_recurrent(*args, initial_state=state, output_final_state=True)
-        return eda.eda_chunk(*args, initial_state=state, output_final_state=True, chunk_size=self.cfg.la_chunk_size)
+            return eda.eda_recurrent(*args, initial_state=state, output_final_state=keep)
+        return eda.eda_chunk(*args, initial_state=state, output_final_state=keep, chunk_size=self.cfg.la_chunk_size)
 
-    def _forward_full(self, x):
-        """forward() without a cache (training, evaluation): zero left context, no state kept. Same math as
-        the cached path; the projections are one matmul and the elementwise work is la_conv (or kernel.short_conv with the
-        Triton rule) / la_gates / la_output."""
-        cfg = self.cfg
-        # one matmul for every projection of x (the weights concatenated; they stay separate parameters, so
-        # checkpoints and the optimizer are unchanged): x is read and cast to the compute dtype once, and
-        # q | k | v come out side by side, as the conv wants them
+    def project(self, x):
+        """Every projection of x [B, T, d], by name: 'qkv' (the [q | k | v] slice the conv reads), then the
+        others as self.x_projs names them ('g_proj', 'f_a', ...). With more than one token per row they are one
+        matmul: the weights concatenated on the fly (they stay separate parameters, so checkpoints and the
+        optimizer are unchanged), x read and cast to the compute dtype once, q | k | v side by side as the conv
+        wants them. A decode step (one token per row) runs one matmul per projection instead: there the copy
+        of the concatenated weights would move more bytes than the matmuls read."""
         mods = [getattr(self, n) for n in self.x_projs]
-        widths = [self.conv_dim] + [m.out_features for m in mods[3:]] + [self.x_pad]  # one [q | k | v] slice
-        w = torch.cat([m.weight for m in mods] + [mods[0].weight.new_zeros(self.x_pad, x.shape[-1])])
-        p = dict(zip(("qkv",) + self.x_projs[3:], F.linear(x, w).split(widths, -1)))
+        if x.shape[1] > 1:
+            widths = [self.conv_dim] + [m.out_features for m in mods[3:]] + [self.x_pad]
+            w = torch.cat([m.weight for m in mods] + [mods[0].weight.new_zeros(self.x_pad, x.shape[-1])])
+            outs = F.linear(x, w).split(widths, -1)
+        else:
+            outs = [torch.cat([m(x) for m in mods[:3]], dim=-1)] + [m(x) for m in mods[3:]]
+        return dict(zip(("qkv",) + self.x_projs[3:], outs))  # (the zero-padding slice dropped)
+
+    def rule_inputs(self, x, cache=None, proj=None):
+        """The update rule's inputs from x [B, T, d], exactly as forward passes them to _rule: a dict of q, k, v,
+        e, g, beta, gamma, b, w (None where the mixer has none; shapes and dtypes as eda.py takes them). With a
+        cache, the conv's left context is the cache's last inputs and the cache's "conv" is advanced in place;
+        without one it is zeros. proj: self.project(x), when the caller has it already (forward: the output
+        gate is one of the projections)."""
+        cfg = self.cfg
+        p = self.project(x) if proj is None else proj
+        heads = (self.H, self.HV, self.K, self.V)
+        if cache is None and self._backend(x, None) == "triton":  # the Triton rule comes with the fused conv
+            from kernel import short_conv  # (which takes no left context: the cached path runs la_conv)
+            q, k, v = _outside_compile(short_conv)(p["qkv"], self.conv_weight, heads)
+        else:
+            q, k, v, tail = _la_fn(la_conv, x, cache)(p["qkv"], self.conv_weight, heads,
+                                                      None if cache is None else cache["conv"])
+            if cache is not None:  # in place, as every cache update (a CUDA graph replays on the same tensors)
+                cache["conv"].copy_(tail)
         a = p["a_proj"] if self.mixer == "gdn" else self.f_b(p["f_a"])
         e_low = self.e_b(p["e_a"]) if self.mixer == "eda" else None
         b_low, w_low = (self.b_b(p["b_a"]), self.w_b(p["w_a"])) if self.mixer == "gdn2" else (None, None)
-        heads = (self.H, self.HV, self.K, self.V)
-        backend = self._backend(x, None)
-        if backend == "triton":  # the Triton rule comes with the fused Triton form of the conv path
-            from kernel import short_conv
-            q, k, v = _outside_compile(short_conv)(p["qkv"], self.conv_weight, heads)
-        else:
-            q, k, v = _la_fn(la_conv, x)(p["qkv"], self.conv_weight, heads)
-        g, beta, gamma, e, b, w = _la_fn(la_gates, x)(
-            a, p.get("beta_proj"), self._gamma_logit(p.get("gamma_proj")), e_low, b_low, w_low, self.A_log, self.dt_bias, heads,
-            cfg.gate, cfg.la_gate_lower_bound, p["qkv"].dtype)
-        o, _ = self._rule(backend, q, k, v, e, g, beta, gamma, b, w, None)
-        return self.o_proj(_la_fn(la_output, x)(o, self.o_norm.weight, self.o_norm.eps, p["g_proj"]))
+        g, beta, gamma, e, b, w = _la_fn(la_gates, x, cache)(
+            a, p.get("beta_proj"), self._gamma_logit(p.get("gamma_proj")), e_low, b_low, w_low, self.A_log,
+            self.dt_bias, heads, cfg.gate, cfg.la_gate_lower_bound, p["qkv"].dtype)
+        return dict(q=q, k=k, v=v, e=e, g=g, beta=beta, gamma=gamma, b=b, w=w)
 
     def forward(self, x, cache=None):
-        """x [B,T,d]; cache: this layer's dict {'conv', 'state'} (updated in place) or None."""
-        if cache is None:
-            return self._forward_full(x)
-        B, T, _ = x.shape
-        H, HV, K, V, G = self.H, self.HV, self.K, self.V, self.HV // self.H
-        cfg = self.cfg
-        # short causal conv over [q|k|v]: left context is the cached tail (decode) or zeros
-        u = torch.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], dim=-1).transpose(1, 2)  # [B,C,T]
-        ks = cfg.la_conv_size
-        tail = cache["conv"].to(u.dtype) if cache is not None else u.new_zeros(B, self.conv_dim, ks - 1)
-        u = torch.cat([tail, u], dim=-1)
-        if cache is not None:  # in place, as every cache update (a CUDA graph replays on the same tensors)
-            cache["conv"].copy_(u[:, :, u.shape[-1] - (ks - 1):])
-        u = F.silu(F.conv1d(u, self.conv_weight.to(u.dtype), groups=self.conv_dim)).transpose(1, 2)
-        q, k, v = u.split([H * K, H * K, HV * V], dim=-1)
-        q = l2norm(q.reshape(B, T, H, K))
-        k = l2norm(k.reshape(B, T, H, K))
-        v = v.reshape(B, T, HV, V)
-        # gates (all fp32 log decays from eda.py's gate functions)
-        lb = cfg.la_gate_lower_bound
-        a = self.a_proj(x) if self.mixer == "gdn" else self.f_b(self.f_a(x)).view(B, T, HV, K)
-        gate = cfg.gate
-        if gate == "safe":
-            g = eda.safe_gate(a, self.A_log, self.dt_bias, lb)
-        elif gate == "kda":
-            g = eda.kda_gate(a, self.A_log, self.dt_bias, lb)
-        else:
-            g = eda.log_gate(a, self.A_log, self.dt_bias)
-        beta = torch.sigmoid(self.beta_proj(x).float()) if self.mixer != "gdn2" else None
-        e = gamma = b = w = None
-        if self.mixer == "eda":
-            gamma = torch.sigmoid(self._gamma_logit(self.gamma_proj(x).float()))
-            e = l2norm(self.e_b(self.e_a(x)).view(B, T, H, K)).repeat_interleave(G, dim=2)
-        if self.mixer == "gdn2":
-            b = torch.sigmoid(self.b_b(self.b_a(x)).float()).view(B, T, H, K).repeat_interleave(G, dim=2)
-            w = torch.sigmoid(self.w_b(self.w_a(x)).float()).view(B, T, H, V).repeat_interleave(G, dim=2)
-        if beta is not None:
-            beta = beta.to(q.dtype)
-        if gamma is not None:
-            gamma = gamma.to(q.dtype)
-        state = cache["state"] if cache is not None else None
-        o, S = self._rule(self._backend(x, cache), q, k, v, e, g, beta, gamma, b, w, state)
+        """x [B,T,d]; cache: this layer's dict {'conv', 'state'} (prefill, decoding: read and updated in place) or
+        None (training, evaluation: zero left context, zero initial state, none kept)."""
+        p = self.project(x)
+        state = None if cache is None else cache["state"]
+        o, S = self._rule(self._backend(x, cache), state, **self.rule_inputs(x, cache, proj=p))
         if cache is not None and S is not state:  # the fused decode kernel has updated `state` in place already
             state.copy_(S)
-        # output: per-head RMSNorm, sigmoid output gate, projection
-        o = self.o_norm(o) * torch.sigmoid(self.g_proj(x)).view(B, T, HV, V).to(o.dtype)
-        return self.o_proj(o.reshape(B, T, HV * V).to(x.dtype))
+        return self.o_proj(_la_fn(la_output, x, cache)(o, self.o_norm.weight, self.o_norm.eps, p["g_proj"]))
 
     def new_cache(self, batch_size, device, dtype):
-        return {"conv": torch.zeros(batch_size, self.conv_dim, self.cfg.la_conv_size - 1, device=device, dtype=dtype),
+        return {"conv": torch.zeros(batch_size, self.cfg.la_conv_size - 1, self.conv_dim, device=device, dtype=dtype),
                 "state": torch.zeros(batch_size, self.HV, self.K, self.V, device=device, dtype=torch.float32)}
 
 
@@ -860,7 +790,7 @@ class GPT(nn.Module):
     Decoding cache (model.new_cache; prefill / decode_step update it in place and also return it):
         cache = {"pos": int,                       # tokens consumed so far (the next token's position)
                  "layers": [per-block dict, ...]}   # one per model.blocks entry
-        linear layer:    {"conv": [B, 2*H*K + HV*V, la_conv_size-1] last conv inputs (model dtype),
+        linear layer:    {"conv": [B, la_conv_size-1, 2*H*K + HV*V] last conv inputs (model dtype),
                           "state": [B, HV, K, V] fp32 recurrent state}      -- constant size
         attention layer: {"k", "v": [B, n_kv_head, max_len, head_dim]} preallocated KV cache; slots < pos valid
                          (and with attn_conv_size, "conv": [B, attn_conv_size-1, n_embd] last inputs)

@@ -4,7 +4,8 @@ import torch
 import torch.nn.functional as F
 
 from conftest import rel
-from eda import (double_sequence, eda_chunk, eda_recurrent, kda_gate, log_gate, safe_gate)
+from eda import (double_sequence, eda_chunk, eda_recurrent, gdn2_chunk, gdn2_recurrent, kda_gate, log_gate,
+                 safe_gate)
 
 B, H, HV, K, V = 2, 2, 4, 32, 16  # grouped value heads (2 per query/key head), K != V
 
@@ -319,3 +320,53 @@ def test_empty_batch_is_a_clear_value_error():
     for fn in (eda_recurrent, eda_chunk, eda_triton):  # eda_triton: checked before it needs a device
         with pytest.raises(ValueError, match=r"q has batch size B = 0"):
             fn(**x)
+
+
+# ----------------------------------------------------------------------------------------------------
+# GDN-2's rule (Eq. gdn2_prelim): the chunked form against its recurrence, and the recurrence against KDA's
+
+
+def _gdn2_inputs(B=2, T=37, H=2, HV=4, K=8, V=6, seed=0, dtype=torch.float64):
+    g_ = torch.Generator().manual_seed(seed)
+    r = lambda *s: torch.randn(*s, generator=g_, dtype=dtype)
+    q = F.normalize(r(B, T, H, K), dim=-1)
+    k = F.normalize(r(B, T, H, K), dim=-1)
+    v = r(B, T, HV, V)
+    g = -5 * torch.rand(B, T, HV, K, generator=g_, dtype=dtype)
+    b = torch.rand(B, T, HV, K, generator=g_, dtype=dtype)
+    w = torch.rand(B, T, HV, V, generator=g_, dtype=dtype)
+    S0 = r(B, HV, K, V)
+    return q, k, v, g, b, w, S0
+
+
+def test_gdn2_chunk_matches_its_recurrence():
+    q, k, v, g, b, w, S0 = _gdn2_inputs()
+    o_r, S_r = gdn2_recurrent(q, k, v, g, b, w, initial_state=S0, output_final_state=True)
+    for C in (8, 16, 64):
+        o_c, S_c = gdn2_chunk(q, k, v, g, b, w, initial_state=S0, output_final_state=True, chunk_size=C)
+        assert rel(o_c, o_r) < 1e-10 and rel(S_c, S_r) < 1e-10
+    # per-head (scalar) decay is accepted too
+    o_r, _ = gdn2_recurrent(q, k, v, g[..., 0], b, w)
+    o_c, _ = gdn2_chunk(q, k, v, g[..., 0], b, w, chunk_size=8)
+    assert rel(o_c, o_r) < 1e-10
+
+
+def test_gdn2_recurrence_is_the_gated_delta_rule_when_b_and_w_equal_beta():
+    """S = (I - k (b*k)^T) D S + k (w*v)^T with b = w = beta is KDA's rule: ties gdn2_recurrent to eda.py's spec."""
+    q, k, v, g, b, w, S0 = _gdn2_inputs()
+    beta = torch.rand(*v.shape[:3], dtype=v.dtype)
+    o2, S2 = gdn2_recurrent(q, k, v, g, beta[..., None].expand_as(b), beta[..., None].expand_as(w),
+                            initial_state=S0, output_final_state=True)
+    o1, S1 = eda_recurrent(q, k, v, None, g, beta, None, initial_state=S0, output_final_state=True)
+    assert rel(o2, o1) < 1e-12 and rel(S2, S1) < 1e-12
+
+
+def test_gdn2_chunk_is_differentiable_like_the_recurrence():
+    q, k, v, g, b, w, S0 = _gdn2_inputs(T=19)
+    grads = []
+    for fn in (gdn2_recurrent, lambda *a, **kw: gdn2_chunk(*a, chunk_size=8, **kw)):
+        xs = [t.clone().requires_grad_() for t in (q, k, v, g, b, w)]
+        o, _ = fn(*xs, initial_state=S0)
+        (o * torch.linspace(-1, 1, o.numel(), dtype=o.dtype).view_as(o)).sum().backward()
+        grads.append(torch.cat([x.grad.flatten() for x in xs]))
+    assert rel(grads[1], grads[0]) < 1e-9
