@@ -505,10 +505,18 @@ class LinearAttention(nn.Module):
             return eda.eda_recurrent(*args, initial_state=state, output_final_state=True)
         return eda.eda_chunk(*args, initial_state=state, output_final_state=True, chunk_size=self.cfg.la_chunk_size)
 
-    def _forward_full(self, x):
-        """forward() without a cache (training, evaluation): zero left context, no state kept. Same math as
-        the cached path; the projections are one matmul and the elementwise work is la_conv (or kernel.short_conv with the
-        Triton rule) / la_gates / la_output."""
+    def rule_inputs(self, x, cache=None):
+        """The update rule's inputs for x [B,T,d], exactly what forward() passes to it (probe.py reads them):
+        a dict q, k, v, e, g, beta, gamma, b, w, None where the mixer has none (shapes as in eda.py). Only
+        the full-sequence path so far (cache=None), which _forward_full runs on these very tensors."""
+        if cache is not None:
+            raise NotImplementedError("LinearAttention.rule_inputs: only the full-sequence path (cache=None)")
+        return self._full_inputs(x)[0]
+
+    def _full_inputs(self, x):
+        """(the rule's inputs as in rule_inputs, the output gate's logit [B, T, HV*V]) of the full-sequence
+        path: the projections are one matmul and the elementwise work is la_conv (or kernel.short_conv with
+        the Triton rule) / la_gates."""
         cfg = self.cfg
         # one matmul for every projection of x (the weights concatenated; they stay separate parameters, so
         # checkpoints and the optimizer are unchanged): x is read and cast to the compute dtype once, and
@@ -530,8 +538,14 @@ class LinearAttention(nn.Module):
         g, beta, gamma, e, b, w = _la_fn(la_gates, x)(
             a, p.get("beta_proj"), self._gamma_logit(p.get("gamma_proj")), e_low, b_low, w_low, self.A_log, self.dt_bias, heads,
             cfg.gate, cfg.la_gate_lower_bound, p["qkv"].dtype)
-        o, _ = self._rule(backend, q, k, v, e, g, beta, gamma, b, w, None)
-        return self.o_proj(_la_fn(la_output, x)(o, self.o_norm.weight, self.o_norm.eps, p["g_proj"]))
+        return dict(q=q, k=k, v=v, e=e, g=g, beta=beta, gamma=gamma, b=b, w=w), p["g_proj"]
+
+    def _forward_full(self, x):
+        """forward() without a cache (training, evaluation): zero left context, no state kept. Same math as
+        the cached path; the rule's inputs from _full_inputs, the output through la_output."""
+        inputs, gate_logit = self._full_inputs(x)
+        o, _ = self._rule(self._backend(x, None), **inputs, state=None)
+        return self.o_proj(_la_fn(la_output, x)(o, self.o_norm.weight, self.o_norm.eps, gate_logit))
 
     def forward(self, x, cache=None):
         """x [B,T,d]; cache: this layer's dict {'conv', 'state'} (updated in place) or None."""
