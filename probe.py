@@ -1,5 +1,5 @@
 """
-The paper's memory-state probes (Sec. 4.4, "Memory-State Analysis", Fig. eda_memory_state_analysis) on a
+The paper's memory-state probes (Sec. 4.4 sec:memory_state_analysis, Fig. eda_memory_state_analysis) on a
 trained checkpoint: held-out text runs through the model, and for every EDA layer and value head:
 
     (a) gate-strength allocation   per token and head, with alpha_bar = mean_j exp(g_j) over the d_k key
@@ -123,39 +123,40 @@ def counterfactual_addresses(inputs, generator):
 
 
 def replay(inputs, e=None, lags=()):
-    """Run eda.eda_recurrent in float64 on a layer's rule inputs with erase address e (None: the layer's own,
-    inputs['e']), recording along the way what probes (b) and (d) need. Returns a dict:
-      o             [B, T, HV, V] the rule's output (float64)
-      perturbation  [B, T, HV] ||delta o_t|| / ||o_t^-||, NaN where ||o_t^-|| = 0 (the first token reads the
+    """Run eda.eda_recurrent in float64 on a layer's rule inputs with erase address e, recording along the way
+    what probes (b) and (d) need. e: None (the layer's own, inputs['e']), or [n*B, T, HV, K]: n addresses
+    replayed side by side in one batch (the other inputs repeated n times). Returns a dict:
+      o             [n*B, T, HV, V] the rule's output (float64)
+      perturbation  [n*B, T, HV] ||delta o_t|| / ||o_t^-||, NaN where ||o_t^-|| = 0 (the first token reads the
                     empty state); None without an erase
       recall        [len(lags), HV] mean cos(S_t^T k_{t-lag}, v_{t-lag}) over t >= lag and the batch
     """
     e = inputs['e'] if e is None else e
-    q, k, v, g, beta, gamma = (inputs[n] for n in ('q', 'k', 'v', 'g', 'beta', 'gamma'))
+    n = 1 if e is None else e.shape[0] // inputs['v'].shape[0]
+    q, k, v, g, beta, gamma = (None if inputs[m] is None else torch.cat([inputs[m].double()] * n)
+                               for m in ('q', 'k', 'v', 'g', 'beta', 'gamma'))
     B, T, HV, _ = v.shape
-    qx, kx, vd = to_value_heads(q, HV), to_value_heads(k, HV), v.double()
+    qx, kx = to_value_heads(q, HV), to_value_heads(k, HV)
     pre = torch.zeros(B, T, HV, dtype=torch.float64, device=v.device)   # ||o_t^-||
     change = torch.zeros_like(pre)                                       # ||delta o_t||
     recall_sum = torch.zeros(len(lags), HV, dtype=torch.float64, device=v.device)
-    recall_n = [0] * len(lags)
+    recall_n = torch.zeros(len(lags), 1, dtype=torch.float64, device=v.device)
 
     def trace(t, S_hat, S_tilde, S):
         if e is not None:
-            pre[:, t] = torch.einsum('bhk,bhkv->bhv', qx[:, t], S_hat).norm(dim=-1)
-            change[:, t] = torch.einsum('bhk,bhkv->bhv', qx[:, t], S_tilde - S_hat).norm(dim=-1)
-        for i, lag in enumerate(lags):
-            if t >= lag:
-                read = torch.einsum('bhk,bhkv->bhv', kx[:, t - lag], S)
-                recall_sum[i] += F.cosine_similarity(read, vd[:, t - lag], dim=-1).sum(0)
-                recall_n[i] += B
+            o_minus = torch.einsum('bhk,bhkv->bhv', qx[:, t], S_hat)
+            pre[:, t] = o_minus.norm(dim=-1)
+            change[:, t] = (torch.einsum('bhk,bhkv->bhv', qx[:, t], S_tilde) - o_minus).norm(dim=-1)
+        done = [i for i, lag in enumerate(lags) if t >= lag]  # one read of S_t for every lag reached
+        if done:
+            src = [t - lags[i] for i in done]
+            read = torch.einsum('bshk,bhkv->bshv', kx[:, src], S)
+            recall_sum[done] += F.cosine_similarity(read, v[:, src], dim=-1).sum(0)
+            recall_n[done] += B
 
-    o, _ = eda.eda_recurrent(q.double(), k.double(), vd, None if e is None else e.double(), g.double(),
-                             beta.double(), None if gamma is None else gamma.double(), trace=trace)
-    perturbation = None
-    if e is not None:
-        perturbation = (change / pre).masked_fill(pre == 0, math.nan)
-    n = torch.tensor(recall_n, dtype=torch.float64, device=v.device).clamp_min(1)
-    return dict(o=o, perturbation=perturbation, recall=recall_sum / n[:, None])
+    o, _ = eda.eda_recurrent(q, k, v, None if e is None else e.double(), g, beta, gamma, trace=trace)
+    perturbation = None if e is None else (change / pre).masked_fill(pre == 0, math.nan)
+    return dict(o=o, perturbation=perturbation, recall=recall_sum / recall_n.clamp_min(1))
 
 
 def probe_inputs(inputs, lags=(), seed=0):
@@ -168,9 +169,12 @@ def probe_inputs(inputs, lags=(), seed=0):
     if inputs['e'] is not None:
         res['cos'] = abs_cos(inputs['e'], inputs['k'])
         res['perturbation'] = {'actual': actual['perturbation']}
-        gen = torch.Generator().manual_seed(seed)
-        for name, e in counterfactual_addresses(inputs, gen).items():
-            res['perturbation'][name] = None if e is None else replay(inputs, e)['perturbation']
+        alternatives = counterfactual_addresses(inputs, torch.Generator().manual_seed(seed))
+        names = [m for m, e in alternatives.items() if e is not None]
+        replayed = replay(inputs, torch.cat([alternatives[m] for m in names]))['perturbation']  # one batch
+        for name, p in zip(names, replayed.chunk(len(names))):
+            res['perturbation'][name] = p
+        res['perturbation'].update({m: None for m, e in alternatives.items() if e is None})
     return {n: ({s: (p.cpu() if p is not None else None) for s, p in r.items()} if isinstance(r, dict)
                 else r.cpu() if r is not None else None) for n, r in res.items()}
 
@@ -471,11 +475,14 @@ def read_tokens(ckpt, cfg):
              f"or --text=...")
     folder = name if (os.sep in name or '/' in name) else os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                                           'data', name)
-    from data.prepare import TokenFileError, load_tokens
+    from data.prepare import TokenFileError, load_tokens, read_meta
     try:
         data, _ = load_tokens(os.path.join(folder, f'{split}.bin'))
     except TokenFileError as err:
         fail(err)
+    data_encoding = read_meta(folder).get('encoding')
+    if data_encoding and encoding and data_encoding != encoding:
+        fail(f"{folder} holds {data_encoding} tokens, the model reads {encoding} tokens")
     if offset < 0 or offset >= len(data):
         fail(f"offset={offset} is outside {folder}/{split}.bin ({len(data)} tokens)")
     data = data[offset:offset + num_tokens]

@@ -207,6 +207,21 @@ def test_script_prints_the_table_without_matplotlib(checkpoints, monkeypatch, ca
     assert not (tmp_path / "p.png").exists()
 
 
+def test_script_reads_the_checkpoints_own_held_out_split_by_default(monkeypatch, capsys, tmp_path):
+    import numpy as np
+    from data.prepare import finish
+    data = tmp_path / "data"
+    arr = np.frombuffer(TEXT.encode() * 2, np.uint8)
+    finish(str(data), {"train": ([arr], 1), "val": ([arr], 1)}, 256, "bytes", "test")
+    eda_dir = save_checkpoint(tiny_gpt("eda"), str(tmp_path / "eda"), dataset=str(data))
+    msg, out = run_script(monkeypatch, capsys, f"--out_dir={eda_dir}", "--num_tokens=256", "--offset=100", "--png=")
+    assert msg is None, msg
+    assert f"2 x 128 tokens of {data}/val.bin from token 100" in out and "(d) raw write-key recall" in out
+    other = save_checkpoint(tiny_gpt("eda"), str(tmp_path / "gpt2"), encoding="gpt2", dataset=str(data))
+    msg, _ = run_script(monkeypatch, capsys, f"--out_dir={other}", "--png=")
+    assert msg == f"probe.py: {data} holds bytes tokens, the model reads gpt2 tokens"
+
+
 def test_script_errors_are_one_line_messages(checkpoints, monkeypatch, capsys, tmp_path):
     eda_dir = checkpoints['eda']
     cases = [
