@@ -244,7 +244,8 @@ def summarize(results, edges):
             row['raw'] = {s: (p[s].nanmean().item() if p[s] is not None else math.nan) for s in STRATEGIES}
             row['head_raw'] = {s: (p[s].flatten(0, 1).nanmean(0).tolist() if p[s] is not None else [math.nan] * HV)
                                for s in STRATEGIES}
-            row['fold'] = {s: row['raw'][s] / row['raw']['actual'] for s in STRATEGIES[1:]}
+            base = row['raw']['actual']
+            row['fold'] = {s: row['raw'][s] / base if base > 0 else math.nan for s in STRATEGIES[1:]}
             row['cos'] = r['cos'].mean().item()
             row['head_cos'] = r['cos'].flatten(0, 1).mean(0).tolist()
         rows.append(row)
