@@ -146,24 +146,31 @@ def _prepare(q, k, v, e, g, beta, gamma, scale, initial_state):
 # 1. The reference: one token at a time.
 
 
-def eda_recurrent(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False):
+def eda_recurrent(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False,
+                  trace=None):
     """Step-by-step EDA (Eq. ed in its two-stage form, Eq. decayed_memory, erase_step, eda_two_stage).
 
     Returns (o [B, T, HV, V] in v's dtype, final_state [B, HV, K, V] or None).
+    trace: None, or called after each token as trace(t, S_hat, S_tilde, S) with the states [B, HV, K, V]
+    (compute dtype) after the decay, after the erase (S_hat itself without one) and after the write; the
+    memory-state probes (probe.py) read what they need from them.
     """
     out_dtype = v.dtype
     q, k, v, e, g, beta, gamma, S = _prepare(q, k, v, e, g, beta, gamma, scale, initial_state)
     T = q.shape[1]
     outs = []
     for t in range(T):
-        S = g[:, t].exp().unsqueeze(-1) * S  # decay: S^ = D_t S_{t-1}   (Eq. decayed_memory)
-        if e is not None:                      # erase at e_t: S~ = (I - gamma e e^T) S^   (Eq. erase_step)
+        S_hat = g[:, t].exp().unsqueeze(-1) * S  # decay: S^ = D_t S_{t-1}   (Eq. decayed_memory)
+        S_tilde = S_hat                          # erase at e_t: S~ = (I - gamma e e^T) S^   (Eq. erase_step)
+        if e is not None:
             e_t = e[:, t]
-            S = S - gamma[:, t, :, None, None] * e_t.unsqueeze(-1) * torch.einsum("bhk,bhkv->bhv", e_t, S).unsqueeze(-2)
-        k_t = k[:, t]                          # delta at k_t: S = (I - beta k k^T) S~ + beta k v^T   (Eq. eda_two_stage)
-        residual = v[:, t] - torch.einsum("bhk,bhkv->bhv", k_t, S)
-        S = S + beta[:, t, :, None, None] * k_t.unsqueeze(-1) * residual.unsqueeze(-2)
+            S_tilde = S_hat - gamma[:, t, :, None, None] * e_t.unsqueeze(-1) * torch.einsum("bhk,bhkv->bhv", e_t, S_hat).unsqueeze(-2)
+        k_t = k[:, t]                            # delta at k_t: S = (I - beta k k^T) S~ + beta k v^T   (Eq. eda_two_stage)
+        residual = v[:, t] - torch.einsum("bhk,bhkv->bhv", k_t, S_tilde)
+        S = S_tilde + beta[:, t, :, None, None] * k_t.unsqueeze(-1) * residual.unsqueeze(-2)
         outs.append(torch.einsum("bhk,bhkv->bhv", q[:, t], S))  # o_t = S_t^T q_t
+        if trace is not None:
+            trace(t, S_hat, S_tilde, S)
     o = torch.stack(outs, dim=1) if outs else v.new_zeros(v.shape)
     return o.to(out_dtype), (S if output_final_state else None)
 
