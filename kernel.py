@@ -42,8 +42,14 @@ Design (chunked training kernels, Sec. 3.4):
   masking (<= 0), and any log decay is safe (an unbounded log gate too).
 - Decode: a fused recurrent kernel applies Eq. ed token by token to a state held in HBM (fp32), in
   place when asked.
+- PyTorch side: every launch sequence is a torch.library.custom_op (nanoeda::eda_chunk_fwd / _bwd,
+  eda_decode_, short_conv_fwd / _bwd) with a fake implementation and an autograd formula, so that
+  torch.compile traces through the kernels instead of breaking its graph around them. The entry points
+  (eda_fused, eda_decode, short_conv) check their inputs on the host first. This module imports nothing of
+  the repository: eda.py (eda_triton, eda_triton_decode) checks shapes and calls it.
 """
 import os
+from typing import Optional, Tuple
 
 import torch
 import triton
@@ -737,9 +743,9 @@ def head_dim_problem(d):
 
 
 def _check_kernel_inputs(q, k, v, e, scale):
-    """What the kernels take beyond eda.check_inputs (shapes, dtypes in general, devices: eda.py's entry points
-    eda_triton / eda_triton_decode run it first; this module imports nothing of the repo). A ValueError names
-    the offending input."""
+    """The kernels' own requirements (dtype, head dims, device, scale), on top of what eda.check_inputs checks
+    (shapes, floating dtypes, one device: eda.py's eda_triton / eda_triton_decode run it first, since this
+    module imports nothing of the repo). A ValueError names the offending input."""
     for name, x in dict(q=q, k=k, v=v, e=e).items():
         if x is not None and x.dtype not in _DTYPES:
             raise ValueError(f"eda_triton: {name} has dtype {x.dtype}; the kernels take float32, bfloat16 or "
@@ -794,7 +800,7 @@ def _geometry(q, v, e, chunk_tokens):
     HV, V = v.shape[2], v.shape[3]
     eda = e is not None
     BT = 2 * chunk_tokens if eda else chunk_tokens
-    return B, T, H, HV, K, V, eda, BT, triton.cdiv(T, chunk_tokens)
+    return B, T, H, HV, K, V, eda, BT, (T + chunk_tokens - 1) // chunk_tokens  # (also on a traced call's sizes)
 
 
 def _anchor_rows(eda, BT):
@@ -802,16 +808,24 @@ def _anchor_rows(eda, BT):
     return min(BT, ANCHOR_TOKENS * (2 if eda else 1))
 
 
-def _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g):
-    """Per chunk, in the dot dtype: T = (I + diag(b') A)^-1 and Qk [B*HV, NT, BT, BT]; the walk's operands
-    W, Ke, Qg [B*HV, NT, BT, K], U_0 [B*HV, NT, BT, V], exp(G_C) [B*HV, NT, K] (fp32); with check_g the
-    smallest log decay of every chunk (else None)."""
+def _stored_dtype(q):
+    """dtype of the per-chunk matrices the kernels store: the dot dtype (_dot_types)."""
+    return torch.float32 if q.dtype == torch.float32 else torch.bfloat16
+
+
+def _absent(q):
+    """What an op returns in place of an output it was not asked for (an op returns a fixed tuple of tensors)."""
+    return q.new_empty(0)
+
+
+def _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm, Qk):
+    """Per chunk, in the dot dtype: T = (I + diag(b') A)^-1 and Qk [B*HV, NT, BT, BT] (into Tm, Qk); the walk's
+    operands W, Ke, Qg [B*HV, NT, BT, K], U_0 [B*HV, NT, BT, V], exp(G_C) [B*HV, NT, K] (fp32); with check_g
+    the smallest log decay of every chunk (else None)."""
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     DT, PREC = _dot_types(q)
-    tdt = torch.float32 if q.dtype == torch.float32 else torch.bfloat16
-    Tm = torch.empty(B * HV, NT, BT, BT, dtype=tdt, device=q.device)
+    tdt = _stored_dtype(q)
     SB = min(SUB_BLOCK, BT)
-    Qk = torch.empty_like(Tm)
     W, Ke, Qg = (torch.empty(B * HV, NT, BT, K, dtype=tdt, device=q.device) for _ in range(3))
     U0 = torch.empty(B * HV, NT, BT, V, dtype=tdt, device=q.device)
     eGN = torch.empty(B * HV, NT, K, dtype=torch.float32, device=q.device)
@@ -823,7 +837,21 @@ def _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g):
         BVP=min(64, triton.next_power_of_2(V)),
         SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
         CHECK_G=check_g, DT=DT, PREC=PREC, num_warps=PREP_WARPS)
-    return Tm, Qk, (W, U0, Ke, Qg, eGN), gmin
+    return (W, U0, Ke, Qg, eGN), gmin
+
+
+def _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states):
+    """The forward op's results, allocated: o [B, T, HV, V] (v's dtype); the final state [B, HV, K, V] (fp32);
+    for the backward S_0 of every chunk [B, HV, NT, K, V] (q's dtype) and T, Qk [B*HV, NT, BT, BT]. The real
+    op fills them, the fake op (torch.compile's tracing) returns them as they are: one source of their shapes."""
+    B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
+    o = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
+    ht = torch.empty(B, HV, K, V, dtype=torch.float32, device=q.device) if output_final_state else _absent(q)
+    if not need_states:
+        return o, ht, _absent(q), _absent(q), _absent(q)
+    hs = torch.empty(B, HV, NT, K, V, dtype=q.dtype, device=q.device)
+    Tm, Qk = (torch.empty(B * HV, NT, BT, BT, dtype=_stored_dtype(q), device=q.device) for _ in range(2))
+    return o, ht, hs, Tm, Qk
 
 
 def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states, chunk_tokens, scalar_g,
@@ -831,14 +859,14 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     BK, BV = _blocks(K, V, FWD_BV, B * HV)
     DT, PREC = _dot_types(q)
-    Tm, Qk, walk, gmin = _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g)
-    o = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
-    ht = torch.empty(B, HV, K, V, dtype=torch.float32, device=q.device) if output_final_state else None
-    hs = torch.empty(B, HV, NT, K, V, dtype=q.dtype, device=q.device) if need_states else None
+    o, ht, hs, Tm, Qk = _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states)
+    if not need_states:  # T and Qk only live through the forward
+        Tm, Qk = (torch.empty(B * HV, NT, BT, BT, dtype=_stored_dtype(q), device=q.device) for _ in range(2))
+    walk, gmin = _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm, Qk)
     grid = (triton.cdiv(V, BV), B * HV)
     _eda_fwd_kernel[grid](
         *walk, Qk, h0 if h0 is not None else q,
-        o, ht if ht is not None else o, hs if hs is not None else o, T, NT,
+        o, ht if output_final_state else o, hs if need_states else o, T, NT,
         HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
         STORE_HT=output_final_state, STORE_HS=need_states, DT=DT, PREC=PREC,
         num_warps=FWD_WARPS if BV >= 128 else 4, num_stages=FWD_STAGES)
@@ -848,19 +876,31 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
             raise ValueError(f"eda_triton: channel-wise log decay g has values below {G_MIN} (min {low:.3g}); "
                              "the kernels' anchored decay factors would overflow. Bound it with eda.safe_gate / "
                              "eda.kda_gate, or use a per-head g [B, T, HV] (exact for any g)")
-    return o, ht, hs, (Tm, Qk) if need_states else None
+    return o, ht, hs, Tm, Qk
 
 
-def _bwd(q, k, v, e, g, beta, gamma, scale, hs, TQ, do, dht, need_dh0, chunk_tokens, scalar_g):
+def _bwd_grads(q, k, v, e):
+    """The backward op's gradient buffers dq, dk, dv, de, dg, dbeta, dgamma (fp32 but dv; de, dgamma absent
+    without erase); dq, dk zeroed when grouped value heads add into them. Real and fake op, as _fwd_outputs."""
+    B, T, H, K = q.shape
+    HV = v.shape[2]
+    f32 = dict(dtype=torch.float32, device=q.device)
+    new = torch.zeros if HV > H else torch.empty
+    eda = e is not None
+    return (new(B, T, H, K, **f32), new(B, T, H, K, **f32), torch.empty_like(v, memory_format=torch.contiguous_format),
+            torch.empty(B, T, HV, K, **f32) if eda else _absent(q), torch.empty(B, T, HV, K, **f32),
+            torch.empty(B, T, HV, **f32), torch.empty(B, T, HV, **f32) if eda else _absent(q))
+
+
+def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk_tokens, scalar_g):
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     BK = triton.next_power_of_2(K)
     DT, PREC = _dot_types(q)
-    Tm, Qk = TQ
     f32 = dict(dtype=torch.float32, device=q.device)
     # (3) the state gradient at every chunk end, walking backwards on operands prepared in parallel
     dhs = torch.empty_like(hs)
-    dh0 = torch.empty(B, HV, K, V, **f32) if need_dh0 else None
-    tdt = torch.float32 if q.dtype == torch.float32 else torch.bfloat16
+    dh0 = torch.empty(B, HV, K, V, **f32) if need_dh0 else _absent(q)
+    tdt = _stored_dtype(q)
     W2, Qg, Kg = (torch.empty(B * HV, NT, BT, K, dtype=tdt, device=q.device) for _ in range(3))
     M = torch.empty_like(Tm)
     eGN = torch.empty(B * HV, NT, K, **f32)
@@ -870,64 +910,211 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, TQ, do, dht, need_dh0, chunk_tok
         DT=DT, PREC=PREC, num_warps=PREP_WARPS)
     _, BVd = _blocks(K, V, DH_BV, B * HV)
     _eda_bwd_dh_kernel[(triton.cdiv(V, BVd), B * HV)](
-        W2, M, Qg, Kg, eGN, do, dht if dht is not None else do, dhs, dh0 if dh0 is not None else dhs, T, NT,
+        W2, M, Qg, Kg, eGN, do, dht if dht is not None else do, dhs, dh0 if need_dh0 else dhs, T, NT,
         HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BVd, EDA=eda, HAS_DHT=dht is not None,
         STORE_DH0=need_dh0, DT=DT, PREC=PREC, num_warps=DH_WARPS if BVd >= 128 else 4, num_stages=DH_STAGES)
     del W2, M, Qg, Kg, eGN  # before the gradient buffers: the peak stays the gradient phase's
     # (5) every chunk's input gradients, in parallel. Each row of a gradient has one writer (plain stores),
     # except q and k rows shared by grouped value heads (atomics on zeroed buffers).
     _, BV = _blocks(K, V, BWD_BV)
-    atomic_qk = HV > H
-    new = torch.zeros if atomic_qk else torch.empty
-    dq, dk = new(B, T, H, K, **f32), new(B, T, H, K, **f32)
-    dg = torch.empty(B, T, HV, K, **f32)
-    dbeta = torch.empty(B, T, HV, **f32)
-    de = torch.empty(B, T, HV, K, **f32) if eda else None
-    dgamma = torch.empty(B, T, HV, **f32) if eda else None
-    dv = torch.empty_like(v)
+    dq, dk, dv, de, dg, dbeta, dgamma = _bwd_grads(q, k, v, e)
     e_, gm_ = (e, gamma) if eda else (k, beta)
     _eda_bwd_kernel[(NT, B * HV)](
         q, k, v, e_, g, beta, gm_, Tm, Qk, hs, dhs, do,
         dq, dk, dv, de if eda else dq, dg, dbeta, dgamma if eda else dbeta, scale, T, NT,
         H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
-        ATOMIC_QK=atomic_qk, DT=DT, PREC=PREC, num_warps=BWD_WARPS, num_stages=BWD_STAGES)
+        ATOMIC_QK=HV > H, DT=DT, PREC=PREC, num_warps=BWD_WARPS, num_stages=BWD_STAGES)
     return dq, dk, dv, de, dg, dbeta, dgamma, dh0
 
 
-class EDAFunction(torch.autograd.Function):
-    """Chunked EDA with gradients for q, k, v, e, g, beta, gamma and initial_state (Eq. chunk_wise_eda)."""
+def _decode(q, k, v, e, g, beta, gamma, state, scale):
+    """The decode kernel's launch: o [B, T, HV, V] (v's dtype); `state` updated in place."""
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    eda = e is not None
+    o = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
+    BK = triton.next_power_of_2(K)
+    BV = min(triton.next_power_of_2(V), 32 if K <= 128 else 16)
+    grid = (B * HV, triton.cdiv(V, BV))
+    _eda_decode_kernel[grid](q, k, v, e if eda else k, g, beta, gamma if eda else beta, state, state, o,
+                             scale, T, H=H, HV=HV, K=K, V=V, BK=BK, BV=BV, EDA=eda,
+                             SCALAR_G=g.dim() == 3, num_warps=4)
+    return o
 
-    @staticmethod
-    def forward(ctx, q, k, v, e, g, beta, gamma, scale, initial_state, output_final_state, chunk_tokens, check_g):
-        scalar_g = g.dim() == 3
-        gx = g.unsqueeze(-1).expand(*g.shape, q.shape[-1]) if scalar_g else g  # GDN: one decay on all channels
-        q, k, v, gx, beta = (x.contiguous() for x in (q, k, v, gx, beta))
-        e = e.contiguous() if e is not None else None
-        gamma = gamma.contiguous() if gamma is not None else None
-        h0 = initial_state.contiguous() if initial_state is not None else None
-        need_grad = any(ctx.needs_input_grad)
-        o, ht, hs, TQ = _fwd(q, k, v, e, gx, beta, gamma, scale, h0, output_final_state, need_grad, chunk_tokens,
-                             scalar_g, check_g and not scalar_g)
-        ctx.save_for_backward(q, k, v, e, gx, beta, gamma, hs, *(TQ or (None, None)))
-        ctx.meta = (scale, scalar_g, chunk_tokens, initial_state is not None,
-                    g.dtype, beta.dtype, None if gamma is None else gamma.dtype,
-                    None if initial_state is None else initial_state.dtype)
-        if ht is not None:
-            return o, ht
-        return o, None
 
-    @staticmethod
-    def backward(ctx, do, dht):
-        q, k, v, e, gx, beta, gamma, hs, Tm, Qk = ctx.saved_tensors
-        scale, scalar_g, chunk_tokens, has_h0, g_dtype, b_dtype, gm_dtype, h0_dtype = ctx.meta
-        dq, dk, dv, de, dg, dbeta, dgamma, dh0 = _bwd(
-            q, k, v, e, gx, beta, gamma, scale, hs, (Tm, Qk), do.contiguous(),
-            dht.contiguous() if dht is not None else None, has_h0, chunk_tokens, scalar_g)
-        if scalar_g:
-            dg = dg.sum(-1)
-        return (dq.to(q.dtype), dk.to(k.dtype), dv, None if de is None else de.to(e.dtype), dg.to(g_dtype),
-                dbeta.to(b_dtype), None if dgamma is None else dgamma.to(gm_dtype), None,
-                None if dh0 is None else dh0.to(h0_dtype), None, None, None)
+CONV_BT, CONV_BWD_BT, CONV_BWD_WARPS = 64, 32, 4  # rows per program of the short-conv kernels (fwd, bwd)
+
+
+def _conv_segments(heads):
+    """[q | k | v] channel segments of the conv input: (first channel, heads, head width, L2-normalized)."""
+    H, HV, K, V = heads
+    return ((0, H, K, True), (H * K, H, K, True), (2 * H * K, HV, V, False))
+
+
+def _conv_outputs(u, heads):
+    """short_conv's q, k, v, allocated (real and fake op, as _fwd_outputs)."""
+    B, T, _ = u.shape
+    return tuple(torch.empty(B, T, nh, width, dtype=u.dtype, device=u.device) for _, nh, width, _ in _conv_segments(heads))
+
+
+def _conv_fwd(u, w, heads, eps):
+    B, T, C = u.shape
+    KS = w.shape[-1]
+    outs = _conv_outputs(u, heads)
+    for (c0, nh, width, norm), y in zip(_conv_segments(heads), outs):
+        _conv_fwd_kernel[(triton.cdiv(T, CONV_BT), B * nh)](
+            u, w, y, T, u.stride(0), u.stride(1), c0, eps, NH=nh, W=width, KS=KS, BT=CONV_BT,
+            BW=triton.next_power_of_2(width), NORM=norm, num_warps=4)
+    return outs
+
+
+def _conv_bwd(u, w, grads, heads, eps):
+    B, T, C = u.shape
+    KS = w.shape[-1]
+    NTB = triton.cdiv(T, CONV_BWD_BT)
+    dz = torch.empty(B, T, C, dtype=torch.float32, device=u.device)
+    dwp = torch.empty(B * NTB, C, KS, dtype=torch.float32, device=u.device)
+    for (c0, nh, width, norm), dy in zip(_conv_segments(heads), grads):
+        _conv_bwd_dz_kernel[(NTB, B * nh)](
+            u, w, dy, dz, dwp, T, NTB, u.stride(0), u.stride(1), c0, C, eps, NH=nh, W=width, KS=KS,
+            KSP=triton.next_power_of_2(KS), BT=CONV_BWD_BT, BW=triton.next_power_of_2(width), NORM=norm,
+            num_warps=CONV_BWD_WARPS)
+    du = torch.empty(B, T, C, dtype=u.dtype, device=u.device)
+    _conv_bwd_du_kernel[(triton.cdiv(T, 32), B, triton.cdiv(C, 128))](dz, w, du, T, C, KS=KS, BT=32, BC=128,
+                                                                      num_warps=4)
+    return du, dwp.sum(0)
+
+
+# ----------------------------------------------------------------------------------------------------
+# PyTorch operators (torch.library.custom_op): torch.compile traces through them, where it had to break the
+# graph around an autograd.Function that launches Triton kernels. The fake implementations give the results'
+# shapes, dtypes and strides from the same allocation helpers as the real ones; the autograd formulas call
+# the backward ops. The ops trust their inputs: the Python entry points below (eda_fused, eda_decode,
+# short_conv; eda.py's eda_triton before them) check them and raise a ValueError naming the problem.
+# Each real op makes its inputs contiguous (free when they are) whatever layout a compiler hands it.
+
+Tensor = torch.Tensor
+Opt = Optional[torch.Tensor]
+
+
+@torch.library.custom_op("nanoeda::eda_chunk_fwd", mutates_args=())
+def _eda_chunk_fwd(q: Tensor, k: Tensor, v: Tensor, e: Opt, g: Tensor, beta: Tensor, gamma: Opt, h0: Opt,
+                   scale: float, chunk_tokens: int, scalar_g: bool, output_final_state: bool, need_states: bool,
+                   check_g: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """The chunked forward (Eq. chunk_wise_eda) on a channel-wise g (scalar_g: every column equal, the exact
+    per-head path): (o, final state, and for the backward S_0 of every chunk, T, Qk), absent ones empty."""
+    q, k, v, g, beta = (x.contiguous() for x in (q, k, v, g, beta))
+    e, gamma, h0 = (None if x is None else x.contiguous() for x in (e, gamma, h0))
+    return _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states, chunk_tokens, scalar_g,
+                check_g)
+
+
+@_eda_chunk_fwd.register_fake
+def _(q, k, v, e, g, beta, gamma, h0, scale, chunk_tokens, scalar_g, output_final_state, need_states, check_g):
+    return _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states)
+
+
+@torch.library.custom_op("nanoeda::eda_chunk_bwd", mutates_args=())
+def _eda_chunk_bwd(q: Tensor, k: Tensor, v: Tensor, e: Opt, g: Tensor, beta: Tensor, gamma: Opt, hs: Tensor,
+                   Tm: Tensor, Qk: Tensor, do: Tensor, dht: Opt, scale: float, chunk_tokens: int, scalar_g: bool,
+                   need_dh0: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """Gradients of the chunked forward: dq, dk, dv, de, dg, dbeta, dgamma, dh0 (fp32 but dv; absent ones
+    empty). g's gradient is channel-wise (the caller sums it for a per-head g)."""
+    q, k, v, g, beta, hs, Tm, Qk, do = (x.contiguous() for x in (q, k, v, g, beta, hs, Tm, Qk, do))
+    e, gamma, dht = (None if x is None else x.contiguous() for x in (e, gamma, dht))
+    return _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk_tokens, scalar_g)
+
+
+@_eda_chunk_bwd.register_fake
+def _(q, k, v, e, g, beta, gamma, hs, Tm, Qk, do, dht, scale, chunk_tokens, scalar_g, need_dh0):
+    B, HV, K, V = q.shape[0], v.shape[2], q.shape[3], v.shape[3]
+    dh0 = torch.empty(B, HV, K, V, dtype=torch.float32, device=q.device) if need_dh0 else _absent(q)
+    return (*_bwd_grads(q, k, v, e), dh0)
+
+
+def _eda_chunk_setup(ctx, inputs, output):
+    q, k, v, e, g, beta, gamma, h0, scale, chunk_tokens, scalar_g, output_final_state, need_states, _ = inputs
+    _, _, hs, Tm, Qk = output
+    ctx.save_for_backward(q, k, v, e, g, beta, gamma, hs, Tm, Qk)
+    ctx.meta = (scale, chunk_tokens, scalar_g, output_final_state, need_states,
+                None if h0 is None else h0.dtype)
+
+
+def _eda_chunk_backward(ctx, do, dht, *_):
+    q, k, v, e, g, beta, gamma, hs, Tm, Qk = ctx.saved_tensors
+    scale, chunk_tokens, scalar_g, output_final_state, need_states, h0_dtype = ctx.meta
+    if not need_states:
+        raise RuntimeError("eda_triton: backward through a forward that ran without gradients (call it with "
+                           "grad mode on and an input that requires grad)")
+    grads = torch.ops.nanoeda.eda_chunk_bwd(q, k, v, e, g, beta, gamma, hs, Tm, Qk, do,
+                                            dht if output_final_state else None, scale, chunk_tokens, scalar_g,
+                                            h0_dtype is not None)
+    dq, dk, dv, de, dg, dbeta, dgamma, dh0 = grads
+    return (dq.to(q.dtype), dk.to(k.dtype), dv, None if e is None else de.to(e.dtype), dg.to(g.dtype),
+            dbeta.to(beta.dtype), None if gamma is None else dgamma.to(gamma.dtype),
+            None if h0_dtype is None else dh0.to(h0_dtype), None, None, None, None, None, None)
+
+
+_eda_chunk_fwd.register_autograd(_eda_chunk_backward, setup_context=_eda_chunk_setup)
+
+
+@torch.library.custom_op("nanoeda::eda_decode_", mutates_args=("state",))
+def _eda_decode_(q: Tensor, k: Tensor, v: Tensor, e: Opt, g: Tensor, beta: Tensor, gamma: Opt, state: Tensor,
+                 scale: float) -> Tensor:
+    """The fused recurrent step(s) of decoding: o, with the fp32 state updated in place."""
+    q, k, v, g, beta = (x.contiguous() for x in (q, k, v, g, beta))
+    e, gamma = (None if x is None else x.contiguous() for x in (e, gamma))
+    return _decode(q, k, v, e, g, beta, gamma, state, scale)
+
+
+@_eda_decode_.register_fake
+def _(q, k, v, e, g, beta, gamma, state, scale):
+    return torch.empty(*q.shape[:2], *v.shape[2:], dtype=v.dtype, device=v.device)
+
+
+@torch.library.custom_op("nanoeda::short_conv_fwd", mutates_args=())
+def _short_conv_fwd(u: Tensor, w: Tensor, H: int, HV: int, K: int, V: int, eps: float) -> Tuple[Tensor, Tensor, Tensor]:
+    """short_conv's forward on u [B, T, C] (any row stride) and w [C, KS]: q, k, v."""
+    u = u if u.stride(-1) == 1 else u.contiguous()
+    return _conv_fwd(u, w.contiguous(), (H, HV, K, V), eps)
+
+
+@_short_conv_fwd.register_fake
+def _(u, w, H, HV, K, V, eps):
+    return _conv_outputs(u, (H, HV, K, V))
+
+
+@torch.library.custom_op("nanoeda::short_conv_bwd", mutates_args=())
+def _short_conv_bwd(u: Tensor, w: Tensor, dq: Tensor, dk: Tensor, dv: Tensor, H: int, HV: int, K: int, V: int,
+                    eps: float) -> Tuple[Tensor, Tensor]:
+    """short_conv's backward: du [B, T, C] (u's dtype) and dw [C, KS] (fp32)."""
+    u = u if u.stride(-1) == 1 else u.contiguous()
+    return _conv_bwd(u, w.contiguous(), [d.contiguous() for d in (dq, dk, dv)], (H, HV, K, V), eps)
+
+
+@_short_conv_bwd.register_fake
+def _(u, w, dq, dk, dv, H, HV, K, V, eps):
+    return (torch.empty(u.shape, dtype=u.dtype, device=u.device),
+            torch.empty(w.shape, dtype=torch.float32, device=w.device))
+
+
+def _short_conv_setup(ctx, inputs, output):
+    u, w, H, HV, K, V, eps = inputs
+    ctx.save_for_backward(u, w)
+    ctx.meta = (H, HV, K, V, eps)
+
+
+def _short_conv_backward(ctx, dq, dk, dv):
+    u, w = ctx.saved_tensors
+    du, dw = torch.ops.nanoeda.short_conv_bwd(u, w, dq, dk, dv, *ctx.meta)
+    return du, dw.to(w.dtype), None, None, None, None, None
+
+
+_short_conv_fwd.register_autograd(_short_conv_backward, setup_context=_short_conv_setup)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Entry points: checks on the host (a ValueError, never a Triton crash), then the ops
 
 
 def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False,
@@ -936,10 +1123,9 @@ def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
     `chunk_size` (tokens per chunk, a power of 2 with chunk_size * (2 if e else 1) >= 16; default
     CHUNK_TOKENS) and `check_g`: reject a channel-wise g below G_MIN (the prep kernel records each chunk's
     smallest g; reading it back is a device sync at the end of the forward); pass False only when the
-    gate bounds g by construction (eda.safe_gate / kda_gate with
-    lower_bound >= G_MIN).
-    The final state is fp32; the output has v's dtype. Shapes are not checked here: eda.eda_triton checks them
-    (eda.check_inputs) before it calls this."""
+    gate bounds g by construction (eda.safe_gate / kda_gate with lower_bound >= G_MIN).
+    The final state is fp32; the output has v's dtype. Differentiable in every tensor input. Shapes are not
+    checked here: eda.eda_triton checks them (eda.check_inputs) before it calls this."""
     _check_kernel_inputs(q, k, v, e, scale)
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
@@ -955,85 +1141,32 @@ def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
         if output_final_state:
             ht = initial_state.float().clone() if initial_state is not None else q.new_zeros(B, HV, K, V, dtype=torch.float32)
         return o, ht
-    return EDAFunction.apply(q, k, v, e, g, beta, gamma, scale, initial_state, output_final_state, chunk_size,
-                             bool(check_g))
+    scalar_g = g.dim() == 3  # GDN: one decay per head, the same on every key channel (an exact kernel path)
+    gx = g.unsqueeze(-1).expand(*g.shape, K) if scalar_g else g
+    # the backward's states are stored only when a gradient can flow (the forward op cannot ask autograd)
+    need_states = torch.is_grad_enabled() and any(
+        x is not None and x.requires_grad for x in (q, k, v, e, g, beta, gamma, initial_state))
+    # contiguous here, not only inside the op: what autograd saves for the backward is then the copy
+    q, k, v, gx, beta, e, gamma, h0 = (None if x is None else x.contiguous()
+                                       for x in (q, k, v, gx, beta, e, gamma, initial_state))
+    o, ht, _, _, _ = torch.ops.nanoeda.eda_chunk_fwd(q, k, v, e, gx, beta, gamma, h0, scale, chunk_size, scalar_g,
+                                                     output_final_state, need_states, bool(check_g) and not scalar_g)
+    return o, (ht if output_final_state else None)
 
 
 def eda_decode(q, k, v, e, g, beta, gamma, state, scale=None, inplace=True):
     """Fused recurrent EDA for decoding (Eq. ed applied token by token): a few tokens q, k, v, ...
     ([B, T, ...], T small) against `state` [B, HV, K, V] (fp32) in HBM. Returns (o, new_state); with
-    inplace=True new_state is `state`, updated in place. No autograd (inference only). Shapes as
-    eda.eda_triton_decode checks them."""
+    inplace=True new_state is `state`, updated in place (else a new tensor). No autograd (inference only).
+    Shapes as eda.eda_triton_decode checks them."""
     _check_kernel_inputs(q, k, v, e, scale)
-    B, T, H, K = q.shape
-    HV, V = v.shape[2], v.shape[3]
     if state.dtype != torch.float32:
         raise ValueError(f"eda_decode: state must be float32, got {state.dtype}")
     if not state.is_contiguous():
         raise ValueError("eda_decode: state must be contiguous (it is updated in place)")
-    scale = K ** -0.5 if scale is None else float(scale)
-    eda = e is not None
-    q, k, v, g, beta = (x.contiguous() for x in (q, k, v, g, beta))
-    if eda:
-        e, gamma = e.contiguous(), gamma.contiguous()
-    out_state = state if inplace else torch.empty_like(state)
-    o = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
-    BK = triton.next_power_of_2(K)
-    BV = min(triton.next_power_of_2(V), 32 if K <= 128 else 16)
-    grid = (B * HV, triton.cdiv(V, BV))
-    _eda_decode_kernel[grid](q, k, v, e if eda else k, g, beta, gamma if eda else beta, state, out_state, o,
-                             scale, T, H=H, HV=HV, K=K, V=V, BK=BK, BV=BV, EDA=eda,
-                             SCALAR_G=g.dim() == 3, num_warps=4)
-    return o, out_state
-
-
-CONV_BT, CONV_BWD_BT, CONV_BWD_WARPS = 64, 32, 4  # rows per program of the short-conv kernels (fwd, bwd)
-
-
-def _conv_segments(heads):
-    """[q | k | v] channel segments of the conv input: (first channel, heads, head width, L2-normalized)."""
-    H, HV, K, V = heads
-    return ((0, H, K, True), (H * K, H, K, True), (2 * H * K, HV, V, False))
-
-
-class ShortConvFunction(torch.autograd.Function):
-    """q, k, v = the linear layers' input path on u = [q | k | v] projections (see short_conv)."""
-
-    @staticmethod
-    def forward(ctx, u, weight, heads, eps):
-        B, T, C = u.shape
-        KS = weight.shape[-1]
-        w = weight.reshape(C, KS).contiguous()
-        outs = []
-        for c0, nh, width, norm in _conv_segments(heads):
-            y = torch.empty(B, T, nh, width, dtype=u.dtype, device=u.device)
-            _conv_fwd_kernel[(triton.cdiv(T, CONV_BT), B * nh)](
-                u, w, y, T, u.stride(0), u.stride(1), c0, eps, NH=nh, W=width, KS=KS, BT=CONV_BT,
-                BW=triton.next_power_of_2(width), NORM=norm, num_warps=4)
-            outs.append(y)
-        ctx.save_for_backward(u, w)
-        ctx.meta = (heads, eps, weight.shape, weight.dtype)
-        return tuple(outs)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        u, w = ctx.saved_tensors
-        heads, eps, w_shape, w_dtype = ctx.meta
-        B, T, C = u.shape
-        KS = w.shape[-1]
-        NTB = triton.cdiv(T, CONV_BWD_BT)
-        dz = torch.empty(B, T, C, dtype=torch.float32, device=u.device)
-        dwp = torch.empty(B * NTB, C, KS, dtype=torch.float32, device=u.device)
-        for (c0, nh, width, norm), dy in zip(_conv_segments(heads), grads):
-            dy = torch.zeros(B, T, nh, width, dtype=u.dtype, device=u.device) if dy is None else dy.contiguous()
-            _conv_bwd_dz_kernel[(NTB, B * nh)](
-                u, w, dy, dz, dwp, T, NTB, u.stride(0), u.stride(1), c0, C, eps, NH=nh, W=width, KS=KS,
-                KSP=triton.next_power_of_2(KS), BT=CONV_BWD_BT, BW=triton.next_power_of_2(width), NORM=norm,
-                num_warps=CONV_BWD_WARPS)
-        du = torch.empty(B, T, C, dtype=u.dtype, device=u.device)
-        _conv_bwd_du_kernel[(triton.cdiv(T, 32), B, triton.cdiv(C, 128))](dz, w, du, T, C, KS=KS, BT=32, BC=128,
-                                                                          num_warps=4)
-        return du, dwp.sum(0).reshape(w_shape).to(w_dtype), None, None
+    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
+    out_state = state if inplace else state.clone()
+    return torch.ops.nanoeda.eda_decode_(q, k, v, e, g, beta, gamma, out_state, scale), out_state
 
 
 def short_conv(u, weight, heads, eps=1e-6):
@@ -1051,7 +1184,8 @@ def short_conv(u, weight, heads, eps=1e-6):
         raise ValueError(f"short_conv: u has dtype {u.dtype}; float32, bfloat16 or float16")
     if u.device.type == "cpu" and not _interpreting():
         raise ValueError("short_conv: CPU tensors need TRITON_INTERPRET=1; otherwise pass CUDA tensors")
-    return ShortConvFunction.apply(u, weight, heads, float(eps))
+    return torch.ops.nanoeda.short_conv_fwd(u, weight.reshape(weight.shape[0], weight.shape[-1]), H, HV, K, V,
+                                            float(eps))
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -261,18 +261,6 @@ def _la_fn(fn, x, cache=None):
     return _la_compiled[fn, backend]
 
 
-def _outside_compile(fn):
-    """fn as is; while torch.compile traces (train.py's compile=True), fn behind torch.compiler.disable: the
-    Triton kernels' autograd.Function then runs as it does without compile, between two compiled graphs,
-    rather than dynamo tracing its launches and host-side checks. (The wrapper is made on first use, so that
-    processes that never compile do not import the compiler.)"""
-    if not torch.compiler.is_compiling():
-        return fn
-    if (fn, "disable") not in _la_compiled:
-        _la_compiled[fn, "disable"] = torch.compiler.disable(fn)
-    return _la_compiled[fn, "disable"]
-
-
 def causal_conv(u, weight, tail=None):
     """Short causal depthwise conv over time: u [B, T, C], weight [C, ks], y_t = sum_j weight[:, j] u_{t-ks+1+j};
     the left context is tail [B, ks-1, C] (the previous inputs) or zeros. Returns (y, the newest ks-1 inputs).
@@ -453,8 +441,7 @@ class LinearAttention(nn.Module):
             # the safe and KDA gates keep g >= la_gate_lower_bound: when that is >= G_MIN, the kernel's range
             # check of g (a host sync per call) can only pass, so it is skipped
             bounded = self.cfg.gate in ("safe", "kda") and self.cfg.la_gate_lower_bound >= G_MIN
-            return _outside_compile(eda.eda_triton)(*args, initial_state=state, output_final_state=keep,
-                                                    check_g=not bounded)
+            return eda.eda_triton(*args, initial_state=state, output_final_state=keep, check_g=not bounded)
         if backend == "decode":  # fused recurrent kernel, the cached fp32 state updated in place
             return eda.eda_triton_decode(*args, state=state.contiguous(), inplace=True)
         if backend == "recurrent":
@@ -488,7 +475,7 @@ class LinearAttention(nn.Module):
         heads = (self.H, self.HV, self.K, self.V)
         if cache is None and self._backend(x, None) == "triton":  # the Triton rule comes with the fused conv
             from kernel import short_conv  # (which takes no left context: the cached path runs la_conv)
-            q, k, v = _outside_compile(short_conv)(p["qkv"], self.conv_weight, heads)
+            q, k, v = short_conv(p["qkv"], self.conv_weight, heads)
         else:
             q, k, v, tail = _la_fn(la_conv, x, cache)(p["qkv"], self.conv_weight, heads,
                                                       None if cache is None else cache["conv"])
@@ -683,8 +670,9 @@ _GROUPED_MM_OK = hasattr(F, "grouped_mm")
 
 def grouped_matmul(x, w, counts):
     """x [N, a] sorted by expert, w [E, a, b], counts [E] -> [N, b]: rows of expert i times w[i].
-    torch's grouped GEMM on CUDA in bf16 (one launch for all experts), else a loop over the experts that got
-    tokens (torch's CPU grouped_mm works but is ~100x slower than the loop at toy sizes)."""
+    torch's grouped GEMM on CUDA in bf16 (one launch for all experts), else one matmul per expert (an expert
+    without tokens multiplies an empty slice; torch's CPU grouped_mm works but is ~100x slower than the loop
+    at toy sizes, and takes only bf16 under torch.compile)."""
     global _GROUPED_MM_OK
     w = w.to(x.dtype)
     aligned = all((s * x.element_size()) % 16 == 0 for s in (w.shape[1], w.shape[2]))
@@ -693,12 +681,9 @@ def grouped_matmul(x, w, counts):
             return F.grouped_mm(x, w, offs=counts.cumsum(0).to(torch.int32))
         except RuntimeError:
             _GROUPED_MM_OK = False  # unsupported here: fall through to the loop from now on
-    outs, start = [], 0
-    for i, n in enumerate(counts.tolist()):
-        if n:
-            outs.append(x[start:start + n] @ w[i])
-            start += n
-    return torch.cat(outs) if outs else x.new_zeros(0, w.shape[2])
+    # the split's sizes are read on the host (a sync; torch.compile traces them as data-dependent sizes, where
+    # skipping empty experts with `if n:` was a branch on data it cannot trace)
+    return torch.cat([xi @ w[i] for i, xi in enumerate(x.split(counts.tolist()))])
 
 
 class MoE(nn.Module):

@@ -237,6 +237,67 @@ def test_bad_inputs_raise_value_errors_naming_them():
             os.environ["TRITON_INTERPRET"] = "1"
 
 
+def test_bad_input_is_still_a_value_error_under_torch_compile():
+    """The checks run on the host before the ops, also while torch.compile traces: train.py's compile (no
+    fullgraph) hands the frame back to Python, which raises the ValueError; with fullgraph=True torch's own
+    error carries its message."""
+    x = make_inputs(1, 4, 1, 1, 16, 16)
+    bad = dict(x, beta=x["beta"][:, :2])
+    torch._dynamo.reset()
+    with pytest.raises(ValueError, match="beta must have shape"):
+        torch.compile(eda.eda_triton, backend="aot_eager")(**bad)
+    with pytest.raises(Exception, match="beta must have shape"):
+        torch.compile(eda.eda_triton, backend="aot_eager", fullgraph=True)(**bad)
+
+
+def op_sample(name):
+    """(op, args) for torch.library.opcheck: tiny shapes, every float input of a differentiable op requiring
+    grad. eda_chunk_fwd twice: EDA (grouped heads, a partial chunk, initial and final state, the g check) and
+    the per-head-decay KDA path with the optional tensors and outputs absent."""
+    ops = torch.ops.nanoeda
+
+    def grads(x):
+        return {n: (t.requires_grad_() if t is not None else None) for n, t in x.items()}
+
+    if name in ("eda_chunk_fwd", "eda_chunk_bwd"):
+        x = grads(make_inputs(1, 5, 1, 2, 16, 16, seed=21))
+        args = [x[n] for n in NAMES] + [0.25, 8, False, True, True, True]
+        if name == "eda_chunk_fwd":
+            return ops.eda_chunk_fwd.default, args
+        with torch.no_grad():
+            o, ht, hs, Tm, Qk = ops.eda_chunk_fwd(*args)
+        gen = torch.Generator().manual_seed(22)
+        do, dht = torch.randn(o.shape, generator=gen), torch.randn(ht.shape, generator=gen)
+        detached = [t.detach() if t is not None else None for t in args[:7]]
+        return ops.eda_chunk_bwd.default, detached + [hs, Tm, Qk, do, dht, 0.25, 8, False, True]
+    if name == "eda_chunk_fwd_kda_per_head_decay":
+        x = make_inputs(1, 5, 1, 1, 16, 16, erase=False, scalar_g=True, h0=False, seed=23)
+        x["g"] = x["g"].unsqueeze(-1).expand(1, 5, 1, 16).contiguous()  # what eda_fused hands the op
+        x = grads(x)
+        return ops.eda_chunk_fwd.default, [x[n] for n in NAMES] + [0.25, 16, True, False, True, False]
+    if name == "eda_decode_":
+        x = make_inputs(2, 1, 1, 2, 16, 16, seed=24)
+        return ops.eda_decode_.default, [x[n] for n in NAMES[:7]] + [x["initial_state"], 0.25]
+    heads = (1, 2, 16, 16)
+    u, w = conv_inputs(1, 5, heads, seed=25)
+    w = w.reshape(w.shape[0], w.shape[-1])  # as short_conv hands it the weight
+    if name == "short_conv_fwd":
+        return ops.short_conv_fwd.default, [u.requires_grad_(), w.requires_grad_(), *heads, 1e-6]
+    outs = ops.short_conv_fwd(u, w, *heads, 1e-6)
+    gen = torch.Generator().manual_seed(26)
+    return ops.short_conv_bwd.default, [u, w, *(torch.randn(o.shape, generator=gen) for o in outs), *heads, 1e-6]
+
+
+@pytest.mark.parametrize("name", ["eda_chunk_fwd", "eda_chunk_fwd_kda_per_head_decay", "eda_chunk_bwd", "eda_decode_",
+                                  "short_conv_fwd", "short_conv_bwd"])
+def test_each_kernel_op_passes_torch_library_opcheck(name):
+    """kernel.py's PyTorch operators: their schemas (the decode op mutates its state, nothing else), fake
+    implementations (shapes, dtypes, strides of the real results), autograd registrations, and a traced call
+    (AOT autograd, dynamic shapes) agree with eager calls. What torch.compile relies on to trace through them."""
+    op, args = op_sample(name)
+    torch.library.opcheck(op, args)
+
+
 def test_kernel_py_imports_nothing_of_this_repo():
     """The import graph runs one way: eda.py may import kernel.py (lazily), never the reverse; kernel.py's
     imports, at the top or inside functions, name no module or folder of this repository."""

@@ -131,6 +131,53 @@ def test_linear_layer_elementwise_work_traces_without_graph_breaks(mixer, monkey
     assert rel(grads[1], grads[0]) < 1e-5
 
 
+def compiled_step_matches_eager(m, idx, loss_tol=1e-6, grad_tol=1e-5):
+    """One training step of m (loss + aux, backward) eagerly, then through torch.compile(m, fullgraph=True):
+    the compiled step must be one graph (fullgraph raises on a break; the backend also counts the graphs)
+    with the eager loss and parameter gradients. The backend is AOT autograd with Inductor's decompositions,
+    run eagerly: the graphs Inductor would get, without its code generation (about a minute per model on the
+    CPU). Returns the graph dynamo traced."""
+    from torch._dynamo.backends.registry import lookup_backend
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return lookup_backend("aot_eager_decomp_partition")(gm, example_inputs)
+
+    torch._dynamo.reset()  # no graphs (or recompile counts) left over from other tests
+    results = []
+    for step in (m, torch.compile(m, fullgraph=True, backend=backend)):
+        m.zero_grad(set_to_none=True)
+        _, loss, aux = step(idx, idx)
+        (loss + aux).backward()
+        results.append(((loss + aux).item(), torch.cat([p.grad.flatten() for p in m.parameters()])))
+    (l_eager, g_eager), (l_comp, g_comp) = results
+    assert len(graphs) == 1
+    assert l_comp == pytest.approx(l_eager, rel=loss_tol)
+    assert rel(g_comp, g_eager) <= grad_tol
+    return graphs[0]
+
+
+@pytest.mark.parametrize("moe", [False, True])
+@pytest.mark.parametrize("mixer", MIXERS)
+def test_a_training_step_compiles_as_one_graph_with_the_eager_loss_and_gradients(mixer, moe):
+    """torch.compile(model, fullgraph=True) through every mixer, dense and MoE: no graph break (a break raises),
+    one graph, the eager step's loss and gradients. Two layers (one linear, one attention; the transformer one
+    attention layer) and 12 tokens in chunks of 8: the state passes between chunks."""
+    m = build(tiny(mixer, moe, n_layer=1 if mixer == "transformer" else 2, attn_every=2, n_expert=3))
+    compiled_step_matches_eager(m, tokens(T=12))
+
+
+def test_the_triton_kernels_compile_as_custom_ops_with_the_eager_loss_and_gradients():
+    """la_backend='triton' (on the CPU: Triton's interpreter): the update rule and the conv path are PyTorch
+    operators (kernel.py's torch.library ops), so the compiled step is one graph that calls them, forward and
+    backward, with the eager step's loss and gradients. (EDA; the ops' other paths: opcheck in test_kernel.py.)"""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    m = build(tiny("eda", n_layer=2, attn_every=2, la_backend="triton")).to(device)
+    graph = compiled_step_matches_eager(m, tokens(T=12).to(device))
+    assert "nanoeda.eda_chunk_fwd" in graph.code and "nanoeda.short_conv_fwd" in graph.code
+
+
 # ----------------------------------------------------------------------------------------------------
 # decoding
 
