@@ -954,7 +954,8 @@ def _conv_segments(heads):
 def _conv_outputs(u, heads):
     """short_conv's q, k, v, allocated (real and fake op, as _fwd_outputs)."""
     B, T, _ = u.shape
-    return tuple(torch.empty(B, T, nh, width, dtype=u.dtype, device=u.device) for _, nh, width, _ in _conv_segments(heads))
+    return tuple(torch.empty(B, T, nh, width, dtype=u.dtype, device=u.device)
+                 for _, nh, width, _ in _conv_segments(heads))
 
 
 def _conv_fwd(u, w, heads, eps):
@@ -1073,7 +1074,8 @@ def _(q, k, v, e, g, beta, gamma, state, scale):
 
 
 @torch.library.custom_op("nanoeda::short_conv_fwd", mutates_args=())
-def _short_conv_fwd(u: Tensor, w: Tensor, H: int, HV: int, K: int, V: int, eps: float) -> Tuple[Tensor, Tensor, Tensor]:
+def _short_conv_fwd(u: Tensor, w: Tensor, H: int, HV: int, K: int, V: int,
+                    eps: float) -> Tuple[Tensor, Tensor, Tensor]:
     """short_conv's forward on u [B, T, C] (any row stride) and w [C, KS]: q, k, v."""
     u = u if u.stride(-1) == 1 else u.contiguous()
     return _conv_fwd(u, w.contiguous(), (H, HV, K, V), eps)
