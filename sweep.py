@@ -96,7 +96,8 @@ def read_results(path):
 
 def outcome(proc_rc, out_dir, log_path, seconds, timed_out):
     """The row's result fields from a finished train.py process: its log.jsonl's last evaluation, the
-    parameter count from its first lines, and a status (ok | diverged | failed | timeout)."""
+    parameter count from its first lines, and a status (ok | diverged | failed | timeout). A run killed by
+    the time limit after its final evaluation (train.py marks it 'final') has its result: ok."""
     res = {'seconds': round(seconds, 1), 'returncode': proc_rc}
     evals = []
     try:
@@ -114,9 +115,10 @@ def outcome(proc_rc, out_dir, log_path, seconds, timed_out):
         if '| params total ' in line:
             res['params'] = int(line.split('| params total ')[1].split()[0].replace(',', ''))
             break
-    if timed_out:
+    finished = bool(evals) and evals[-1].get('final', False)  # killed after its last evaluation: finished
+    if timed_out and not finished:
         res['status'] = 'timeout'
-    elif proc_rc == 0 and evals:
+    elif (proc_rc == 0 or timed_out) and evals:
         res['status'] = 'ok'
     else:
         res['status'] = 'diverged' if 'non-finite loss' in text else 'failed'

@@ -39,6 +39,9 @@ def test_sweep_records_every_run_a_failing_one_too_and_resumes_past_finished_row
         assert bad['status'] == 'failed' and 'nonexistent' in bad['error'] and bad['returncode'] != 0
         assert ok['command'].startswith('python train.py config/mqar.py')
         assert [c[0] for c in ok['curve']] == [0, 3] and ok['curve'][-1][1] == ok['val_loss']  # every evaluation
+        run_log = tmp_path / 'runs' / f"mqar_4_eda_lr{lr:g}_s0" / 'log.jsonl'
+        last = [json.loads(line) for line in run_log.read_text().splitlines() if '"eval"' in line][-1]
+        assert last['step'] == 3 and last['final'] is True  # train.py marks its last evaluation
     table = (tmp_path / 't.md').read_text()
     assert '| eda |' in table and '!1' in table  # the failed runs are marked in the table
     # resume: nothing finished is run again; failures too when retry_failed=False
@@ -97,3 +100,20 @@ def test_loss_metric_takes_the_lowest_mean_loss_and_leaves_failed_runs_out_of_th
     table = (tmp_path / 't.md').read_text()
     assert '| eda | 10 | 1.6000 ± 0.1414 [1.5000, 1.7000] lr 0.003 !1 |' in table
     assert '| lm | d | eda | 2.0000 | 1.6000 |' in table  # every lr's mean
+
+
+def test_a_run_stopped_by_the_time_limit_after_its_final_evaluation_counts_as_finished(tmp_path, monkeypatch):
+    import importlib.util
+    monkeypatch.setattr(sys, 'argv', ['sweep.py'])  # sweep.py's settings block reads the command line
+    spec = importlib.util.spec_from_file_location('sweep_under_test', os.path.join(ROOT, 'sweep.py'))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    (tmp_path / 'run').mkdir()
+    evals = [{'step': 0, 'eval': True, 'val_loss': 2.0, 'val_acc': 0.1},
+             {'step': 100, 'eval': True, 'val_loss': 0.5, 'val_acc': 0.9}]
+    for final, status in ((False, 'timeout'), (True, 'ok')):
+        if final:
+            evals[-1]['final'] = True
+        (tmp_path / 'run' / 'log.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in evals))
+        res = mod.outcome(-9, str(tmp_path / 'run'), str(tmp_path / 'run.log'), 10.0, True)
+        assert res['status'] == status and res['val_acc'] == 0.9

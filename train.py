@@ -613,7 +613,8 @@ while True:
         acc = ''.join(f' | {s} acc {losses[f"{s}_acc"]:.4f}' for s in ('train', 'val') if is_synthetic)
         say(f'eval step {iter_num}: train loss {losses["train"]:.4f} | val loss {losses["val"]:.4f}{acc}')
         log({'step': iter_num, 'eval': True, 'train_loss': losses['train'], 'val_loss': losses['val'],
-             **{k: v for k, v in losses.items() if k.endswith('_acc')}})
+             **{k: v for k, v in losses.items() if k.endswith('_acc')},
+             **({'final': True} if iter_num >= max_iters else {})})  # the run's result (sweep.py reads it)
         if eval_only:
             break
         if not (math.isfinite(losses['train']) and math.isfinite(losses['val'])):
