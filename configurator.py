@@ -80,3 +80,18 @@ def configure(config, argv=None):
             config[key] = value
             applied[key] = value
     return applied
+
+
+def file_text(value, what):
+    """A string setting's text: value itself, or for 'FILE:path' the UTF-8 contents of path (nanoGPT's
+    convention for long values such as a prompt). A ValueError naming `what` when the file cannot be read."""
+    if not value.startswith('FILE:'):
+        return value
+    path = value[5:]
+    try:
+        with open(path, encoding='utf-8') as f:
+            return f.read()
+    except OSError as err:
+        raise ValueError(f"cannot read {what} {path}: {err.strerror}") from None
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{what} {path} is not valid UTF-8 text ({err.reason} at byte {err.start})") from None

@@ -1193,7 +1193,7 @@ def short_conv(u, weight, heads, eps=1e-6):
 # ----------------------------------------------------------------------------------------------------
 # Split-KV attention decode (flash-decoding): one query token per row against a KV cache
 #
-# Self-contained: nothing above is used. A decode step is one query per head; with few rows (B=1) a kernel
+# Uses only the helpers above (dtypes, head_dim rule, interpreter check). A decode step is one query per head; with few rows (B=1) a kernel
 # that parallelizes over batch and heads only leaves most of the GPU idle while a handful of programs walk
 # the whole cache. Here the cached sequence is cut into splits, one program per (batch, KV head, split),
 # each covering the G = n_head / n_kv_head query heads that share the KV head (K/V read once for all G);
@@ -1202,7 +1202,6 @@ def short_conv(u, weight, heads, eps=1e-6):
 ATTN_DECODE_BLOCK_N = 64         # keys per inner step of a split program
 ATTN_DECODE_MAX_SPLITS = 128     # bounds the partial buffers and the merge's width
 ATTN_DECODE_PROGRAMS = None      # programs to aim for (None: 4 per SM on CUDA, 8 elsewhere); bench may override
-_ATTN_DECODE_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 # pos, the split length and the split count vary from call to call: no recompiling for their values
@@ -1286,13 +1285,13 @@ def attention_decode_problem(q, k, v, pos):
         return f"q must be [B, n_head, 1, head_dim] with B = {B} and head_dim = {hd}, got {tuple(q.shape)}"
     if q.shape[1] % nkv:
         return f"n_head = {q.shape[1]} is not a multiple of n_kv_head = {nkv}"
-    if q.dtype not in _ATTN_DECODE_DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
+    if q.dtype not in _DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
         return (f"q, k, v must share one dtype of float32, bfloat16, float16; got {q.dtype}, {k.dtype}, {v.dtype}")
-    if hd % 16 or not 16 <= hd <= 256:
-        return f"head_dim = {hd} must be a multiple of 16 in [16, 256]"
+    if head_dim_problem(hd):
+        return f"head_dim = {hd} {head_dim_problem(hd)}"
     if q.device != k.device or v.device != k.device:
         return f"q, k, v must be on one device, got {q.device}, {k.device}, {v.device}"
-    if q.device.type == "cpu" and os.environ.get("TRITON_INTERPRET", "0") != "1":
+    if q.device.type == "cpu" and not _interpreting():
         return "CPU tensors need TRITON_INTERPRET=1 (Triton's interpreter); otherwise pass CUDA tensors"
     if q.device.type not in ("cpu", "cuda"):
         return f"tensors on {q.device} are not supported (CUDA, or CPU under TRITON_INTERPRET=1)"

@@ -541,14 +541,13 @@ def decode_sdpa_backends(device, masked):
 DECODE_ATTENTION = "sdpa"
 
 
-def split_kv_decode(q, cache_k):
+def split_kv_decode(q, cache_k, cache_v, pos):
     """Whether GatedAttention's decode step runs kernel.attention_decode (DECODE_ATTENTION) for q against the cache."""
     if DECODE_ATTENTION not in ("auto", "split_kv", "sdpa"):
         raise ValueError(f"model.DECODE_ATTENTION must be 'auto', 'split_kv' or 'sdpa', got {DECODE_ATTENTION!r}")
-    if DECODE_ATTENTION == "auto":
-        # the kernel's own checks, minus pos (checked by the caller): same dtype, head_dim a multiple of 16
-        return (q.is_cuda and cache_k.dtype == q.dtype and q.dtype in (torch.float32, torch.bfloat16, torch.float16)
-                and q.shape[-1] % 16 == 0 and q.shape[-1] <= 256)
+    if DECODE_ATTENTION == "auto":  # on CUDA wherever the kernel's own check takes the inputs
+        from kernel import attention_decode_problem
+        return q.is_cuda and attention_decode_problem(q, cache_k, cache_v, pos) is None
     return DECODE_ATTENTION == "split_kv"
 
 
@@ -640,7 +639,7 @@ class GatedAttention(nn.Module):
             self._check_room(cache, pos + 1)
             ck[:, :, pos:pos + 1] = k.to(ck.dtype)
             cv[:, :, pos:pos + 1] = v.to(cv.dtype)
-        if split_kv_decode(q, ck):  # the whole cache and pos as they are: the kernel reads slots 0..pos only
+        if split_kv_decode(q, ck, cv, pos):  # the whole cache and pos as they are: the kernel reads slots 0..pos only
             from kernel import attention_decode
             return attention_decode(q, ck, cv, pos)
         if isinstance(pos, torch.Tensor):

@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 
 import eda
-from configurator import configure
+from configurator import configure, file_text
 from model import GPT, CheckpointError, GPTConfig, LinearAttention, la_output, load_checkpoint
 
 # -----------------------------------------------------------------------------
@@ -455,16 +455,11 @@ def read_tokens(ckpt, cfg):
         if encoding is None or encoding.startswith('synthetic'):
             fail(f"the checkpoint {'records no tokenizer' if encoding is None else f'was trained on {encoding}'}: "
                  f"--text needs a text tokenizer; pass --dataset instead")
-        body, where = text, 'the --text string'
-        if text.startswith('FILE:'):
-            where = text[5:]
-            try:
-                with open(where, encoding='utf-8') as f:
-                    body = f.read()
-            except OSError as err:
-                fail(f"cannot read the text file {where}: {err.strerror}")
-            except UnicodeDecodeError as err:
-                fail(f"the text file {where} is not valid UTF-8 ({err.reason} at byte {err.start})")
+        where = text[5:] if text.startswith('FILE:') else 'the --text string'
+        try:
+            body = file_text(text, 'the text file')
+        except ValueError as err:
+            fail(str(err))
         from data.prepare import get_encoder
         encode = get_encoder(encoding)[0]
         return torch.from_numpy(encode([body])[0][:-1].astype('int64')), where  # without the end-of-document token

@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from configurator import configure
+from configurator import configure, file_text
 from model import GPT, CheckpointError, GPTConfig, load_checkpoint
 
 # -----------------------------------------------------------------------------
@@ -113,15 +113,10 @@ if cuda_graph and model.cuda_graph_problem():
 encode, token_bytes = load_tokenizer(tokenizer)
 
 # the prompt
-if start.startswith('FILE:'):
-    path = start[5:]
-    try:
-        with open(path, encoding='utf-8') as f:
-            start = f.read()
-    except OSError as err:
-        fail(f"cannot read the prompt file {path}: {err.strerror}")
-    except UnicodeDecodeError as err:
-        fail(f"the prompt file {path} is not valid UTF-8 text ({err.reason} at byte {err.start})")
+try:
+    start = file_text(start, 'the prompt file')
+except ValueError as err:
+    fail(str(err))
 try:
     prompt = encode(start)
 except (UnicodeEncodeError, ValueError) as err:  # lone surrogates; tiktoken's special-token guard

@@ -175,4 +175,4 @@ def test_model_decode_with_split_kv_matches_the_sdpa_path(monkeypatch, static):
 def test_decode_attention_setting_is_checked(monkeypatch):
     monkeypatch.setattr(M, "DECODE_ATTENTION", "flash")
     with pytest.raises(ValueError, match="DECODE_ATTENTION must be"):
-        M.split_kv_decode(torch.zeros(1, 2, 1, 16), torch.zeros(1, 1, 4, 16))
+        M.split_kv_decode(torch.zeros(1, 2, 1, 16), torch.zeros(1, 1, 4, 16), torch.zeros(1, 1, 4, 16), 0)

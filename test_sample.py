@@ -21,17 +21,21 @@ def tiny_model(mixer, seed=0):
     return GPT(cfg).double().eval()
 
 
+@torch.no_grad()
+def greedy_by_full_forwards(model, prompt, n):
+    """prompt followed by n greedy tokens, each from a full forward over everything so far (no cache)."""
+    seq = prompt
+    for _ in range(n):
+        seq = torch.cat([seq, model(seq)[0][:, -1].argmax(-1, keepdim=True)], dim=1)
+    return seq
+
+
 @pytest.mark.parametrize("mixer", MIXERS)
 def test_cached_greedy_decoding_emits_the_tokens_of_repeated_full_forwards(mixer):
     model = tiny_model(mixer)
     prompt = torch.randint(0, 97, (2, 21), generator=torch.Generator().manual_seed(1))  # > one chunk
     cached = model.generate(prompt, max_new_tokens=12, temperature=0)
-    seq = prompt
-    with torch.no_grad():
-        for _ in range(12):
-            logits, _, _ = model(seq)
-            seq = torch.cat([seq, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
-    assert torch.equal(cached, seq)
+    assert torch.equal(cached, greedy_by_full_forwards(model, prompt, 12))
 
 
 @pytest.mark.parametrize("mixer", MIXERS)
@@ -47,10 +51,7 @@ def test_static_shape_greedy_decoding_emits_the_tokens_of_repeated_full_forwards
         for _ in range(12):
             seq = torch.cat([seq, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
             logits = step(seq[:, -1])
-        full = prompt
-        for _ in range(12):
-            full = torch.cat([full, model(full)[0][:, -1].argmax(-1, keepdim=True)], dim=1)
-    assert torch.equal(seq, full)
+    assert torch.equal(seq, greedy_by_full_forwards(model, prompt, 12))
 
 
 @pytest.mark.parametrize("mixer", MIXERS)
