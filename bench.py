@@ -432,6 +432,7 @@ def print_tables(krows, drows):
 
 def model_decode_table():
     import runpy
+    import triton.testing
     import dataclasses
     import model as model_py
     from model import GPT, GPTConfig, GraphDecoder
@@ -441,7 +442,13 @@ def model_decode_table():
     base = {k: v for k, v in runpy.run_path(decode_config).items() if k in fields}
     if not decode_modes or set(decode_modes) - {"graph", "eager"}:
         sys.exit(f"bench.py: decode_modes must be a non-empty list of 'graph' and 'eager', got {decode_modes!r}")
-    rows = []
+    # the bandwidth yardstick: a device-to-device copy of 1 GiB (bytes read + written per second)
+    buf = torch.empty(2**29, dtype=torch.bfloat16, device=DEV)
+    copy_ms = triton.testing.do_bench(lambda: buf.clone(), warmup=warmup, rep=rep)
+    copy_bw = 2 * buf.numel() * buf.element_size() / (copy_ms * 1e-3)
+    del buf
+    print(f"device-to-device copy: {copy_bw / 1e12:.2f} TB/s (read + written)")
+    rows, launches = [], {}
     for mixer in ("eda", "transformer"):
         for ctx_len in decode_contexts:
             for B in decode_model_batches:
@@ -455,6 +462,13 @@ def model_decode_table():
                 # decode memory per sequence: the cache (KV for attention layers, conv tail + fp32 state for
                 # linear layers); the KV part grows with ctx_len, the linear part does not
                 per_seq = sum(t.numel() * t.element_size() for layer in cache["layers"] for t in layer.values()) / B
+                # what a step must read at least: every weight once, the linear layers' states and conv tails,
+                # and the ctx_len cached positions of each attention layer's K and V
+                need = sum(p.numel() * p.element_size() for p in model.parameters())
+                for layer, block in zip(cache["layers"], model.blocks):
+                    for name, t in layer.items():
+                        part = ctx_len / t.shape[2] if block.is_attention and name in ("k", "v") else 1.0
+                        need += t.numel() * t.element_size() * part
                 tok = torch.randint(0, cfg.vocab_size, (B,), device=DEV)
                 for mode in decode_modes:
                     cache["pos"] = ctx_len
@@ -471,7 +485,8 @@ def model_decode_table():
                         end.record()
                         torch.cuda.synchronize()
                     ms = start.elapsed_time(end) / decode_steps
-                    rows.append((mixer, mode, ctx_len, B, ms, B * 1000 / ms, per_seq / 2**20))
+                    rows.append((mixer, mode, ctx_len, B, ms, B * 1000 / ms, per_seq / 2**20,
+                                 need / (ms * 1e-3) / copy_bw))
                     if profile and ctx_len == decode_contexts[-1] and B == decode_model_batches[-1]:
                         # where a step's time goes: CPU (launch-bound) vs GPU time per operator / kernel
                         from torch.profiler import ProfilerActivity, profile as torch_profile
@@ -485,11 +500,25 @@ def model_decode_table():
                         except Exception as err:  # a profiler failure must not cost the table
                             print(f"profile failed: {type(err).__name__}: {str(err)[:200]}")
                     del step
+                if mixer not in launches:  # kernels one step launches (what a CUDA graph replays): one eager step
+                    from torch.profiler import ProfilerActivity, profile as torch_profile
+                    with torch.no_grad():
+                        cache["pos"] = ctx_len
+                        model.decode_step(tok, cache)  # warm-up: no compiling or autotuning in the count
+                        cache["pos"] = ctx_len
+                        with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+                            model.decode_step(tok, cache)
+                            torch.cuda.synchronize()
+                    launches[mixer] = sum(e.device_type == torch.autograd.DeviceType.CUDA for e in prof.events())
                 del model, cache
     print(f"\nmodel decode ({decode_config}, {dtype}, {decode_steps} steps after a context of ctx tokens)")
-    print(f"{'mixer':<12}{'mode':<7}{'ctx':>7}{'B':>5}{'ms/step':>10}{'tok/s':>12}{'MiB/seq':>10}")
+    print("floor: the bytes a step must read (weights, linear states, the cached K/V of ctx tokens) over the time, "
+          "as a fraction of the copy bandwidth above")
+    print(f"{'mixer':<12}{'mode':<7}{'ctx':>7}{'B':>5}{'ms/step':>10}{'tok/s':>12}{'MiB/seq':>10}{'floor':>8}")
     for r in rows:
-        print(f"{r[0]:<12}{r[1]:<7}{r[2]:>7}{r[3]:>5}{r[4]:>10.3f}{r[5]:>12.0f}{r[6]:>10.2f}")
+        print(f"{r[0]:<12}{r[1]:<7}{r[2]:>7}{r[3]:>5}{r[4]:>10.3f}{r[5]:>12.0f}{r[6]:>10.2f}{100 * r[7]:>7.1f}%")
+    print("kernels per decode step (one eager step, profiled): "
+          + ", ".join(f"{m} {n}" for m, n in launches.items()))
     for mode in decode_modes:
         for ctx_len in decode_contexts:
             for B in decode_model_batches:

@@ -606,6 +606,7 @@ bar = tqdm(total=max_iters, initial=iter_num, disable=not (master and progress) 
            dynamic_ncols=True)
 t_start = t_last = time.time()
 dt_avg, window_tokens, window_time = None, 0, 0.0
+first_iter = iter_num
 model.train()
 while True:
     if iter_num % eval_interval == 0 or iter_num == max_iters or eval_only:
@@ -675,6 +676,8 @@ while True:
     window_time += dt
     iter_num += 1
     bar.update(1)
+    if compile and iter_num == first_iter + 1:  # torch.compile builds its graphs in the first eval and step
+        say(f'compile: {t_now - t_start:.1f}s to the end of the first step (graphs built, kernels tuned)')
     if (iter_num - 1) % log_interval == 0 or iter_num == max_iters:
         # the loss of the whole global batch (mean over ranks): comparable across world sizes
         lossf = all_reduce_sum(loss_sum).item() / accum_local / world_size

@@ -6,7 +6,7 @@
 #   bash scripts/gpu_train_check.sh 2p5b    # 1 GPU: the 2.5B dense EDA config, 3 steps: tok/s, MFU, peak memory
 #   bash scripts/gpu_train_check.sh multi   # 2 GPUs: 1-GPU vs torchrun DDP vs torchrun FSDP, 20 steps, same global batch
 #   bash scripts/gpu_train_check.sh profile # 1 GPU: bench.py --what=model_train, where a 125M training step's time goes
-#   bash scripts/gpu_train_check.sh compile # 1 GPU: the speed part's T = 4096 runs with --compile=True
+#   bash scripts/gpu_train_check.sh compile # 1 GPU: the speed part's runs with --compile=True
 #   bash scripts/gpu_train_check.sh all     # all of them (multi only if 2+ GPUs are visible)
 # Each part ends with a compact table, also written to $OUT/gpu_train_check_<part>.txt when OUT is set.
 # Knobs: LA_BACKEND (auto = triton on CUDA; set chunk if the kernels are not there), COMPILE (False),
@@ -99,13 +99,17 @@ if [ "$PART" = profile ] || [ "$PART" = all ]; then
 fi
 
 if [ "$PART" = compile ] || [ "$PART" = all ]; then
-  # train.py's compile=True (each block compiled; the Triton kernels run between compiled graphs)
+  # the speed part's runs with train.py's compile=True (each block compiled; the kernels are custom ops
+  # inside the graphs); each log's "compile:" line is the time to the end of the first step
   for mixer in eda transformer; do
     run "125m_${mixer}_T4096_compile" $PY train.py config/eda_125m.py --mixer=$mixer "${COMMON[@]}" --compile=True \
       --block_size=4096 --batch_size=8 --gradient_accumulation_steps=1 --max_iters=$STEPS --eval_interval=1000
+    run "125m_${mixer}_T16384_compile" $PY train.py config/eda_125m.py --mixer=$mixer "${COMMON[@]}" --compile=True \
+      --block_size=16384 --batch_size=2 --gradient_accumulation_steps=1 --max_iters=$STEPS --eval_interval=1000
   done
-  echo "-- compile=True: ~125M EDA hybrid vs ~125M Transformer at T = 4096, 1 GPU" | tee -a "$REPORT"
-  table 125m_eda_T4096_compile 125m_transformer_T4096_compile
+  echo "-- compile=True: ~125M EDA hybrid vs ~125M Transformer, 1 GPU (issue 15: >= 1.0x at 4096, >= 1.3x at 16384)" | tee -a "$REPORT"
+  table 125m_eda_T4096_compile 125m_transformer_T4096_compile 125m_eda_T16384_compile 125m_transformer_T16384_compile
+  for f in "$RUNS"/125m_*_compile.log; do echo "$(basename "$f" .log): $(grep -h '^compile:' "$f")"; done | tee -a "$REPORT"
 fi
 
 if [ "$PART" = 2p5b ] || [ "$PART" = all ]; then
