@@ -45,7 +45,8 @@ decode_contexts = [1024, 8192, 32768]
 decode_model_batches = [1, 64]
 decode_steps = 32
 decode_modes = ["graph", "eager"]  # model_decode: GraphDecoder (generate's path on CUDA) and plain decode_step
-decode_attention = "auto"  # model_decode: model.DECODE_ATTENTION for the run ('auto': the split-KV kernel on CUDA; 'sdpa': model.py's default until that kernel is measured)
+decode_attention = "auto"  # model_decode: model.DECODE_ATTENTION for the run ('auto', model.py's default: the split-KV
+                           # kernel where it applies; 'sdpa': PyTorch's kernels, the comparison)
 compile_eda_chunk = False
 train_config = "config/eda_125m.py"  # model_train: the EDA hybrid of this config vs its Transformer
 train_shapes = [(8, 4096)]  # model_train: (batch, block_size) of the profiled training steps

@@ -535,10 +535,10 @@ def decode_sdpa_backends(device, masked):
 
 
 # Attention decode steps: 'auto' runs kernel.attention_decode (split-KV: the cached sequence is cut across
-# programs, so one sequence fills the GPU; issue #16) on CUDA where it takes the inputs and SDPA elsewhere;
-# 'split_kv' always (a ValueError where it cannot; the CPU needs TRITON_INTERPRET=1); 'sdpa' never.
-# 'sdpa' until the kernel has been checked and timed on a GPU (so far only under Triton's CPU interpreter).
-DECODE_ATTENTION = "sdpa"
+# programs, so one sequence fills the GPU) on CUDA where it takes the inputs and SDPA elsewhere; 'split_kv'
+# always (a ValueError where it cannot; the CPU needs TRITON_INTERPRET=1); 'sdpa' never. On an H100 'auto'
+# was as fast or faster at every context and batch measured (bench.py --what=model_decode, notes/decode.md).
+DECODE_ATTENTION = "auto"
 
 
 def split_kv_decode(q, cache_k, cache_v, pos):

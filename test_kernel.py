@@ -267,7 +267,7 @@ def op_sample(name):
         with torch.no_grad():
             o, ht, hs, Tm, Qk = ops.eda_chunk_fwd(*args)
         gen = torch.Generator().manual_seed(22)
-        do, dht = torch.randn(o.shape, generator=gen), torch.randn(ht.shape, generator=gen)
+        do, dht = (torch.randn(t.shape, generator=gen).to(t.device) for t in (o, ht))  # CPU generator
         detached = [t.detach() if t is not None else None for t in args[:7]]
         return ops.eda_chunk_bwd.default, detached + [hs, Tm, Qk, do, dht, 0.25, 8, False, True]
     if name == "eda_chunk_fwd_kda_per_head_decay":
@@ -285,7 +285,8 @@ def op_sample(name):
         return ops.short_conv_fwd.default, [u.requires_grad_(), w.requires_grad_(), *heads, 1e-6]
     outs = ops.short_conv_fwd(u, w, *heads, 1e-6)
     gen = torch.Generator().manual_seed(26)
-    return ops.short_conv_bwd.default, [u, w, *(torch.randn(o.shape, generator=gen) for o in outs), *heads, 1e-6]
+    return ops.short_conv_bwd.default, [u, w, *(torch.randn(o.shape, generator=gen).to(o.device) for o in outs), *heads,
+                                        1e-6]
 
 
 @pytest.mark.parametrize("name", ["eda_chunk_fwd", "eda_chunk_fwd_kda_per_head_decay", "eda_chunk_bwd", "eda_decode_",

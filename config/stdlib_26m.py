@@ -28,6 +28,7 @@ transformer_ffn_hidden = 1456  # the all-attention baseline's FFN, widened to th
 # -- training: 800 steps x 16 x 1024 = 13.1M tokens (~0.43 epoch of the corpus): 8 runs share one H100 in
 # one ~9-minute call
 dataset = 'stdlib'
+compile = False              # eager, as every run of the LM comparison so far: new rows compare with the old
 out_dir = 'out/stdlib_26m'
 batch_size = 16
 max_iters = 800
