@@ -44,7 +44,7 @@ decode_config = "config/eda_125m.py"  # model_decode: the EDA hybrid of this con
 decode_contexts = [1024, 8192, 32768]
 decode_model_batches = [1, 64]
 decode_steps = 32
-decode_modes = ["graph", "eager"]  # model_decode: GraphDecoder (generate's path on CUDA) and plain decode_step
+decode_modes = ["graph", "eager"]  # model_decode: decode.GraphDecoder (generate's path on CUDA) and plain decode_step
 decode_attention = "auto"  # model_decode: model.DECODE_ATTENTION for the run ('auto': the split-KV kernel on CUDA; 'sdpa': model.py's default until that kernel is measured)
 compile_eda_chunk = False
 train_config = "config/eda_125m.py"  # model_train: the EDA hybrid of this config vs its Transformer
@@ -426,7 +426,7 @@ def print_tables(krows, drows):
 # EDA hybrid and the Transformer of the same config. The caches are filled with random content up to
 # the context length (what a prefill would leave, without paying for it); then `decode_steps` tokens are
 # decoded one at a time and timed with CUDA events, in each of `decode_modes`: 'graph' replays the step from
-# a CUDA graph (model.GraphDecoder, what GPT.generate and sample.py run on a GPU), 'eager' calls
+# a CUDA graph (decode.GraphDecoder, what decode.generate and sample.py run on a GPU), 'eager' calls
 # GPT.decode_step (one launch per operator: CPU-bound). Both modes run the same cache, each from ctx.
 
 
@@ -434,7 +434,8 @@ def model_decode_table():
     import runpy
     import dataclasses
     import model as model_py
-    from model import GPT, GPTConfig, GraphDecoder
+    from decode import GraphDecoder
+    from model import GPT, GPTConfig
     model_py.DECODE_ATTENTION = decode_attention
     print(f"model_decode: attention decode steps through {decode_attention!r} (model.DECODE_ATTENTION)")
     fields = {f.name for f in dataclasses.fields(GPTConfig)}

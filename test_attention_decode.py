@@ -17,6 +17,7 @@ import torch.nn.functional as F  # noqa: E402
 import kernel  # noqa: E402
 import model as M  # noqa: E402
 from conftest import rel  # noqa: E402
+from decode import GraphDecoder  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2}  # bf16: the cache and P are rounded to 8 bits of mantissa
@@ -152,7 +153,7 @@ def decode_logits(model, prompt, steps, static):
     with torch.no_grad():
         cache = model.new_cache(prompt.shape[0], max_len=prompt.shape[1] + steps + 3)
         logits, _ = model.prefill(prompt, cache)
-        step = M.GraphDecoder(model, cache, capture=False) if static else None
+        step = GraphDecoder(model, cache, capture=False) if static else None
         out = []
         for _ in range(steps):
             nxt = logits[:, -1].argmax(-1)

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from conftest import rel
-from model import GPT, MIXERS, GPTConfig, GraphDecoder
+from decode import GraphDecoder, generate
+from model import GPT, MIXERS, GPTConfig
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -34,7 +35,7 @@ def greedy_by_full_forwards(model, prompt, n):
 def test_cached_greedy_decoding_emits_the_tokens_of_repeated_full_forwards(mixer):
     model = tiny_model(mixer)
     prompt = torch.randint(0, 97, (2, 21), generator=torch.Generator().manual_seed(1))  # > one chunk
-    cached = model.generate(prompt, max_new_tokens=12, temperature=0)
+    cached = generate(model, prompt, max_new_tokens=12, temperature=0)
     assert torch.equal(cached, greedy_by_full_forwards(model, prompt, 12))
 
 
@@ -69,8 +70,8 @@ def test_chunked_prefill_gives_the_logits_and_tokens_of_a_one_shot_prefill(mixer
             assert cache["pos"] == 21
             last, _ = model.prefill(prompt, model.new_cache(2, max_len=40), chunk_size=chunk)
             assert rel(last, ref[:, -1:]) < 1e-6, chunk
-        tokens = model.generate(prompt, 8, temperature=0, prefill_chunk=6)
-    assert torch.equal(tokens, model.generate(prompt, 8, temperature=0))
+        tokens = generate(model, prompt, 8, temperature=0, prefill_chunk=6)
+    assert torch.equal(tokens, generate(model, prompt, 8, temperature=0))
     with pytest.raises(ValueError, match="chunk_size must be a positive int"):
         model.prefill(prompt, model.new_cache(2, max_len=40), chunk_size=0)
 
@@ -134,7 +135,7 @@ def test_sample_script_prints_text_decoded_with_the_checkpoints_tokenizer(traine
     model = GPT(GPTConfig(**dict(ckpt["model_args"], la_backend="chunk")))
     model.load_state_dict(ckpt["model"])
     prompt = torch.tensor([list(b"the cat")])
-    tokens = model.generate(prompt, 20, temperature=0)[0].tolist()
+    tokens = generate(model, prompt, 20, temperature=0)[0].tolist()
     expected = bytes(tokens).decode("utf-8", errors="replace")
     assert r.stdout.startswith(expected)
 
