@@ -46,9 +46,9 @@ DEFAULT_A_INIT = {"safe": "unit", "kda": "mamba2", "log": "unit"}
 
 @dataclass
 class GPTConfig:
-    """The architecture. Defaults build a tiny CPU model; config/*.py hold the paper's sizes. Three fields choose
-    how the same function is computed: la_backend, la_chunk_size and grad_checkpoint (train.py takes them from
-    the run, not the checkpoint, on resume). Plain bool/int/float/str fields, so train.py exposes them as settings."""
+    """The architecture (defaults: a tiny CPU model; config/*.py hold the paper's sizes). Three fields choose only
+    how the same function is computed: la_backend, la_chunk_size, grad_checkpoint. Plain bool/int/float/str
+    fields, so that train.py exposes them as settings and checkpoints store them as plain values."""
     vocab_size: int = 256
     block_size: int = 128          # max sequence length: KV-cache size and the generate() limit
     n_layer: int = 4
@@ -468,10 +468,6 @@ class LinearAttention(nn.Module):
             state.copy_(S)
         return self.o_proj(_la_fn(la_output, x, cache)(o, self.o_norm.weight, self.o_norm.eps, p["g_proj"]))
 
-    def new_cache(self, batch_size, device, dtype):
-        return {"conv": torch.zeros(batch_size, self.cfg.la_conv_size - 1, self.conv_dim, device=device, dtype=dtype),
-                "state": torch.zeros(batch_size, self.HV, self.K, self.V, device=device, dtype=torch.float32)}
-
 
 # ----------------------------------------------------------------------------------------------------
 # Full attention: Gated Attention (Appendix A; Qiu et al.), as in Qwen3-Next.
@@ -613,14 +609,6 @@ class GatedAttention(nn.Module):
             y = F.scaled_dot_product_attention(qg, keys, values, attn_mask=mask)
         return y.reshape(B, self.nh, 1, self.hd)
 
-    def new_cache(self, batch_size, max_len, device, dtype):
-        shape = (batch_size, self.nkv, max_len, self.hd)
-        cache = {"k": torch.zeros(shape, device=device, dtype=dtype), "v": torch.zeros(shape, device=device, dtype=dtype)}
-        if self.conv_weight is not None:
-            cache["conv"] = torch.zeros(batch_size, self.conv_weight.shape[-1] - 1, self.cfg.n_embd, device=device,
-                                        dtype=dtype)
-        return cache
-
 
 # ----------------------------------------------------------------------------------------------------
 # Mixture of experts
@@ -729,18 +717,8 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    """The language model: embedding, n_layer blocks, final RMSNorm, lm_head (untied by default).
-
-    Decoding cache (new_cache; prefill / decode_step update it in place and also return it):
-        cache = {"pos": int,                       # tokens consumed so far (the next token's position)
-                 "layers": [per-block dict, ...]}   # one per block
-        linear layer:    {"conv": [B, la_conv_size-1, 2*H*K + HV*V] last conv inputs (model dtype),
-                          "state": [B, HV, K, V] fp32 recurrent state}      -- constant size
-        attention layer: {"k", "v": [B, n_kv_head, max_len, head_dim]} preallocated KV cache; slots < pos valid
-                         (and with attn_conv_size, "conv": [B, attn_conv_size-1, n_embd] last inputs)
-    Every cache tensor is updated in place, never replaced (decode.GraphDecoder relies on it). All batch rows
-    share pos (left-pad prompts of unequal length yourself). Sampling: decode.generate.
-    """
+    """The language model: embedding, n_layer blocks, final RMSNorm, lm_head (untied by default). Decoding runs
+    on a cache (new_cache, prefill, decode_step); sampling is decode.generate."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -795,12 +773,29 @@ class GPT(nn.Module):
     # -- decoding: the cache ------------------------------------------------------------------------
 
     def new_cache(self, batch_size, max_len=None, device=None, dtype=None):
-        """An empty decoding cache (format in the class docstring). max_len defaults to block_size."""
-        max_len = self.config.block_size if max_len is None else max_len
+        """An empty decoding cache, {"pos": tokens consumed so far, "layers": one dict per block}:
+            linear layer:    {"conv": [B, la_conv_size-1, 2*H*K + HV*V] the last conv inputs (dtype),
+                              "state": [B, HV, K, V] the fp32 recurrent state}      -- constant size
+            attention layer: {"k", "v": [B, n_kv_head, max_len, head_dim]}, slots < pos valid (and with
+                              attn_conv_size, "conv": [B, attn_conv_size-1, n_embd] the last inputs)
+        max_len defaults to block_size, device and dtype to the model's. prefill / decode_step update every
+        tensor in place, never replace it (decode.GraphDecoder relies on it). All rows share pos (left-pad
+        prompts of unequal length yourself)."""
+        cfg = self.config
+        max_len = cfg.block_size if max_len is None else max_len
         device = self.wte.weight.device if device is None else device
         dtype = self.wte.weight.dtype if dtype is None else dtype
-        layers = [b.mixer.new_cache(batch_size, max_len, device, dtype) if b.is_attention
-                  else b.mixer.new_cache(batch_size, device, dtype) for b in self.blocks]
+        layers = []
+        for b in self.blocks:
+            m = b.mixer
+            if b.is_attention:
+                c = {n: torch.zeros(batch_size, m.nkv, max_len, m.hd, device=device, dtype=dtype) for n in "kv"}
+                if cfg.attn_conv_size:
+                    c["conv"] = torch.zeros(batch_size, cfg.attn_conv_size - 1, cfg.n_embd, device=device, dtype=dtype)
+            else:
+                c = {"conv": torch.zeros(batch_size, cfg.la_conv_size - 1, m.conv_dim, device=device, dtype=dtype),
+                     "state": torch.zeros(batch_size, m.HV, m.K, m.V, device=device, dtype=torch.float32)}
+            layers.append(c)
         return {"pos": 0, "layers": layers}
 
     def _cached_blocks(self, idx, cache, pos):
