@@ -49,16 +49,17 @@ decode_attention = "auto"  # model_decode: model.DECODE_ATTENTION for the run ('
 compile_eda_chunk = False
 train_config = "config/eda_125m.py"  # model_train: the EDA hybrid of this config vs its Transformer
 train_shapes = [(8, 4096)]  # model_train: (batch, block_size) of the profiled training steps
+# the kernel tables' chunk size and launch settings (kernel.eda_fused's launch=; model_decode and model_train
+# run the model as it ships, on kernel.py's defaults)
 chunk_size = kernel.CHUNK_TOKENS
-fwd_bv, fwd_warps, fwd_stages = kernel.FWD_BV, kernel.FWD_WARPS, kernel.FWD_STAGES
-bwd_bv, bwd_warps, bwd_stages = kernel.BWD_BV, kernel.BWD_WARPS, kernel.BWD_STAGES
+fwd_bv, fwd_warps, fwd_stages = (kernel.LAUNCH[n] for n in ("FWD_BV", "FWD_WARPS", "FWD_STAGES"))
+bwd_bv, bwd_warps, bwd_stages = (kernel.LAUNCH[n] for n in ("BWD_BV", "BWD_WARPS", "BWD_STAGES"))
 from configurator import configure  # noqa: E402
 configure(globals())
 # ----------------------------------------------------------------------------------------------------
 
-kernel.CHUNK_TOKENS = chunk_size
-kernel.FWD_BV, kernel.FWD_WARPS, kernel.FWD_STAGES = fwd_bv, fwd_warps, fwd_stages
-kernel.BWD_BV, kernel.BWD_WARPS, kernel.BWD_STAGES = bwd_bv, bwd_warps, bwd_stages
+LAUNCH = dict(FWD_BV=fwd_bv, FWD_WARPS=fwd_warps, FWD_STAGES=fwd_stages,
+              BWD_BV=bwd_bv, BWD_WARPS=bwd_warps, BWD_STAGES=bwd_stages)
 DTYPE = getattr(torch, dtype)
 DEV = "cuda"
 T0 = time.time()
@@ -83,8 +84,14 @@ def load_fla():
         return None
 
 
+def fused(*args, launch=None, **kw):
+    """eda.eda_triton with this run's chunk size and launch settings (and `launch`'s changes to them)."""
+    return eda.eda_triton(*args, chunk_size=chunk_size, launch=dict(LAUNCH, **(launch or {})), **kw)
+
+
 def make_inputs(B, T, H, HV, K=None, V=None, dt=None, erase=True, seed=0):
-    """Layer-like inputs: unit q, k, e; g from the safe gate (Eq. safe_gate) in (-5, 0], fp32; gates in (0, 1)."""
+    """Layer-like inputs: unit q, k, e; g from the safe gate (Eq. safe_gate) in (-5, 0], fp32; gates in (0, 1).
+    Not the tests' conftest.make_inputs: drawn on the GPU at benchmark sizes, g from the gate as a layer makes it."""
     K, V, dt = K or head_k, V or head_v, dt or DTYPE
     gen = torch.Generator(device=DEV).manual_seed(seed)
     rn = lambda *s: torch.randn(*s, device=DEV, generator=gen)  # noqa: E731
@@ -147,9 +154,9 @@ def check_all(fla):
     ok = True
     for h0_seed in range(H0_DRAWS):  # the initial state N(0, 1) dominates d(gamma)'s bf16 error at this length
         ok &= check_grads(f"EDA bf16 B=2 T=512 H=2 HV=4, h0 draw {h0_seed}", make_inputs(2, 512, 2, 4, seed=1),
-                          eda.eda_triton, 1e-2, h0_seed=h0_seed)
+                          fused, 1e-2, h0_seed=h0_seed)
     ok &= check_grads("KDA path (e=None) bf16 T=512", make_inputs(2, 512, 2, 4, erase=False, seed=2),
-                      eda.eda_triton, 1e-2)
+                      fused, 1e-2)
     if check >= 2:  # fp32 and GDN compile their own kernel variants (about 10 s each on the device)
         ok &= check_fp32_and_gdn()
     # decode: 64 tokens one at a time, state updated in place
@@ -164,7 +171,7 @@ def check_all(fla):
                         make_inputs(2, 512, 2, 4, seed=1), lambda *a, **kw: fla_doubled(chunk_kda, *a, **kw),
                         1e-2, h0_seed=h0_seed)
         q, k, v, _, g, beta, _ = make_inputs(2, 512, 2, 4, erase=False, seed=6)
-        ours = eda.eda_triton(q, k, v, None, g, beta, None)[0]
+        ours = fused(q, k, v, None, g, beta, None)[0]
         theirs = chunk_kda(q, k, v, g, beta, scale=head_k ** -0.5)[0]
         good = rel(ours, theirs) <= 2e-2
         ok &= good
@@ -175,11 +182,11 @@ def check_all(fla):
 
 def check_fp32_and_gdn():
     ok = check_grads("EDA fp32 T=300 K=64 V=128", make_inputs(1, 300, 2, 2, 64, 128, torch.float32, seed=3),
-                      eda.eda_triton, 1e-4)
+                      fused, 1e-4)
     # GDN: scalar decay per head
     q, k, v, _, g, beta, _ = make_inputs(1, 300, 2, 2, 64, 64, torch.float32, erase=False, seed=4)
     ok &= check_grads("GDN scalar g fp32 T=300", (q, k, v, None, g[..., 0].contiguous(), beta, None),
-                      eda.eda_triton, 1e-4)
+                      fused, 1e-4)
     return ok
 
 
@@ -243,14 +250,13 @@ def kernel_cases(fla, extra=True):
     # chunk's smallest g back to the host (a device sync per call, which also exposes the next call's launch
     # latency): timed in its own row.
     cases = {
-        "eda_triton (EDA)": (lambda q, k, v, e, g, b, gm: eda.eda_triton(q, k, v, e, g, b, gm, check_g=False)[0],
-                             True),
-        "eda_triton KDA path (e=None)": (lambda q, k, v, e, g, b, gm: eda.eda_triton(
+        "eda_triton (EDA)": (lambda q, k, v, e, g, b, gm: fused(q, k, v, e, g, b, gm, check_g=False)[0], True),
+        "eda_triton KDA path (e=None)": (lambda q, k, v, e, g, b, gm: fused(
             q, k, v, None, g, b, None, check_g=False)[0], False),
     }
     if extra:
         cases["eda_triton (EDA), check_g=True"] = (
-            lambda q, k, v, e, g, b, gm: eda.eda_triton(q, k, v, e, g, b, gm)[0], True)
+            lambda q, k, v, e, g, b, gm: fused(q, k, v, e, g, b, gm)[0], True)
     if bench_eda_chunk:
         chunk = torch.compile(eda.eda_chunk) if compile_eda_chunk else eda.eda_chunk
         cases["eda_chunk (PyTorch)"] = (lambda q, k, v, e, g, b, gm: chunk(q, k, v, e, g, b, gm)[0], True)
@@ -302,29 +308,23 @@ def bench_kernels(fla, ours):
 def bench_sweep():
     """Launch-setting variants of eda_triton on sweep_shapes (fwd, fwd+bwd ms), for tuning notes."""
     for shape in sweep_shapes or shapes[:1]:
-        print(f"  {shape}, module settings: fwd {{:.3f}} ms, fwd+bwd {{:.3f}} ms".format(*sweep_one(shape, {})[:2]))
+        print(f"  {shape}, this run's settings: fwd {{:.3f}} ms, fwd+bwd {{:.3f}} ms".format(*sweep_one(shape, {})))
         for variant in sweep:
             sweep_one(shape, variant)
 
 
 def sweep_one(shape, variant):
-    """fwd and fwd+bwd ms of eda_triton at one shape with the kernel module's settings changed by variant."""
+    """fwd and fwd+bwd ms of eda_triton at one shape with this run's launch settings changed by variant."""
     B, T, H, HV = shape
     full = make_inputs(B, T, H, HV, seed=7)
-    fn = lambda q, k, v, e, g, b, gm: eda.eda_triton(q, k, v, e, g, b, gm, check_g=False)[0]  # noqa: E731
+    fn = lambda q, k, v, e, g, b, gm: fused(q, k, v, e, g, b, gm, check_g=False, launch=variant)[0]  # noqa: E731
     t_f = t_fb = float("nan")
-    saved = {n: getattr(kernel, n) for n in variant}
-    for n, val in variant.items():
-        setattr(kernel, n, val)
     try:
         t_f, t_fb, _ = measure(fn, full)
         if variant:
             print(f"  [{time.time() - T0:5.0f}s] sweep {variant}: fwd {t_f:.3f} ms, fwd+bwd {t_fb:.3f} ms", flush=True)
     except Exception as err:
         print(f"  sweep {variant} failed: {type(err).__name__}: {str(err)[:200]}")
-    finally:
-        for n, val in saved.items():
-            setattr(kernel, n, val)
     return t_f, t_fb
 
 
@@ -334,10 +334,10 @@ def profile_kernels():
     B, T, H, HV = shapes[0]
     xs = [x.detach().clone().requires_grad_() for x in make_inputs(B, T, H, HV, seed=7)]
     for _ in range(2):  # warm (compiled) before profiling
-        eda.eda_triton(*xs, check_g=False)[0].float().sum().backward()
+        fused(*xs, check_g=False)[0].float().sum().backward()
     torch.cuda.synchronize()
     with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
-        o = eda.eda_triton(*xs, check_g=False)[0]
+        o = fused(*xs, check_g=False)[0]
         o.backward(torch.ones_like(o))
         torch.cuda.synchronize()
     try:
@@ -565,7 +565,7 @@ def model_train_table():
                 if name.startswith("LinearAttention"):
                     ins = make_inputs(B, T, cfg.la_n_head, cfg.la_n_v_head, cfg.la_head_dim, cfg.la_v_head_dim,
                                       erase=mixer == "eda")
-                    core = measure(lambda *a: eda.eda_triton(*a, check_g=False)[0], ins)[1]
+                    core = measure(lambda *a: eda.eda_triton(*a, check_g=False)[0], ins)[1]  # as the layer runs it
                 elif name == "GatedAttention":
                     q = torch.randn(B, cfg.n_head, T, cfg.head_dim, device=DEV, dtype=DTYPE, requires_grad=True)
                     k, v = (torch.randn(B, cfg.kv_heads, T, cfg.head_dim, device=DEV, dtype=DTYPE,
