@@ -45,7 +45,8 @@ decode_contexts = [1024, 8192, 32768]
 decode_model_batches = [1, 64]
 decode_steps = 32
 decode_modes = ["graph", "eager"]  # model_decode: decode.GraphDecoder (generate's path on CUDA) and plain decode_step
-decode_attention = "auto"  # model_decode: model.DECODE_ATTENTION for the run ('auto': the split-KV kernel on CUDA; 'sdpa': model.py's default until that kernel is measured)
+decode_attention = "auto"  # model_decode: model.DECODE_ATTENTION for the run ('auto': the split-KV kernel on CUDA;
+                           # 'sdpa': model.py's default until that kernel is measured)
 compile_eda_chunk = False
 train_config = "config/eda_125m.py"  # model_train: the EDA hybrid of this config vs its Transformer
 train_shapes = [(8, 4096)]  # model_train: (batch, block_size) of the profiled training steps
@@ -478,7 +479,8 @@ def model_decode_table():
                         from torch.profiler import ProfilerActivity, profile as torch_profile
                         print(f"\nprofile of one {mixer} decode step ({mode}), ctx {ctx_len}, B {B}:")
                         try:
-                            with torch.no_grad(), torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                            activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+                            with torch.no_grad(), torch_profile(activities=activities) as prof:
                                 step(tok)
                                 torch.cuda.synchronize()
                             print(prof.key_averages().table(
@@ -577,8 +579,8 @@ def model_train_table():
                                                        enable_gqa=cfg.kv_heads != cfg.n_head).backward(do)
                     core = fwd_bwd_ms(run_sdpa, [q, k, v])
                 layer_rows.append((mixer, name, count, whole, core))
-                print(f"  [{time.time() - T0:5.0f}s] {mixer} {name} x{count}: fwd+bwd {whole:.3f} ms, core {core:.3f} ms",
-                      flush=True)
+                print(f"  [{time.time() - T0:5.0f}s] {mixer} {name} x{count}: fwd+bwd {whole:.3f} ms, "
+                      f"core {core:.3f} ms", flush=True)
                 del h, dy, params
             # the whole step
             x = torch.randint(0, cfg.vocab_size, (B, T), device=DEV)
@@ -615,9 +617,11 @@ def model_train_table():
             except Exception:  # older torch names the column after CUDA
                 tables[mixer] = events.table(sort_by="self_cuda_time_total", row_limit=15)
             del model, x, y
-        print(f"\nmodel train step ({train_config}, B={B}, T={T}, {dtype} autocast, fp32 weights; fwd+bwd, no optimizer)")
+        print(f"\nmodel train step ({train_config}, B={B}, T={T}, {dtype} autocast, fp32 weights; fwd+bwd, "
+              f"no optimizer)")
         print(f"per layer, fwd+bwd ms (do_bench medians): the layer | its core alone (eda_triton / SDPA) | rest")
-        print(f"{'model':<12}{'layer':<26}{'count':>6}{'layer ms':>10}{'core ms':>10}{'rest ms':>10}{'rest x count':>14}")
+        print(f"{'model':<12}{'layer':<26}{'count':>6}{'layer ms':>10}{'core ms':>10}{'rest ms':>10}"
+              f"{'rest x count':>14}")
         for mixer, name, count, whole, core in layer_rows:
             rest = whole - core if core == core else whole
             print(f"{mixer:<12}{name:<26}{count:>6}{whole:>10.3f}{core:>10.3f}{rest:>10.3f}{rest * count:>14.1f}")

@@ -58,6 +58,11 @@ def tiny_gpt(mixer="eda", seed=0, **kw):
     return build(tiny_config(mixer, **kw), seed).eval()
 
 
+def tokens(B=2, T=20, vocab=64, seed=1):
+    """Random token ids [B, T] in [0, vocab)."""
+    return torch.randint(0, vocab, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
 def save_checkpoint(model, out_dir, encoding="bytes", dataset="stdlib"):
     """out_dir/ckpt.pt with the keys of train.py's checkpoints that the reading scripts use (model,
     model_args, encoding, data_position). Returns out_dir."""

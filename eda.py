@@ -164,8 +164,9 @@ def eda_recurrent(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, ou
         S_tilde = S_hat                          # erase at e_t: S~ = (I - gamma e e^T) S^   (Eq. erase_step)
         if e is not None:
             e_t = e[:, t]
-            S_tilde = S_hat - gamma[:, t, :, None, None] * e_t.unsqueeze(-1) * torch.einsum("bhk,bhkv->bhv", e_t, S_hat).unsqueeze(-2)
-        k_t = k[:, t]                            # delta at k_t: S = (I - beta k k^T) S~ + beta k v^T   (Eq. eda_two_stage)
+            S_tilde = S_hat - (gamma[:, t, :, None, None] * e_t.unsqueeze(-1)
+                               * torch.einsum("bhk,bhkv->bhv", e_t, S_hat).unsqueeze(-2))
+        k_t = k[:, t]                            # delta: S = (I - beta k k^T) S~ + beta k v^T   (Eq. eda_two_stage)
         residual = v[:, t] - torch.einsum("bhk,bhkv->bhv", k_t, S_tilde)
         S = S_tilde + beta[:, t, :, None, None] * k_t.unsqueeze(-1) * residual.unsqueeze(-2)
         outs.append(torch.einsum("bhk,bhkv->bhv", q[:, t], S))  # o_t = S_t^T q_t

@@ -1155,14 +1155,16 @@ def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
     launch = launch_settings(launch)
     if B * HV > 65535:  # grid axis 1 of the chunk kernels
         raise ValueError(f"eda_triton: B * HV = {B * HV} exceeds 65535; split the batch")
-    if not isinstance(chunk_size, int) or chunk_size & (chunk_size - 1) or chunk_size * (2 if e is not None else 1) < 16:
+    if (not isinstance(chunk_size, int) or chunk_size & (chunk_size - 1)
+            or chunk_size * (2 if e is not None else 1) < 16):
         raise ValueError(f"eda_triton: chunk_size must be a power of 2 giving >= 16 sub-steps, got {chunk_size!r}")
     scale = K ** -0.5 if scale is None else float(scale)
     if T == 0:
         o = v.new_zeros(v.shape)
         ht = None
         if output_final_state:
-            ht = initial_state.float().clone() if initial_state is not None else q.new_zeros(B, HV, K, V, dtype=torch.float32)
+            ht = (initial_state.float().clone() if initial_state is not None
+                  else q.new_zeros(B, HV, K, V, dtype=torch.float32))
         return o, ht
     scalar_g = g.dim() == 3  # GDN: one decay per head, the same on every key channel (an exact kernel path)
     gx = g.unsqueeze(-1).expand(*g.shape, K) if scalar_g else g
@@ -1215,11 +1217,11 @@ def short_conv(u, weight, heads, eps=1e-6):
 # ----------------------------------------------------------------------------------------------------
 # Split-KV attention decode (flash-decoding): one query token per row against a KV cache
 #
-# Uses only the helpers above (dtypes, head_dim rule, interpreter check). A decode step is one query per head; with few rows (B=1) a kernel
-# that parallelizes over batch and heads only leaves most of the GPU idle while a handful of programs walk
-# the whole cache. Here the cached sequence is cut into splits, one program per (batch, KV head, split),
-# each covering the G = n_head / n_kv_head query heads that share the KV head (K/V read once for all G);
-# a second launch merges the splits' partial softmaxes through their log-sum-exps.
+# Uses only the helpers above (dtypes, head_dim rule, interpreter check). A decode step is one query per head;
+# with few rows (B=1) a kernel that parallelizes over batch and heads only leaves most of the GPU idle while a
+# handful of programs walk the whole cache. Here the cached sequence is cut into splits, one program per (batch,
+# KV head, split), each covering the G = n_head / n_kv_head query heads that share the KV head (K/V read once
+# for all G); a second launch merges the splits' partial softmaxes through their log-sum-exps.
 
 ATTN_DECODE_BLOCK_N = 64         # keys per inner step of a split program
 ATTN_DECODE_MAX_SPLITS = 128     # bounds the partial buffers and the merge's width

@@ -16,7 +16,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import kernel  # noqa: E402
 import model as M  # noqa: E402
-from conftest import rel  # noqa: E402
+from conftest import rel, tiny_gpt  # noqa: E402
 from decode import GraphDecoder  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
@@ -140,14 +140,6 @@ def test_split_kv_decode_on_cpu_without_the_interpreter_is_a_value_error(monkeyp
         kernel.attention_decode(q, k, v, 3)
 
 
-def tiny_model():
-    torch.manual_seed(0)
-    cfg = M.GPTConfig(vocab_size=97, block_size=96, n_layer=4, n_embd=64, mixer="eda", n_head=4, n_kv_head=2,
-                      head_dim=16, la_n_head=2, la_n_v_head=4, la_head_dim=16, la_v_head_dim=16, la_chunk_size=8,
-                      la_backend="chunk")
-    return M.GPT(cfg).to(DEV).eval()
-
-
 def decode_logits(model, prompt, steps, static):
     """Logits of `steps` greedy decode steps after the prompt, through decode_step or the static (graph) step."""
     with torch.no_grad():
@@ -164,7 +156,8 @@ def decode_logits(model, prompt, steps, static):
 
 @pytest.mark.parametrize("static", [False, True])
 def test_model_decode_with_split_kv_matches_the_sdpa_path(monkeypatch, static):
-    model = tiny_model()
+    model = tiny_gpt("eda", vocab_size=97, block_size=96, n_embd=64, n_head=4, n_kv_head=2, la_v_head_dim=16,
+                     la_chunk_size=8, init_std=0.02).to(DEV)
     prompt = torch.randint(0, 97, (2, 11), generator=torch.Generator().manual_seed(1)).to(DEV)
     monkeypatch.setattr(M, "DECODE_ATTENTION", "sdpa")
     ref = decode_logits(model, prompt, 5, static)

@@ -129,18 +129,6 @@ def test_chunk_passes_gradcheck():
 
 # --- properties of the rule (paper, Sec. 3.3) --------------------------------------------------------
 
-def test_cross_term_expansion():
-    # Eq. expansion: (I - b k k^T)(I - c e e^T) = I - c e e^T - b k k^T + c b (k^T e) k e^T
-    gen = torch.Generator().manual_seed(4)
-    k = F.normalize(torch.randn(K, generator=gen, dtype=torch.float64), dim=0)
-    e = F.normalize(torch.randn(K, generator=gen, dtype=torch.float64), dim=0)
-    b, c = 0.7, 0.4
-    I = torch.eye(K, dtype=torch.float64)
-    lhs = (I - b * torch.outer(k, k)) @ (I - c * torch.outer(e, e))
-    rhs = I - c * torch.outer(e, e) - b * torch.outer(k, k) + c * b * (k @ e) * torch.outer(k, e)
-    assert rel(lhs, rhs) <= 1e-14
-
-
 def one_step(S, e, g, gamma, k=None, beta=0.0, v=None):
     """One EDA step through eda_recurrent on a single head, from state S [K, V]."""
     k = torch.zeros(K, dtype=torch.float64) if k is None else k
@@ -150,6 +138,19 @@ def one_step(S, e, g, gamma, k=None, beta=0.0, v=None):
     _, S1 = eda_recurrent(t(torch.zeros(K, dtype=torch.float64)), t(k), t(v), t(e), t(g), s(beta), s(gamma),
                           initial_state=S.reshape(1, 1, K, V), output_final_state=True)
     return S1.reshape(K, V)
+
+
+def test_a_step_is_the_cross_term_expansion():
+    # Eq. expansion: (I - b k k^T)(I - c e e^T) = I - c e e^T - b k k^T + c b (k^T e) k e^T, the transition
+    # one step of eda_recurrent applies to the state (no decay, v = 0: no write)
+    gen = torch.Generator().manual_seed(4)
+    k = F.normalize(torch.randn(K, generator=gen, dtype=torch.float64), dim=0)
+    e = F.normalize(torch.randn(K, generator=gen, dtype=torch.float64), dim=0)
+    S = torch.randn(K, V, generator=gen, dtype=torch.float64)
+    b, c = 0.7, 0.4
+    I = torch.eye(K, dtype=torch.float64)
+    rhs = I - c * torch.outer(e, e) - b * torch.outer(k, k) + c * b * (k @ e) * torch.outer(k, e)
+    assert rel(one_step(S, e, torch.zeros(K, dtype=torch.float64), c, k=k, beta=b), rhs @ S) <= 1e-14
 
 
 def test_erase_readout_identity():

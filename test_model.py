@@ -18,29 +18,23 @@ torch.set_num_threads(1)
 
 import eda
 import model as M
-from conftest import rel
+from conftest import build, rel, tiny_config, tokens
 from decode import GraphDecoder, generate
 from model import GPT, MIXERS, GPTConfig
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+LINEAR_MIXERS = [m for m in MIXERS if m != "transformer"]
+
+
+# this file's models: conftest's tiny config (init_std 0.1, so that the mixers change the logits visibly) with
+# chunks of 8 (a 20-token prompt spans several), vocab 64, GQA 4:2, head dims the Triton kernels take,
+# la_backend 'auto' (the kernels on a GPU) and a small MoE
+TINY = dict(vocab_size=64, block_size=64, la_chunk_size=8, n_head=4, n_kv_head=2, la_v_head_dim=16,
+            la_backend="auto", n_expert=6, moe_topk=2, expert_hidden=16, shared_expert_hidden=16)
 
 
 def tiny(mixer="eda", moe=False, **kw):
-    """4 layers (3 linear + 1 full), chunk 8 so a 20-token prompt spans several chunks. init_std is larger
-    than the default so the mixers change the logits visibly (equality tests would otherwise be weak)."""
-    base = dict(mixer=mixer, moe=moe, vocab_size=64, n_embd=32, block_size=64, la_chunk_size=8, init_std=0.1,
-                n_expert=6, moe_topk=2, expert_hidden=16, shared_expert_hidden=16)
-    base.update(kw)
-    return GPTConfig(**base)
-
-
-def build(cfg, seed=0):
-    torch.manual_seed(seed)
-    return GPT(cfg)
-
-
-def tokens(B=2, T=20, vocab=64, seed=1):
-    return torch.randint(0, vocab, (B, T), generator=torch.Generator().manual_seed(seed))
+    return tiny_config(mixer, moe=moe, **dict(TINY, **kw))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -111,7 +105,7 @@ def test_grad_checkpoint_gives_the_same_loss_and_grads():
     assert rel(grads[1], grads[0]) < 1e-5
 
 
-@pytest.mark.parametrize("mixer", ["eda", "kda", "gdn", "gdn2"])
+@pytest.mark.parametrize("mixer", LINEAR_MIXERS)
 def test_linear_layer_elementwise_work_traces_without_graph_breaks(mixer, monkeypatch):
     """On CUDA, la_conv / la_gates / la_output run through torch.compile(fullgraph=True). Here dynamo and AOT autograd
     trace them on the CPU (backend aot_eager: the same graphs, no code generation), so an untraceable op
@@ -342,7 +336,7 @@ def test_eda_with_erase_gate_zero_equals_kda_with_the_same_weights(monkeypatch):
     assert rel(lf, lk) > 1e-4
 
 
-@pytest.mark.parametrize("mixer", ["eda", "kda", "gdn", "gdn2"])
+@pytest.mark.parametrize("mixer", LINEAR_MIXERS)
 def test_chunk_and_recurrent_backends_give_the_same_logits(mixer):
     idx = tokens(T=21)
     out = {}
