@@ -44,22 +44,23 @@ decode_config = "config/eda_125m.py"  # model_decode: the EDA hybrid of this con
 decode_contexts = [1024, 8192, 32768]
 decode_model_batches = [1, 64]
 decode_steps = 32
-decode_modes = ["graph", "eager"]  # model_decode: GraphDecoder (generate's path on CUDA) and plain decode_step
+decode_modes = ["graph", "eager"]  # model_decode: decode.GraphDecoder (generate's path on CUDA) and plain decode_step
 decode_attention = "auto"  # model_decode: model.DECODE_ATTENTION for the run ('auto', model.py's default: the split-KV
                            # kernel where it applies; 'sdpa': PyTorch's kernels, the comparison)
 compile_eda_chunk = False
 train_config = "config/eda_125m.py"  # model_train: the EDA hybrid of this config vs its Transformer
 train_shapes = [(8, 4096)]  # model_train: (batch, block_size) of the profiled training steps
+# the kernel tables' chunk size and launch settings (kernel.eda_fused's launch=; model_decode and model_train
+# run the model as it ships, on kernel.py's defaults)
 chunk_size = kernel.CHUNK_TOKENS
-fwd_bv, fwd_warps, fwd_stages = kernel.FWD_BV, kernel.FWD_WARPS, kernel.FWD_STAGES
-bwd_bv, bwd_warps, bwd_stages = kernel.BWD_BV, kernel.BWD_WARPS, kernel.BWD_STAGES
+fwd_bv, fwd_warps, fwd_stages = (kernel.LAUNCH[n] for n in ("FWD_BV", "FWD_WARPS", "FWD_STAGES"))
+bwd_bv, bwd_warps, bwd_stages = (kernel.LAUNCH[n] for n in ("BWD_BV", "BWD_WARPS", "BWD_STAGES"))
 from configurator import configure  # noqa: E402
 configure(globals())
 # ----------------------------------------------------------------------------------------------------
 
-kernel.CHUNK_TOKENS = chunk_size
-kernel.FWD_BV, kernel.FWD_WARPS, kernel.FWD_STAGES = fwd_bv, fwd_warps, fwd_stages
-kernel.BWD_BV, kernel.BWD_WARPS, kernel.BWD_STAGES = bwd_bv, bwd_warps, bwd_stages
+LAUNCH = dict(FWD_BV=fwd_bv, FWD_WARPS=fwd_warps, FWD_STAGES=fwd_stages,
+              BWD_BV=bwd_bv, BWD_WARPS=bwd_warps, BWD_STAGES=bwd_stages)
 DTYPE = getattr(torch, dtype)
 DEV = "cuda"
 T0 = time.time()
@@ -84,8 +85,14 @@ def load_fla():
         return None
 
 
+def fused(*args, launch=None, **kw):
+    """eda.eda_triton with this run's chunk size and launch settings (and `launch`'s changes to them)."""
+    return eda.eda_triton(*args, chunk_size=chunk_size, launch=dict(LAUNCH, **(launch or {})), **kw)
+
+
 def make_inputs(B, T, H, HV, K=None, V=None, dt=None, erase=True, seed=0):
-    """Layer-like inputs: unit q, k, e; g from the safe gate (Eq. safe_gate) in (-5, 0], fp32; gates in (0, 1)."""
+    """Layer-like inputs: unit q, k, e; g from the safe gate (Eq. safe_gate) in (-5, 0], fp32; gates in (0, 1).
+    Not the tests' conftest.make_inputs: drawn on the GPU at benchmark sizes, g from the gate as a layer makes it."""
     K, V, dt = K or head_k, V or head_v, dt or DTYPE
     gen = torch.Generator(device=DEV).manual_seed(seed)
     rn = lambda *s: torch.randn(*s, device=DEV, generator=gen)  # noqa: E731
@@ -148,9 +155,9 @@ def check_all(fla):
     ok = True
     for h0_seed in range(H0_DRAWS):  # the initial state N(0, 1) dominates d(gamma)'s bf16 error at this length
         ok &= check_grads(f"EDA bf16 B=2 T=512 H=2 HV=4, h0 draw {h0_seed}", make_inputs(2, 512, 2, 4, seed=1),
-                          eda.eda_triton, 1e-2, h0_seed=h0_seed)
+                          fused, 1e-2, h0_seed=h0_seed)
     ok &= check_grads("KDA path (e=None) bf16 T=512", make_inputs(2, 512, 2, 4, erase=False, seed=2),
-                      eda.eda_triton, 1e-2)
+                      fused, 1e-2)
     if check >= 2:  # fp32 and GDN compile their own kernel variants (about 10 s each on the device)
         ok &= check_fp32_and_gdn()
     # decode: 64 tokens one at a time, state updated in place
@@ -165,7 +172,7 @@ def check_all(fla):
                         make_inputs(2, 512, 2, 4, seed=1), lambda *a, **kw: fla_doubled(chunk_kda, *a, **kw),
                         1e-2, h0_seed=h0_seed)
         q, k, v, _, g, beta, _ = make_inputs(2, 512, 2, 4, erase=False, seed=6)
-        ours = eda.eda_triton(q, k, v, None, g, beta, None)[0]
+        ours = fused(q, k, v, None, g, beta, None)[0]
         theirs = chunk_kda(q, k, v, g, beta, scale=head_k ** -0.5)[0]
         good = rel(ours, theirs) <= 2e-2
         ok &= good
@@ -176,11 +183,11 @@ def check_all(fla):
 
 def check_fp32_and_gdn():
     ok = check_grads("EDA fp32 T=300 K=64 V=128", make_inputs(1, 300, 2, 2, 64, 128, torch.float32, seed=3),
-                      eda.eda_triton, 1e-4)
+                      fused, 1e-4)
     # GDN: scalar decay per head
     q, k, v, _, g, beta, _ = make_inputs(1, 300, 2, 2, 64, 64, torch.float32, erase=False, seed=4)
     ok &= check_grads("GDN scalar g fp32 T=300", (q, k, v, None, g[..., 0].contiguous(), beta, None),
-                      eda.eda_triton, 1e-4)
+                      fused, 1e-4)
     return ok
 
 
@@ -244,14 +251,13 @@ def kernel_cases(fla, extra=True):
     # chunk's smallest g back to the host (a device sync per call, which also exposes the next call's launch
     # latency): timed in its own row.
     cases = {
-        "eda_triton (EDA)": (lambda q, k, v, e, g, b, gm: eda.eda_triton(q, k, v, e, g, b, gm, check_g=False)[0],
-                             True),
-        "eda_triton KDA path (e=None)": (lambda q, k, v, e, g, b, gm: eda.eda_triton(
+        "eda_triton (EDA)": (lambda q, k, v, e, g, b, gm: fused(q, k, v, e, g, b, gm, check_g=False)[0], True),
+        "eda_triton KDA path (e=None)": (lambda q, k, v, e, g, b, gm: fused(
             q, k, v, None, g, b, None, check_g=False)[0], False),
     }
     if extra:
         cases["eda_triton (EDA), check_g=True"] = (
-            lambda q, k, v, e, g, b, gm: eda.eda_triton(q, k, v, e, g, b, gm)[0], True)
+            lambda q, k, v, e, g, b, gm: fused(q, k, v, e, g, b, gm)[0], True)
     if bench_eda_chunk:
         chunk = torch.compile(eda.eda_chunk) if compile_eda_chunk else eda.eda_chunk
         cases["eda_chunk (PyTorch)"] = (lambda q, k, v, e, g, b, gm: chunk(q, k, v, e, g, b, gm)[0], True)
@@ -303,29 +309,23 @@ def bench_kernels(fla, ours):
 def bench_sweep():
     """Launch-setting variants of eda_triton on sweep_shapes (fwd, fwd+bwd ms), for tuning notes."""
     for shape in sweep_shapes or shapes[:1]:
-        print(f"  {shape}, module settings: fwd {{:.3f}} ms, fwd+bwd {{:.3f}} ms".format(*sweep_one(shape, {})[:2]))
+        print(f"  {shape}, this run's settings: fwd {{:.3f}} ms, fwd+bwd {{:.3f}} ms".format(*sweep_one(shape, {})))
         for variant in sweep:
             sweep_one(shape, variant)
 
 
 def sweep_one(shape, variant):
-    """fwd and fwd+bwd ms of eda_triton at one shape with the kernel module's settings changed by variant."""
+    """fwd and fwd+bwd ms of eda_triton at one shape with this run's launch settings changed by variant."""
     B, T, H, HV = shape
     full = make_inputs(B, T, H, HV, seed=7)
-    fn = lambda q, k, v, e, g, b, gm: eda.eda_triton(q, k, v, e, g, b, gm, check_g=False)[0]  # noqa: E731
+    fn = lambda q, k, v, e, g, b, gm: fused(q, k, v, e, g, b, gm, check_g=False, launch=variant)[0]  # noqa: E731
     t_f = t_fb = float("nan")
-    saved = {n: getattr(kernel, n) for n in variant}
-    for n, val in variant.items():
-        setattr(kernel, n, val)
     try:
         t_f, t_fb, _ = measure(fn, full)
         if variant:
             print(f"  [{time.time() - T0:5.0f}s] sweep {variant}: fwd {t_f:.3f} ms, fwd+bwd {t_fb:.3f} ms", flush=True)
     except Exception as err:
         print(f"  sweep {variant} failed: {type(err).__name__}: {str(err)[:200]}")
-    finally:
-        for n, val in saved.items():
-            setattr(kernel, n, val)
     return t_f, t_fb
 
 
@@ -335,10 +335,10 @@ def profile_kernels():
     B, T, H, HV = shapes[0]
     xs = [x.detach().clone().requires_grad_() for x in make_inputs(B, T, H, HV, seed=7)]
     for _ in range(2):  # warm (compiled) before profiling
-        eda.eda_triton(*xs, check_g=False)[0].float().sum().backward()
+        fused(*xs, check_g=False)[0].float().sum().backward()
     torch.cuda.synchronize()
     with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
-        o = eda.eda_triton(*xs, check_g=False)[0]
+        o = fused(*xs, check_g=False)[0]
         o.backward(torch.ones_like(o))
         torch.cuda.synchronize()
     try:
@@ -427,7 +427,7 @@ def print_tables(krows, drows):
 # EDA hybrid and the Transformer of the same config. The caches are filled with random content up to
 # the context length (what a prefill would leave, without paying for it); then `decode_steps` tokens are
 # decoded one at a time and timed with CUDA events, in each of `decode_modes`: 'graph' replays the step from
-# a CUDA graph (model.GraphDecoder, what GPT.generate and sample.py run on a GPU), 'eager' calls
+# a CUDA graph (decode.GraphDecoder, what decode.generate and sample.py run on a GPU), 'eager' calls
 # GPT.decode_step (one launch per operator: CPU-bound). Both modes run the same cache, each from ctx.
 
 
@@ -436,7 +436,8 @@ def model_decode_table():
     import triton.testing
     import dataclasses
     import model as model_py
-    from model import GPT, GPTConfig, GraphDecoder
+    from decode import GraphDecoder
+    from model import GPT, GPTConfig
     model_py.DECODE_ATTENTION = decode_attention
     print(f"model_decode: attention decode steps through {decode_attention!r} (model.DECODE_ATTENTION)")
     fields = {f.name for f in dataclasses.fields(GPTConfig)}
@@ -493,7 +494,8 @@ def model_decode_table():
                         from torch.profiler import ProfilerActivity, profile as torch_profile
                         print(f"\nprofile of one {mixer} decode step ({mode}), ctx {ctx_len}, B {B}:")
                         try:
-                            with torch.no_grad(), torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                            activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+                            with torch.no_grad(), torch_profile(activities=activities) as prof:
                                 step(tok)
                                 torch.cuda.synchronize()
                             print(prof.key_averages().table(
@@ -594,7 +596,7 @@ def model_train_table():
                 if name.startswith("LinearAttention"):
                     ins = make_inputs(B, T, cfg.la_n_head, cfg.la_n_v_head, cfg.la_head_dim, cfg.la_v_head_dim,
                                       erase=mixer == "eda")
-                    core = measure(lambda *a: eda.eda_triton(*a, check_g=False)[0], ins)[1]
+                    core = measure(lambda *a: eda.eda_triton(*a, check_g=False)[0], ins)[1]  # as the layer runs it
                 elif name == "GatedAttention":
                     q = torch.randn(B, cfg.n_head, T, cfg.head_dim, device=DEV, dtype=DTYPE, requires_grad=True)
                     k, v = (torch.randn(B, cfg.kv_heads, T, cfg.head_dim, device=DEV, dtype=DTYPE,
@@ -606,8 +608,8 @@ def model_train_table():
                                                        enable_gqa=cfg.kv_heads != cfg.n_head).backward(do)
                     core = fwd_bwd_ms(run_sdpa, [q, k, v])
                 layer_rows.append((mixer, name, count, whole, core))
-                print(f"  [{time.time() - T0:5.0f}s] {mixer} {name} x{count}: fwd+bwd {whole:.3f} ms, core {core:.3f} ms",
-                      flush=True)
+                print(f"  [{time.time() - T0:5.0f}s] {mixer} {name} x{count}: fwd+bwd {whole:.3f} ms, "
+                      f"core {core:.3f} ms", flush=True)
                 del h, dy, params
             # the whole step
             x = torch.randint(0, cfg.vocab_size, (B, T), device=DEV)
@@ -644,9 +646,11 @@ def model_train_table():
             except Exception:  # older torch names the column after CUDA
                 tables[mixer] = events.table(sort_by="self_cuda_time_total", row_limit=15)
             del model, x, y
-        print(f"\nmodel train step ({train_config}, B={B}, T={T}, {dtype} autocast, fp32 weights; fwd+bwd, no optimizer)")
+        print(f"\nmodel train step ({train_config}, B={B}, T={T}, {dtype} autocast, fp32 weights; fwd+bwd, "
+              f"no optimizer)")
         print(f"per layer, fwd+bwd ms (do_bench medians): the layer | its core alone (eda_triton / SDPA) | rest")
-        print(f"{'model':<12}{'layer':<26}{'count':>6}{'layer ms':>10}{'core ms':>10}{'rest ms':>10}{'rest x count':>14}")
+        print(f"{'model':<12}{'layer':<26}{'count':>6}{'layer ms':>10}{'core ms':>10}{'rest ms':>10}"
+              f"{'rest x count':>14}")
         for mixer, name, count, whole, core in layer_rows:
             rest = whole - core if core == core else whole
             print(f"{mixer:<12}{name:<26}{count:>6}{whole:>10.3f}{core:>10.3f}{rest:>10.3f}{rest * count:>14.1f}")

@@ -1,4 +1,9 @@
 """Helpers shared by the tests (pytest puts this directory on sys.path: `from conftest import rel`)."""
+import dataclasses
+import os
+
+import torch
+import torch.nn.functional as F
 
 
 def rel(a, b):
@@ -7,25 +12,60 @@ def rel(a, b):
     return ((a - b).norm() / b.norm().clamp_min(1e-300)).item()
 
 
-def tiny_gpt(mixer="eda", seed=0, **kw):
-    """A small random model of `mixer` (4 layers: 3 linear + 1 full attention; 2 q/k heads, 4 value heads,
-    16-token chunks), in float32 on the CPU; kw overrides GPTConfig fields."""
-    import torch
-    from model import GPT, GPTConfig
+def make_inputs(B, T, H, HV, K, V, erase=True, scalar_g=False, h0=True, dtype=torch.float32, g_low=-5.0, seed=0,
+                device="cpu"):
+    """The update rule's inputs as a layer gives them, by eda_recurrent's argument names: unit q, k, e; v and the
+    initial state N(0, 1); log decay g in (g_low, 0] (the safe gate's range; scalar_g: one per head, GDN);
+    beta, gamma in (0, 1). erase=False: no e, gamma (KDA); h0=False: no initial state. Drawn in float64, then
+    q, k, v, e in `dtype` and g, the gates and the state in float32 (float64 for float64 inputs)."""
+    gen = torch.Generator().manual_seed(seed)
+
+    def rnd(*shape):
+        return torch.randn(*shape, generator=gen, dtype=torch.float64)
+
+    def uni(*shape):
+        return torch.rand(*shape, generator=gen, dtype=torch.float64)
+
+    x = dict(q=F.normalize(rnd(B, T, H, K), dim=-1), k=F.normalize(rnd(B, T, H, K), dim=-1), v=rnd(B, T, HV, V),
+             e=F.normalize(rnd(B, T, HV, K), dim=-1) if erase else None,
+             g=g_low * uni(B, T, HV) if scalar_g else g_low * uni(B, T, HV, K),
+             beta=uni(B, T, HV), gamma=uni(B, T, HV) if erase else None,
+             initial_state=rnd(B, HV, K, V) if h0 else None)
+    rest = torch.float64 if dtype == torch.float64 else torch.float32
+    return {n: None if t is None else t.to(device, dtype if n in ("q", "k", "v", "e") else rest)
+            for n, t in x.items()}
+
+
+def tiny_config(mixer="eda", **kw):
+    """GPTConfig of a small model of `mixer` (4 layers: 3 linear + 1 full attention; 2 q/k heads, 4 value heads,
+    16-token chunks, the chunked backend); kw overrides fields."""
+    from model import GPTConfig
     base = dict(mixer=mixer, vocab_size=256, block_size=128, n_layer=4, n_embd=32, n_head=2, n_kv_head=1,
                 head_dim=16, la_n_head=2, la_n_v_head=4, la_head_dim=16, la_v_head_dim=8, la_chunk_size=16,
                 init_std=0.1, la_backend="chunk")
-    base.update(kw)
+    return GPTConfig(**dict(base, **kw))
+
+
+def build(cfg, seed=0):
+    """GPT(cfg), initialized from `seed`."""
+    from model import GPT
     torch.manual_seed(seed)
-    return GPT(GPTConfig(**base)).eval()
+    return GPT(cfg)
+
+
+def tiny_gpt(mixer="eda", seed=0, **kw):
+    """build(tiny_config(mixer, **kw), seed), in eval mode, float32 on the CPU."""
+    return build(tiny_config(mixer, **kw), seed).eval()
+
+
+def tokens(B=2, T=20, vocab=64, seed=1):
+    """Random token ids [B, T] in [0, vocab)."""
+    return torch.randint(0, vocab, (B, T), generator=torch.Generator().manual_seed(seed))
 
 
 def save_checkpoint(model, out_dir, encoding="bytes", dataset="stdlib"):
     """out_dir/ckpt.pt with the keys of train.py's checkpoints that the reading scripts use (model,
     model_args, encoding, data_position). Returns out_dir."""
-    import dataclasses
-    import os
-    import torch
     os.makedirs(out_dir, exist_ok=True)
     torch.save({"model": model.state_dict(), "model_args": dataclasses.asdict(model.config), "encoding": encoding,
                 "data_position": {"dataset": dataset, "block_size": model.config.block_size, "iter": 0}},

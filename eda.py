@@ -164,8 +164,9 @@ def eda_recurrent(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, ou
         S_tilde = S_hat                          # erase at e_t: S~ = (I - gamma e e^T) S^   (Eq. erase_step)
         if e is not None:
             e_t = e[:, t]
-            S_tilde = S_hat - gamma[:, t, :, None, None] * e_t.unsqueeze(-1) * torch.einsum("bhk,bhkv->bhv", e_t, S_hat).unsqueeze(-2)
-        k_t = k[:, t]                            # delta at k_t: S = (I - beta k k^T) S~ + beta k v^T   (Eq. eda_two_stage)
+            S_tilde = S_hat - (gamma[:, t, :, None, None] * e_t.unsqueeze(-1)
+                               * torch.einsum("bhk,bhkv->bhv", e_t, S_hat).unsqueeze(-2))
+        k_t = k[:, t]                            # delta: S = (I - beta k k^T) S~ + beta k v^T   (Eq. eda_two_stage)
         residual = v[:, t] - torch.einsum("bhk,bhkv->bhv", k_t, S_tilde)
         S = S_tilde + beta[:, t, :, None, None] * k_t.unsqueeze(-1) * residual.unsqueeze(-2)
         outs.append(torch.einsum("bhk,bhkv->bhv", q[:, t], S))  # o_t = S_t^T q_t
@@ -363,14 +364,15 @@ def gdn2_chunk(q, k, v, g, b, w, scale=None, initial_state=None, output_final_st
 
 
 def eda_triton(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False,
-               check_g=True):
+               check_g=True, chunk_size=None, launch=None):
     """Fused Triton EDA: same arguments and results as eda_recurrent (kernels in kernel.py; the final state
     is fp32). Differentiable in q, k, v, e, g, beta, gamma and initial_state. check_g=False skips the range
-    check of a channel-wise g (a device sync per call) for callers whose gate bounds it (kernel.G_MIN)."""
+    check of a channel-wise g (a device sync per call) for callers whose gate bounds it (kernel.G_MIN).
+    chunk_size, launch: kernel.eda_fused's (None: the kernel module's defaults)."""
     check_inputs(q, k, v, e, g, beta, gamma, initial_state)
     from kernel import eda_fused  # imported here so that eda.py needs no Triton
     return eda_fused(q, k, v, e, g, beta, gamma, scale=scale, initial_state=initial_state,
-                     output_final_state=output_final_state, check_g=check_g)
+                     output_final_state=output_final_state, check_g=check_g, chunk_size=chunk_size, launch=launch)
 
 
 def eda_triton_decode(q, k, v, e, g, beta, gamma, state, scale=None, inplace=True):

@@ -49,7 +49,7 @@ Design (chunked training kernels, Sec. 3.4):
   the repository: eda.py (eda_triton, eda_triton_decode) checks shapes and calls it.
 """
 import os
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 import triton
@@ -771,28 +771,42 @@ def _dot_types(x):
     return tl.bfloat16, "tf32"
 
 
-def _blocks(K, V, bv, programs=None):
+def _blocks(K, V, bv, programs=None, fill_programs=None):
     """Block sizes: the whole (padded) key dim, V in blocks of at most bv. For the sequential chunk walks
-    (programs = batch x value heads): when those alone leave most of the GPU idle (a small model's few
-    heads), narrower V-blocks run more walks side by side, each with shorter steps."""
+    (programs = batch x value heads): when those alone leave most of the GPU idle (fewer than fill_programs:
+    a small model's few heads), narrower V-blocks run more walks side by side, each with shorter steps."""
     BK = triton.next_power_of_2(K)
     BV = min(triton.next_power_of_2(V), bv)
-    while programs is not None and BV > 32 and programs * triton.cdiv(V, BV) < FILL_PROGRAMS:
+    while programs is not None and BV > 32 and programs * triton.cdiv(V, BV) < fill_programs:
         BV //= 2
     return BK, BV
 
 
-# launch settings (bench.py may override); chosen for K = V = 128 on Hopper
-PREP_WARPS, SUB_BLOCK = 4, 8
-# key columns per pass: the forward prep would need two passes over a split K (A and Qk sum over K before T
-# exists), costing more than the registers saved; the backward's prep needs one, so it splits K in 64s
-PREP_BK, DH_PREP_BK = 128, 64
-# the two walks: *_WARPS for 128-wide V-blocks, narrower ones (FILL_PROGRAMS) take 4; 3 stages keep the next
-# chunks' operands in flight. Measurements behind each choice: notes/kernel.md, "Launch settings and fusions"
-FWD_BV, FWD_WARPS, FWD_STAGES = 128, 8, 3
-DH_BV, DH_WARPS, DH_STAGES = 128, 8, 3
-BWD_BV, BWD_WARPS, BWD_STAGES = 64, 8, 1
-FILL_PROGRAMS = 64  # sequential walks: narrow the V-blocks while fewer programs than this would run
+# launch settings, chosen for K = V = 128 on Hopper (measurements behind each choice: notes/kernel.md, "Launch
+# settings and fusions"). The chunked kernels' entry point takes changes to them by name,
+# eda_fused(..., launch=dict(FWD_BV=64)): bench.py's sweep, the tests' small blocks
+LAUNCH = dict(
+    PREP_WARPS=4, SUB_BLOCK=8,
+    # key columns per pass: the forward prep would need two passes over a split K (A and Qk sum over K before T
+    # exists), costing more than the registers saved; the backward's prep needs one, so it splits K in 64s
+    PREP_BK=128, DH_PREP_BK=64,
+    # the two walks: *_WARPS for 128-wide V-blocks, narrower ones (FILL_PROGRAMS) take 4; 3 stages keep the
+    # next chunks' operands in flight
+    FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3,
+    DH_BV=128, DH_WARPS=8, DH_STAGES=3,
+    BWD_BV=64, BWD_WARPS=8, BWD_STAGES=1,
+    FILL_PROGRAMS=64,  # sequential walks: narrow the V-blocks while fewer programs than this would run
+)
+
+
+def launch_settings(changes=None):
+    """The launch settings as the chunk ops take them: LAUNCH's values in its order, but those named in
+    `changes` (a dict). A ValueError names an unknown name."""
+    if changes:
+        unknown = sorted(set(changes) - set(LAUNCH))
+        if unknown:
+            raise ValueError(f"eda_triton: unknown launch settings {unknown}; they are {', '.join(LAUNCH)}")
+    return [int((changes or {}).get(n, v)) for n, v in LAUNCH.items()]
 
 
 def _geometry(q, v, e, chunk_tokens):
@@ -818,14 +832,14 @@ def _absent(q):
     return q.new_empty(0)
 
 
-def _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm, Qk):
+def _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm, Qk, L):
     """Per chunk, in the dot dtype: T = (I + diag(b') A)^-1 and Qk [B*HV, NT, BT, BT] (into Tm, Qk); the walk's
     operands W, Ke, Qg [B*HV, NT, BT, K], U_0 [B*HV, NT, BT, V], exp(G_C) [B*HV, NT, K] (fp32); with check_g
-    the smallest log decay of every chunk (else None)."""
+    the smallest log decay of every chunk (else None). L: the launch settings by name."""
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     DT, PREC = _dot_types(q)
     tdt = _stored_dtype(q)
-    SB = min(SUB_BLOCK, BT)
+    SB = min(L["SUB_BLOCK"], BT)
     W, Ke, Qg = (torch.empty(B * HV, NT, BT, K, dtype=tdt, device=q.device) for _ in range(3))
     U0 = torch.empty(B * HV, NT, BT, V, dtype=tdt, device=q.device)
     eGN = torch.empty(B * HV, NT, K, dtype=torch.float32, device=q.device)
@@ -833,10 +847,10 @@ def _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm
     _eda_prep_kernel[(NT, B * HV)](
         q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W, U0, Ke, Qg, eGN,
         gmin if check_g else Tm, scale, T, NT,
-        H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(PREP_BK, triton.next_power_of_2(K)),
+        H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(L["PREP_BK"], triton.next_power_of_2(K)),
         BVP=min(64, triton.next_power_of_2(V)),
         SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
-        CHECK_G=check_g, DT=DT, PREC=PREC, num_warps=PREP_WARPS)
+        CHECK_G=check_g, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"])
     return (W, U0, Ke, Qg, eGN), gmin
 
 
@@ -855,21 +869,21 @@ def _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states):
 
 
 def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states, chunk_tokens, scalar_g,
-         check_g):
+         check_g, L):
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
-    BK, BV = _blocks(K, V, FWD_BV, B * HV)
+    BK, BV = _blocks(K, V, L["FWD_BV"], B * HV, L["FILL_PROGRAMS"])
     DT, PREC = _dot_types(q)
     o, ht, hs, Tm, Qk = _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states)
     if not need_states:  # T and Qk only live through the forward
         Tm, Qk = (torch.empty(B * HV, NT, BT, BT, dtype=_stored_dtype(q), device=q.device) for _ in range(2))
-    walk, gmin = _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm, Qk)
+    walk, gmin = _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm, Qk, L)
     grid = (triton.cdiv(V, BV), B * HV)
     _eda_fwd_kernel[grid](
         *walk, Qk, h0 if h0 is not None else q,
         o, ht if output_final_state else o, hs if need_states else o, T, NT,
         HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
         STORE_HT=output_final_state, STORE_HS=need_states, DT=DT, PREC=PREC,
-        num_warps=FWD_WARPS if BV >= 128 else 4, num_stages=FWD_STAGES)
+        num_warps=L["FWD_WARPS"] if BV >= 128 else 4, num_stages=L["FWD_STAGES"])
     if gmin is not None:  # after every launch: the sync waits for work already queued, the GPU never idles
         low = gmin.min().item()
         if low < G_MIN:
@@ -892,7 +906,7 @@ def _bwd_grads(q, k, v, e):
             torch.empty(B, T, HV, **f32), torch.empty(B, T, HV, **f32) if eda else _absent(q))
 
 
-def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk_tokens, scalar_g):
+def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk_tokens, scalar_g, L):
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     BK = triton.next_power_of_2(K)
     DT, PREC = _dot_types(q)
@@ -906,24 +920,25 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
     eGN = torch.empty(B * HV, NT, K, **f32)
     _eda_dh_prep_kernel[(NT, B * HV)](
         q, k, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W2, M, Qg, Kg, eGN, scale, T, NT,
-        H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(DH_PREP_BK, BK), EDA=eda,
-        DT=DT, PREC=PREC, num_warps=PREP_WARPS)
-    _, BVd = _blocks(K, V, DH_BV, B * HV)
+        H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(L["DH_PREP_BK"], BK), EDA=eda,
+        DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"])
+    _, BVd = _blocks(K, V, L["DH_BV"], B * HV, L["FILL_PROGRAMS"])
     _eda_bwd_dh_kernel[(triton.cdiv(V, BVd), B * HV)](
         W2, M, Qg, Kg, eGN, do, dht if dht is not None else do, dhs, dh0 if need_dh0 else dhs, T, NT,
         HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BVd, EDA=eda, HAS_DHT=dht is not None,
-        STORE_DH0=need_dh0, DT=DT, PREC=PREC, num_warps=DH_WARPS if BVd >= 128 else 4, num_stages=DH_STAGES)
+        STORE_DH0=need_dh0, DT=DT, PREC=PREC, num_warps=L["DH_WARPS"] if BVd >= 128 else 4,
+        num_stages=L["DH_STAGES"])
     del W2, M, Qg, Kg, eGN  # before the gradient buffers: the peak stays the gradient phase's
     # (5) every chunk's input gradients, in parallel. Each row of a gradient has one writer (plain stores),
     # except q and k rows shared by grouped value heads (atomics on zeroed buffers).
-    _, BV = _blocks(K, V, BWD_BV)
+    _, BV = _blocks(K, V, L["BWD_BV"])
     dq, dk, dv, de, dg, dbeta, dgamma = _bwd_grads(q, k, v, e)
     e_, gm_ = (e, gamma) if eda else (k, beta)
     _eda_bwd_kernel[(NT, B * HV)](
         q, k, v, e_, g, beta, gm_, Tm, Qk, hs, dhs, do,
         dq, dk, dv, de if eda else dq, dg, dbeta, dgamma if eda else dbeta, scale, T, NT,
         H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
-        ATOMIC_QK=HV > H, DT=DT, PREC=PREC, num_warps=BWD_WARPS, num_stages=BWD_STAGES)
+        ATOMIC_QK=HV > H, DT=DT, PREC=PREC, num_warps=L["BWD_WARPS"], num_stages=L["BWD_STAGES"])
     return dq, dk, dv, de, dg, dbeta, dgamma, dh0
 
 
@@ -1001,59 +1016,63 @@ Opt = Optional[torch.Tensor]
 @torch.library.custom_op("nanoeda::eda_chunk_fwd", mutates_args=())
 def _eda_chunk_fwd(q: Tensor, k: Tensor, v: Tensor, e: Opt, g: Tensor, beta: Tensor, gamma: Opt, h0: Opt,
                    scale: float, chunk_tokens: int, scalar_g: bool, output_final_state: bool, need_states: bool,
-                   check_g: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+                   check_g: bool, launch: List[int]) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """The chunked forward (Eq. chunk_wise_eda) on a channel-wise g (scalar_g: every column equal, the exact
-    per-head path): (o, final state, and for the backward S_0 of every chunk, T, Qk), absent ones empty."""
+    per-head path): (o, final state, and for the backward S_0 of every chunk, T, Qk), absent ones empty.
+    launch: launch_settings()."""
     q, k, v, g, beta = (x.contiguous() for x in (q, k, v, g, beta))
     e, gamma, h0 = (None if x is None else x.contiguous() for x in (e, gamma, h0))
     return _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states, chunk_tokens, scalar_g,
-                check_g)
+                check_g, dict(zip(LAUNCH, launch)))
 
 
 @_eda_chunk_fwd.register_fake
-def _(q, k, v, e, g, beta, gamma, h0, scale, chunk_tokens, scalar_g, output_final_state, need_states, check_g):
+def _(q, k, v, e, g, beta, gamma, h0, scale, chunk_tokens, scalar_g, output_final_state, need_states, check_g,
+      launch):
     return _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states)
 
 
 @torch.library.custom_op("nanoeda::eda_chunk_bwd", mutates_args=())
 def _eda_chunk_bwd(q: Tensor, k: Tensor, v: Tensor, e: Opt, g: Tensor, beta: Tensor, gamma: Opt, hs: Tensor,
                    Tm: Tensor, Qk: Tensor, do: Tensor, dht: Opt, scale: float, chunk_tokens: int, scalar_g: bool,
-                   need_dh0: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+                   need_dh0: bool, launch: List[int]
+                   ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     """Gradients of the chunked forward: dq, dk, dv, de, dg, dbeta, dgamma, dh0 (fp32 but dv; absent ones
     empty). g's gradient is channel-wise (the caller sums it for a per-head g)."""
     q, k, v, g, beta, hs, Tm, Qk, do = (x.contiguous() for x in (q, k, v, g, beta, hs, Tm, Qk, do))
     e, gamma, dht = (None if x is None else x.contiguous() for x in (e, gamma, dht))
-    return _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk_tokens, scalar_g)
+    return _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk_tokens, scalar_g,
+                dict(zip(LAUNCH, launch)))
 
 
 @_eda_chunk_bwd.register_fake
-def _(q, k, v, e, g, beta, gamma, hs, Tm, Qk, do, dht, scale, chunk_tokens, scalar_g, need_dh0):
+def _(q, k, v, e, g, beta, gamma, hs, Tm, Qk, do, dht, scale, chunk_tokens, scalar_g, need_dh0, launch):
     B, HV, K, V = q.shape[0], v.shape[2], q.shape[3], v.shape[3]
     dh0 = torch.empty(B, HV, K, V, dtype=torch.float32, device=q.device) if need_dh0 else _absent(q)
     return (*_bwd_grads(q, k, v, e), dh0)
 
 
 def _eda_chunk_setup(ctx, inputs, output):
-    q, k, v, e, g, beta, gamma, h0, scale, chunk_tokens, scalar_g, output_final_state, need_states, _ = inputs
+    q, k, v, e, g, beta, gamma, h0, scale, chunk_tokens, scalar_g, output_final_state, need_states, _, launch = inputs
     _, _, hs, Tm, Qk = output
     ctx.save_for_backward(q, k, v, e, g, beta, gamma, hs, Tm, Qk)
     ctx.meta = (scale, chunk_tokens, scalar_g, output_final_state, need_states,
-                None if h0 is None else h0.dtype)
+                None if h0 is None else h0.dtype, launch)
 
 
 def _eda_chunk_backward(ctx, do, dht, *_):
     q, k, v, e, g, beta, gamma, hs, Tm, Qk = ctx.saved_tensors
-    scale, chunk_tokens, scalar_g, output_final_state, need_states, h0_dtype = ctx.meta
+    scale, chunk_tokens, scalar_g, output_final_state, need_states, h0_dtype, launch = ctx.meta
     if not need_states:
         raise RuntimeError("eda_triton: backward through a forward that ran without gradients (call it with "
                            "grad mode on and an input that requires grad)")
     grads = torch.ops.nanoeda.eda_chunk_bwd(q, k, v, e, g, beta, gamma, hs, Tm, Qk, do,
                                             dht if output_final_state else None, scale, chunk_tokens, scalar_g,
-                                            h0_dtype is not None)
+                                            h0_dtype is not None, launch)
     dq, dk, dv, de, dg, dbeta, dgamma, dh0 = grads
     return (dq.to(q.dtype), dk.to(k.dtype), dv, None if e is None else de.to(e.dtype), dg.to(g.dtype),
             dbeta.to(beta.dtype), None if gamma is None else dgamma.to(gamma.dtype),
-            None if h0_dtype is None else dh0.to(h0_dtype), None, None, None, None, None, None)
+            None if h0_dtype is None else dh0.to(h0_dtype), None, None, None, None, None, None, None)
 
 
 _eda_chunk_fwd.register_autograd(_eda_chunk_backward, setup_context=_eda_chunk_setup)
@@ -1120,28 +1139,32 @@ _short_conv_fwd.register_autograd(_short_conv_backward, setup_context=_short_con
 
 
 def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False,
-              chunk_size=None, check_g=True):
+              chunk_size=None, check_g=True, launch=None):
     """Chunked fused EDA (Eq. ed; Sec. 3.4). Same arguments and results as eda.eda_recurrent, plus
     `chunk_size` (tokens per chunk, a power of 2 with chunk_size * (2 if e else 1) >= 16; default
     CHUNK_TOKENS) and `check_g`: reject a channel-wise g below G_MIN (the prep kernel records each chunk's
     smallest g; reading it back is a device sync at the end of the forward); pass False only when the
-    gate bounds g by construction (eda.safe_gate / kda_gate with lower_bound >= G_MIN).
+    gate bounds g by construction (eda.safe_gate / kda_gate with lower_bound >= G_MIN). launch: changes to
+    the launch settings LAUNCH by name, e.g. dict(FWD_BV=64).
     The final state is fp32; the output has v's dtype. Differentiable in every tensor input. Shapes are not
     checked here: eda.eda_triton checks them (eda.check_inputs) before it calls this."""
     _check_kernel_inputs(q, k, v, e, scale)
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     chunk_size = CHUNK_TOKENS if chunk_size is None else chunk_size
+    launch = launch_settings(launch)
     if B * HV > 65535:  # grid axis 1 of the chunk kernels
         raise ValueError(f"eda_triton: B * HV = {B * HV} exceeds 65535; split the batch")
-    if not isinstance(chunk_size, int) or chunk_size & (chunk_size - 1) or chunk_size * (2 if e is not None else 1) < 16:
+    if (not isinstance(chunk_size, int) or chunk_size & (chunk_size - 1)
+            or chunk_size * (2 if e is not None else 1) < 16):
         raise ValueError(f"eda_triton: chunk_size must be a power of 2 giving >= 16 sub-steps, got {chunk_size!r}")
     scale = K ** -0.5 if scale is None else float(scale)
     if T == 0:
         o = v.new_zeros(v.shape)
         ht = None
         if output_final_state:
-            ht = initial_state.float().clone() if initial_state is not None else q.new_zeros(B, HV, K, V, dtype=torch.float32)
+            ht = (initial_state.float().clone() if initial_state is not None
+                  else q.new_zeros(B, HV, K, V, dtype=torch.float32))
         return o, ht
     scalar_g = g.dim() == 3  # GDN: one decay per head, the same on every key channel (an exact kernel path)
     gx = g.unsqueeze(-1).expand(*g.shape, K) if scalar_g else g
@@ -1152,7 +1175,8 @@ def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
     q, k, v, gx, beta, e, gamma, h0 = (None if x is None else x.contiguous()
                                        for x in (q, k, v, gx, beta, e, gamma, initial_state))
     o, ht, _, _, _ = torch.ops.nanoeda.eda_chunk_fwd(q, k, v, e, gx, beta, gamma, h0, scale, chunk_size, scalar_g,
-                                                     output_final_state, need_states, bool(check_g) and not scalar_g)
+                                                     output_final_state, need_states, bool(check_g) and not scalar_g,
+                                                     launch)
     return o, (ht if output_final_state else None)
 
 
@@ -1193,15 +1217,15 @@ def short_conv(u, weight, heads, eps=1e-6):
 # ----------------------------------------------------------------------------------------------------
 # Split-KV attention decode (flash-decoding): one query token per row against a KV cache
 #
-# Uses only the helpers above (dtypes, head_dim rule, interpreter check). A decode step is one query per head; with few rows (B=1) a kernel
-# that parallelizes over batch and heads only leaves most of the GPU idle while a handful of programs walk
-# the whole cache. Here the cached sequence is cut into splits, one program per (batch, KV head, split),
-# each covering the G = n_head / n_kv_head query heads that share the KV head (K/V read once for all G);
-# a second launch merges the splits' partial softmaxes through their log-sum-exps.
+# Uses only the helpers above (dtypes, head_dim rule, interpreter check). A decode step is one query per head;
+# with few rows (B=1) a kernel that parallelizes over batch and heads only leaves most of the GPU idle while a
+# handful of programs walk the whole cache. Here the cached sequence is cut into splits, one program per (batch,
+# KV head, split), each covering the G = n_head / n_kv_head query heads that share the KV head (K/V read once
+# for all G); a second launch merges the splits' partial softmaxes through their log-sum-exps.
 
 ATTN_DECODE_BLOCK_N = 64         # keys per inner step of a split program
 ATTN_DECODE_MAX_SPLITS = 128     # bounds the partial buffers and the merge's width
-ATTN_DECODE_PROGRAMS = None      # programs to aim for (None: 4 per SM on CUDA, 8 elsewhere); bench may override
+ATTN_DECODE_PROGRAMS = None      # programs to aim for (None: 4 per SM on CUDA, 8 elsewhere)
 
 
 # pos, the split length and the split count vary from call to call: no recompiling for their values

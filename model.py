@@ -4,23 +4,22 @@ dense (SwiGLU) or MoE, in one file read top to bottom.
 
 Paper: "Erase-then-Delta Attention" (Sec. 2-3 for the update rules, Appendix A, Tables 6-7 for the sizes).
 
-    GPTConfig           one dataclass of plain bool/int/float/str fields, validated in __post_init__
+    GPTConfig           the architecture: plain bool/int/float/str fields, validated in __post_init__
     RMSNorm, SwiGLU     the usual pieces
-    LinearAttention     the recipe shared by EDA / KDA / GDN / GDN-2, differences named inline; one forward
-                        for training and decoding (the cache an argument), its elementwise work in la_conv /
-                        la_gates / la_output (compiled on CUDA); the update rules live in eda.py
+    LinearAttention     the recipe shared by EDA / KDA / GDN / GDN-2, differences named inline; the update
+                        rules live in eda.py
     GatedAttention      full attention: GQA, q/k RMSNorm, RoPE, SDPA, sigmoid output gate
     MoE                 fp32 softmax router, top-k, shared expert, load-balancing loss, sorted dispatch
-    Block, GPT          pre-norm residual blocks; forward, prefill / decode_step / generate,
+    Block, GPT          pre-norm residual blocks; forward, the decoding cache (prefill / decode_step),
                         param_summary, configure_optimizers, flops_per_token
-    GraphDecoder        decode steps replayed from a CUDA graph (what generate uses on a GPU)
+    load_checkpoint     reading train.py's checkpoints safely
 
-Layer pattern with attn_every = 4: linear, linear, linear, full, linear, ... (mixer='transformer':
-full attention everywhere). All open choices follow the closest published recipe (Kimi Linear's KDA,
-Gated DeltaNet / Qwen3-Next) and were then checked against Table 7's parameter counts (notes/params.md).
+Generation (sampling, the decode loop, CUDA-graph replay of decode steps) is decode.py. Layer pattern with
+attn_every = 4: linear, linear, linear, full, linear, ... (mixer='transformer': full attention everywhere).
+Open choices follow the closest published recipe (Kimi Linear's KDA, Gated DeltaNet / Qwen3-Next), checked
+against Table 7's parameter counts (notes/params.md); measurements behind the code: notes/model.md.
 """
 import math
-import warnings
 from dataclasses import dataclass, fields
 
 import torch
@@ -47,8 +46,9 @@ DEFAULT_A_INIT = {"safe": "unit", "kda": "mamba2", "log": "unit"}
 
 @dataclass
 class GPTConfig:
-    """All model settings. Defaults build a tiny CPU model; config/*.py hold the paper's sizes.
-    Every field is a plain bool/int/float/str so train.py can expose them as config globals."""
+    """The architecture (defaults: a tiny CPU model; config/*.py hold the paper's sizes). Three fields choose only
+    how the same function is computed: la_backend, la_chunk_size, grad_checkpoint. Plain bool/int/float/str
+    fields, so that train.py exposes them as settings and checkpoints store them as plain values."""
     vocab_size: int = 256
     block_size: int = 128          # max sequence length: KV-cache size and the generate() limit
     n_layer: int = 4
@@ -109,10 +109,10 @@ class GPTConfig:
             if not cond:
                 raise ValueError(f"GPTConfig: {msg}")
 
-        need(self.mixer in MIXERS, f"unknown mixer {self.mixer!r}; choose one of {', '.join(MIXERS)}")
-        need(self.la_backend in LA_BACKENDS, f"unknown la_backend {self.la_backend!r}; choose one of {', '.join(LA_BACKENDS)}")
-        need(self.la_gate in LA_GATES, f"unknown la_gate {self.la_gate!r}; choose one of {', '.join(LA_GATES)}")
-        need(self.la_A_init in LA_A_INITS, f"unknown la_A_init {self.la_A_init!r}; choose one of {', '.join(LA_A_INITS)}")
+        for name, choices in (("mixer", MIXERS), ("la_backend", LA_BACKENDS), ("la_gate", LA_GATES),
+                              ("la_A_init", LA_A_INITS)):
+            need(getattr(self, name) in choices,
+                 f"unknown {name} {getattr(self, name)!r}; choose one of {', '.join(choices)}")
         for name in ("vocab_size", "block_size", "n_layer", "n_embd", "attn_every", "n_head", "n_kv_head",
                      "head_dim", "la_n_head", "la_n_v_head", "la_head_dim", "la_v_head_dim", "la_conv_size",
                      "la_gate_rank", "la_erase_rank", "la_chunk_size"):
@@ -133,11 +133,12 @@ class GPTConfig:
         if self.mixer == "gdn2":
             need(self.la_backend != "triton", "la_backend='triton' has no GDN-2 kernel (eda_triton runs EDA/KDA/GDN); "
                  "use 'auto', 'chunk' or 'recurrent'")
-        if self.la_backend == "triton":  # 'auto' is checked where the device is known (train.py, sample.py)
+        if self.la_backend == "triton":  # 'auto' is checked where the device is known (auto_backend_problem)
             need(self.triton_problem() is None, f"{self.triton_problem()}; use la_backend='chunk'")
         if self.moe:
             need(self.n_expert >= 1, f"n_expert must be >= 1, got {self.n_expert}")
-            need(1 <= self.moe_topk <= self.n_expert, f"moe_topk must be in [1, n_expert={self.n_expert}], got {self.moe_topk}")
+            need(1 <= self.moe_topk <= self.n_expert,
+                 f"moe_topk must be in [1, n_expert={self.n_expert}], got {self.moe_topk}")
             need(self.expert_hidden > 0, f"expert_hidden must be positive, got {self.expert_hidden}")
             need(self.moe_aux_coef >= 0, f"moe_aux_coef must be >= 0, got {self.moe_aux_coef}")
         else:
@@ -146,11 +147,13 @@ class GPTConfig:
     # resolved values (properties, so they are not config fields)
     @property
     def kv_heads(self):
-        return self.transformer_n_kv_head if (self.mixer == "transformer" and self.transformer_n_kv_head) else self.n_kv_head
+        return self.transformer_n_kv_head if self.mixer == "transformer" and self.transformer_n_kv_head \
+            else self.n_kv_head
 
     @property
     def ffn_width(self):
-        return self.transformer_ffn_hidden if (self.mixer == "transformer" and self.transformer_ffn_hidden) else self.ffn_hidden
+        return self.transformer_ffn_hidden if self.mixer == "transformer" and self.transformer_ffn_hidden \
+            else self.ffn_hidden
 
     @property
     def rope_dim(self):
@@ -168,9 +171,7 @@ class GPTConfig:
         return self.mixer == "transformer" or (i + 1) % self.attn_every == 0
 
     def triton_problem(self):
-        """Why the linear layers cannot run the Triton kernels (a head dim they do not take), or None. Checked
-        in __post_init__ only for la_backend='triton': with 'auto' a CPU run takes the chunked path, where
-        any head dim works, so the scripts check it once they know the device is CUDA."""
+        """Why the linear layers cannot run the Triton kernels (a head dim they do not take), or None."""
         if self.mixer not in ("eda", "kda", "gdn") or all(map(self.is_attention_layer, range(self.n_layer))):
             return None  # GDN-2 and attention-only models never call the kernels
         from kernel import head_dim_problem  # here: model.py itself needs no Triton
@@ -184,7 +185,8 @@ class GPTConfig:
         """la_backend='auto' on CUDA means the Triton kernels: why this config cannot take them, or None. The
         scripts stop on it rather than fall back unasked to the chunked path (several times slower on a GPU)."""
         if self.la_backend == "auto" and on_cuda and self.triton_problem():
-            return f"la_backend='auto' on CUDA runs the Triton kernels, but {self.triton_problem()}; pass --la_backend=chunk"
+            return (f"la_backend='auto' on CUDA runs the Triton kernels, but {self.triton_problem()}; "
+                    f"pass --la_backend=chunk")
         return None
 
 
@@ -225,46 +227,10 @@ def l2norm(x, eps=1e-6):
     return F.normalize(x.float(), dim=-1, eps=eps).to(x.dtype)
 
 
-def inv_softplus(x):
-    return x + torch.log(-torch.expm1(-x))
-
-
-# ----------------------------------------------------------------------------------------------------
-# Linear attention: one recipe, the mixers' differences named where they occur.
-#
-# LinearAttention.forward is one path for training, evaluation, prefill and decoding, the cache an
-# argument: the projections of x, rule_inputs (conv, gates), the update rule, the output norm and gate.
-# Its elementwise work is three functions of plain tensors: la_conv (short conv, SiLU, q/k norms), la_gates
-# (decay gate, sigmoid gates, the erase address) and la_output (RMSNorm times the output gate). On CUDA,
-# without a cache, they run through torch.compile, which fuses each into a few kernels (fp32 inside, one
-# rounding at the end; as separate PyTorch ops they made about 30 full-size temporaries per layer, fp32 ones
-# among them). With the Triton rule, la_conv's work runs as kernel.short_conv instead, a hand-fused fwd/bwd
-# pair: the compiled form saved fp32 intermediates for its backward and took ~1.5 ms of a 125M layer's
-# ~10 ms (H100, B=8, T=4096). fullgraph=True: a graph break is an error, not a silent eager fallback.
-# With a cache (prefill, decoding) and on the CPU they run as written: a decode step is launch-bound (a CUDA
-# graph replays it) and every prompt length would compile anew; on the CPU compiling costs the tests more
-# than it saves.
-# LA_COMPILE = (where, backend): where is 'cuda' (the default), 'always' or 'never'; the tests trace the CPU
-# path with ('always', 'aot_eager') to check that the functions compile without graph breaks.
-LA_COMPILE = ("cuda", "inductor")
-_la_compiled = {}
-
-
-def _la_fn(fn, x, cache=None):
-    """fn itself, or its compiled version (built once per (fn, backend), on first use: importing the
-    compiler costs ~2 s, which CPU-only processes need not pay)."""
-    where, backend = LA_COMPILE
-    if where == "never" or cache is not None or (where == "cuda" and not x.is_cuda):
-        return fn
-    if (fn, backend) not in _la_compiled:
-        _la_compiled[fn, backend] = torch.compile(fn, fullgraph=True, backend=backend)
-    return _la_compiled[fn, backend]
-
-
 def causal_conv(u, weight, tail=None):
     """Short causal depthwise conv over time: u [B, T, C], weight [C, ks], y_t = sum_j weight[:, j] u_{t-ks+1+j};
     the left context is tail [B, ks-1, C] (the previous inputs) or zeros. Returns (y, the newest ks-1 inputs).
-    ks shifted multiply-adds, the sum F.conv1d computes, so that a compiler fuses it."""
+    Shifted multiply-adds (F.conv1d's sum), so that a compiler fuses them."""
     T, ks = u.shape[1], weight.shape[-1]
     up = F.pad(u, (0, 0, ks - 1, 0)) if tail is None else torch.cat([tail, u], dim=1)
     y = up[:, :T] * weight[:, 0]
@@ -273,12 +239,33 @@ def causal_conv(u, weight, tail=None):
     return y, up[:, T:]
 
 
+# ----------------------------------------------------------------------------------------------------
+# Linear attention: one recipe, the mixers' differences named where they occur.
+#
+# LinearAttention.forward is one path for training, evaluation, prefill and decoding, the cache an argument.
+# Its elementwise work is three functions of plain tensors, la_conv, la_gates and la_output: on CUDA without
+# a cache they run through torch.compile (fullgraph: a graph break is an error), which fuses each into a few
+# kernels; with a cache (launch-bound decoding, a new shape per prompt) and on the CPU they run as written.
+# With the Triton rule, la_conv's work is kernel.short_conv, fused by hand (why: notes/model.md).
+# LA_COMPILE = (where: 'cuda' | 'always' | 'never', torch.compile backend); the tests trace the CPU path.
+LA_COMPILE = ("cuda", "inductor")
+_la_compiled = {}
+
+
+def _la_fn(fn, x, cache=None):
+    """fn, or its compiled version, built on first use (importing the compiler costs CPU-only runs ~2 s)."""
+    where, backend = LA_COMPILE
+    if where == "never" or cache is not None or (where == "cuda" and not x.is_cuda):
+        return fn
+    if (fn, backend) not in _la_compiled:
+        _la_compiled[fn, backend] = torch.compile(fn, fullgraph=True, backend=backend)
+    return _la_compiled[fn, backend]
+
+
 def la_conv(u, conv_weight, heads, tail=None):
-    """q, k, v from the layer's [q | k | v] projections u [B, T, 2*H*K + HV*V]: short causal depthwise conv
-    (left context: tail [B, ks-1, C], the previous inputs, or zeros) + SiLU, q and k L2-normalized per head;
-    computed in fp32, rounded once to u's dtype. heads = (H, HV, K, V). Returns (q, k, v, the newest ks-1
-    inputs: the next call's tail, fp32). Without a tail this is the spec of kernel.short_conv (the fused
-    Triton form model.py runs with the Triton rule)."""
+    """q, k, v from the [q | k | v] projections u [B, T, 2*H*K + HV*V]: causal_conv (left context: tail or zeros)
+    + SiLU, q and k L2-normalized per head; fp32 inside, u's dtype out. heads = (H, HV, K, V). Returns (q, k, v,
+    the next call's tail, fp32). Without a tail this is the spec of kernel.short_conv."""
     H, HV, K, V = heads
     B, T, _ = u.shape
     dtype = u.dtype
@@ -290,11 +277,10 @@ def la_conv(u, conv_weight, heads, tail=None):
 
 
 def la_gates(a, beta_logit, gamma_logit, e_low, b_low, w_low, A_log, dt_bias, heads, gate, lower_bound, dtype):
-    """The rule's gates and EDA's erase address, from the layer's projections ([B, T, width]):
-    a -> the fp32 log decay g (gate 'safe' | 'kda' | 'log', eda.py's functions); beta_logit, gamma_logit ->
-    sigmoid; e_low -> EDA's erase address, L2-normalized per q/k head and shared by its G value heads;
-    b_low, w_low -> GDN-2's sigmoid gates (fp32, its rule computes in fp32). heads = (H, HV, K, V).
-    Unused inputs are None. beta, gamma, e come out in `dtype`, computed in fp32 and rounded once."""
+    """The rule's gates from the layer's projections: a -> the fp32 log decay g (eda.py's gate functions);
+    beta, gamma = sigmoid of their logits; e_low -> EDA's erase address, L2-normalized per q/k head and shared
+    by its value heads; b_low, w_low -> GDN-2's sigmoid gates (fp32). Unused inputs are None. beta, gamma, e
+    come out in `dtype`, computed in fp32."""
     H, HV, K, V = heads
     G = HV // H
     B, T = a.shape[:2]
@@ -317,8 +303,8 @@ def la_gates(a, beta_logit, gamma_logit, e_low, b_low, w_low, A_log, dt_bias, he
 
 
 def la_output(o, norm_weight, eps, gate_logit):
-    """Per-head RMSNorm of the rule's output o [B, T, HV, V] (model.RMSNorm's math) times the sigmoid output
-    gate (gate_logit [B, T, HV*V]); fp32 inside, [B, T, HV*V] in o's dtype."""
+    """Per-head RMSNorm of the rule's output o [B, T, HV, V] times the sigmoid output gate (gate_logit
+    [B, T, HV*V]); fp32 inside, [B, T, HV*V] in o's dtype."""
     of = o.float()
     of = of * torch.rsqrt(of.pow(2).mean(-1, keepdim=True) + eps) * norm_weight.float()
     of = of.flatten(2) * torch.sigmoid(gate_logit.float())
@@ -328,21 +314,15 @@ def la_output(o, norm_weight, eps, gate_logit):
 class LinearAttention(nn.Module):
     """EDA / KDA / GDN / GDN-2 layer (paper Fig. eda_arch; Kimi Linear's KDA layer; Qwen3-Next's GDN).
 
-    x -> q, k [H heads], v [HV heads] -> short causal depthwise conv (kernel 4) + SiLU; q, k L2-normalized.
+    x -> q, k [H heads], v [HV heads] -> short causal depthwise conv + SiLU; q, k L2-normalized.
     beta = sigmoid(W_b x)                                           (EDA, KDA, GDN; GDN-2 has b, w instead)
-    decay a: channel-wise from a low-rank projection d -> r*HV -> HV*K (r = 16 per value head; KDA's
-             f_a/f_b), mapped by the gate (EDA: safe gate Eq. safe_gate; KDA: l*sigmoid(A u));
-             GDN: one scalar per head a = W_a x, Mamba2 log gate (Eq. log_gate).
-    EDA:     gamma = sigmoid(W_g x) per value head; e = L2norm(low-rank d -> 16*H -> H*K) per q/k head,
-             shared by the G value heads of a group like k. (Table 7 fixes the shape: EDA - KDA is exactly
-             21 * (2048*256 + 256*2048 + 2048*32) params at MoE scale and 18 * (2048*128 + 128*1024 + 2048*16)
-             dense, i.e. rank 16 per q/k head with a full up-projection to the key dim. No conv on e, as
-             KDA convolves only q, k, v.)
-    GDN-2:   b = sigmoid(low-rank d -> 16*H -> H*K), w = sigmoid(low-rank d -> 16*H -> H*V) per q/k head,
-             channel-wise decay as in Eq. gdn2_prelim (Mamba2 log gate made channel-wise, the GDN lineage);
-             this is the shape that reproduces Table 7's GDN-2 count.
-    out:     per-head RMSNorm (weight [V]), times sigmoid(W_o_gate x) (full-rank, Qwen3-Next style; Kimi
-             Linear's low-rank d -> V -> HV*V gate would be ~3.7M per layer short of Table 7), then o_proj.
+    decay:   channel-wise, low-rank d -> r*HV -> HV*K (KDA's f_a/f_b), through the gate (safe / KDA / log);
+             GDN: one scalar per head a = W_a x, Mamba2 log gate.
+    EDA:     gamma = sigmoid(W_g x) per value head; e = L2norm(low-rank d -> r*H -> H*K) per q/k head, shared
+             by the value heads of its group like k; no conv on e.
+    GDN-2:   b, w = sigmoid(low-rank d -> r*H -> H*K or H*V) per q/k head; channel-wise log decay.
+    out:     per-head RMSNorm, times sigmoid(W_o_gate x) (full rank, Qwen3-Next style), then o_proj.
+    The shapes are the ones that reproduce Table 7's counts (notes/params.md).
     """
 
     def __init__(self, cfg: GPTConfig):
@@ -382,10 +362,9 @@ class LinearAttention(nn.Module):
         self.g_proj = nn.Linear(d, HV * V, bias=False)
         self.o_proj = nn.Linear(HV * V, d, bias=False)
         self.o_proj.residual = True
-        # the projections of x, in the order project() reads them out of one matmul: the wide
-        # ones first and the one-per-head ones (widths like 6) last, padded with zero rows to a multiple of 64,
-        # so that every wide slice starts 16-byte aligned and the matmul's width is one the fast GEMM kernels
-        # take (H100: a width of 2460 ran on sm80 fallback kernels, 0.5 ms each way, 3x the aligned time)
+        # the projections of x, in the order project() reads them out of one matmul: the wide ones first, the
+        # one-per-head ones last, zero rows padding to a multiple of 64 so that every wide slice is 16-byte
+        # aligned and the GEMM width is one the fast kernels take (notes/model.md)
         self.x_projs = tuple(n for n in ("q_proj", "k_proj", "v_proj", "g_proj", "f_a", "e_a", "b_a", "w_a",
                                          "beta_proj", "a_proj", "gamma_proj") if hasattr(self, n))
         self.x_pad = -sum(getattr(self, n).out_features for n in self.x_projs) % 64
@@ -394,41 +373,32 @@ class LinearAttention(nn.Module):
     @torch.no_grad()
     def init_gates(self):
         """dt ~ logU(1e-3, 1e-1), dt_bias = softplus^-1(dt) (Mamba2); A = 1 ('unit') or A ~ U(1, 16) ('mamba2').
-        With the projections near 0 at init, the log decay g starts at (checked in test_model.py):
-          safe, A = 1:        g ~ -dt, in [-0.1, -0.001] (per-token retention 0.90 .. 0.999);
-          log,  A = 1:        g = -dt, the same range;
-          kda,  A ~ U(1, 16): g = l sigmoid(A (a + dt_bias)) ~ l dt^A, in (-0.5, 0) (Kimi Linear's init).
-        Mamba2 / Gated DeltaNet draw A ~ U(1, 16) for the log gate (g down to -1.6: a memory of a few tokens),
-        and so did this repo for every gate; flash-linear-attention's KDA starts A_log at 0 with its safe gate.
-        With A ~ U(1, 16) config/reassign.py stayed on its 33% plateau with the safe and the log gate and EDA
-        failed MQAR; with A = 1 (and batch 256) EDA, GDN and GDN-2 learn both (figures in notes/synthetic.md).
-        la_A_init='mamba2' restores the published draw."""
+        With the projections near 0 the log decay starts at g ~ -dt (safe and log gates, A = 1) or
+        l sigmoid(A (a + dt_bias)) in (-0.5, 0) (KDA gate, A ~ U(1, 16)); test_model.py checks both. Why A = 1
+        is the default for the safe and log gates: notes/model.md."""
         if self.cfg.A_init == "unit":
             self.A_log.zero_()
         else:
             self.A_log.copy_(torch.empty_like(self.A_log).uniform_(1, 16).log())
         lo, hi = math.log(1e-3), math.log(1e-1)
         dt = torch.exp(torch.rand_like(self.dt_bias) * (hi - lo) + lo).clamp(min=1e-4)
-        self.dt_bias.copy_(inv_softplus(dt))
-        nn.init.uniform_(self.conv_weight, -1 / math.sqrt(self.cfg.la_conv_size), 1 / math.sqrt(self.cfg.la_conv_size))
+        self.dt_bias.copy_(dt + torch.log(-torch.expm1(-dt)))  # softplus^-1
+        bound = 1 / math.sqrt(self.cfg.la_conv_size)
+        nn.init.uniform_(self.conv_weight, -bound, bound)
 
     def _backend(self, x, cache):
-        """Which implementation runs this call: one token with a cache -> recurrent step (decode)."""
+        """Which implementation runs this call: one token with a cache -> a recurrent step (decode)."""
         be = self.cfg.la_backend
-        if cache is not None and x.shape[1] == 1:  # decoding: one step against the cached state
+        if cache is not None and x.shape[1] == 1:
             fused = self.mixer != "gdn2" and (be == "triton" or (be == "auto" and x.is_cuda))
             return "decode" if fused else "recurrent"
         if be == "auto":
             be = "triton" if (x.is_cuda and self.mixer != "gdn2") else "chunk"
         return be
 
-    def _gamma_logit(self, z):
-        """The erase gate's logit W_g x plus the constant cfg.la_erase_bias (no parameter: Table 7's counts)."""
-        return z if z is None or self.cfg.la_erase_bias == 0 else z + self.cfg.la_erase_bias
-
     def _rule(self, backend, state, q, k, v, e, g, beta, gamma, b, w):
-        """The update rule on rule_inputs' tensors from `state` (None: zeros). Returns (o, the final state, or None
-        without a state to continue: training and evaluation keep none)."""
+        """The update rule from `state` (None: zeros). Returns (o, the final state, or None without a state to
+        continue: training and evaluation keep none)."""
         keep = state is not None
         if self.mixer == "gdn2":
             if backend == "recurrent":
@@ -438,7 +408,7 @@ class LinearAttention(nn.Module):
         args = (q, k, v, e, g, beta, gamma)
         if backend == "triton":
             from kernel import G_MIN
-            # the safe and KDA gates keep g >= la_gate_lower_bound: when that is >= G_MIN, the kernel's range
+            # the safe and KDA gates keep g >= la_gate_lower_bound: when that is >= G_MIN the kernel's range
             # check of g (a host sync per call) can only pass, so it is skipped
             bounded = self.cfg.gate in ("safe", "kda") and self.cfg.la_gate_lower_bound >= G_MIN
             return eda.eda_triton(*args, initial_state=state, output_final_state=keep, check_g=not bounded)
@@ -449,12 +419,10 @@ class LinearAttention(nn.Module):
         return eda.eda_chunk(*args, initial_state=state, output_final_state=keep, chunk_size=self.cfg.la_chunk_size)
 
     def project(self, x):
-        """Every projection of x [B, T, d], by name: 'qkv' (the [q | k | v] slice the conv reads), then the
-        others as self.x_projs names them ('g_proj', 'f_a', ...). With more than one token per row they are one
-        matmul: the weights concatenated on the fly (they stay separate parameters, so checkpoints and the
-        optimizer are unchanged), x read and cast to the compute dtype once, q | k | v side by side as the conv
-        wants them. A decode step (one token per row) runs one matmul per projection instead: there the copy
-        of the concatenated weights would move more bytes than the matmuls read."""
+        """Every projection of x [B, T, d] by name: 'qkv' (the [q | k | v] slice the conv reads), then the others
+        of self.x_projs. With T > 1 they are one matmul on the weights concatenated on the fly (still separate
+        parameters: checkpoints and the optimizer are unchanged); a decode step (T = 1) runs one per projection,
+        where copying the concatenated weights would move more bytes than the matmuls read."""
         mods = [getattr(self, n) for n in self.x_projs]
         if x.shape[1] > 1:
             widths = [self.conv_dim] + [m.out_features for m in mods[3:]] + [self.x_pad]
@@ -465,11 +433,9 @@ class LinearAttention(nn.Module):
         return dict(zip(("qkv",) + self.x_projs[3:], outs))  # (the zero-padding slice dropped)
 
     def rule_inputs(self, x, cache=None, proj=None):
-        """The update rule's inputs from x [B, T, d], exactly as forward passes them to _rule: a dict of q, k, v,
-        e, g, beta, gamma, b, w (None where the mixer has none; shapes and dtypes as eda.py takes them). With a
-        cache, the conv's left context is the cache's last inputs and the cache's "conv" is advanced in place;
-        without one it is zeros. proj: self.project(x), when the caller has it already (forward: the output
-        gate is one of the projections)."""
+        """The update rule's inputs from x [B, T, d], as forward passes them to _rule: a dict of q, k, v, e, g, beta,
+        gamma, b, w (None where the mixer has none). With a cache the conv continues from (and advances, in place)
+        cache['conv']; without one its left context is zeros. proj: self.project(x), if the caller has it."""
         cfg = self.cfg
         p = self.project(x) if proj is None else proj
         heads = (self.H, self.HV, self.K, self.V)
@@ -484,24 +450,23 @@ class LinearAttention(nn.Module):
         a = p["a_proj"] if self.mixer == "gdn" else self.f_b(p["f_a"])
         e_low = self.e_b(p["e_a"]) if self.mixer == "eda" else None
         b_low, w_low = (self.b_b(p["b_a"]), self.w_b(p["w_a"])) if self.mixer == "gdn2" else (None, None)
+        gamma_logit = p.get("gamma_proj")  # plus the constant la_erase_bias (no parameter: Table 7's counts)
+        if gamma_logit is not None and cfg.la_erase_bias != 0:
+            gamma_logit = gamma_logit + cfg.la_erase_bias
         g, beta, gamma, e, b, w = _la_fn(la_gates, x, cache)(
-            a, p.get("beta_proj"), self._gamma_logit(p.get("gamma_proj")), e_low, b_low, w_low, self.A_log,
-            self.dt_bias, heads, cfg.gate, cfg.la_gate_lower_bound, p["qkv"].dtype)
+            a, p.get("beta_proj"), gamma_logit, e_low, b_low, w_low, self.A_log, self.dt_bias, heads, cfg.gate,
+            cfg.la_gate_lower_bound, p["qkv"].dtype)
         return dict(q=q, k=k, v=v, e=e, g=g, beta=beta, gamma=gamma, b=b, w=w)
 
     def forward(self, x, cache=None):
-        """x [B,T,d]; cache: this layer's dict {'conv', 'state'} (prefill, decoding: read and updated in place) or
-        None (training, evaluation: zero left context, zero initial state, none kept)."""
+        """x [B,T,d]; cache: this layer's {'conv', 'state'} (prefill, decoding: read and updated in place) or None
+        (training, evaluation: zero left context and initial state)."""
         p = self.project(x)
         state = None if cache is None else cache["state"]
         o, S = self._rule(self._backend(x, cache), state, **self.rule_inputs(x, cache, proj=p))
         if cache is not None and S is not state:  # the fused decode kernel has updated `state` in place already
             state.copy_(S)
         return self.o_proj(_la_fn(la_output, x, cache)(o, self.o_norm.weight, self.o_norm.eps, p["g_proj"]))
-
-    def new_cache(self, batch_size, device, dtype):
-        return {"conv": torch.zeros(batch_size, self.cfg.la_conv_size - 1, self.conv_dim, device=device, dtype=dtype),
-                "state": torch.zeros(batch_size, self.HV, self.K, self.V, device=device, dtype=torch.float32)}
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -524,16 +489,6 @@ def apply_rope(x, cos, sin):
     return torch.cat([xr, xp], dim=-1)
 
 
-def decode_sdpa_backends(device, masked):
-    """The SDPA kernels for decoding, chosen here rather than by SDPA: on CUDA its own choice can be cuDNN,
-    which builds a new execution plan for every key length (measured: 14 ms of CPU per call at 32k context,
-    more than the whole step's GPU time). Flash attention takes no mask, so the masked (static-shape) step
-    runs the memory-efficient kernel. The CPU runs the math reference."""
-    if device.type != "cuda":
-        return [SDPBackend.MATH]
-    return [SDPBackend.EFFICIENT_ATTENTION] if masked else [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]
-
-
 # Attention decode steps: 'auto' runs kernel.attention_decode (split-KV: the cached sequence is cut across
 # programs, so one sequence fills the GPU) on CUDA where it takes the inputs and SDPA elsewhere; 'split_kv'
 # always (a ValueError where it cannot; the CPU needs TRITON_INTERPRET=1); 'sdpa' never. On an H100 'auto'
@@ -549,6 +504,12 @@ def split_kv_decode(q, cache_k, cache_v, pos):
         from kernel import attention_decode_problem
         return q.is_cuda and attention_decode_problem(q, cache_k, cache_v, pos) is None
     return DECODE_ATTENTION == "split_kv"
+
+
+def check_kv_room(cache, n):
+    """A ValueError unless an attention layer's cache {'k', 'v', ...} holds n positions."""
+    if n > cache["k"].shape[2]:
+        raise ValueError(f"KV cache holds {cache['k'].shape[2]} positions, asked for {n}")
 
 
 class GatedAttention(nn.Module):
@@ -572,15 +533,18 @@ class GatedAttention(nn.Module):
         self.conv_weight = nn.Parameter(torch.empty(d, cfg.attn_conv_size)) if cfg.attn_conv_size else None
 
     def forward(self, x, cache=None, pos=0):
-        """x [B,T,d]; cache: this layer's dict {'k', 'v'} of [B, nkv, max_len, hd] or None; pos: tokens before x,
-        an int, or a long tensor [1] on x's device (GPT.static_decode_step: T == 1, shapes independent of pos)."""
+        """x [B,T,d]; cache: this layer's {'k', 'v'} of [B, nkv, max_len, hd] or None; pos: tokens before x, an
+        int, or a long tensor [1] on x's device (GPT.static_decode_step: T == 1, no shape depends on pos)."""
         B, T, _ = x.shape
         static = isinstance(pos, torch.Tensor)
         if static and (cache is None or T != 1):
             raise ValueError(f"GatedAttention: a tensor pos is for one-token decoding with a cache, got T={T}, "
                              f"cache={'None' if cache is None else 'given'}")
-        if self.conv_weight is not None:
-            x = self._conv(x, cache)
+        if self.conv_weight is not None:  # the left context is the cache's last inputs, or zeros
+            x, tail = causal_conv(x, self.conv_weight.to(x.dtype),
+                                  cache["conv"].to(x.dtype) if cache is not None else None)
+            if cache is not None:
+                cache["conv"].copy_(tail)
         q, gate = self.q_proj(x).view(B, T, self.nh, 2 * self.hd).chunk(2, dim=-1)
         k = self.k_proj(x).view(B, T, self.nkv, self.hd)
         v = self.v_proj(x).view(B, T, self.nkv, self.hd)
@@ -594,40 +558,25 @@ class GatedAttention(nn.Module):
         else:                             # training, or a prefill of T > 1 tokens after pos cached ones
             mask, causal = None, True
             if cache is not None:
-                self._check_room(cache, pos + T)
+                check_kv_room(cache, pos + T)
                 cache["k"][:, :, pos:pos + T] = k.to(cache["k"].dtype)
                 cache["v"][:, :, pos:pos + T] = v.to(cache["v"].dtype)
                 k, v = cache["k"][:, :, :pos + T].to(q.dtype), cache["v"][:, :, :pos + T].to(q.dtype)
                 if pos > 0:  # queries at pos..pos+T-1 see keys 0..their own position
                     causal = False
-                    mask = torch.arange(pos + T, device=x.device)[None, :] <= (pos + torch.arange(T, device=x.device))[:, None]
+                    mask = (torch.arange(pos + T, device=x.device)[None, :]
+                            <= (pos + torch.arange(T, device=x.device))[:, None])
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
                                                enable_gqa=self.nkv != self.nh)
         y = y.transpose(1, 2) * torch.sigmoid(gate)                       # elementwise gate per head dim
         return self.o_proj(y.reshape(B, T, self.nh * self.hd))
 
-    def _conv(self, x, cache):
-        """causal_conv of x [B,T,d]: the left context is the cache's last inputs (zeros without a cache), and
-        the cache keeps the newest ones (in place)."""
-        y, tail = causal_conv(x, self.conv_weight.to(x.dtype), cache["conv"].to(x.dtype) if cache is not None else None)
-        if cache is not None:
-            cache["conv"].copy_(tail)
-        return y
-
-    @staticmethod
-    def _check_room(cache, n):
-        if n > cache["k"].shape[2]:
-            raise ValueError(f"KV cache holds {cache['k'].shape[2]} positions, asked for {n}")
-
     def _decode_attention(self, q, k, v, cache, pos):
-        """One query per head, q [B, nh, 1, hd], against the cache after writing k, v [B, nkv, 1, hd] at pos.
-        int pos: attend over the cache's first pos + 1 slots. Tensor pos (a CUDA graph replays this step at
-        every position): write with index_copy_ at the device-side position and attend over the whole
-        preallocated cache, slots after pos masked out, so that no shape depends on pos; slots after pos may
-        hold anything (they are written before they are read).
-        The G = nh / nkv query heads that share a KV head are G query rows of that head (GQA without
-        repeating K/V and without enable_gqa, which not every SDPA kernel takes). On CUDA the attention is
-        kernel.attention_decode (split-KV, DECODE_ATTENTION); SDPA is the reference and the CPU's path."""
+        """One query per head, q [B, nh, 1, hd], against the cache after writing k, v [B, nkv, 1, hd] at pos. An
+        int pos attends over slots 0..pos. A tensor pos (a CUDA graph replays this step at every position) writes
+        with index_copy_ and attends over the whole preallocated cache, slots after pos masked, so no shape
+        depends on pos. The G = nh / nkv query heads sharing a KV head are G query rows of it (GQA without
+        enable_gqa, which not every SDPA kernel takes). SDPA is the reference and the CPU's path."""
         B = q.shape[0]
         ck, cv = cache["k"], cache["v"]
         if isinstance(pos, torch.Tensor):
@@ -636,7 +585,7 @@ class GatedAttention(nn.Module):
             ck.index_copy_(2, pos, k.to(ck.dtype))
             cv.index_copy_(2, pos, v.to(cv.dtype))
         else:
-            self._check_room(cache, pos + 1)
+            check_kv_room(cache, pos + 1)
             ck[:, :, pos:pos + 1] = k.to(ck.dtype)
             cv[:, :, pos:pos + 1] = v.to(cv.dtype)
         if split_kv_decode(q, ck, cv, pos):  # the whole cache and pos as they are: the kernel reads slots 0..pos only
@@ -648,16 +597,17 @@ class GatedAttention(nn.Module):
         else:
             keys, values, mask = ck[:, :, :pos + 1].to(q.dtype), cv[:, :, :pos + 1].to(q.dtype), None
         qg = q.reshape(B, self.nkv, self.nh // self.nkv, self.hd)
-        with sdpa_kernel(decode_sdpa_backends(q.device, masked=mask is not None)):
+        # the kernels chosen here, not by SDPA: on CUDA it may pick cuDNN, which plans anew for every key length
+        # (notes/model.md); flash attention takes no mask; the CPU runs the math reference
+        if q.device.type != "cuda":
+            backends = [SDPBackend.MATH]
+        elif mask is not None:
+            backends = [SDPBackend.EFFICIENT_ATTENTION]
+        else:
+            backends = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]
+        with sdpa_kernel(backends):
             y = F.scaled_dot_product_attention(qg, keys, values, attn_mask=mask)
         return y.reshape(B, self.nh, 1, self.hd)
-
-    def new_cache(self, batch_size, max_len, device, dtype):
-        shape = (batch_size, self.nkv, max_len, self.hd)
-        cache = {"k": torch.zeros(shape, device=device, dtype=dtype), "v": torch.zeros(shape, device=device, dtype=dtype)}
-        if self.conv_weight is not None:
-            cache["conv"] = torch.zeros(batch_size, self.conv_weight.shape[-1] - 1, self.cfg.n_embd, device=device, dtype=dtype)
-        return cache
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -668,10 +618,9 @@ _GROUPED_MM_OK = hasattr(F, "grouped_mm")
 
 
 def grouped_matmul(x, w, counts):
-    """x [N, a] sorted by expert, w [E, a, b], counts [E] -> [N, b]: rows of expert i times w[i].
-    torch's grouped GEMM on CUDA in bf16 (one launch for all experts), else one matmul per expert (an expert
-    without tokens multiplies an empty slice; torch's CPU grouped_mm works but is ~100x slower than the loop
-    at toy sizes, and takes only bf16 under torch.compile)."""
+    """x [N, a] sorted by expert, w [E, a, b], counts [E] -> [N, b]: rows of expert i times w[i]. torch's grouped
+    GEMM on CUDA in bf16 (one launch), else one matmul per expert (torch's CPU grouped_mm is ~100x slower than
+    the loop at toy sizes, and takes only bf16 under torch.compile)."""
     global _GROUPED_MM_OK
     w = w.to(x.dtype)
     aligned = all((s * x.element_size()) % 16 == 0 for s in (w.shape[1], w.shape[2]))
@@ -679,9 +628,8 @@ def grouped_matmul(x, w, counts):
         try:
             return F.grouped_mm(x, w, offs=counts.cumsum(0).to(torch.int32))
         except RuntimeError:
-            _GROUPED_MM_OK = False  # unsupported here: fall through to the loop from now on
-    # the split's sizes are read on the host (a sync; torch.compile traces them as data-dependent sizes, where
-    # skipping empty experts with `if n:` was a branch on data it cannot trace)
+            _GROUPED_MM_OK = False  # unsupported here: the loop from now on
+    # the split's sizes are read on the host (torch.compile traces them as data-dependent sizes)
     return torch.cat([xi @ w[i] for i, xi in enumerate(x.split(counts.tolist()))])
 
 
@@ -690,10 +638,10 @@ class MoE(nn.Module):
 
     router: softmax over E experts in fp32, top-k, weights renormalized to sum to 1;
     shared expert: a SwiGLU of width shared_expert_hidden, scaled by sigmoid(W_s x);
-    aux loss (Switch Transformer): E * sum_i f_i * P_i, f_i = fraction of the N*k routed slots that go to
-    expert i, P_i = mean router probability of i; times moe_aux_coef. 1 when perfectly balanced.
-    Dispatch: the N*k (token, expert) pairs are sorted by expert, gathered, run per expert with a grouped
-    GEMM, weighted and scattered back with index_add: no expert sees tokens not routed to it.
+    aux loss (Switch Transformer): moe_aux_coef * E * sum_i f_i * P_i, f_i = fraction of the N*k routed slots
+    that go to expert i, P_i = mean router probability of i (1 * coef when perfectly balanced).
+    Dispatch: the (token, expert) pairs sorted by expert, gathered, run with a grouped GEMM, weighted and
+    scattered back with index_add: no expert sees tokens not routed to it.
     """
 
     def __init__(self, cfg: GPTConfig):
@@ -747,7 +695,7 @@ class MoE(nn.Module):
 
 
 class Block(nn.Module):
-    """Pre-norm residual block: x + mixer(norm(x)), then x + ffn(norm(x))."""
+    """Pre-norm residual block: x + mixer(norm(x)), then x + ffn(norm(x)). Returns (x, the MoE aux loss or 0)."""
 
     def __init__(self, cfg: GPTConfig, layer_idx):
         super().__init__()
@@ -769,19 +717,8 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    """The language model: embedding, n_layer blocks, final RMSNorm, lm_head (untied by default).
-
-    Decoding cache (model.new_cache; prefill / decode_step update it in place and also return it):
-        cache = {"pos": int,                       # tokens consumed so far (the next token's position)
-                 "layers": [per-block dict, ...]}   # one per model.blocks entry
-        linear layer:    {"conv": [B, la_conv_size-1, 2*H*K + HV*V] last conv inputs (model dtype),
-                          "state": [B, HV, K, V] fp32 recurrent state}      -- constant size
-        attention layer: {"k", "v": [B, n_kv_head, max_len, head_dim]} preallocated KV cache; slots < pos valid
-                         (and with attn_conv_size, "conv": [B, attn_conv_size-1, n_embd] last inputs)
-    Prefill runs the chunked backend and fills the states; decode_step runs one recurrent step per linear
-    layer. Every cache tensor is updated in place, never replaced (GraphDecoder relies on it). Caches are
-    per batch row: all rows share pos (left-pad prompts of unequal length yourself).
-    """
+    """The language model: embedding, n_layer blocks, final RMSNorm, lm_head (untied by default). Decoding runs
+    on a cache (new_cache, prefill, decode_step); sampling is decode.generate."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -815,13 +752,10 @@ class GPT(nn.Module):
                 bound = 1 / math.sqrt(m.conv_weight.shape[-1])
                 nn.init.uniform_(m.conv_weight, -bound, bound)
 
-    # -- training forward --------------------------------------------------------------------------
-
     def forward(self, idx, targets=None):
         """idx [B,T] -> (logits, mean CE loss or None, aux_loss). Without targets: logits [B,T,vocab]. With
-        targets [B,T]: positions whose target is -1 are ignored, and the head runs only at the others, so
-        logits are [N, vocab] for the N kept positions in row-major order (the synthetic tasks answer at a
-        few positions of each row: their full logits were most of a small model's time and memory)."""
+        targets [B,T]: positions whose target is -1 are ignored and the head runs only at the others, so logits
+        are [N, vocab] for the N kept positions in row-major order (the synthetic tasks answer at a few)."""
         x = self.wte(idx)
         aux = torch.zeros((), device=idx.device, dtype=torch.float32)
         for block in self.blocks:
@@ -836,38 +770,55 @@ class GPT(nn.Module):
         logits = self.lm_head(self.norm_f(x[keep]))
         return logits, F.cross_entropy(logits.float(), targets[keep]), aux
 
-    # -- decoding -----------------------------------------------------------------------------------
+    # -- decoding: the cache ------------------------------------------------------------------------
 
     def new_cache(self, batch_size, max_len=None, device=None, dtype=None):
-        """An empty decoding cache (format in the class docstring). max_len defaults to block_size."""
-        max_len = self.config.block_size if max_len is None else max_len
+        """An empty decoding cache, {"pos": tokens consumed so far, "layers": one dict per block}:
+            linear layer:    {"conv": [B, la_conv_size-1, 2*H*K + HV*V] the last conv inputs (dtype),
+                              "state": [B, HV, K, V] the fp32 recurrent state}      -- constant size
+            attention layer: {"k", "v": [B, n_kv_head, max_len, head_dim]}, slots < pos valid (and with
+                              attn_conv_size, "conv": [B, attn_conv_size-1, n_embd] the last inputs)
+        max_len defaults to block_size, device and dtype to the model's. prefill / decode_step update every
+        tensor in place, never replace it (decode.GraphDecoder relies on it). All rows share pos (left-pad
+        prompts of unequal length yourself)."""
+        cfg = self.config
+        max_len = cfg.block_size if max_len is None else max_len
         device = self.wte.weight.device if device is None else device
         dtype = self.wte.weight.dtype if dtype is None else dtype
-        layers = [b.mixer.new_cache(batch_size, max_len, device, dtype) if b.is_attention
-                  else b.mixer.new_cache(batch_size, device, dtype) for b in self.blocks]
+        layers = []
+        for b in self.blocks:
+            m = b.mixer
+            if b.is_attention:
+                c = {n: torch.zeros(batch_size, m.nkv, max_len, m.hd, device=device, dtype=dtype) for n in "kv"}
+                if cfg.attn_conv_size:
+                    c["conv"] = torch.zeros(batch_size, cfg.attn_conv_size - 1, cfg.n_embd, device=device, dtype=dtype)
+            else:
+                c = {"conv": torch.zeros(batch_size, cfg.la_conv_size - 1, m.conv_dim, device=device, dtype=dtype),
+                     "state": torch.zeros(batch_size, m.HV, m.K, m.V, device=device, dtype=torch.float32)}
+            layers.append(c)
         return {"pos": 0, "layers": layers}
 
-    def _cached_forward(self, idx, cache):
-        pos = cache["pos"]
+    def _cached_blocks(self, idx, cache, pos):
+        """The blocks on idx after pos cached tokens (pos: an int, or a device tensor for static_decode_step)."""
         x = self.wte(idx)
         for block, c in zip(self.blocks, cache["layers"]):
             x, _ = block(x, c, pos)
-        cache["pos"] = pos + idx.shape[1]
         return x
 
     @torch.no_grad()
     def prefill(self, idx, cache, all_logits=False, chunk_size=None):
         """Run the prompt idx [B,T] through the chunked path from the cache's state (pos may be > 0).
-        chunk_size: feed the prompt that many tokens at a time (each piece continues from the cache like a
-        later prefill), so a long prompt's activations and attention scores are those of one piece, not of
-        T tokens at once; None: all T in one pass.
+        chunk_size: that many tokens at a time, each piece continuing from the cache, so that a long prompt's
+        activations and attention scores are those of one piece; None: all T at once.
         Returns (logits [B,1,vocab] for the last position, or [B,T,vocab] with all_logits, cache)."""
         if chunk_size is not None and (type(chunk_size) is not int or chunk_size < 1):  # a bool is no size
             raise ValueError(f"prefill: chunk_size must be a positive int or None, got {chunk_size!r}")
         step = idx.shape[1] if chunk_size is None else chunk_size
         outs = []
         for t0 in range(0, idx.shape[1], step):
-            x = self._cached_forward(idx[:, t0:t0 + step], cache)
+            piece = idx[:, t0:t0 + step]
+            x = self._cached_blocks(piece, cache, cache["pos"])
+            cache["pos"] += piece.shape[1]
             outs.append(x if all_logits else x[:, -1:])
         x = torch.cat(outs, dim=1) if all_logits else outs[-1]
         return self.lm_head(self.norm_f(x)), cache
@@ -876,87 +827,25 @@ class GPT(nn.Module):
     def decode_step(self, idx_next, cache):
         """One token per row, idx_next [B] or [B,1]: one recurrent step per linear layer, one KV-cache
         attention step per full layer. Returns (logits [B,1,vocab], cache)."""
-        idx_next = idx_next.view(-1, 1)
-        return self.lm_head(self.norm_f(self._cached_forward(idx_next, cache))), cache
+        x = self._cached_blocks(idx_next.view(-1, 1), cache, cache["pos"])
+        cache["pos"] += 1
+        return self.lm_head(self.norm_f(x)), cache
 
     @torch.no_grad()
     def static_decode_step(self, idx, cache, pos):
-        """decode_step with nothing that depends on the position but the contents of pos, a long tensor [1] on
-        the model's device equal to cache['pos']: no shape, Python number or host sync does, so a CUDA graph
-        can capture it once and replay it at every position (GraphDecoder). idx [B,1]; returns logits
-        [B,1,vocab]; advances pos in place and leaves cache['pos'] (a Python int) to the caller."""
-        x = self.wte(idx)
-        for block, c in zip(self.blocks, cache["layers"]):
-            x, _ = block(x, c, pos)
+        """decode_step with nothing depending on the position but the contents of pos, a long tensor [1] on the
+        model's device equal to cache['pos'] (no shape, Python number or host sync does), so that a CUDA graph
+        can replay it at every position (decode.GraphDecoder). idx [B,1]; returns logits [B,1,vocab]; advances
+        pos in place and leaves cache['pos'] to the caller."""
+        x = self._cached_blocks(idx, cache, pos)
         pos.add_(1)
         return self.lm_head(self.norm_f(x))
-
-    def cuda_graph_problem(self):
-        """Why decode steps cannot be replayed from a CUDA graph here (a sentence), or None if they can."""
-        if self.config.moe:
-            return ("MoE routing reads the tokens per expert on the host (bincount, the dispatch split), which "
-                    "a graph cannot replay")
-        dev = self.wte.weight.device
-        if dev.type != "cuda":
-            return f"the model is on {dev}, and CUDA graphs need a CUDA device"
-        if torch.is_autocast_enabled("cuda"):
-            return ("autocast is on: the weight casts it caches would be freed while the graph still reads "
-                    "them; cast the model instead (model.to(torch.bfloat16))")
-        return None
-
-    @torch.no_grad()
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, on_token=None,
-                 cuda_graph=None, prefill_chunk=None):
-        """Sample max_new_tokens after idx [B,T] (temperature 0: greedy). on_token(tokens [B,1]) is called
-        for each new token batch (streaming): the first call comes right after the prefill (the CUDA graph is
-        captured after it). prefill_chunk: prefill(chunk_size=...). Returns [B, T + max_new_tokens].
-        cuda_graph: replay each decode step from a CUDA graph (GraphDecoder; same tokens, ~1 launch instead of
-        one per operator). None: on a CUDA device when possible, else a warning says why not; True: a
-        ValueError if not possible; False: plain decode_step (the reference, and the path on the CPU)."""
-        B, T = idx.shape
-        if T + max_new_tokens > self.config.block_size:
-            raise ValueError(f"prompt ({T}) + max_new_tokens ({max_new_tokens}) exceeds block_size "
-                             f"({self.config.block_size})")
-        if cuda_graph is not None and not isinstance(cuda_graph, bool):
-            raise ValueError(f"cuda_graph must be None, True or False, got {cuda_graph!r}")
-        was_training = self.training
-        self.eval()
-        # under autocast the cache holds the compute dtype: the values are in it anyway, and a float32 cache
-        # would be converted back, all of it, at every step
-        dev = self.wte.weight.device.type
-        dtype = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else None
-        cache = self.new_cache(B, max_len=T + max_new_tokens, dtype=dtype)
-        use_graph = None
-        if max_new_tokens > 1 and cuda_graph is not False:
-            problem = self.cuda_graph_problem()
-            if problem is None:
-                use_graph = True
-            elif cuda_graph:
-                raise ValueError(f"generate(cuda_graph=True): {problem}")
-            elif dev == "cuda":
-                warnings.warn(f"generate: decoding without a CUDA graph, one launch per operator: {problem}")
-        logits, cache = self.prefill(idx, cache, chunk_size=prefill_chunk)
-        step = None
-        out = [idx]
-        for i in range(max_new_tokens):
-            nxt = sample_next(logits[:, -1].float(), temperature, top_k, top_p)
-            out.append(nxt)
-            if on_token is not None:
-                on_token(nxt)
-            if i + 1 < max_new_tokens:
-                if use_graph and step is None:  # captured after the first token is out: its time is the prefill's
-                    step = GraphDecoder(self, cache)
-                logits = step(nxt) if step is not None else self.decode_step(nxt, cache)[0]
-        self.train(was_training)
-        return torch.cat(out, dim=1)
 
     # -- bookkeeping --------------------------------------------------------------------------------
 
     def param_summary(self):
-        """{'total', 'active', 'breakdown'}. Counting follows Table 7, which (checked against its numbers:
-        the MoE GDN row matches to 0.01%) counts the input embedding AND the lm_head, in total and in active
-        params; with tie_embeddings the shared matrix is counted once. active = total minus the routed experts
-        a token does not use: (n_expert - moe_topk) / n_expert of the expert weights."""
+        """{'total', 'active', 'breakdown'}, counted as Table 7 counts (notes/params.md): the input embedding and
+        the lm_head both, once if tied; active = total minus the routed experts a token does not use."""
         cfg = self.config
         bd = {k: 0 for k in ("embedding", "lm_head", "linear_attention", "full_attention", "ffn",
                              "experts", "shared_expert", "router", "norms")}
@@ -990,8 +879,8 @@ class GPT(nn.Module):
         return {"total": total, "active": active, "breakdown": bd}
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
-        """AdamW; weight decay on matrices (>= 2D) only, never on the decay-gate parameters (A_log,
-        dt_bias: dt_bias is [HV, K], 2D, so it is excluded by name), norms or biases."""
+        """AdamW; weight decay on matrices (>= 2D) only, never on the decay-gate parameters (A_log, dt_bias:
+        dt_bias is [HV, K], so it is excluded by name), norms or biases."""
         decay, no_decay = [], []
         for name, p in self.named_parameters():
             if not p.requires_grad:
@@ -1002,17 +891,13 @@ class GPT(nn.Module):
             else:
                 no_decay.append(p)
         groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-        fused = device_type == "cuda"
-        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)
+        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=device_type == "cuda")
 
     def flops_per_token(self, seq_len):
-        """Training FLOPs per token (forward + backward = 3x forward):
-        6 * active matmul params (all active params but the embedding lookup)
-        + full attention: per layer 2 matmuls (QK^T, AV) of 2*n_head*head_dim FLOPs per attended key, over
-          seq_len/2 keys on average (causal) -> 3 * 2 * 2 * n_head * head_dim * seq_len / 2
-        + linear attention, chunk form per token and value head with chunk C (EDA: 2 sub-steps, chunk 2C):
-          intra-chunk A and Q.Gamma.K^T (2*C*K each), Tril(.)U (2*C*V), triangular solve (C*(K+V)),
-          W S_0, Q S_0 and the state update (2*K*V each) -> 3x that for training. An estimate for MFU."""
+        """Training FLOPs per token (forward + backward = 3x forward), an estimate for MFU: 6 x the active matmul
+        params, plus full attention's QK^T and AV over seq_len/2 keys on average, plus linear attention's chunk
+        form per value head (EDA: 2 sub-steps per token, chunk 2C): intra-chunk A and Q.Gamma.K^T, Tril(.)U, the
+        triangular solve, W S_0, Q S_0 and the state update."""
         cfg = self.config
         s = self.param_summary()
         n_mat = s["active"] - s["breakdown"]["embedding"]  # the lookup is not a matmul ...
@@ -1030,102 +915,8 @@ class GPT(nn.Module):
         return float(flops)
 
 
-class GraphDecoder:
-    """GPT.decode_step for one cache, captured once as a CUDA graph and replayed per token: the ~1000
-    kernel launches of a step (a few µs of CPU each: more than the GPU work, measured) become one graph launch.
-
-        step = GraphDecoder(model, cache)    # after the prefill
-        logits = step(next_tokens)           # [B] or [B,1] -> [B,1,vocab]; advances cache['pos'] like decode_step
-
-    The graph replays static_decode_step on fixed addresses: the cache tensors (updated in place), a token
-    buffer, a device-side position and its output, so the returned logits are overwritten by the next call.
-    The cache may be advanced in between by prefill or decode_step: the position is re-read from cache['pos'].
-    capture=False runs the same static step without a graph (how the CPU tests check it against decode_step).
-    """
-
-    @torch.no_grad()
-    def __init__(self, model, cache, capture=True):
-        problem = model.cuda_graph_problem() if capture else None
-        if problem:
-            raise ValueError(f"GraphDecoder: cannot replay decode steps from a CUDA graph: {problem}")
-        self.model, self.cache = model, cache
-        dev = model.wte.weight.device
-        self.batch = next(iter(cache["layers"][0].values())).shape[0]
-        kv = [c["k"].shape[2] for c, b in zip(cache["layers"], model.blocks) if b.is_attention]
-        self.max_len = min(kv) if kv else None  # linear layers alone have no length limit
-        self.tok = torch.zeros(self.batch, 1, dtype=torch.long, device=dev)
-        self.pos = torch.zeros(1, dtype=torch.long, device=dev)
-        self.pos_is = None  # the value of self.pos, as last set or advanced (None: unknown)
-        self.graph = None
-        if capture:
-            self._capture()
-
-    def _capture(self):
-        model, cache = self.model, self.cache
-        self._check_room()
-        # Warm up outside the capture (Triton compiles, cuBLAS allocates its workspace on first use; neither
-        # may happen while capturing), on a side stream as torch.cuda.graph asks. The warm-up runs real steps
-        # at cache['pos']: the linear layers' conv tails and states are restored afterwards; the K/V it writes
-        # at slot pos are rewritten by the next real step before anything reads them.
-        linear = [c for c, b in zip(cache["layers"], model.blocks) if not b.is_attention]
-        saved = [{n: t.clone() for n, t in c.items()} for c in linear]
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                self.pos.fill_(cache["pos"])
-                model.static_decode_step(self.tok, cache, self.pos)
-        torch.cuda.current_stream().wait_stream(side)
-        for c, s in zip(linear, saved):
-            for n, t in s.items():
-                c[n].copy_(t)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):  # records, runs nothing
-            self.logits = model.static_decode_step(self.tok, cache, self.pos)
-        self.pos_is = None
-
-    def _check_room(self):
-        if self.max_len is not None and self.cache["pos"] >= self.max_len:
-            raise ValueError(f"KV cache holds {self.max_len} positions, asked for {self.cache['pos'] + 1}")
-
-    @torch.no_grad()
-    def __call__(self, idx_next):
-        cache = self.cache
-        if idx_next.numel() != self.batch:
-            raise ValueError(f"GraphDecoder: {idx_next.numel()} tokens for a cache of batch {self.batch}")
-        self._check_room()  # on the host: the graph's index_copy_ cannot check the device-side position
-        self.tok.copy_(idx_next.view(-1, 1))
-        if self.pos_is != cache["pos"]:  # the first step, or the cache was advanced elsewhere
-            self.pos.fill_(cache["pos"])
-        if self.graph is not None:
-            self.graph.replay()
-            logits = self.logits
-        else:
-            logits = self.model.static_decode_step(self.tok, cache, self.pos)
-        cache["pos"] += 1
-        self.pos_is = cache["pos"]
-        return logits
-
-
-def sample_next(logits, temperature=1.0, top_k=None, top_p=None):
-    """logits [B, vocab] -> next tokens [B, 1]: greedy at temperature 0, else top-k / nucleus sampling."""
-    if temperature == 0:
-        return logits.argmax(dim=-1, keepdim=True)
-    logits = logits / temperature
-    if top_k is not None:
-        v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
-        logits = logits.masked_fill(logits < v[:, [-1]], float("-inf"))
-    if top_p is not None and top_p < 1.0:
-        sorted_logits, order = logits.sort(dim=-1, descending=True)
-        cum = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
-        drop = cum - sorted_logits.softmax(dim=-1) > top_p  # keep the smallest set whose mass reaches top_p
-        sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
-        logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
-    return torch.multinomial(logits.softmax(dim=-1), num_samples=1)
-
-
 # ----------------------------------------------------------------------------------------------------
-# Checkpoints (train.py writes them, train.py and sample.py read them)
+# Checkpoints (train.py writes them; train.py, sample.py and probe.py read them)
 
 
 class CheckpointError(ValueError):
@@ -1133,18 +924,17 @@ class CheckpointError(ValueError):
 
 
 def load_checkpoint(path, keys=("model", "model_args"), **kw):
-    """torch.load with weights_only=True: tensors and plain Python values only, so a crafted ckpt.pt cannot
-    run code while it is read (a full unpickler would). Raises CheckpointError naming the file when it is
-    not such a checkpoint, cannot be read (truncated, corrupt), or lacks one of `keys`."""
+    """torch.load with weights_only=True (tensors and plain values only: a crafted ckpt.pt cannot run code while
+    it is read). A CheckpointError naming the file when it is not such a checkpoint, cannot be read, or lacks one
+    of `keys`."""
     import pickle
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True, **kw)
     except pickle.UnpicklingError as err:  # what weights_only raises on anything but tensors and plain values
         # torch's message is a page long; its line naming the refused object is the one worth showing
         lines = [ln for ln in str(err).splitlines() if "GLOBAL" in ln or "Unsupported" in ln] or [type(err).__name__]
-        why = lines[0].strip()[:200]
         raise CheckpointError(f"{path} holds Python objects other than tensors and plain values, so it is not "
-                              f"loaded (unpickling them could run code): {why}") from None
+                              f"loaded (unpickling them could run code): {lines[0].strip()[:200]}") from None
     except Exception as err:  # torch.load's errors for a short or damaged file are RuntimeErrors, EOFError, ...
         raise CheckpointError(f"cannot read the checkpoint {path} (truncated or corrupt?): "
                               f"{type(err).__name__}: {str(err).strip().split('. ')[0][:200]}") from None

@@ -9,8 +9,8 @@ Sample from a trained model, streaming tokens to stdout as they are made.
 The prompt is prefilled through the chunked (or Triton) path, prefill_chunk tokens at a time (so memory does
 not grow with the prompt's length beyond its KV cache); then each new token costs one
 recurrent step in the linear-attention layers, whose state has a constant size whatever the length, and
-one step against the KV cache in the full-attention layers (model.GPT.generate). On a GPU each step is
-replayed from a CUDA graph (model.GraphDecoder): one graph launch per token instead of one per operator.
+one step against the KV cache in the full-attention layers (decode.generate). On a GPU each step is
+replayed from a CUDA graph (decode.GraphDecoder): one graph launch per token instead of one per operator.
 After each sample a line on stderr gives the time to the first token (the prefill) and the decoding rate.
 """
 import codecs
@@ -21,6 +21,7 @@ import time
 import torch
 
 from configurator import configure, file_text
+from decode import cuda_graph_problem, generate
 from model import GPT, CheckpointError, GPTConfig, load_checkpoint
 
 # -----------------------------------------------------------------------------
@@ -108,8 +109,8 @@ if tokenizer.startswith('synthetic'):
 # on CUDA the weights are cast to dtype (rather than autocast, which would cast each weight at every step,
 # and whose cached casts a CUDA graph cannot hold on to); the CPU computes in float32
 model.eval().to(device, getattr(torch, dtype) if 'cuda' in device else torch.float32)
-if cuda_graph and model.cuda_graph_problem():
-    fail(f"cuda_graph=True, but decode steps cannot be replayed from a CUDA graph: {model.cuda_graph_problem()}")
+if cuda_graph and cuda_graph_problem(model):
+    fail(f"cuda_graph=True, but decode steps cannot be replayed from a CUDA graph: {cuda_graph_problem(model)}")
 encode, token_bytes = load_tokenizer(tokenizer)
 
 # the prompt
@@ -151,8 +152,8 @@ for i in range(num_samples):
         stamps.append(time.perf_counter())
 
     t0 = time.perf_counter()
-    model.generate(idx, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, on_token=show,
-                   cuda_graph=cuda_graph, prefill_chunk=prefill_chunk)
+    generate(model, idx, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, on_token=show,
+             cuda_graph=cuda_graph, prefill_chunk=prefill_chunk)
     sys.stdout.write(text.decode(b'', final=True))
     print('\n---------------', flush=True)
     # the rate counts from the second token: the first decode step also captures the CUDA graph

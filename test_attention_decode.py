@@ -16,7 +16,8 @@ import torch.nn.functional as F  # noqa: E402
 
 import kernel  # noqa: E402
 import model as M  # noqa: E402
-from conftest import rel  # noqa: E402
+from conftest import rel, tiny_gpt  # noqa: E402
+from decode import GraphDecoder  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2}  # bf16: the cache and P are rounded to 8 bits of mantissa
@@ -139,20 +140,12 @@ def test_split_kv_decode_on_cpu_without_the_interpreter_is_a_value_error(monkeyp
         kernel.attention_decode(q, k, v, 3)
 
 
-def tiny_model():
-    torch.manual_seed(0)
-    cfg = M.GPTConfig(vocab_size=97, block_size=96, n_layer=4, n_embd=64, mixer="eda", n_head=4, n_kv_head=2,
-                      head_dim=16, la_n_head=2, la_n_v_head=4, la_head_dim=16, la_v_head_dim=16, la_chunk_size=8,
-                      la_backend="chunk")
-    return M.GPT(cfg).to(DEV).eval()
-
-
 def decode_logits(model, prompt, steps, static):
     """Logits of `steps` greedy decode steps after the prompt, through decode_step or the static (graph) step."""
     with torch.no_grad():
         cache = model.new_cache(prompt.shape[0], max_len=prompt.shape[1] + steps + 3)
         logits, _ = model.prefill(prompt, cache)
-        step = M.GraphDecoder(model, cache, capture=False) if static else None
+        step = GraphDecoder(model, cache, capture=False) if static else None
         out = []
         for _ in range(steps):
             nxt = logits[:, -1].argmax(-1)
@@ -163,7 +156,8 @@ def decode_logits(model, prompt, steps, static):
 
 @pytest.mark.parametrize("static", [False, True])
 def test_model_decode_with_split_kv_matches_the_sdpa_path(monkeypatch, static):
-    model = tiny_model()
+    model = tiny_gpt("eda", vocab_size=97, block_size=96, n_embd=64, n_head=4, n_kv_head=2, la_v_head_dim=16,
+                     la_chunk_size=8, init_std=0.02).to(DEV)
     prompt = torch.randint(0, 97, (2, 11), generator=torch.Generator().manual_seed(1)).to(DEV)
     monkeypatch.setattr(M, "DECODE_ATTENTION", "sdpa")
     ref = decode_logits(model, prompt, 5, static)

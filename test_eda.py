@@ -3,33 +3,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import rel
+from conftest import make_inputs, rel
 from eda import (double_sequence, eda_chunk, eda_recurrent, gdn2_chunk, gdn2_recurrent, kda_gate, log_gate,
                  safe_gate)
 
 B, H, HV, K, V = 2, 2, 4, 32, 16  # grouped value heads (2 per query/key head), K != V
-
-
-def make_inputs(T, seed, dtype=torch.float64, scalar_g=False, erase=True, b=B, h=H, hv=HV, k=K, v=V):
-    """Random EDA inputs as a layer would give them: q, k, e unit-norm; g from the safe gate's range."""
-    gen = torch.Generator().manual_seed(seed)
-
-    def rnd(*shape):
-        return torch.randn(*shape, generator=gen, dtype=torch.float64)
-
-    def uni(*shape):
-        return torch.rand(*shape, generator=gen, dtype=torch.float64)
-
-    x = dict(
-        q=F.normalize(rnd(b, T, h, k), dim=-1),
-        k=F.normalize(rnd(b, T, h, k), dim=-1),
-        v=rnd(b, T, hv, v),
-        e=F.normalize(rnd(b, T, hv, k), dim=-1) if erase else None,
-        g=-5 * uni(b, T, hv) if scalar_g else -5 * uni(b, T, hv, k),
-        beta=uni(b, T, hv),
-        gamma=uni(b, T, hv) if erase else None,
-    )
-    return {n: (t.to(dtype) if t is not None else None) for n, t in x.items()}, rnd(b, hv, k, v).to(dtype)
+F64 = torch.float64
 
 
 # --- the chunked form equals the reference ----------------------------------------------------------
@@ -37,10 +16,9 @@ def make_inputs(T, seed, dtype=torch.float64, scalar_g=False, erase=True, b=B, h
 @pytest.mark.parametrize("T,chunk_size", [(1, 16), (15, 4), (63, 16), (100, 32)])
 @pytest.mark.parametrize("with_state", [False, True])
 def test_chunk_matches_recurrent_fp64(T, chunk_size, with_state):
-    x, S0 = make_inputs(T, seed=1000 + T + chunk_size + with_state)
-    S0 = S0 if with_state else None
-    o_ref, s_ref = eda_recurrent(**x, initial_state=S0, output_final_state=True)
-    o, s = eda_chunk(**x, initial_state=S0, output_final_state=True, chunk_size=chunk_size)
+    x = make_inputs(B, T, H, HV, K, V, h0=with_state, seed=1000 + T + chunk_size + with_state, dtype=F64)
+    o_ref, s_ref = eda_recurrent(**x, output_final_state=True)
+    o, s = eda_chunk(**x, output_final_state=True, chunk_size=chunk_size)
     assert o.shape == (B, T, HV, V) and s.shape == (B, HV, K, V)
     assert o.dtype == s.dtype == torch.float64
     assert rel(o, o_ref) <= 1e-10
@@ -49,19 +27,19 @@ def test_chunk_matches_recurrent_fp64(T, chunk_size, with_state):
 
 @pytest.mark.parametrize("case", ["kda", "gdn", "deltanet"])
 def test_chunk_matches_recurrent_without_erase(case):
-    x, S0 = make_inputs(37, seed=7, erase=False, scalar_g=(case == "gdn"))
+    x = make_inputs(B, 37, H, HV, K, V, seed=7, erase=False, scalar_g=(case == "gdn"), dtype=F64)
     if case == "deltanet":
         x["g"] = torch.zeros_like(x["g"])
-    o_ref, s_ref = eda_recurrent(**x, initial_state=S0, output_final_state=True)
-    o, s = eda_chunk(**x, initial_state=S0, output_final_state=True, chunk_size=16)
+    o_ref, s_ref = eda_recurrent(**x, output_final_state=True)
+    o, s = eda_chunk(**x, output_final_state=True, chunk_size=16)
     assert rel(o, o_ref) <= 1e-10 and rel(s, s_ref) <= 1e-10
 
 
 def test_chunk_fp32_matches_fp64_reference():
-    x64, S64 = make_inputs(100, seed=11)
-    o_ref, s_ref = eda_recurrent(**x64, initial_state=S64, output_final_state=True)
+    x64 = make_inputs(B, 100, H, HV, K, V, seed=11, dtype=F64)
+    o_ref, s_ref = eda_recurrent(**x64, output_final_state=True)
     x32 = {n: t.float() for n, t in x64.items()}
-    o, s = eda_chunk(**x32, initial_state=S64.float(), output_final_state=True, chunk_size=32)
+    o, s = eda_chunk(**x32, output_final_state=True, chunk_size=32)
     assert o.dtype == s.dtype == torch.float32
     assert rel(o.double(), o_ref) <= 1e-5
     assert rel(s.double(), s_ref) <= 1e-5
@@ -70,24 +48,24 @@ def test_chunk_fp32_matches_fp64_reference():
 def test_chunk_survives_extreme_decay_over_long_chunks():
     # the safe gate's floor on every channel: a 64-step chunk decays by exp(-320), far below fp32's range;
     # the chunked form must only exponentiate non-positive decay differences (notes/chunk_form.md §2)
-    x, S0 = make_inputs(130, seed=12, dtype=torch.float32)
+    x = make_inputs(B, 130, H, HV, K, V, seed=12, dtype=torch.float32)
     x["g"] = torch.full_like(x["g"], -5.0)
-    o, s = eda_chunk(**x, initial_state=S0, output_final_state=True, chunk_size=64)
-    o_ref, s_ref = eda_recurrent(**{n: t.double() for n, t in x.items()}, initial_state=S0.double(),
-                                 output_final_state=True)
+    o, s = eda_chunk(**x, output_final_state=True, chunk_size=64)
+    o_ref, s_ref = eda_recurrent(**{n: t.double() for n, t in x.items()}, output_final_state=True)
     assert torch.isfinite(o).all() and torch.isfinite(s).all()
     assert rel(o.double(), o_ref) <= 1e-5 and rel(s.double(), s_ref) <= 1e-5
 
 
 def test_low_precision_inputs_give_outputs_in_v_dtype_and_fp32_state():
-    x, S0 = make_inputs(20, seed=13, dtype=torch.bfloat16)
+    x = make_inputs(B, 20, H, HV, K, V, h0=False, seed=13, dtype=F64)
+    x = {n: t.bfloat16() for n, t in x.items() if t is not None}  # every input, the gates too
     for fn in (eda_recurrent, eda_chunk):
         o, s = fn(**x, output_final_state=True)
         assert o.dtype == torch.bfloat16 and s.dtype == torch.float32
 
 
 def test_scale_multiplies_q():
-    x, _ = make_inputs(9, seed=14)
+    x = make_inputs(B, 9, H, HV, K, V, h0=False, seed=14, dtype=F64)
     o_default, _ = eda_recurrent(**x)
     o_one, _ = eda_recurrent(**x, scale=1.0)
     assert rel(o_default, o_one * K ** -0.5) <= 1e-12
@@ -97,7 +75,8 @@ def test_scale_multiplies_q():
 
 @pytest.mark.parametrize("T,chunk_size,scalar_g", [(15, 4, False), (63, 16, False), (100, 32, False), (23, 8, True)])
 def test_chunk_gradients_match_recurrent_fp64(T, chunk_size, scalar_g):
-    x, S0 = make_inputs(T, seed=2000 + T, scalar_g=scalar_g)
+    x = make_inputs(B, T, H, HV, K, V, seed=2000 + T, scalar_g=scalar_g, dtype=F64)
+    S0 = x.pop("initial_state")
     leaves = {n: t.clone().requires_grad_() for n, t in x.items()}
     S0 = S0.clone().requires_grad_()
     gen = torch.Generator().manual_seed(T)
@@ -115,7 +94,8 @@ def test_chunk_gradients_match_recurrent_fp64(T, chunk_size, scalar_g):
 
 
 def test_chunk_gradients_in_fp32_match_the_fp64_reference():
-    x, S0 = make_inputs(63, seed=2100)
+    x = make_inputs(B, 63, H, HV, K, V, seed=2100, dtype=F64)
+    S0 = x.pop("initial_state")
     gen = torch.Generator().manual_seed(63)
     do = torch.randn(B, 63, HV, V, generator=gen, dtype=torch.float64)
     ds = torch.randn(B, HV, K, V, generator=gen, dtype=torch.float64)
@@ -134,7 +114,8 @@ def test_chunk_gradients_in_fp32_match_the_fp64_reference():
 
 
 def test_chunk_passes_gradcheck():
-    x, S0 = make_inputs(5, seed=3, b=1, h=1, hv=2, k=4, v=3)
+    x = make_inputs(1, 5, 1, 2, 4, 3, seed=3, dtype=F64)
+    S0 = x.pop("initial_state")
     names = list(x)
 
     def f(*args):
@@ -148,18 +129,6 @@ def test_chunk_passes_gradcheck():
 
 # --- properties of the rule (paper, Sec. 3.3) --------------------------------------------------------
 
-def test_cross_term_expansion():
-    # Eq. expansion: (I - b k k^T)(I - c e e^T) = I - c e e^T - b k k^T + c b (k^T e) k e^T
-    gen = torch.Generator().manual_seed(4)
-    k = F.normalize(torch.randn(K, generator=gen, dtype=torch.float64), dim=0)
-    e = F.normalize(torch.randn(K, generator=gen, dtype=torch.float64), dim=0)
-    b, c = 0.7, 0.4
-    I = torch.eye(K, dtype=torch.float64)
-    lhs = (I - b * torch.outer(k, k)) @ (I - c * torch.outer(e, e))
-    rhs = I - c * torch.outer(e, e) - b * torch.outer(k, k) + c * b * (k @ e) * torch.outer(k, e)
-    assert rel(lhs, rhs) <= 1e-14
-
-
 def one_step(S, e, g, gamma, k=None, beta=0.0, v=None):
     """One EDA step through eda_recurrent on a single head, from state S [K, V]."""
     k = torch.zeros(K, dtype=torch.float64) if k is None else k
@@ -169,6 +138,19 @@ def one_step(S, e, g, gamma, k=None, beta=0.0, v=None):
     _, S1 = eda_recurrent(t(torch.zeros(K, dtype=torch.float64)), t(k), t(v), t(e), t(g), s(beta), s(gamma),
                           initial_state=S.reshape(1, 1, K, V), output_final_state=True)
     return S1.reshape(K, V)
+
+
+def test_a_step_is_the_cross_term_expansion():
+    # Eq. expansion: (I - b k k^T)(I - c e e^T) = I - c e e^T - b k k^T + c b (k^T e) k e^T, the transition
+    # one step of eda_recurrent applies to the state (no decay, v = 0: no write)
+    gen = torch.Generator().manual_seed(4)
+    k = F.normalize(torch.randn(K, generator=gen, dtype=torch.float64), dim=0)
+    e = F.normalize(torch.randn(K, generator=gen, dtype=torch.float64), dim=0)
+    S = torch.randn(K, V, generator=gen, dtype=torch.float64)
+    b, c = 0.7, 0.4
+    I = torch.eye(K, dtype=torch.float64)
+    rhs = I - c * torch.outer(e, e) - b * torch.outer(k, k) + c * b * (k @ e) * torch.outer(k, e)
+    assert rel(one_step(S, e, torch.zeros(K, dtype=torch.float64), c, k=k, beta=b), rhs @ S) <= 1e-14
 
 
 def test_erase_readout_identity():
@@ -220,27 +202,28 @@ def test_erase_before_delta_keeps_the_new_write():
 
 
 def test_erase_and_delta_do_not_commute_for_random_addresses():
-    x, S0 = make_inputs(6, seed=9)
-    o, _ = eda_recurrent(**x, initial_state=S0)
+    x = make_inputs(B, 6, H, HV, K, V, seed=9, dtype=F64)
+    o, _ = eda_recurrent(**x)
     swapped = dict(x, k=x["e"][:, :, ::2].contiguous(), e=x["k"].repeat_interleave(HV // H, dim=2),
                    beta=x["gamma"], gamma=x["beta"])  # write at e, erase at k
-    o_swapped, _ = eda_recurrent(**swapped, initial_state=S0)
+    o_swapped, _ = eda_recurrent(**swapped)
     assert rel(o, o_swapped) > 1e-2
 
 
 def test_zero_erase_gate_equals_kda():
-    x, S0 = make_inputs(40, seed=10)
+    x = make_inputs(B, 40, H, HV, K, V, seed=10, dtype=F64)
     x["gamma"] = torch.zeros_like(x["gamma"])
-    o, s = eda_recurrent(**x, initial_state=S0, output_final_state=True)
-    o_kda, s_kda = eda_recurrent(**dict(x, e=None, gamma=None), initial_state=S0, output_final_state=True)
+    o, s = eda_recurrent(**x, output_final_state=True)
+    o_kda, s_kda = eda_recurrent(**dict(x, e=None, gamma=None), output_final_state=True)
     assert rel(o, o_kda) <= 1e-14 and rel(s, s_kda) <= 1e-14
-    o_c, s_c = eda_chunk(**x, initial_state=S0, output_final_state=True, chunk_size=16)
+    o_c, s_c = eda_chunk(**x, output_final_state=True, chunk_size=16)
     assert rel(o_c, o_kda) <= 1e-10 and rel(s_c, s_kda) <= 1e-10
 
 
 def test_delta_rule_on_doubled_sequence_equals_eda():
     # Eq. double_data / double_kda: plain delta rule (KDA form) over [e_1, k_1, e_2, k_2, ...]
-    x, S0 = make_inputs(33, seed=15)
+    x = make_inputs(B, 33, H, HV, K, V, seed=15, dtype=F64)
+    S0 = x.pop("initial_state")
     o, s = eda_recurrent(**x, initial_state=S0, output_final_state=True)
     q2, k2, v2, g2, beta2 = double_sequence(**x)
     assert q2.shape == (B, 66, HV, K) and beta2.shape == (B, 66, HV)
@@ -296,7 +279,8 @@ def test_kda_and_log_gates_have_their_ranges():
 
 @pytest.mark.parametrize("fn", [eda_recurrent, eda_chunk])
 def test_bad_inputs_raise_value_errors_that_name_the_problem(fn):
-    x, S0 = make_inputs(5, seed=18)
+    x = make_inputs(B, 5, H, HV, K, V, seed=18, dtype=F64)
+    S0 = x.pop("initial_state")
     bad = [
         (dict(k=x["k"][:, :4]), "k must have shape"),
         (dict(v=x["v"][:, :, :3]), "multiple of the query/key heads"),
@@ -316,7 +300,7 @@ def test_bad_inputs_raise_value_errors_that_name_the_problem(fn):
 
 def test_empty_batch_is_a_clear_value_error():
     from eda import eda_triton
-    x, _ = make_inputs(20, seed=19, dtype=torch.float32, k=16, v=16, b=0)
+    x = make_inputs(0, 20, H, HV, 16, 16, h0=False, seed=19, dtype=torch.float32)
     for fn in (eda_recurrent, eda_chunk, eda_triton):  # eda_triton: checked before it needs a device
         with pytest.raises(ValueError, match=r"q has batch size B = 0"):
             fn(**x)

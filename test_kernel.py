@@ -11,36 +11,15 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
 import eda  # noqa: E402
 import kernel  # noqa: E402
-from conftest import rel  # noqa: E402
+from conftest import make_inputs, rel  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(),
                                reason="needs a CUDA GPU: bf16 tensor-core paths and long sequences")
 NAMES = ("q", "k", "v", "e", "g", "beta", "gamma", "initial_state")
-
-
-def make_inputs(B, T, H, HV, K, V, erase=True, scalar_g=False, h0=True, dtype=torch.float32, g_low=-5.0,
-                seed=0):
-    """Layer-like inputs: unit q, k, e; log decay in (g_low, 0] (the safe gate's range); gates in (0, 1)."""
-    gen = torch.Generator().manual_seed(seed)
-
-    def rn(*s):
-        return torch.randn(*s, generator=gen)
-
-    def ru(*s):
-        return torch.rand(*s, generator=gen)
-
-    x = dict(q=F.normalize(rn(B, T, H, K), dim=-1), k=F.normalize(rn(B, T, H, K), dim=-1), v=rn(B, T, HV, V),
-             e=F.normalize(rn(B, T, HV, K), dim=-1) if erase else None,
-             g=g_low * ru(B, T, HV) if scalar_g else g_low * ru(B, T, HV, K),
-             beta=ru(B, T, HV), gamma=ru(B, T, HV) if erase else None,
-             initial_state=rn(B, HV, K, V) if h0 else None)
-    cast = dict(q=dtype, k=dtype, v=dtype, e=dtype)  # g, gates and the state stay fp32, as a layer gives them
-    return {n: (t.to(DEV, cast.get(n, torch.float32)) if t is not None else None) for n, t in x.items()}
 
 
 def compare(x, fn, tol, **kw):
@@ -64,7 +43,6 @@ def compare(x, fn, tol, **kw):
             errs["d" + n] = rel(xt[n].grad, xr[n].grad)
     bad = {n: f"{v:.2e}" for n, v in errs.items() if not v <= tol}
     assert not bad, f"relative errors above {tol}: {bad}"
-    return errs
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -72,29 +50,28 @@ def compare(x, fn, tol, **kw):
 
 
 def test_eda_matches_recurrence_single_token():
-    compare(make_inputs(1, 1, 1, 1, 16, 16), kernel.eda_fused, 1e-4, chunk_size=8)
+    compare(make_inputs(1, 1, 1, 1, 16, 16, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8)
 
 
 def test_eda_matches_recurrence_partial_chunks_T15():
-    compare(make_inputs(1, 15, 1, 1, 16, 32, seed=1), kernel.eda_fused, 1e-4, chunk_size=8)
+    compare(make_inputs(1, 15, 1, 1, 16, 32, seed=1, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8)
 
 
-def test_eda_matches_recurrence_many_chunks_grouped_heads_T40(monkeypatch):
+def test_eda_matches_recurrence_many_chunks_grouped_heads_T40():
     # 5 chunks, the last one partial; HV = 2 H (grouped value heads); K != V; two V-blocks in every kernel
     # (the atomic paths of the backward: V-blocks and grouped heads share gradient rows)
-    for name in ("FWD_BV", "DH_BV", "BWD_BV"):
-        monkeypatch.setattr(kernel, name, 32)
-    compare(make_inputs(1, 40, 1, 2, 32, 64, seed=2), kernel.eda_fused, 1e-4, chunk_size=8)
+    compare(make_inputs(1, 40, 1, 2, 32, 64, seed=2, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8,
+            launch=dict(FWD_BV=32, DH_BV=32, BWD_BV=32))
 
 
 def test_one_value_head_per_key_head_uses_plain_stores_and_matches_recurrence():
     # HV = H and one V-block: the backward's parts write and add without atomics
-    compare(make_inputs(2, 37, 2, 2, 32, 32, seed=12), kernel.eda_fused, 1e-4, chunk_size=8)
+    compare(make_inputs(2, 37, 2, 2, 32, 32, seed=12, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8)
 
 
 def test_eda_without_initial_state_through_eda_triton():
     # the public wrapper in eda.py, default chunk, no initial state
-    x = make_inputs(2, 20, 1, 1, 16, 16, h0=False, seed=3)
+    x = make_inputs(2, 20, 1, 1, 16, 16, h0=False, seed=3, device=DEV)
     compare(x, eda.eda_triton, 1e-4)
 
 
@@ -103,25 +80,25 @@ def test_several_anchor_blocks_per_chunk_match_recurrence(erase, monkeypatch):
     # 2-token anchor blocks in 8/16-token chunks: in-block pairs use the block's middle anchor, cross-block
     # pairs the boundary anchor (the path that makes 32-token chunks safe under the safe gate)
     monkeypatch.setattr(kernel, "ANCHOR_TOKENS", 2 if erase else 4)
-    compare(make_inputs(1, 37, 1, 2, 16, 32, erase=erase, seed=17), kernel.eda_fused, 1e-4,
+    compare(make_inputs(1, 37, 1, 2, 16, 32, erase=erase, seed=17, device=DEV), kernel.eda_fused, 1e-4,
             chunk_size=8 if erase else 16)
 
 
 def test_long_chunks_with_strongest_decay_stay_exact():
     # 32-token chunks, every log decay at the safe gate's floor on half the channels: without local anchors
     # exp(-G) would reach exp(160) and overflow; here every exponentiated difference stays bounded
-    x = make_inputs(1, 70, 1, 1, 16, 16, erase=True, seed=18)
+    x = make_inputs(1, 70, 1, 1, 16, 16, erase=True, seed=18, device=DEV)
     x["g"] = torch.where(torch.rand(x["g"].shape, generator=torch.Generator().manual_seed(0)) < 0.5,
                          -4.999, -0.01).to(x["g"])
     compare(x, kernel.eda_fused, 1e-4, chunk_size=32)
 
 
 def test_kda_special_case_e_none_matches_recurrence():
-    compare(make_inputs(1, 40, 1, 2, 16, 16, erase=False, seed=4), kernel.eda_fused, 1e-4, chunk_size=16)
+    compare(make_inputs(1, 40, 1, 2, 16, 16, erase=False, seed=4, device=DEV), kernel.eda_fused, 1e-4, chunk_size=16)
 
 
 def test_gdn_special_case_scalar_g_matches_recurrence():
-    compare(make_inputs(1, 40, 1, 1, 16, 16, erase=False, scalar_g=True, seed=5), kernel.eda_fused, 1e-4,
+    compare(make_inputs(1, 40, 1, 1, 16, 16, erase=False, scalar_g=True, seed=5, device=DEV), kernel.eda_fused, 1e-4,
             chunk_size=16)
 
 
@@ -129,32 +106,30 @@ def test_gdn_special_case_scalar_g_matches_recurrence():
 def test_scalar_g_from_an_unbounded_log_gate_is_exact(erase):
     # per-head log decays down to -40 (a GDN log gate is unbounded below): the scalar path exponentiates
     # only masked differences G_i - G_j <= 0, so nothing overflows even far beyond the safe gate's range
-    x = make_inputs(1, 40, 1, 2, 16, 16, erase=erase, scalar_g=True, g_low=-40.0, seed=19)
+    x = make_inputs(1, 40, 1, 2, 16, 16, erase=erase, scalar_g=True, g_low=-40.0, seed=19, device=DEV)
     compare(x, kernel.eda_fused, 1e-4, chunk_size=16)
 
 
 def test_eda_with_scalar_g_matches_recurrence():
-    compare(make_inputs(1, 24, 1, 1, 16, 16, scalar_g=True, seed=6), kernel.eda_fused, 1e-4, chunk_size=8)
+    compare(make_inputs(1, 24, 1, 1, 16, 16, scalar_g=True, seed=6, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8)
 
 
 @pytest.mark.parametrize("erase,scalar_g", [(True, False), (False, False), (True, True)])
-def test_key_columns_in_several_prep_blocks_match_recurrence(erase, scalar_g, monkeypatch):
+def test_key_columns_in_several_prep_blocks_match_recurrence(erase, scalar_g):
     # the prep kernels take K in blocks of columns; K = 48 in 32-column blocks: two passes, the second one
     # partial (masked)
-    monkeypatch.setattr(kernel, "PREP_BK", 32)
-    monkeypatch.setattr(kernel, "DH_PREP_BK", 32)
-    x = make_inputs(1, 21, 1, 2, 48, 16, erase=erase, scalar_g=scalar_g, seed=20)
-    compare(x, kernel.eda_fused, 1e-4, chunk_size=8 if erase else 16)
+    x = make_inputs(1, 21, 1, 2, 48, 16, erase=erase, scalar_g=scalar_g, seed=20, device=DEV)
+    compare(x, kernel.eda_fused, 1e-4, chunk_size=8 if erase else 16, launch=dict(PREP_BK=32, DH_PREP_BK=32))
 
 
 def test_head_dims_not_powers_of_two():
-    compare(make_inputs(1, 12, 1, 1, 48, 80, seed=7), kernel.eda_fused, 1e-4, chunk_size=8)
+    compare(make_inputs(1, 12, 1, 1, 48, 80, seed=7, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8)
 
 
 def test_ut_solve_stable_when_erase_address_equals_write_key():
     # e = k and beta = gamma = 0.99, decay 0: the chunk's triangular system is as ill-conditioned as it gets
     # (the series form of its inverse would cancel catastrophically); forward substitution stays exact
-    x = make_inputs(1, 32, 1, 1, 16, 16, g_low=0.0, seed=16)
+    x = make_inputs(1, 32, 1, 1, 16, 16, g_low=0.0, seed=16, device=DEV)
     x["k"] = x["k"][:, :1].expand_as(x["k"]).contiguous()  # one key repeated
     x["e"] = x["k"].clone()
     x["beta"] = torch.full_like(x["beta"], 0.99)
@@ -163,7 +138,7 @@ def test_ut_solve_stable_when_erase_address_equals_write_key():
 
 
 def test_no_grad_forward_matches_and_stores_no_states():
-    x = make_inputs(1, 20, 1, 1, 16, 16, seed=8)
+    x = make_inputs(1, 20, 1, 1, 16, 16, seed=8, device=DEV)
     with torch.no_grad():
         o, ht = eda.eda_triton(*[x[n] for n in NAMES[:7]], initial_state=x["initial_state"],
                                output_final_state=True)
@@ -177,7 +152,7 @@ def test_no_grad_forward_matches_and_stores_no_states():
 def test_decode_kernel_matches_recurrence_step_by_step_in_place():
     B, T, H, HV, K, V = 2, 6, 1, 2, 16, 32
     for erase, scalar_g in ((True, False), (False, False), (True, True)):
-        x = make_inputs(B, T, H, HV, K, V, erase=erase, scalar_g=scalar_g, seed=9)
+        x = make_inputs(B, T, H, HV, K, V, erase=erase, scalar_g=scalar_g, seed=9, device=DEV)
         state = x["initial_state"].clone()
         ptr = state.data_ptr()
         ref_state = x["initial_state"].double()
@@ -189,7 +164,7 @@ def test_decode_kernel_matches_recurrence_step_by_step_in_place():
             assert state.data_ptr() == ptr
             assert rel(o, orf) <= 1e-5 and rel(state, ref_state) <= 1e-5, (erase, scalar_g, t)
     # several tokens in one call, not in place
-    x = make_inputs(B, T, H, HV, K, V, seed=10)
+    x = make_inputs(B, T, H, HV, K, V, seed=10, device=DEV)
     s_in = x["initial_state"].clone()
     o, s_out = kernel.eda_decode(*[x[n] for n in NAMES[:7]], state=s_in, inplace=False)
     orf, srf = eda.eda_recurrent(*[x[n] for n in NAMES[:7]], initial_state=x["initial_state"],
@@ -199,7 +174,7 @@ def test_decode_kernel_matches_recurrence_step_by_step_in_place():
 
 
 def test_bad_inputs_raise_value_errors_naming_them():
-    x = make_inputs(1, 4, 1, 1, 16, 16)
+    x = make_inputs(1, 4, 1, 1, 16, 16, device=DEV)
     args = [x[n] for n in NAMES[:7]]
 
     def call(**over):
@@ -210,17 +185,17 @@ def test_bad_inputs_raise_value_errors_naming_them():
     with pytest.raises(ValueError, match="float64"):
         call(q=x["q"].double(), k=x["k"].double(), v=x["v"].double(), e=x["e"].double())
     with pytest.raises(ValueError, match="head dim K"):
-        bad = make_inputs(1, 4, 1, 1, 24, 16)
+        bad = make_inputs(1, 4, 1, 1, 24, 16, device=DEV)
         eda.eda_triton(*[bad[n] for n in NAMES[:7]])
     with pytest.raises(ValueError, match="head dim V"):
-        bad = make_inputs(1, 4, 1, 1, 16, 272)
+        bad = make_inputs(1, 4, 1, 1, 16, 272, device=DEV)
         eda.eda_triton(*[bad[n] for n in NAMES[:7]])
     with pytest.raises(ValueError, match="gamma"):
         call(gamma=None)
     with pytest.raises(ValueError, match="beta"):
         call(beta=x["beta"][:, :2])
     with pytest.raises(ValueError, match="HV"):
-        bad = make_inputs(1, 4, 2, 3, 16, 16)
+        bad = make_inputs(1, 4, 2, 3, 16, 16, device=DEV)
         eda.eda_triton(*[bad[n] for n in NAMES[:7]])
     with pytest.raises(ValueError, match="initial_state"):
         eda.eda_triton(*args, initial_state=x["initial_state"][:, :, :8])
@@ -241,7 +216,7 @@ def test_bad_input_is_still_a_value_error_under_torch_compile():
     """The checks run on the host before the ops, also while torch.compile traces: train.py's compile (no
     fullgraph) hands the frame back to Python, which raises the ValueError; with fullgraph=True torch's own
     error carries its message."""
-    x = make_inputs(1, 4, 1, 1, 16, 16)
+    x = make_inputs(1, 4, 1, 1, 16, 16, device=DEV)
     bad = dict(x, beta=x["beta"][:, :2])
     torch._dynamo.reset()
     with pytest.raises(ValueError, match="beta must have shape"):
@@ -260,8 +235,8 @@ def op_sample(name):
         return {n: (t.requires_grad_() if t is not None else None) for n, t in x.items()}
 
     if name in ("eda_chunk_fwd", "eda_chunk_bwd"):
-        x = grads(make_inputs(1, 5, 1, 2, 16, 16, seed=21))
-        args = [x[n] for n in NAMES] + [0.25, 8, False, True, True, True]
+        x = grads(make_inputs(1, 5, 1, 2, 16, 16, seed=21, device=DEV))
+        args = [x[n] for n in NAMES] + [0.25, 8, False, True, True, True, kernel.launch_settings()]
         if name == "eda_chunk_fwd":
             return ops.eda_chunk_fwd.default, args
         with torch.no_grad():
@@ -269,14 +244,15 @@ def op_sample(name):
         gen = torch.Generator().manual_seed(22)
         do, dht = (torch.randn(t.shape, generator=gen).to(t.device) for t in (o, ht))  # CPU generator
         detached = [t.detach() if t is not None else None for t in args[:7]]
-        return ops.eda_chunk_bwd.default, detached + [hs, Tm, Qk, do, dht, 0.25, 8, False, True]
+        return ops.eda_chunk_bwd.default, detached + [hs, Tm, Qk, do, dht, 0.25, 8, False, True, args[-1]]
     if name == "eda_chunk_fwd_kda_per_head_decay":
-        x = make_inputs(1, 5, 1, 1, 16, 16, erase=False, scalar_g=True, h0=False, seed=23)
+        x = make_inputs(1, 5, 1, 1, 16, 16, erase=False, scalar_g=True, h0=False, seed=23, device=DEV)
         x["g"] = x["g"].unsqueeze(-1).expand(1, 5, 1, 16).contiguous()  # what eda_fused hands the op
         x = grads(x)
-        return ops.eda_chunk_fwd.default, [x[n] for n in NAMES] + [0.25, 16, True, False, True, False]
+        return ops.eda_chunk_fwd.default, [x[n] for n in NAMES] + [0.25, 16, True, False, True, False,
+                                                                   kernel.launch_settings()]
     if name == "eda_decode_":
-        x = make_inputs(2, 1, 1, 2, 16, 16, seed=24)
+        x = make_inputs(2, 1, 1, 2, 16, 16, seed=24, device=DEV)
         return ops.eda_decode_.default, [x[n] for n in NAMES[:7]] + [x["initial_state"], 0.25]
     heads = (1, 2, 16, 16)
     u, w = conv_inputs(1, 5, heads, seed=25)
@@ -326,27 +302,25 @@ def test_kernel_py_imports_nothing_of_this_repo():
 
 @needs_gpu
 def test_gpu_bf16_T4096_matches_fp64_reference():
-    x = make_inputs(1, 4096, 2, 4, 128, 128, dtype=torch.bfloat16, seed=11)
-    errs = compare(x, eda.eda_triton, 1e-2)
-    print("bf16 T=4096 EDA rel errors:", {n: f"{v:.1e}" for n, v in errs.items()})
+    x = make_inputs(1, 4096, 2, 4, 128, 128, dtype=torch.bfloat16, seed=11, device=DEV)
+    compare(x, eda.eda_triton, 1e-2)
 
 
 @needs_gpu
 def test_gpu_bf16_kda_T4096_matches_fp64_reference():
-    x = make_inputs(1, 4096, 2, 2, 128, 128, erase=False, dtype=torch.bfloat16, seed=12)
-    errs = compare(x, eda.eda_triton, 1e-2)
-    print("bf16 T=4096 KDA rel errors:", {n: f"{v:.1e}" for n, v in errs.items()})
+    x = make_inputs(1, 4096, 2, 2, 128, 128, erase=False, dtype=torch.bfloat16, seed=12, device=DEV)
+    compare(x, eda.eda_triton, 1e-2)
 
 
 @needs_gpu
 def test_gpu_fp32_matches_fp64_reference():
-    compare(make_inputs(2, 1000, 2, 4, 64, 128, seed=13), eda.eda_triton, 1e-4)
+    compare(make_inputs(2, 1000, 2, 4, 64, 128, seed=13, device=DEV), eda.eda_triton, 1e-4)
 
 
 @needs_gpu
 def test_gpu_decode_64_tokens_step_by_step():
     B, T, H, HV, K, V = 8, 64, 4, 8, 128, 128
-    x = make_inputs(B, T, H, HV, K, V, dtype=torch.bfloat16, seed=14)
+    x = make_inputs(B, T, H, HV, K, V, dtype=torch.bfloat16, seed=14, device=DEV)
     state = x["initial_state"].clone()
     ref = x["initial_state"].double()
     for t in range(T):
@@ -360,7 +334,7 @@ def test_gpu_decode_64_tokens_step_by_step():
 @needs_gpu
 def test_gpu_bf16_T32768_extreme_decays_stay_finite():
     # g at the safe gate's floor on every channel, or 0: the hardest case for the anchored decay factors
-    x = make_inputs(1, 32768, 2, 2, 128, 128, dtype=torch.bfloat16, seed=15)
+    x = make_inputs(1, 32768, 2, 2, 128, 128, dtype=torch.bfloat16, seed=15, device=DEV)
     x["g"] = torch.where(torch.rand_like(x["g"]) < 0.5, -4.999, 0.0)
     xt = {n: (t.clone().requires_grad_() if t is not None else None) for n, t in x.items()}
     o, ht = eda.eda_triton(*[xt[n] for n in NAMES[:7]], initial_state=xt["initial_state"],
@@ -373,7 +347,7 @@ def test_gpu_bf16_T32768_extreme_decays_stay_finite():
 
 
 def test_channel_wise_decay_below_the_kernels_range_is_a_clear_error():
-    x = make_inputs(B=1, T=5, H=1, HV=1, K=16, V=16, seed=77)
+    x = make_inputs(B=1, T=5, H=1, HV=1, K=16, V=16, seed=77, device=DEV)
     x["g"][0, 2, 0, 3] = -11.0  # an unbounded log gate can go here; the safe gate cannot
     with pytest.raises(ValueError, match="below -10"):
         eda.eda_triton(**x)
@@ -382,10 +356,19 @@ def test_channel_wise_decay_below_the_kernels_range_is_a_clear_error():
 def test_check_g_false_skips_the_decay_check_and_still_matches_in_range():
     # check_g=False is for callers whose gate bounds g by construction (model.py's safe/KDA gates): the
     # result is the same as with the check when g is in range
-    x = make_inputs(B=1, T=9, H=1, HV=1, K=16, V=16, seed=78)
+    x = make_inputs(B=1, T=9, H=1, HV=1, K=16, V=16, seed=78, device=DEV)
     o1 = eda.eda_triton(**x)[0]
     o2 = eda.eda_triton(**x, check_g=False)[0]
     assert torch.equal(o1, o2)
+
+
+def test_launch_settings_are_arguments_and_an_unknown_name_is_a_value_error():
+    # bench.py and the tests pass launch settings to the call (kernel.py's module values stay the defaults)
+    x = make_inputs(B=1, T=9, H=1, HV=1, K=16, V=16, seed=79, device=DEV)
+    assert kernel.launch_settings(dict(FWD_BV=32)) == list(dict(kernel.LAUNCH, FWD_BV=32).values())
+    assert kernel.launch_settings() == list(kernel.LAUNCH.values())
+    with pytest.raises(ValueError, match="unknown launch settings \\['FWD_BW'\\]"):
+        eda.eda_triton(**x, launch=dict(FWD_BW=32))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -416,7 +399,6 @@ def check_short_conv(u, w, heads, tol, seed=1):
     errs.update(du=rel(ut.grad, ur.grad), dw=rel(wt.grad, wr.grad))
     assert all(o.dtype == u.dtype and o.shape == r.shape for o, r in zip(out, ref))
     assert max(errs.values()) <= tol, errs
-    return errs
 
 
 def test_short_conv_matches_la_conv_grouped_heads_odd_length_two_row_blocks():

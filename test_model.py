@@ -18,28 +18,23 @@ torch.set_num_threads(1)
 
 import eda
 import model as M
-from conftest import rel
+from conftest import build, rel, tiny_config, tokens
+from decode import GraphDecoder, generate
 from model import GPT, MIXERS, GPTConfig
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+LINEAR_MIXERS = [m for m in MIXERS if m != "transformer"]
+
+
+# this file's models: conftest's tiny config (init_std 0.1, so that the mixers change the logits visibly) with
+# chunks of 8 (a 20-token prompt spans several), vocab 64, GQA 4:2, head dims the Triton kernels take,
+# la_backend 'auto' (the kernels on a GPU) and a small MoE
+TINY = dict(vocab_size=64, block_size=64, la_chunk_size=8, n_head=4, n_kv_head=2, la_v_head_dim=16,
+            la_backend="auto", n_expert=6, moe_topk=2, expert_hidden=16, shared_expert_hidden=16)
 
 
 def tiny(mixer="eda", moe=False, **kw):
-    """4 layers (3 linear + 1 full), chunk 8 so a 20-token prompt spans several chunks. init_std is larger
-    than the default so the mixers change the logits visibly (equality tests would otherwise be weak)."""
-    base = dict(mixer=mixer, moe=moe, vocab_size=64, n_embd=32, block_size=64, la_chunk_size=8, init_std=0.1,
-                n_expert=6, moe_topk=2, expert_hidden=16, shared_expert_hidden=16)
-    base.update(kw)
-    return GPTConfig(**base)
-
-
-def build(cfg, seed=0):
-    torch.manual_seed(seed)
-    return GPT(cfg)
-
-
-def tokens(B=2, T=20, vocab=64, seed=1):
-    return torch.randint(0, vocab, (B, T), generator=torch.Generator().manual_seed(seed))
+    return tiny_config(mixer, moe=moe, **dict(TINY, **kw))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -110,7 +105,7 @@ def test_grad_checkpoint_gives_the_same_loss_and_grads():
     assert rel(grads[1], grads[0]) < 1e-5
 
 
-@pytest.mark.parametrize("mixer", ["eda", "kda", "gdn", "gdn2"])
+@pytest.mark.parametrize("mixer", LINEAR_MIXERS)
 def test_linear_layer_elementwise_work_traces_without_graph_breaks(mixer, monkeypatch):
     """On CUDA, la_conv / la_gates / la_output run through torch.compile(fullgraph=True). Here dynamo and AOT autograd
     trace them on the CPU (backend aot_eager: the same graphs, no code generation), so an untraceable op
@@ -235,16 +230,16 @@ def test_generate_greedy_matches_argmax_of_full_forward_and_streams():
     m = build(tiny("eda", moe=True)).eval()
     prompt = tokens(T=11)
     seen = []
-    out = m.generate(prompt, 6, temperature=0.0, on_token=seen.append)
+    out = generate(m, prompt, 6, temperature=0.0, on_token=seen.append)
     assert out.shape == (2, 17) and torch.equal(out[:, :11], prompt)
     assert len(seen) == 6 and torch.equal(torch.cat(seen, dim=1), out[:, 11:])
     with torch.no_grad():
         full, _, _ = m(out)
     assert torch.equal(full[:, 10:-1].argmax(-1), out[:, 11:])
-    sampled = m.generate(prompt, 4, temperature=0.9, top_k=8, top_p=0.9)
+    sampled = generate(m, prompt, 4, temperature=0.9, top_k=8, top_p=0.9)
     assert sampled.shape == (2, 15)
     with pytest.raises(ValueError, match="block_size"):
-        m.generate(prompt, 100)
+        generate(m, prompt, 100)
 
 
 def _decode_side_by_side(m, idx, step_of, tol):
@@ -272,7 +267,7 @@ def test_static_shape_decode_step_matches_decode_step(mixer):
     whole preallocated cache with a length mask, every cache update in place), run here without a graph:
     the logits and caches of decode_step, also after the cache was advanced by a prefill in between."""
     m = build(tiny(mixer)).double().eval()
-    ref, new = _decode_side_by_side(m, tokens(T=24), lambda m, c: M.GraphDecoder(m, c, capture=False), 1e-12)
+    ref, new = _decode_side_by_side(m, tokens(T=24), lambda m, c: GraphDecoder(m, c, capture=False), 1e-12)
     for a, b in zip(ref["layers"], new["layers"]):
         for name in a:
             torch.testing.assert_close(b[name], a[name], rtol=0, atol=1e-12)
@@ -283,26 +278,26 @@ def test_static_shape_decode_step_matches_decode_step(mixer):
 def test_cuda_graph_decoding_matches_eager_decoding(mixer):
     m = build(tiny(mixer)).cuda().eval()
     idx = tokens(T=24).cuda()
-    _decode_side_by_side(m, idx, M.GraphDecoder, 1e-4)
-    greedy = [m.generate(idx[:, :9], 15, temperature=0, cuda_graph=g) for g in (True, False)]
+    _decode_side_by_side(m, idx, GraphDecoder, 1e-4)
+    greedy = [generate(m, idx[:, :9], 15, temperature=0, cuda_graph=g) for g in (True, False)]
     assert torch.equal(greedy[0], greedy[1])
 
 
 def test_cuda_graph_requests_that_cannot_be_met_raise_and_say_why():
     prompt = tokens(T=5)
     with pytest.raises(ValueError, match="CUDA device"):
-        build(tiny("eda")).generate(prompt, 3, cuda_graph=True)  # a CPU model
+        generate(build(tiny("eda")), prompt, 3, cuda_graph=True)  # a CPU model
     with pytest.raises(ValueError, match="MoE routing"):
-        build(tiny("eda", moe=True)).generate(prompt, 3, cuda_graph=True)
+        generate(build(tiny("eda", moe=True)), prompt, 3, cuda_graph=True)
     with pytest.raises(ValueError, match="cuda_graph must be"):
-        build(tiny("eda")).generate(prompt, 3, cuda_graph=1)
+        generate(build(tiny("eda")), prompt, 3, cuda_graph=1)
 
 
 def test_graph_decoder_checks_batch_and_room_on_the_host():
     m = build(tiny("eda")).eval()
     cache = m.new_cache(2, max_len=6)
     m.prefill(tokens(T=5), cache)
-    step = M.GraphDecoder(m, cache, capture=False)
+    step = GraphDecoder(m, cache, capture=False)
     with pytest.raises(ValueError, match="batch 2"):
         step(torch.zeros(3, dtype=torch.long))
     step(torch.zeros(2, dtype=torch.long))  # fills the last slot
@@ -341,7 +336,7 @@ def test_eda_with_erase_gate_zero_equals_kda_with_the_same_weights(monkeypatch):
     assert rel(lf, lk) > 1e-4
 
 
-@pytest.mark.parametrize("mixer", ["eda", "kda", "gdn", "gdn2"])
+@pytest.mark.parametrize("mixer", LINEAR_MIXERS)
 def test_chunk_and_recurrent_backends_give_the_same_logits(mixer):
     idx = tokens(T=21)
     out = {}
@@ -680,4 +675,4 @@ def test_attention_conv_decodes_like_its_full_forward():
     m = build(tiny("transformer", attn_conv_size=4)).double().eval()
     idx = tokens(T=24)
     assert_cached_decoding_matches_full_forward(m, idx, 1e-10)
-    _decode_side_by_side(m, idx, lambda m, c: M.GraphDecoder(m, c, capture=False), 1e-12)
+    _decode_side_by_side(m, idx, lambda m, c: GraphDecoder(m, c, capture=False), 1e-12)

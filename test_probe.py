@@ -11,15 +11,11 @@ import torch
 torch.set_num_threads(1)  # tiny tensors: more threads only add contention
 
 import probe
-from conftest import rel, save_checkpoint, tiny_gpt
+from conftest import rel, save_checkpoint, tiny_gpt, tokens
 from model import LinearAttention, la_output
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TEXT = "def probe(layer):\n    return layer.rule_inputs(x)  # memory-state analysis\n" * 8  # 600 bytes
-
-
-def tokens(n=96, batch=2, seed=0):
-    return torch.randint(0, 256, (batch, n), generator=torch.Generator().manual_seed(seed))
 
 
 def linear_layers(model, idx):
@@ -37,7 +33,7 @@ def linear_layers(model, idx):
 def rule_inputs(mixer="eda", **kw):
     """The rule inputs of the first linear layer of a tiny float64 model on random tokens."""
     model = tiny_gpt(mixer, **kw).double()
-    _, layer, x, _ = linear_layers(model, tokens())[0]
+    _, layer, x, _ = linear_layers(model, tokens(T=96, vocab=256, seed=0))[0]
     with torch.no_grad():
         return layer.rule_inputs(x)
 
@@ -82,7 +78,7 @@ def test_shuffled_addresses_come_from_another_qk_head_and_need_two():
 
 def test_allocation_shares_sum_to_one_per_token_overall_and_in_every_bin():
     model = tiny_gpt('eda').double()
-    results = probe.probe_model(model, tokens(), lags=(1, 4))
+    results = probe.probe_model(model, tokens(T=96, vocab=256, seed=0), lags=(1, 4))
     for _, r in results:
         torch.testing.assert_close(r['shares'].sum(-1), torch.ones_like(r['abar']))
         assert (r['shares'] >= 0).all()
@@ -129,7 +125,7 @@ def test_replayed_readout_equals_the_layers_own_output(mixer):
     """The probe replays the model that runs: eda_recurrent on rule_inputs, put through the layer's output
     path, gives the layer's output (the model runs the chunked form), and probe_model reports that error."""
     model = tiny_gpt(mixer).double()
-    idx = tokens()
+    idx = tokens(T=96, vocab=256, seed=0)
     for _, layer, x, out in linear_layers(model, idx):
         with torch.no_grad():
             o = probe.probe_inputs(layer.rule_inputs(x))['o']

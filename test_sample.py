@@ -7,18 +7,12 @@ import sys
 import pytest
 import torch
 
-from conftest import rel
-from model import GPT, MIXERS, GPTConfig, GraphDecoder
+from conftest import rel, tiny_gpt
+from decode import GraphDecoder, generate
+from model import GPT, MIXERS, GPTConfig
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def tiny_model(mixer, seed=0):
-    torch.manual_seed(seed)
-    cfg = GPTConfig(vocab_size=97, block_size=96, n_layer=4, n_embd=32, mixer=mixer, n_head=2, n_kv_head=1,
-                    head_dim=16, la_n_head=2, la_n_v_head=4, la_head_dim=16, la_v_head_dim=8, la_chunk_size=8,
-                    la_backend="chunk")
-    return GPT(cfg).double().eval()
+TINY = dict(vocab_size=97, block_size=96, la_chunk_size=8, init_std=0.02)  # changes to conftest.tiny_gpt's model
 
 
 @torch.no_grad()
@@ -32,16 +26,16 @@ def greedy_by_full_forwards(model, prompt, n):
 
 @pytest.mark.parametrize("mixer", MIXERS)
 def test_cached_greedy_decoding_emits_the_tokens_of_repeated_full_forwards(mixer):
-    model = tiny_model(mixer)
+    model = tiny_gpt(mixer, **TINY).double()
     prompt = torch.randint(0, 97, (2, 21), generator=torch.Generator().manual_seed(1))  # > one chunk
-    cached = model.generate(prompt, max_new_tokens=12, temperature=0)
+    cached = generate(model, prompt, max_new_tokens=12, temperature=0)
     assert torch.equal(cached, greedy_by_full_forwards(model, prompt, 12))
 
 
 @pytest.mark.parametrize("mixer", MIXERS)
 def test_static_shape_greedy_decoding_emits_the_tokens_of_repeated_full_forwards(mixer):
     """generate's CUDA-graph path (GraphDecoder) on the CPU, without the graph: same greedy tokens."""
-    model = tiny_model(mixer)
+    model = tiny_gpt(mixer, **TINY).double()
     prompt = torch.randint(0, 97, (2, 21), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         cache = model.new_cache(2, max_len=33)
@@ -56,7 +50,7 @@ def test_static_shape_greedy_decoding_emits_the_tokens_of_repeated_full_forwards
 
 @pytest.mark.parametrize("mixer", MIXERS)
 def test_chunked_prefill_gives_the_logits_and_tokens_of_a_one_shot_prefill(mixer):
-    model = tiny_model(mixer)
+    model = tiny_gpt(mixer, **TINY).double()
     prompt = torch.randint(0, 97, (2, 21), generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
         ref_cache = model.new_cache(2, max_len=40)
@@ -69,15 +63,15 @@ def test_chunked_prefill_gives_the_logits_and_tokens_of_a_one_shot_prefill(mixer
             assert cache["pos"] == 21
             last, _ = model.prefill(prompt, model.new_cache(2, max_len=40), chunk_size=chunk)
             assert rel(last, ref[:, -1:]) < 1e-6, chunk
-        tokens = model.generate(prompt, 8, temperature=0, prefill_chunk=6)
-    assert torch.equal(tokens, model.generate(prompt, 8, temperature=0))
+        tokens = generate(model, prompt, 8, temperature=0, prefill_chunk=6)
+    assert torch.equal(tokens, generate(model, prompt, 8, temperature=0))
     with pytest.raises(ValueError, match="chunk_size must be a positive int"):
         model.prefill(prompt, model.new_cache(2, max_len=40), chunk_size=0)
 
 
 @pytest.mark.parametrize("mixer", ["eda", "gdn2"])
 def test_linear_layer_state_does_not_grow_with_length(mixer):
-    model = tiny_model(mixer)
+    model = tiny_gpt(mixer, **TINY).double()
     prompt = torch.randint(0, 97, (1, 5), generator=torch.Generator().manual_seed(2))
     cache = model.new_cache(1)
     _, cache = model.prefill(prompt, cache)
@@ -134,7 +128,7 @@ def test_sample_script_prints_text_decoded_with_the_checkpoints_tokenizer(traine
     model = GPT(GPTConfig(**dict(ckpt["model_args"], la_backend="chunk")))
     model.load_state_dict(ckpt["model"])
     prompt = torch.tensor([list(b"the cat")])
-    tokens = model.generate(prompt, 20, temperature=0)[0].tolist()
+    tokens = generate(model, prompt, 20, temperature=0)[0].tolist()
     expected = bytes(tokens).decode("utf-8", errors="replace")
     assert r.stdout.startswith(expected)
 

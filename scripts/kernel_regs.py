@@ -59,19 +59,21 @@ def main():
     K = V = 128
     BT = 2 * kernel.CHUNK_TOKENS
     BK = triton.next_power_of_2(K)
-    common = dict(H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BKC=min(kernel.PREP_BK, BK), BVP=64, EDA=True,
+    L = kernel.LAUNCH
+    common = dict(H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BKC=min(L["PREP_BK"], BK), BVP=64, EDA=True,
                   DT=tl.bfloat16, PREC="tf32")
-    SB = min(kernel.SUB_BLOCK, BT)
+    SB = min(L["SUB_BLOCK"], BT)
+    AB = kernel._anchor_rows(True, BT)
     kernels = {  # name: (jit function, constexprs, num_warps, num_stages), as kernel.py launches them
-        "prep": (kernel._eda_prep_kernel, dict(common, SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=kernel._anchor_rows(True, BT),
-                                               SCALAR_G=False, CHECK_G=True), kernel.PREP_WARPS, 1),
-        "fwd": (kernel._eda_fwd_kernel, dict(common, BV=kernel.FWD_BV, HAS_H0=True, STORE_HT=True, STORE_HS=True),
-                kernel.FWD_WARPS, kernel.FWD_STAGES),
-        "dh_prep": (kernel._eda_dh_prep_kernel, dict(common, BKC=min(kernel.DH_PREP_BK, BK)), kernel.PREP_WARPS, 1),
-        "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, BV=kernel.DH_BV, HAS_DHT=True, STORE_DH0=True),
-                   kernel.DH_WARPS, kernel.DH_STAGES),
-        "bwd": (kernel._eda_bwd_kernel, dict(common, BV=kernel.BWD_BV, AB=kernel._anchor_rows(True, BT), SCALAR_G=False,
-                                             ATOMIC_QK=False), kernel.BWD_WARPS, kernel.BWD_STAGES),
+        "prep": (kernel._eda_prep_kernel, dict(common, SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=AB,
+                                               SCALAR_G=False, CHECK_G=True), L["PREP_WARPS"], 1),
+        "fwd": (kernel._eda_fwd_kernel, dict(common, BV=L["FWD_BV"], HAS_H0=True, STORE_HT=True, STORE_HS=True),
+                L["FWD_WARPS"], L["FWD_STAGES"]),
+        "dh_prep": (kernel._eda_dh_prep_kernel, dict(common, BKC=min(L["DH_PREP_BK"], BK)), L["PREP_WARPS"], 1),
+        "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, BV=L["DH_BV"], HAS_DHT=True, STORE_DH0=True),
+                   L["DH_WARPS"], L["DH_STAGES"]),
+        "bwd": (kernel._eda_bwd_kernel, dict(common, BV=L["BWD_BV"], AB=AB, SCALAR_G=False, ATOMIC_QK=False),
+                L["BWD_WARPS"], L["BWD_STAGES"]),
     }
     print(f"triton {triton.__version__}, sm_90a, EDA bf16, K = V = {K}, chunk {kernel.CHUNK_TOKENS} tokens (BT = {BT})")
     for name, (fn, consts, w, s) in kernels.items():

@@ -1,0 +1,165 @@
+"""
+Generation: the decode loop, sampling from logits, and decode steps replayed from a CUDA graph.
+
+    out = generate(model, idx, max_new_tokens, temperature=0.8)   # idx [B, T] -> [B, T + max_new_tokens]
+    step = GraphDecoder(model, cache)    # after model.prefill(idx, cache)
+    logits = step(next_tokens)           # [B] or [B,1] -> [B,1,vocab]; advances cache['pos'] like decode_step
+
+The model (model.py) owns the decoding cache and the steps on it: GPT.new_cache, prefill, decode_step and
+static_decode_step, the step in which nothing depends on the position but a device tensor's contents, so
+that a CUDA graph can capture it once and replay it at every position. sample.py is the command line.
+"""
+import warnings
+
+import torch
+
+from model import check_kv_room
+
+
+def cuda_graph_problem(model):
+    """Why the model's decode steps cannot be replayed from a CUDA graph (a sentence), or None if they can."""
+    if model.config.moe:
+        return ("MoE routing reads the tokens per expert on the host (bincount, the dispatch split), which "
+                "a graph cannot replay")
+    dev = model.wte.weight.device
+    if dev.type != "cuda":
+        return f"the model is on {dev}, and CUDA graphs need a CUDA device"
+    if torch.is_autocast_enabled("cuda"):
+        return ("autocast is on: the weight casts it caches would be freed while the graph still reads "
+                "them; cast the model instead (model.to(torch.bfloat16))")
+    return None
+
+
+class GraphDecoder:
+    """GPT.decode_step for one cache, captured once as a CUDA graph and replayed per token: the ~1000 kernel
+    launches of a step (more CPU time than the GPU work, measured) become one graph launch.
+
+    The graph replays static_decode_step on fixed addresses: the cache tensors (updated in place), a token
+    buffer, a device-side position and its output, so the returned logits are overwritten by the next call.
+    The cache may be advanced in between by prefill or decode_step: the position is re-read from cache['pos'].
+    capture=False runs the same static step without a graph (how the CPU tests check it against decode_step).
+    """
+
+    @torch.no_grad()
+    def __init__(self, model, cache, capture=True):
+        problem = cuda_graph_problem(model) if capture else None
+        if problem:
+            raise ValueError(f"GraphDecoder: cannot replay decode steps from a CUDA graph: {problem}")
+        self.model, self.cache = model, cache
+        dev = model.wte.weight.device
+        self.batch = next(iter(cache["layers"][0].values())).shape[0]
+        self.kv = [c for c, b in zip(cache["layers"], model.blocks) if b.is_attention]
+        self.tok = torch.zeros(self.batch, 1, dtype=torch.long, device=dev)
+        self.pos = torch.zeros(1, dtype=torch.long, device=dev)
+        self.pos_is = None  # the value of self.pos, as last set or advanced (None: unknown)
+        self.graph = None
+        if capture:
+            self._capture()
+
+    def _check_room(self):  # on the host: the graph's index_copy_ cannot check the device-side position
+        for c in self.kv:
+            check_kv_room(c, self.cache["pos"] + 1)
+
+    def _capture(self):
+        model, cache = self.model, self.cache
+        self._check_room()
+        # Warm up outside the capture (Triton compiles, cuBLAS allocates its workspace on first use; neither
+        # may happen while capturing), on a side stream as torch.cuda.graph asks. The warm-up runs real steps
+        # at cache['pos']: the linear layers' conv tails and states are restored afterwards; the K/V it writes
+        # at slot pos are rewritten by the next real step before anything reads them.
+        linear = [c for c, b in zip(cache["layers"], model.blocks) if not b.is_attention]
+        saved = [{n: t.clone() for n, t in c.items()} for c in linear]
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                self.pos.fill_(cache["pos"])
+                model.static_decode_step(self.tok, cache, self.pos)
+        torch.cuda.current_stream().wait_stream(side)
+        for c, s in zip(linear, saved):
+            for n, t in s.items():
+                c[n].copy_(t)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):  # records, runs nothing
+            self.logits = model.static_decode_step(self.tok, cache, self.pos)
+        self.pos_is = None
+
+    @torch.no_grad()
+    def __call__(self, idx_next):
+        cache = self.cache
+        if idx_next.numel() != self.batch:
+            raise ValueError(f"GraphDecoder: {idx_next.numel()} tokens for a cache of batch {self.batch}")
+        self._check_room()
+        self.tok.copy_(idx_next.view(-1, 1))
+        if self.pos_is != cache["pos"]:  # the first step, or the cache was advanced elsewhere
+            self.pos.fill_(cache["pos"])
+        if self.graph is not None:
+            self.graph.replay()
+            logits = self.logits
+        else:
+            logits = self.model.static_decode_step(self.tok, cache, self.pos)
+        cache["pos"] += 1
+        self.pos_is = cache["pos"]
+        return logits
+
+
+def sample_next(logits, temperature=1.0, top_k=None, top_p=None):
+    """logits [B, vocab] -> next tokens [B, 1]: greedy at temperature 0, else top-k / nucleus sampling."""
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    logits = logits / temperature
+    if top_k is not None:
+        v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+        logits = logits.masked_fill(logits < v[:, [-1]], float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        cum = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+        drop = cum - sorted_logits.softmax(dim=-1) > top_p  # keep the smallest set whose mass reaches top_p
+        sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
+        logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+    return torch.multinomial(logits.softmax(dim=-1), num_samples=1)
+
+
+@torch.no_grad()
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, on_token=None, cuda_graph=None,
+             prefill_chunk=None):
+    """Sample max_new_tokens after idx [B,T] (temperature 0: greedy); returns [B, T + max_new_tokens].
+    on_token(tokens [B,1]) is called for each new token batch (streaming), the first time right after the
+    prefill. prefill_chunk: GPT.prefill's chunk_size. cuda_graph: replay decode steps from a CUDA graph
+    (GraphDecoder; the same tokens). None: on a CUDA device when possible, else a warning says why not; True:
+    a ValueError if not possible; False: plain decode_step (the reference, and the CPU's path)."""
+    B, T = idx.shape
+    if T + max_new_tokens > model.config.block_size:
+        raise ValueError(f"prompt ({T}) + max_new_tokens ({max_new_tokens}) exceeds block_size "
+                         f"({model.config.block_size})")
+    if cuda_graph is not None and not isinstance(cuda_graph, bool):
+        raise ValueError(f"cuda_graph must be None, True or False, got {cuda_graph!r}")
+    was_training = model.training
+    model.eval()
+    # under autocast the cache holds the compute dtype: a float32 cache would be converted back at every step
+    dev = model.wte.weight.device.type
+    dtype = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else None
+    cache = model.new_cache(B, max_len=T + max_new_tokens, dtype=dtype)
+    use_graph = False
+    if max_new_tokens > 1 and cuda_graph is not False:
+        problem = cuda_graph_problem(model)
+        if problem is None:
+            use_graph = True
+        elif cuda_graph:
+            raise ValueError(f"generate(cuda_graph=True): {problem}")
+        elif dev == "cuda":
+            warnings.warn(f"generate: decoding without a CUDA graph, one launch per operator: {problem}")
+    logits, cache = model.prefill(idx, cache, chunk_size=prefill_chunk)
+    step = None
+    out = [idx]
+    for i in range(max_new_tokens):
+        nxt = sample_next(logits[:, -1].float(), temperature, top_k, top_p)
+        out.append(nxt)
+        if on_token is not None:
+            on_token(nxt)
+        if i + 1 < max_new_tokens:
+            if use_graph and step is None:  # captured after the first token is out: its time is the prefill's
+                step = GraphDecoder(model, cache)
+            logits = step(nxt) if step is not None else model.decode_step(nxt, cache)[0]
+    model.train(was_training)
+    return torch.cat(out, dim=1)
