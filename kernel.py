@@ -43,9 +43,10 @@ Design (chunked training kernels, Sec. 3.4):
 - Decode: a fused recurrent kernel applies Eq. ed token by token to a state held in HBM (fp32), in
   place when asked.
 - PyTorch side: every launch sequence is a torch.library.custom_op (nanoeda::eda_chunk_fwd / _bwd,
-  eda_decode_, short_conv_fwd / _bwd) with a fake implementation and an autograd formula, so that
-  torch.compile traces through the kernels instead of breaking its graph around them. The entry points
-  (eda_fused, eda_decode, short_conv) check their inputs on the host first. This module imports nothing of
+  eda_decode_, short_conv_fwd / _bwd, attention_decode_at) with a fake implementation (and an autograd
+  formula where training needs one), so that torch.compile traces through the kernels instead of breaking
+  its graph around them. The entry points (eda_fused, eda_decode, short_conv, attention_decode) check their
+  inputs on the host first. This module imports nothing of
   the repository: eda.py (eda_triton, eda_triton_decode) checks shapes and calls it.
 """
 import os
@@ -1356,6 +1357,23 @@ def attention_decode(q, k, v, pos, scale=None, split_len=None):
     if problem:
         raise ValueError(f"attention_decode: {problem}")
     B, nkv, L, hd = k.shape
+    block_n = ATTN_DECODE_BLOCK_N
+    if split_len is not None:
+        if split_len < 1 or split_len % block_n:
+            raise ValueError(f"attention_decode: split_len must be a positive multiple of {block_n}, got {split_len}")
+        S = triton.cdiv(L if isinstance(pos, torch.Tensor) else pos + 1, split_len)
+        if S > 4 * ATTN_DECODE_MAX_SPLITS:
+            raise ValueError(f"attention_decode: split_len={split_len} gives {S} splits, more than "
+                             f"{4 * ATTN_DECODE_MAX_SPLITS}")
+    scale = hd ** -0.5 if scale is None else float(scale)
+    if isinstance(pos, torch.Tensor):  # the graphed step's path: an operator torch.compile traces through
+        return torch.ops.nanoeda.attention_decode_at(q, k, v, pos, scale, split_len or 0)
+    return _attn_decode(q, k, v, pos, scale, split_len)
+
+
+def _attn_decode(q, k, v, pos, scale, split_len):
+    """attention_decode's launches, on checked inputs (split_len None: chosen here)."""
+    B, nkv, L, hd = k.shape
     nh = q.shape[1]
     G = nh // nkv
     static = isinstance(pos, torch.Tensor)
@@ -1364,18 +1382,12 @@ def attention_decode(q, k, v, pos, scale=None, split_len=None):
     if split_len is None:
         S, split_len = _attn_decode_splits(n_keys, B * nkv, q.device, block_n)
     else:
-        if split_len < 1 or split_len % block_n:
-            raise ValueError(f"attention_decode: split_len must be a positive multiple of {block_n}, got {split_len}")
         S = triton.cdiv(n_keys, split_len)
-        if S > 4 * ATTN_DECODE_MAX_SPLITS:
-            raise ValueError(f"attention_decode: split_len={split_len} gives {S} splits, more than "
-                             f"{4 * ATTN_DECODE_MAX_SPLITS}")
     q3 = q.reshape(B, nh, hd)  # a view for [B, nh, 1, hd] of any strides in dims 0, 1
     if q3.stride(-1) != 1:
         q3 = q3.contiguous()
     o_part = torch.empty(B * nh, S, hd, device=q.device, dtype=torch.float32)
     lse_part = torch.empty(B * nh, S, device=q.device, dtype=torch.float32)
-    scale = hd ** -0.5 if scale is None else float(scale)
     # tl.dot needs tiles of at least 16: the G query rows are padded (decode is bound by reading K/V anyway)
     BLOCK_G = max(16, triton.next_power_of_2(G))
     BLOCK_D = triton.next_power_of_2(hd)
@@ -1392,3 +1404,15 @@ def attention_decode(q, k, v, pos, scale=None, split_len=None):
     _attn_decode_merge_kernel[(B * nh,)](o_part, lse_part, o, hd, S, HD=hd,
                                          BLOCK_S=triton.next_power_of_2(S), BLOCK_D=BLOCK_D, num_warps=4)
     return o.view(q.shape)
+
+
+@torch.library.custom_op("nanoeda::attention_decode_at", mutates_args=())
+def _attention_decode_at(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: torch.Tensor, scale: float,
+                         split_len: int) -> torch.Tensor:
+    """attention_decode with pos a device tensor (split_len 0: chosen from the shapes)."""
+    return _attn_decode(q, k, v, pos, scale, split_len or None)
+
+
+@_attention_decode_at.register_fake
+def _(q, k, v, pos, scale, split_len):
+    return q.new_empty(q.shape)

@@ -166,6 +166,39 @@ def test_model_decode_with_split_kv_matches_the_sdpa_path(monkeypatch, static):
     assert rel(out, ref) < 1e-5
 
 
+def test_attention_decode_operator_passes_torch_library_opcheck():
+    """The graphed step's path (pos a device tensor) is the operator nanoeda::attention_decode_at: its schema,
+    fake (shape, dtype, strides of the real result) and a traced call agree with eager ones."""
+    q, k, v = random_cache(2, 4, 2, 130, 16, torch.float32, seed=5)
+    torch.library.opcheck(torch.ops.nanoeda.attention_decode_at.default,
+                          (q, k, v, torch.tensor([100], device=DEV), 16 ** -0.5, 64))
+
+
+@pytest.mark.parametrize("mixer", ["eda", "transformer"])
+def test_graphed_decode_step_compiles_as_one_graph_and_matches_eager(monkeypatch, mixer):
+    """model.static_decode_step (what decode.GraphDecoder captures) through torch.compile(fullgraph=True) with
+    the kernels in it (split-KV attention, the linear layers' Triton decode step): one graph, the same logits
+    and the same cache as eager, step after step. What fusing the decode step's small kernels builds on."""
+    monkeypatch.setattr(M, "DECODE_ATTENTION", "split_kv")
+    model = tiny_gpt(mixer, vocab_size=97, la_v_head_dim=16, la_backend="triton").to(DEV)
+    prompt = torch.randint(0, 97, (2, 9), generator=torch.Generator().manual_seed(2)).to(DEV)
+    runs = []
+    for step_fn in (model.static_decode_step,
+                    torch.compile(model.static_decode_step, fullgraph=True, backend="aot_eager")):
+        with torch.no_grad():
+            cache = model.new_cache(2, max_len=16)
+            model.prefill(prompt, cache)
+            pos = torch.tensor([cache["pos"]], device=DEV)
+            logits = [step_fn(prompt[:, i:i + 1], cache, pos).clone() for i in range(3)]
+        runs.append((torch.stack(logits), cache, int(pos)))
+    (eager, cache_e, pos_e), (compiled, cache_c, pos_c) = runs
+    assert pos_c == pos_e == prompt.shape[1] + 3
+    assert rel(compiled, eager) < 1e-6
+    for layer_e, layer_c in zip(cache_e["layers"], cache_c["layers"]):
+        for name in layer_e:
+            assert rel(layer_c[name], layer_e[name]) < 1e-6, name
+
+
 def test_decode_attention_setting_is_checked(monkeypatch):
     monkeypatch.setattr(M, "DECODE_ATTENTION", "flash")
     with pytest.raises(ValueError, match="DECODE_ATTENTION must be"):
