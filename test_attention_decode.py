@@ -174,13 +174,14 @@ def test_attention_decode_operator_passes_torch_library_opcheck():
                           (q, k, v, torch.tensor([100], device=DEV), 16 ** -0.5, 64))
 
 
-@pytest.mark.parametrize("mixer", ["eda", "transformer"])
-def test_graphed_decode_step_compiles_as_one_graph_and_matches_eager(monkeypatch, mixer):
+def test_graphed_decode_step_compiles_as_one_graph_and_matches_eager(monkeypatch):
     """model.static_decode_step (what decode.GraphDecoder captures) through torch.compile(fullgraph=True) with
-    the kernels in it (split-KV attention, the linear layers' Triton decode step): one graph, the same logits
-    and the same cache as eager, step after step. What fusing the decode step's small kernels builds on."""
+    the kernels in it (the hybrid's split-KV attention layer and its linear layers' Triton decode step): one
+    graph, the same logits and the same cache as eager, step after step. What fusing the decode step's small
+    kernels builds on."""
     monkeypatch.setattr(M, "DECODE_ATTENTION", "split_kv")
-    model = tiny_gpt(mixer, vocab_size=97, la_v_head_dim=16, la_backend="triton").to(DEV)
+    model = tiny_gpt("eda", vocab_size=97, la_v_head_dim=16, la_backend="triton").to(DEV)
+    assert any(b.is_attention for b in model.blocks) and not all(b.is_attention for b in model.blocks)
     prompt = torch.randint(0, 97, (2, 9), generator=torch.Generator().manual_seed(2)).to(DEV)
     runs = []
     for step_fn in (model.static_decode_step,

@@ -3,6 +3,7 @@ and sample.py runs end to end on a checkpoint from a short training run."""
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
@@ -170,8 +171,9 @@ def test_sample_script_errors_are_clear(trained, tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"caf\xe9")  # latin-1, not UTF-8
     cases.append(([f"--out_dir={out}", f"--start=FILE:{bad}"], "not valid UTF-8"))
-    for args, message in cases:
-        r = run([os.path.join(HERE, "sample.py"), "--device=cpu", *args], tmp)
+    with ThreadPoolExecutor(max_workers=4) as pool:  # each case is a process start (imports): a few at once
+        results = list(pool.map(lambda c: run([os.path.join(HERE, "sample.py"), "--device=cpu", *c[0]], tmp), cases))
+    for (args, message), r in zip(cases, results):
         assert r.returncode != 0 and message in r.stderr, (args, r.stderr)
         assert "Traceback" not in r.stderr
 

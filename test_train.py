@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -524,10 +525,22 @@ def test_none_default_settings_reject_a_value_of_the_wrong_type(tmp_path):
         assert 'Traceback' not in p.stderr
 
 
-@pytest.mark.parametrize('config', sorted(f for f in os.listdir(os.path.join(ROOT, 'config')) if f.endswith('.py')))
-def test_every_config_file_dry_runs_and_ends_with_the_params_line(config):
-    p = subprocess.run([sys.executable, 'train.py', os.path.join('config', config), '--dry_run=True'],
-                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+CONFIGS = sorted(f for f in os.listdir(os.path.join(ROOT, 'config')) if f.endswith('.py'))
+
+
+@pytest.fixture(scope='module')
+def config_dry_runs():
+    """`train.py config/<file> --dry_run=True` for every config file, a few at once (each is mostly imports)."""
+    def dry(config):
+        return subprocess.run([sys.executable, 'train.py', os.path.join('config', config), '--dry_run=True'],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return dict(zip(CONFIGS, pool.map(dry, CONFIGS)))
+
+
+@pytest.mark.parametrize('config', CONFIGS)
+def test_every_config_file_dry_runs_and_ends_with_the_params_line(config, config_dry_runs):
+    p = config_dry_runs[config]
     assert p.returncode == 0, p.stderr[-3000:]
     last = p.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r'params total=\d+ active=\d+', last), last
