@@ -942,3 +942,23 @@ def load_checkpoint(path, keys=("model", "model_args"), **kw):
     if missing:
         raise CheckpointError(f"{path} is not a nanoEDA checkpoint: no {', '.join(map(repr, missing))}")
     return ckpt
+
+
+def model_from_checkpoint(path, la_backend="auto", on_cuda=False):
+    """(the GPT a train.py checkpoint describes, its weights loaded; the checkpoint dict), for the scripts that
+    read one (sample.py, probe.py). la_backend replaces the recorded one: it chooses how to compute, not what.
+    A CheckpointError with a one-line reason for an unreadable file, model_args this code cannot build, a
+    backend this machine cannot run, or weights that do not fit."""
+    ckpt = load_checkpoint(path)
+    try:
+        cfg = GPTConfig(**dict(ckpt["model_args"], la_backend=la_backend))
+    except (TypeError, ValueError) as err:
+        raise CheckpointError(f"{path}: {err}") from None
+    if cfg.auto_backend_problem(on_cuda):
+        raise CheckpointError(cfg.auto_backend_problem(on_cuda))
+    model = GPT(cfg)
+    try:
+        model.load_state_dict(ckpt["model"])
+    except RuntimeError as err:
+        raise CheckpointError(f"{path}: the weights do not fit its model_args: {str(err).splitlines()[0]}") from None
+    return model, ckpt

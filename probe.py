@@ -40,7 +40,7 @@ import torch.nn.functional as F
 
 import eda
 from configurator import configure, file_text
-from model import GPT, CheckpointError, GPTConfig, LinearAttention, la_output, load_checkpoint
+from model import CheckpointError, LinearAttention, la_output, model_from_checkpoint
 
 # -----------------------------------------------------------------------------
 out_dir = 'out'            # the EDA checkpoint: out_dir/ckpt.pt (written by train.py)
@@ -429,19 +429,11 @@ def load_model(ckpt_dir, role):
         fail(f"no checkpoint at {path} ({role}): point {'--compare' if role == 'compare' else '--out_dir'} "
              f"at a directory train.py wrote")
     try:
-        ckpt = load_checkpoint(path)
-        cfg = GPTConfig(**dict(ckpt['model_args'], la_backend=la_backend))
-    except (CheckpointError, ValueError, TypeError) as err:
+        model, ckpt = model_from_checkpoint(path, la_backend, on_cuda='cuda' in device)
+    except CheckpointError as err:
         fail(err)
-    if cfg.auto_backend_problem('cuda' in device):
-        fail(cfg.auto_backend_problem(True))
-    model = GPT(cfg)
-    try:
-        model.load_state_dict(ckpt['model'])
-    except RuntimeError as err:
-        fail(f"{path}: the weights do not fit its model_args: {str(err).splitlines()[0]}")
     model.eval().to(device, getattr(torch, dtype) if 'cuda' in device else torch.float32)
-    return model, cfg, ckpt
+    return model, model.config, ckpt
 
 
 def n_linear(cfg):

@@ -22,7 +22,7 @@ import torch
 
 from configurator import configure, file_text
 from decode import cuda_graph_problem, generate
-from model import GPT, CheckpointError, GPTConfig, load_checkpoint
+from model import GPT, CheckpointError, GPTConfig, model_from_checkpoint
 
 # -----------------------------------------------------------------------------
 init_from = 'resume'       # 'resume': load out_dir/ckpt.pt; 'scratch': a fresh GPTConfig() model (smoke test)
@@ -87,14 +87,9 @@ if init_from == 'resume':
         fail(f"no checkpoint at {ckpt_path}: train one first (python train.py --out_dir={out_dir}), "
              f"point --out_dir at one, or try --init_from=scratch")
     try:
-        ckpt = load_checkpoint(ckpt_path)
-        cfg = GPTConfig(**dict(ckpt['model_args'], la_backend=la_backend))
-    except (CheckpointError, ValueError) as err:  # an unreadable file; a backend the model cannot run
+        model, ckpt = model_from_checkpoint(ckpt_path, la_backend, on_cuda='cuda' in device)
+    except CheckpointError as err:
         fail(err)
-    if cfg.auto_backend_problem('cuda' in device):
-        fail(cfg.auto_backend_problem(True))
-    model = GPT(cfg)
-    model.load_state_dict(ckpt['model'])
     tokenizer = encoding or ckpt.get('encoding')
     if tokenizer is None:
         fail(f"{ckpt_path} does not record its tokenizer (an older checkpoint?): pass --encoding=bytes "

@@ -676,3 +676,24 @@ def test_attention_conv_decodes_like_its_full_forward():
     idx = tokens(T=24)
     assert_cached_decoding_matches_full_forward(m, idx, 1e-10)
     _decode_side_by_side(m, idx, lambda m, c: GraphDecoder(m, c, capture=False), 1e-12)
+
+
+def test_model_from_checkpoint_rebuilds_the_model_and_names_what_is_wrong_with_a_bad_one(tmp_path):
+    """The reading scripts' loader (sample.py, probe.py): the same model back, and a CheckpointError naming the
+    file for model_args this code cannot build or weights that do not fit them."""
+    from conftest import save_checkpoint
+    m = build(tiny_config("eda")).eval()
+    path = os.path.join(save_checkpoint(m, str(tmp_path / "ok")), "ckpt.pt")
+    back, ckpt = M.model_from_checkpoint(path, la_backend="chunk")
+    x = tokens(T=12)
+    assert torch.equal(back.eval()(x)[0], m(x)[0]) and ckpt["encoding"] == "bytes"
+    bad = torch.load(path, weights_only=True)
+    bad["model_args"]["no_such_field"] = 1
+    torch.save(bad, path)
+    with pytest.raises(M.CheckpointError, match=r"ckpt\.pt: .*no_such_field"):
+        M.model_from_checkpoint(path)
+    del bad["model_args"]["no_such_field"]
+    bad["model_args"]["n_embd"] = 48  # weights of a 32-wide model
+    torch.save(bad, path)
+    with pytest.raises(M.CheckpointError, match="the weights do not fit its model_args"):
+        M.model_from_checkpoint(path)
