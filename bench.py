@@ -435,6 +435,7 @@ def model_decode_table():
     import runpy
     import triton.testing
     import dataclasses
+    from torch.profiler import ProfilerActivity, profile as torch_profile
     import model as model_py
     from decode import GraphDecoder
     from model import GPT, GPTConfig
@@ -491,7 +492,6 @@ def model_decode_table():
                                  need / (ms * 1e-3) / copy_bw))
                     if profile and ctx_len == decode_contexts[-1] and B == decode_model_batches[-1]:
                         # where a step's time goes: CPU (launch-bound) vs GPU time per operator / kernel
-                        from torch.profiler import ProfilerActivity, profile as torch_profile
                         print(f"\nprofile of one {mixer} decode step ({mode}), ctx {ctx_len}, B {B}:")
                         try:
                             activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
@@ -504,7 +504,6 @@ def model_decode_table():
                             print(f"profile failed: {type(err).__name__}: {str(err)[:200]}")
                     del step
                 if mixer not in launches:  # kernels one step launches (what a CUDA graph replays): one eager step
-                    from torch.profiler import ProfilerActivity, profile as torch_profile
                     with torch.no_grad():
                         cache["pos"] = ctx_len
                         model.decode_step(tok, cache)  # warm-up: no compiling or autotuning in the count

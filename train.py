@@ -71,8 +71,9 @@ lr_schedule_start = 0         # the step at which warmup starts: a midtraining s
 # system
 device = 'auto'               # 'auto' (cuda if available, else cpu), 'cpu', 'cuda', 'cuda:1', ...
 dtype = 'auto'                # 'auto' (bfloat16 autocast on GPUs that have it, else float32), 'float32', 'bfloat16', 'float16'
-compile: bool | None = None   # torch.compile each block (one graph reused by every layer); None: on CUDA, where
-                              # the 125M hybrid and Transformer train 1.3x / 1.7x faster with it (notes/train.md)
+compile: bool | None = None   # torch.compile each block (one graph reused by every layer); None: on one CUDA GPU,
+                              # where the 125M hybrid and Transformer train 1.3x / 1.7x faster with it
+                              # (notes/train.md); not under torchrun, where compile is not yet measured
 parallel = 'ddp'              # under torchrun: 'ddp' or 'fsdp'
 fsdp_meta_init = False        # fsdp: build on the meta device, initialise each shard on its GPU (for models too
                               # big to build on the host once per rank, e.g. 25B MoE on 8 GPUs); its random init
@@ -239,7 +240,7 @@ if gradient_accumulation_steps % world_size:
              f'{world_size} ranks (it counts micro-steps over all ranks)')
 accum_local = gradient_accumulation_steps // world_size  # the global batch does not depend on world_size
 device_type = 'cuda' if device.startswith('cuda') else 'cpu'
-compile = device_type == 'cuda' if compile is None else compile
+compile = device_type == 'cuda' and not distributed if compile is None else compile
 if dtype == 'auto':
     dtype = 'bfloat16' if device_type == 'cuda' and torch.cuda.is_bf16_supported() else 'float32'
 ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}[dtype]
