@@ -36,7 +36,7 @@ mixers = {m: [f'--mixer={m}'] for m in ('eda', 'kda', 'gdn', 'gdn2', 'transforme
 learning_rates = [1e-3]       # [] : the task config's own
 seeds = [0, 1, 2]
 extra = []                    # train.py args for every run, e.g. ['--max_iters=1000']
-jobs = 4                      # runs at a time; on CUDA they share the visible GPUs round-robin
+jobs = 4                      # runs at a time; on CUDA each starts on the visible GPU running the fewest
 run_timeout = 1800            # seconds; a run still going then is killed and recorded as 'timeout'
 start_until = 0.0             # seconds into the sweep after which no new run starts (0: no limit): on a
                               # machine lent for a fixed time, start only what can finish in it
@@ -147,7 +147,7 @@ def sweep():
         n_gpu = torch.cuda.device_count()
     except ImportError:
         n_gpu = 0
-    running, finished, t0, slot = [], 0, time.time(), 0
+    running, finished, t0 = [], 0, time.time()
     durations = []
     while todo or running:
         if todo and start_until and time.time() - t0 > start_until:
@@ -164,15 +164,16 @@ def sweep():
             cmd = [python, os.path.join(HERE, 'train.py'), *args, f'--out_dir={out_dir}', '--progress=False',
                    '--save_ckpt=False']
             env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1')
-            if n_gpu:
-                env['CUDA_VISIBLE_DEVICES'] = str(slot % n_gpu)
-                slot += 1
+            gpu = None
+            if n_gpu:  # the GPU with the fewest runs on it: runs of unequal length would pile up round-robin
+                gpu = min(range(n_gpu), key=lambda g: sum(item[-1] == g for item in running))
+                env['CUDA_VISIBLE_DEVICES'] = str(gpu)
             log = open(log_path, 'w')
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=HERE)
-            running.append((proc, row, cmd, out_dir, log_path, log, time.time()))
+            running.append((proc, row, cmd, out_dir, log_path, log, time.time(), gpu))
         time.sleep(0.5)
         for item in list(running):
-            proc, row, cmd, out_dir, log_path, log, start = item
+            proc, row, cmd, out_dir, log_path, log, start, _ = item
             timed_out = proc.poll() is None and time.time() - start > run_timeout
             if timed_out:
                 proc.kill()
