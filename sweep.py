@@ -29,7 +29,9 @@ from configurator import configure
 name = 'sweep'                # results go to <results_dir>/<name>.jsonl, .md, .png
 results_dir = 'notes/sweep'
 runs_dir = 'out/sweep'        # each run's out_dir and log (not kept in the repo)
-# task -> {'config': train.py config file, 'x': the difficulty's name, 'levels': [[x, [train.py args]], ...]}
+# task -> {'config': train.py config file, 'x': the difficulty's name, 'levels': [[x, [train.py args]], ...],
+#          optionally 'floor': [what, {x: accuracy}]: a trivial answer's score (e.g. NONE at every query), shown
+#          as a row of the table and a dashed line in the figure, so that a run stuck there reads as such}
 tasks = {'mqar': {'config': 'config/mqar.py', 'x': 'num_kv_pairs',
                   'levels': [[16, ['--num_kv_pairs=16']], [32, ['--num_kv_pairs=32']]]}}
 mixers = {m: [f'--mixer={m}'] for m in ('eda', 'kda', 'gdn', 'gdn2', 'transformer')}  # label -> train.py args
@@ -275,6 +277,9 @@ def report(rows):
             params = params or next((r['params'] for r in rows if r['mixer'] == m and r.get('params')), None)
             lines.append(f'| {m} | {params:,} | ' if params else f'| {m} | ? | ')
             lines[-1] += ' | '.join(cells) + ' |'
+        if 'floor' in spec:
+            what, floor = spec['floor']
+            lines.append(f'| *{what}* | — | ' + ' | '.join(fmt(floor[x]) if x in floor else '—' for x in xs) + ' |')
         lines.append('')
     lines += [f'## Every learning rate (mean {what[0]} over seeds)', '',
               '| task | x | mixer | ' + ' | '.join(f'lr {l:g}' if l is not None else 'cfg' for l in
@@ -319,6 +324,12 @@ def report(rows):
                 ax.scatter([j + off] * len(s['accs']), [100 * a for a in s['accs']], s=8, color=line.get_color(),
                            alpha=0.5)
                 ax.vlines(j + off, 100 * s['min'], 100 * s['max'], color=line.get_color(), alpha=0.6)
+        if 'floor' in spec:
+            what, floor = spec['floor']
+            for j, x in enumerate(xs):
+                if x in floor:
+                    ax.hlines(100 * floor[x], j - 0.4, j + 0.4, color='grey', linestyles='dashed',
+                              label=what if j == min(i for i, x in enumerate(xs) if x in floor) else None)
         ax.set_xticks(range(len(xs)), [str(x) for x in xs])
         ax.set_xlim(-0.5, len(xs) - 0.5)
         ax.set_xlabel(spec['x'])
@@ -331,7 +342,7 @@ def report(rows):
         for h, l in zip(*ax.get_legend_handles_labels()):
             labelled.setdefault(l, h)
     if labelled:
-        names = [m for m in order if m in labelled]
+        names = [m for m in order if m in labelled] + [l for l in labelled if l not in order]
         axes[0][0].legend([labelled[m] for m in names], names, fontsize=8, loc='lower left')
     fig.tight_layout()
     png = os.path.join(results_dir, f'{name}.png')

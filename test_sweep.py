@@ -65,6 +65,10 @@ def test_report_takes_each_mixers_best_learning_rate_by_mean_over_seeds(tmp_path
     sweep(tmp_path, '--report_only=True', '--learning_rates=[1e-3, 3e-3]', '--seeds=[0, 1]')
     table = (tmp_path / 't.md').read_text()
     assert '| eda | 10 | 55.0 ± 7.1 [50.0, 60.0] lr 0.003 |' in table
+    # a task's floor (a trivial answer's score) is a row of its table
+    floor = TINY_TASK.replace("]]]}}", "]]], 'floor': ['NONE everywhere', {4: 0.25}]}}")
+    sweep(tmp_path, '--report_only=True', '--learning_rates=[1e-3, 3e-3]', '--seeds=[0, 1]', floor)
+    assert '| *NONE everywhere* | — | 25.0 |' in (tmp_path / 't.md').read_text()
 
 
 def test_report_leaves_runs_stopped_by_the_time_limit_out_of_the_mean_and_lists_them(tmp_path):
@@ -117,3 +121,35 @@ def test_a_run_stopped_by_the_time_limit_after_its_final_evaluation_counts_as_fi
         (tmp_path / 'run' / 'log.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in evals))
         res = mod.outcome(-9, str(tmp_path / 'run'), str(tmp_path / 'run.log'), 10.0, True)
         assert res['status'] == status and res['val_acc'] == 0.9
+
+
+def test_the_synthetic_grids_none_floors_are_what_answering_none_scores_on_the_generated_tasks():
+    import ast
+    import numpy as np
+    from data import synthetic
+    grid = {}
+    exec(open(os.path.join(ROOT, 'config/sweep/synthetic.py')).read(), grid)
+    checked = 0
+    for task, spec in grid['tasks'].items():
+        if 'floor' not in spec:
+            continue
+        base = {}
+        exec(open(os.path.join(ROOT, spec['config'])).read(), base)
+        for x, args in spec['levels']:
+            s = dict(base, move_frac=0.5)  # train.py's default, which config/reassign.py does not set
+            for a in args:  # --key=value, read as train.py's configurator reads it
+                key, val = a[2:].split('=', 1)
+                try:
+                    s[key] = ast.literal_eval(val)
+                except (ValueError, SyntaxError):
+                    s[key] = val
+            rng = np.random.default_rng(0)
+            common = (rng, 1024, s['block_size'], s['vocab_size'], s['num_kv_pairs'], s['num_updates'])
+            if s['dataset'] == 'evict':
+                _, y = synthetic.evict(*common)
+            else:
+                _, y = synthetic.reassign(*common, s['move_frac'])
+            answers = y[y != -1]
+            assert abs((answers == synthetic.NONE).mean() - spec['floor'][1][x]) < 0.005, (task, x)
+            checked += 1
+    assert checked == 6

@@ -5,6 +5,9 @@
 # Mixers: EDA, KDA, and EDA with KDA's decay gate, which differs from KDA only by the erase (the ablation
 # of the paper's claim); GDN, GDN-2 and the Transformer are measured on the default tasks (config/sweep/
 # readme.py). Tasks run in this order, whole levels first; the difficulty levels start past the defaults.
+# 'floor': the accuracy of answering NONE at every query (each move or new owner leaves one key reading NONE:
+# u / (n + u) for evict, moves / (n + moves) for reassign, on average), added in session 11 as a reference
+# line (the grid is unchanged); test_sweep.py checks it against the generators.
 # Resumable: rerun the same command and it goes on where it stopped.
 #   python sweep.py config/sweep/synthetic.py --jobs=12
 name = 'synthetic'
@@ -12,13 +15,16 @@ tasks = {
     'mqar': {'config': 'config/mqar.py', 'x': 'num_kv_pairs', 'levels': [
         [32, ['--num_kv_pairs=32']], [64, ['--num_kv_pairs=64']]]},
     'evict': {'config': 'config/reassign.py', 'x': 'num_updates', 'levels': [
-        [u, ['--dataset=evict', f'--num_updates={u}', '--block_size=256']] for u in (16, 32)]},
+        [u, ['--dataset=evict', f'--num_updates={u}', '--block_size=256']] for u in (16, 32)],
+        'floor': ['NONE at every query', {16: 0.5, 32: 0.667}]},
     'reassign': {'config': 'config/reassign.py', 'x': 'num_updates', 'levels': [
-        [u, [f'--num_updates={u}', '--block_size=512']] for u in (32, 48)]},
+        [u, [f'--num_updates={u}', '--block_size=512']] for u in (32, 48)],
+        'floor': ['NONE at every query', {32: 0.502, 48: 0.601}]},
     # every update a move: live bindings stay at num_kv_pairs while 2x as many keys are written
     'capacity': {'config': 'config/reassign.py', 'x': 'num_kv_pairs', 'levels': [
         [k, [f'--num_kv_pairs={k}', f'--num_updates={k}', '--move_frac=1.0', '--block_size=640']]
-        for k in (48, 64)]},
+        for k in (48, 64)],
+        'floor': ['NONE at every query', {48: 0.5, 64: 0.5}]},
 }
 mixers = {'eda': ['--mixer=eda'], 'kda': ['--mixer=kda'], 'eda kda-gate': ['--mixer=eda', '--la_gate=kda']}
 learning_rates = [1e-3, 3e-3]
