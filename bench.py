@@ -44,7 +44,8 @@ decode_config = "config/eda_125m.py"  # model_decode: the EDA hybrid of this con
 decode_contexts = [1024, 8192, 32768]
 decode_model_batches = [1, 64]
 decode_steps = 32
-decode_modes = ["graph", "eager"]  # model_decode: decode.GraphDecoder (generate's path on CUDA) and plain decode_step
+decode_modes = ["graph", "compiled", "eager"]  # model_decode: decode.GraphDecoder (generate's path on CUDA), the
+                           # same with the step torch.compile'd inside the graph, and plain decode_step
 decode_attention = "auto"  # model_decode: model.DECODE_ATTENTION for the run ('auto', model.py's default: the split-KV
                            # kernel where it applies; 'sdpa': PyTorch's kernels, the comparison)
 compile_eda_chunk = False
@@ -427,8 +428,9 @@ def print_tables(krows, drows):
 # EDA hybrid and the Transformer of the same config. The caches are filled with random content up to
 # the context length (what a prefill would leave, without paying for it); then `decode_steps` tokens are
 # decoded one at a time and timed with CUDA events, in each of `decode_modes`: 'graph' replays the step from
-# a CUDA graph (decode.GraphDecoder, what decode.generate and sample.py run on a GPU), 'eager' calls
-# GPT.decode_step (one launch per operator: CPU-bound). Both modes run the same cache, each from ctx.
+# a CUDA graph (decode.GraphDecoder, what decode.generate and sample.py run on a GPU), 'compiled' the same
+# with the step compiled by Inductor inside the graph (GraphDecoder(compile=True): fewer, fused kernels),
+# 'eager' calls GPT.decode_step (one launch per operator: CPU-bound). Every mode runs the same cache from ctx.
 
 
 def model_decode_table():
@@ -443,8 +445,9 @@ def model_decode_table():
     print(f"model_decode: attention decode steps through {decode_attention!r} (model.DECODE_ATTENTION)")
     fields = {f.name for f in dataclasses.fields(GPTConfig)}
     base = {k: v for k, v in runpy.run_path(decode_config).items() if k in fields}
-    if not decode_modes or set(decode_modes) - {"graph", "eager"}:
-        sys.exit(f"bench.py: decode_modes must be a non-empty list of 'graph' and 'eager', got {decode_modes!r}")
+    if not decode_modes or set(decode_modes) - {"graph", "compiled", "eager"}:
+        sys.exit(f"bench.py: decode_modes must be a non-empty list of 'graph', 'compiled' and 'eager', "
+                 f"got {decode_modes!r}")
     # the bandwidth yardstick: a device-to-device copy of 1 GiB (bytes read + written per second)
     buf = torch.empty(2**29, dtype=torch.bfloat16, device=DEV)
     copy_ms = triton.testing.do_bench(lambda: buf.clone(), warmup=warmup, rep=rep)
@@ -475,7 +478,14 @@ def model_decode_table():
                 tok = torch.randint(0, cfg.vocab_size, (B,), device=DEV)
                 for mode in decode_modes:
                     cache["pos"] = ctx_len
-                    step = GraphDecoder(model, cache) if mode == "graph" else (lambda t: model.decode_step(t, cache)[0])
+                    if mode == "compiled":  # a fresh compile per model: no recompile limit, no stale graph
+                        torch._dynamo.reset()
+                    t_build = time.perf_counter()
+                    step = (GraphDecoder(model, cache, compile=mode == "compiled") if mode != "eager"
+                            else (lambda t: model.decode_step(t, cache)[0]))
+                    if mode == "compiled":
+                        print(f"{mixer} ctx {ctx_len} B {B}: compiled and captured in "
+                              f"{time.perf_counter() - t_build:.1f}s", flush=True)
                     with torch.no_grad():
                         for _ in range(3):  # warm-up (kernels compile on first use), each at position ctx_len
                             step(tok)
@@ -499,19 +509,19 @@ def model_decode_table():
                                 step(tok)
                                 torch.cuda.synchronize()
                             print(prof.key_averages().table(
-                                sort_by="cuda_time_total" if mode == "graph" else "cpu_time_total", row_limit=12))
+                                sort_by="cuda_time_total" if mode != "eager" else "cpu_time_total", row_limit=12))
                         except Exception as err:  # a profiler failure must not cost the table
                             print(f"profile failed: {type(err).__name__}: {str(err)[:200]}")
-                    del step
-                if mixer not in launches:  # kernels one step launches (what a CUDA graph replays): one eager step
-                    with torch.no_grad():
-                        cache["pos"] = ctx_len
-                        model.decode_step(tok, cache)  # warm-up: no compiling or autotuning in the count
-                        cache["pos"] = ctx_len
-                        with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
-                            model.decode_step(tok, cache)
+                    if (mixer, mode) not in launches and mode != "eager":
+                        # kernels one step launches (what the CUDA graph replays): the static step once,
+                        # outside the graph, after the warm-up (no compiling or autotuning in the count)
+                        with torch.no_grad(), torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+                            step.pos.fill_(ctx_len)
+                            step.step_fn(step.tok, cache, step.pos)
                             torch.cuda.synchronize()
-                    launches[mixer] = sum(e.device_type == torch.autograd.DeviceType.CUDA for e in prof.events())
+                        launches[mixer, mode] = sum(e.device_type == torch.autograd.DeviceType.CUDA
+                                                    for e in prof.events())
+                    del step
                 del model, cache
     print(f"\nmodel decode ({decode_config}, {dtype}, {decode_steps} steps after a context of ctx tokens)")
     print("floor: the bytes a step must read (weights, linear states, the cached K/V of ctx tokens) over the time, "
@@ -519,8 +529,8 @@ def model_decode_table():
     print(f"{'mixer':<12}{'mode':<7}{'ctx':>7}{'B':>5}{'ms/step':>10}{'tok/s':>12}{'MiB/seq':>10}{'floor':>8}")
     for r in rows:
         print(f"{r[0]:<12}{r[1]:<7}{r[2]:>7}{r[3]:>5}{r[4]:>10.3f}{r[5]:>12.0f}{r[6]:>10.2f}{100 * r[7]:>7.1f}%")
-    print("kernels per decode step (one eager step, profiled): "
-          + ", ".join(f"{m} {n}" for m, n in launches.items()))
+    print("kernels per decode step (the static step, profiled once outside its graph): "
+          + ", ".join(f"{m} {mode} {n}" for (m, mode), n in launches.items()))
     for mode in decode_modes:
         for ctx_len in decode_contexts:
             for B in decode_model_batches:
@@ -647,7 +657,7 @@ def model_train_table():
             del model, x, y
         print(f"\nmodel train step ({train_config}, B={B}, T={T}, {dtype} autocast, fp32 weights; fwd+bwd, "
               f"no optimizer)")
-        print(f"per layer, fwd+bwd ms (do_bench medians): the layer | its core alone (eda_triton / SDPA) | rest")
+        print("per layer, fwd+bwd ms (do_bench medians): the layer | its core alone (eda_triton / SDPA) | rest")
         print(f"{'model':<12}{'layer':<26}{'count':>6}{'layer ms':>10}{'core ms':>10}{'rest ms':>10}"
               f"{'rest x count':>14}")
         for mixer, name, count, whole, core in layer_rows:
@@ -658,7 +668,7 @@ def model_train_table():
             print(f"{mixer:<12}{ms:>10.1f}{tok:>12,.0f}{mem:>10.1f}")
         print(f"EDA hybrid / Transformer tok/s: {step_rows[0][2] / step_rows[1][2]:.2f}x")
         total = {m: max(sum(k.values()), 1e-9) for m, k in kinds.items()}
-        print(f"\nGPU time of one profiled step by kernel kind, ms (share of the step's kernel time)")
+        print("\nGPU time of one profiled step by kernel kind, ms (share of the step's kernel time)")
         print(f"{'kind':<50}{'eda':>18}{'transformer':>18}")
         for kind in [k for k, _ in KERNEL_KINDS] + ["other (PyTorch elementwise, copies, reductions)"]:
             cells = "".join(f"{kinds[m].get(kind, 0.0):>11.1f} ({kinds[m].get(kind, 0.0) / total[m]:4.0%})"

@@ -38,14 +38,23 @@ class GraphDecoder:
     buffer, a device-side position and its output, so the returned logits are overwritten by the next call.
     The cache may be advanced in between by prefill or decode_step: the position is re-read from cache['pos'].
     capture=False runs the same static step without a graph (how the CPU tests check it against decode_step).
+    compile: capture torch.compile(static_decode_step, fullgraph=True) instead, so that Inductor fuses the
+    step's small elementwise kernels (norms, RoPE, gates) before the graph records them; True for Inductor,
+    or a torch.compile backend name. The first call of a new model compiles (tens of seconds on a GPU).
     """
 
     @torch.no_grad()
-    def __init__(self, model, cache, capture=True):
+    def __init__(self, model, cache, capture=True, compile=False):
         problem = cuda_graph_problem(model) if capture else None
         if problem:
             raise ValueError(f"GraphDecoder: cannot replay decode steps from a CUDA graph: {problem}")
+        if not isinstance(compile, (bool, str)):
+            raise ValueError(f"GraphDecoder: compile must be a bool or a torch.compile backend name, got {compile!r}")
         self.model, self.cache = model, cache
+        self.step_fn = model.static_decode_step
+        if compile:
+            backend = {} if compile is True else {"backend": compile}
+            self.step_fn = torch.compile(model.static_decode_step, fullgraph=True, **backend)
         dev = model.wte.weight.device
         self.batch = next(iter(cache["layers"][0].values())).shape[0]
         self.kv = [c for c, b in zip(cache["layers"], model.blocks) if b.is_attention]
@@ -63,8 +72,8 @@ class GraphDecoder:
     def _capture(self):
         model, cache = self.model, self.cache
         self._check_room()
-        # Warm up outside the capture (Triton compiles, cuBLAS allocates its workspace on first use; neither
-        # may happen while capturing), on a side stream as torch.cuda.graph asks. The warm-up runs real steps
+        # Warm up outside the capture (Triton and torch.compile compile, cuBLAS allocates its workspace on first
+        # use; none of it may happen while capturing), on a side stream as torch.cuda.graph asks. The warm-up runs real steps
         # at cache['pos']: the linear layers' conv tails and states are restored afterwards; the K/V it writes
         # at slot pos are rewritten by the next real step before anything reads them.
         linear = [c for c, b in zip(cache["layers"], model.blocks) if not b.is_attention]
@@ -74,14 +83,14 @@ class GraphDecoder:
         with torch.cuda.stream(side):
             for _ in range(2):
                 self.pos.fill_(cache["pos"])
-                model.static_decode_step(self.tok, cache, self.pos)
+                self.step_fn(self.tok, cache, self.pos)
         torch.cuda.current_stream().wait_stream(side)
         for c, s in zip(linear, saved):
             for n, t in s.items():
                 c[n].copy_(t)
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph):  # records, runs nothing
-            self.logits = model.static_decode_step(self.tok, cache, self.pos)
+            self.logits = self.step_fn(self.tok, cache, self.pos)
         self.pos_is = None
 
     @torch.no_grad()
@@ -97,7 +106,7 @@ class GraphDecoder:
             self.graph.replay()
             logits = self.logits
         else:
-            logits = self.model.static_decode_step(self.tok, cache, self.pos)
+            logits = self.step_fn(self.tok, cache, self.pos)
         cache["pos"] += 1
         self.pos_is = cache["pos"]
         return logits
