@@ -110,6 +110,7 @@ def outcome(proc_rc, out_dir, log_path, seconds, timed_out):
     if evals:
         last = evals[-1]
         res.update(step=last['step'], val_loss=last['val_loss'], val_acc=last.get('val_acc'),
+                   **{k: last[k] for k in ('val_acc_none', 'val_acc_value') if k in last},
                    best_val_acc=max(r.get('val_acc', float('nan')) for r in evals),
                    curve=[[r['step'], r['val_loss'], r.get('val_acc')] for r in evals])
     text = open(log_path, errors='replace').read() if os.path.exists(log_path) else ''

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from data.prepare import HEADER_BYTES, TokenFileError, load_tokens, write_tokens
-from data.synthetic import distinct, FILLER, NONE, evict, final_bindings, mqar, reassign, vocab_halves
+from data.synthetic import accuracy_counts, distinct, FILLER, NONE, evict, final_bindings, mqar, reassign, vocab_halves
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 # a 2-layer hybrid (one EDA layer, one attention layer) that takes a fraction of a second per step
@@ -455,6 +455,20 @@ def test_evict_old_owner_reads_none_new_owner_reads_the_value_and_no_none_is_wri
         assert queries == answer                              # every key asked once, with its final binding
         assert final_bindings(x[b], unique_values=True) == answer
     assert n_evicted == 64 * updates
+
+
+def test_accuracy_counts_split_none_answers_from_values():
+    """A model answering NONE everywhere scores the floor: every NONE answer right, no value right; one
+    answering every target scores 1 on both."""
+    _, y = evict(np.random.default_rng(4), batch_size=8, seq_len=64, vocab_size=64, num_kv_pairs=4, num_updates=6)
+    y = torch.from_numpy(y)
+    target = y[y != -1]
+    always_none = torch.zeros(target.numel(), 64)
+    always_none[:, NONE] = 1.0
+    correct, total, correct_none, n_none = (int(c) for c in accuracy_counts(always_none, y))
+    assert total == 8 * 10 and n_none == 8 * 6 and correct == correct_none == n_none
+    oracle = torch.nn.functional.one_hot(target, 64).float()
+    assert [int(c) for c in accuracy_counts(oracle, y)] == [80, 80, 48, 48]
 
 
 def test_reassign_move_frac_one_only_moves_and_keeps_the_live_count():

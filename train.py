@@ -457,18 +457,23 @@ def estimate_loss():
     model.eval()
     per_rank = math.ceil(eval_iters / world_size)
     for split in (('train', 'val')):
-        sums = torch.zeros(4, dtype=torch.float64, device=device)  # loss * n, n, correct, answers
+        # loss * n, n, correct, answers, correct where the answer is NONE, NONE answers
+        sums = torch.zeros(6, dtype=torch.float64, device=device)
         for i in range(per_rank):
             x, y = get_batch(split, 1, 0, rank * per_rank + i)
             with autocast:
                 logits, loss, _ = model(x, y)
             n = (y != -1).sum()
-            correct, total = accuracy_counts(logits, y)
-            sums += torch.stack([loss.double() * n, n, correct, total]).double()
+            counts = accuracy_counts(logits, y)
+            sums += torch.stack([loss.double() * n, n.double(), *(torch.as_tensor(c, device=device).double()
+                                                                  for c in counts)])
         sums = all_reduce_sum(sums)
         out[split] = (sums[0] / sums[1]).item()
         if is_synthetic:
             out[f'{split}_acc'] = (sums[2] / sums[3]).item()
+            if 0 < sums[5] < sums[3]:  # tasks with NONE answers: accuracy on them and on the values apart
+                out[f'{split}_acc_none'] = (sums[4] / sums[5]).item()
+                out[f'{split}_acc_value'] = ((sums[2] - sums[4]) / (sums[3] - sums[5])).item()
     model.train()
     return out
 
@@ -616,9 +621,11 @@ while True:
     if iter_num % eval_interval == 0 or iter_num == max_iters or eval_only:
         losses = estimate_loss()
         acc = ''.join(f' | {s} acc {losses[f"{s}_acc"]:.4f}' for s in ('train', 'val') if is_synthetic)
+        if 'val_acc_none' in losses:
+            acc += f' (NONE answers {losses["val_acc_none"]:.4f}, values {losses["val_acc_value"]:.4f})'
         say(f'eval step {iter_num}: train loss {losses["train"]:.4f} | val loss {losses["val"]:.4f}{acc}')
         log({'step': iter_num, 'eval': True, 'train_loss': losses['train'], 'val_loss': losses['val'],
-             **{k: v for k, v in losses.items() if k.endswith('_acc')},
+             **{k: v for k, v in losses.items() if '_acc' in k},
              **({'final': True} if iter_num >= max_iters else {})})  # the run's result (sweep.py reads it)
         if eval_only:
             break

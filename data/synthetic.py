@@ -220,7 +220,11 @@ def final_bindings(tokens, unique_values=False):
 
 
 def accuracy_counts(logits, y):
-    """(correct, total) over the answer positions (y != -1): argmax prediction == target. logits: [N, vocab] at
-    those N positions, in row-major order (what GPT.forward returns when given targets y)."""
-    mask = y != -1
-    return (logits.argmax(-1) == y[mask]).sum(), mask.sum()
+    """(correct, total, correct where the answer is NONE, answers that are NONE) over the answer positions
+    (y != -1): argmax prediction == target. logits: [N, vocab] at those N positions, in row-major order (what
+    GPT.forward returns when given targets y). The NONE split tells a model that answers NONE everywhere (the
+    reassign and evict tasks' floor) from one that recalls values."""
+    target = y[y != -1]
+    hit = logits.argmax(-1) == target
+    none = target == NONE
+    return hit.sum(), target.numel(), (hit & none).sum(), none.sum()
