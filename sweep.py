@@ -42,6 +42,9 @@ jobs = 4                      # runs at a time; on CUDA each starts on the visib
 run_timeout = 1800            # seconds; a run still going then is killed and recorded as 'timeout'
 start_until = 0.0             # seconds into the sweep after which no new run starts (0: no limit): on a
                               # machine lent for a fixed time, start only what can finish in it
+deadline = 0.0               # seconds into the sweep by which every run it starts should have ended (0: none):
+                              # the next run starts only if the finished runs of its task and level (the results
+                              # file's 'seconds', their median) say it fits; one level with no runs yet starts
 retry_failed = True           # rerun rows whose run failed or timed out (an OOM, a killed machine); the newest
                               # row of a run is the one reported. False: a failure is that run's final result
 report_only = False           # only rebuild the table and figure from the results file
@@ -152,11 +155,23 @@ def sweep():
         n_gpu = 0
     running, finished, t0 = [], 0, time.time()
     durations = []
+    took = {}  # (task, x) -> seconds of its finished runs, for the deadline
+    for r in read_results(results_path):
+        if r['status'] == 'ok' and r.get('seconds'):
+            took.setdefault((r['task'], r['x']), []).append(r['seconds'])
     while todo or running:
         if todo and start_until and time.time() - t0 > start_until:
             print(f'sweep: start_until={start_until}s passed; {len(todo)} runs left for the next invocation '
                   f'(the same command resumes)', flush=True)
             todo = []
+        level = (todo[0][0]['task'], todo[0][0]['x']) if todo else None
+        if todo and deadline and took.get(level) and len(running) < jobs:
+            need = sorted(took[level])[len(took[level]) // 2]
+            if time.time() - t0 + need > deadline:
+                print(f'sweep: the next run ({level[0]} {level[1]}, ~{need:.0f}s as its finished runs took) would '
+                      f'end after deadline={deadline:g}s; {len(todo)} runs left for the next invocation (the '
+                      f'same command resumes)', flush=True)
+                todo = []
         while todo and len(running) < jobs:
             row, args = todo.pop(0)
             rid = run_id(row)
@@ -192,6 +207,8 @@ def sweep():
                 f.write(json.dumps(full) + '\n')
             finished += 1
             durations.append(seconds)
+            if res['status'] == 'ok':
+                took.setdefault((row['task'], row['x']), []).append(seconds)
             # ETA: the runs left, in waves of `jobs`, at the mean duration so far
             left = len(todo) + len(running)
             eta = math.ceil(left / jobs) * (sum(durations) / len(durations)) if left else 0

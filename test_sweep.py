@@ -153,3 +153,13 @@ def test_the_synthetic_grids_none_floors_are_what_answering_none_scores_on_the_g
             assert abs((answers == synthetic.NONE).mean() - spec['floor'][1][x]) < 0.005, (task, x)
             checked += 1
     assert checked == 6
+
+
+def test_sweep_starts_no_run_that_its_levels_finished_runs_say_would_end_after_the_deadline(tmp_path):
+    done = {'task': 'mqar', 'x': 4, 'mixer': 'eda', 'lr': 1e-3, 'seed': 0, 'status': 'ok', 'seconds': 1000.0,
+            'val_acc': 0.5, 'val_loss': 1.0, 'step': 3, 'params': 10}
+    (tmp_path / 't.jsonl').write_text(json.dumps(done) + '\n')
+    out = sweep(tmp_path, '--learning_rates=[1e-3]', '--deadline=100')
+    assert 'would end after deadline=100s; 1 runs left' in out and len(rows(tmp_path)) == 1
+    out = sweep(tmp_path, '--learning_rates=[1e-3]', '--deadline=5000')
+    assert '1 to run' in out and 'deadline' not in out and [r['mixer'] for r in rows(tmp_path)] == ['eda', 'broken']
