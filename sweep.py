@@ -299,6 +299,16 @@ def report(rows):
             what, floor = spec['floor']
             lines.append(f'| *{what}* | — | ' + ' | '.join(fmt(floor[x]) if x in floor else '—' for x in xs) + ' |')
         lines.append('')
+    split = [(k, s) for k, s in summary.items() if all('val_acc_value' in r for r in s['runs'] if r['status'] == 'ok')
+             and any(r['status'] == 'ok' for r in s['runs'])]
+    if metric == 'val_acc' and split:  # runs that logged the accuracy on value answers and on NONE answers apart
+        lines += ['## Values vs NONE answers (best lr, mean over seeds): recall of values | NONE answered right', '',
+                  '| task | x | mixer | values (%) | NONE answers (%) |', '|---|---|---|---|---|']
+        for (task, x, m), s in split:
+            ok = [r for r in s['runs'] if r['status'] == 'ok']
+            lines.append(f"| {task} | {x} | {m} | {fmt(mean([r['val_acc_value'] for r in ok]))} | "
+                         f"{fmt(mean([r['val_acc_none'] for r in ok]))} |")
+        lines.append('')
     lines += [f'## Every learning rate (mean {what[0]} over seeds)', '',
               '| task | x | mixer | ' + ' | '.join(f'lr {l:g}' if l is not None else 'cfg' for l in
                                                    (learning_rates or [None])) + ' |',

@@ -66,6 +66,12 @@ def test_report_takes_each_mixers_best_learning_rate_by_mean_over_seeds(tmp_path
     table = (tmp_path / 't.md').read_text()
     assert '| eda | 10 | 55.0 ± 7.1 [50.0, 60.0] lr 0.003 |' in table
     # a task's floor (a trivial answer's score) is a row of its table
+    # runs that logged values and NONE answers apart get their own table
+    for r in lines:
+        r.update(val_acc_value=r['val_acc'] / 2, val_acc_none=1.0)
+    (tmp_path / 't.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in lines))
+    sweep(tmp_path, '--report_only=True', '--learning_rates=[1e-3, 3e-3]', '--seeds=[0, 1]')
+    assert '| mqar | 4 | eda | 27.5 | 100.0 |' in (tmp_path / 't.md').read_text()
     floor = TINY_TASK.replace("]]]}}", "]]], 'floor': ['NONE everywhere', {4: 0.25}]}}")
     sweep(tmp_path, '--report_only=True', '--learning_rates=[1e-3, 3e-3]', '--seeds=[0, 1]', floor)
     assert '| *NONE everywhere* | — | 25.0 |' in (tmp_path / 't.md').read_text()
