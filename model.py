@@ -46,9 +46,10 @@ DEFAULT_A_INIT = {"safe": "unit", "kda": "mamba2", "log": "unit"}
 
 @dataclass
 class GPTConfig:
-    """The architecture (defaults: a tiny CPU model; config/*.py hold the paper's sizes). Three fields choose only
-    how the same function is computed: la_backend, la_chunk_size, grad_checkpoint. Plain bool/int/float/str
-    fields, so that train.py exposes them as settings and checkpoints store them as plain values."""
+    """The architecture (defaults: a tiny CPU model; config/*.py hold the paper's sizes). Two fields choose only
+    how the same function is computed: la_backend and la_chunk_size. Plain bool/int/float/str fields, so that
+    train.py exposes them as settings and checkpoints store them as plain values. (Activation checkpointing is
+    the model's `grad_checkpoint` attribute, a training choice.)"""
     vocab_size: int = 256
     block_size: int = 128          # max sequence length: KV-cache size and the generate() limit
     n_layer: int = 4
@@ -58,7 +59,6 @@ class GPTConfig:
     norm_eps: float = 1e-6
     init_std: float = 0.02
     tie_embeddings: bool = False
-    grad_checkpoint: bool = False  # recompute each block in backward (non-reentrant checkpoint)
     # full attention (Gated Attention)
     n_head: int = 4
     n_kv_head: int = 2
@@ -729,6 +729,7 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.lm_head.weight = self.wte.weight
+        self.grad_checkpoint = False  # True: recompute each block in backward (non-reentrant checkpoint)
         self.init_weights()
 
     @torch.no_grad()
@@ -759,7 +760,7 @@ class GPT(nn.Module):
         x = self.wte(idx)
         aux = torch.zeros((), device=idx.device, dtype=torch.float32)
         for block in self.blocks:
-            if self.config.grad_checkpoint and self.training and torch.is_grad_enabled():
+            if self.grad_checkpoint and self.training and torch.is_grad_enabled():
                 x, a = checkpoint(block, x, use_reentrant=False)
             else:
                 x, a = block(x)
@@ -919,6 +920,9 @@ class GPT(nn.Module):
 # Checkpoints (train.py writes them; train.py, sample.py and probe.py read them)
 
 
+RETIRED_FIELDS = ("grad_checkpoint",)  # once GPTConfig fields, still in older checkpoints' model_args
+
+
 class CheckpointError(ValueError):
     """A checkpoint file that cannot be used; the message names the file."""
 
@@ -950,8 +954,9 @@ def model_from_checkpoint(path, la_backend="auto", on_cuda=False):
     A CheckpointError with a one-line reason for an unreadable file, model_args this code cannot build, a
     backend this machine cannot run, or weights that do not fit."""
     ckpt = load_checkpoint(path)
+    args = {k: v for k, v in ckpt["model_args"].items() if k not in RETIRED_FIELDS}
     try:
-        cfg = GPTConfig(**dict(ckpt["model_args"], la_backend=la_backend))
+        cfg = GPTConfig(**dict(args, la_backend=la_backend))
     except (TypeError, ValueError) as err:
         raise CheckpointError(f"{path}: {err}") from None
     if cfg.auto_backend_problem(on_cuda):

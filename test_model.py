@@ -94,13 +94,17 @@ def test_layer_pattern_is_three_linear_then_full_attention():
     assert all(b.is_attention for b in build(tiny("transformer")).blocks)
 
 
-def test_grad_checkpoint_gives_the_same_loss_and_grads():
+def test_grad_checkpoint_recomputes_each_block_and_gives_the_same_loss_and_grads():
     idx = tokens()
     grads = []
     for gc in (False, True):
-        m = build(tiny("eda", moe=True, grad_checkpoint=gc))
+        m = build(tiny("eda", moe=True))
+        m.grad_checkpoint = gc
+        calls, forward = [], m.blocks[0].forward
+        m.blocks[0].forward = lambda *a, **k: calls.append(1) or forward(*a, **k)
         _, loss, aux = m(idx, idx)
         (loss + aux).backward()
+        assert len(calls) == (2 if gc else 1)  # the checkpointed block runs again in the backward
         grads.append(torch.cat([p.grad.flatten() for p in m.parameters()]))
     assert rel(grads[1], grads[0]) < 1e-5
 
@@ -472,7 +476,7 @@ TABLE7 = {  # (scale, mixer): (total, active) in billions
 }
 CONFIGS = {"dense": "config/dense_2p5b.py", "moe": "config/moe_25b_a2p8b.py"}
 TRAIN_KEYS = {"learning_rate", "min_lr", "block_size", "batch_size", "gradient_accumulation_steps", "max_iters",
-              "warmup_iters", "lr_decay_iters", "weight_decay", "dtype"}
+              "warmup_iters", "lr_decay_iters", "weight_decay", "dtype", "grad_checkpoint"}
 
 
 def load_config(scale, **override):
@@ -705,6 +709,9 @@ def test_model_from_checkpoint_rebuilds_the_model_and_names_what_is_wrong_with_a
     x = tokens(T=12)
     assert torch.equal(back.eval()(x)[0], m(x)[0]) and ckpt["encoding"] == "bytes"
     bad = torch.load(path, weights_only=True)
+    bad["model_args"]["grad_checkpoint"] = True  # a field of older checkpoints, no longer GPTConfig's
+    torch.save(bad, path)
+    assert torch.equal(M.model_from_checkpoint(path, la_backend="chunk")[0].eval()(x)[0], m(x)[0])
     bad["model_args"]["no_such_field"] = 1
     torch.save(bad, path)
     with pytest.raises(M.CheckpointError, match=r"ckpt\.pt: .*no_such_field"):

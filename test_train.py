@@ -212,6 +212,9 @@ def test_resumed_run_logs_each_step_once(tmp_path):
     # the run dies writing its step-4 checkpoint after logging steps 0-3 and the step-4 evaluation
     p = train(tmp_path, '--max_iters=4', '--eval_interval=2', '--debug_crash_on_save=2', check=False)
     assert p.returncode == 3 and max(step_losses(tmp_path)) == 3
+    ckpt = torch.load(tmp_path / 'ckpt.pt', weights_only=True)  # as older checkpoints were: grad_checkpoint
+    ckpt['model_args']['grad_checkpoint'] = False                # among the model's fields (no longer one)
+    torch.save(ckpt, tmp_path / 'ckpt.pt')
     train(tmp_path, '--max_iters=4', '--eval_interval=2', '--init_from=resume')  # from step 2
     keys = [(r['step'], bool(r.get('eval'))) for r in records(tmp_path)]
     assert sorted(keys) == sorted(set(keys)), keys  # nothing logged twice

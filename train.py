@@ -74,6 +74,7 @@ dtype = 'auto'                # 'auto' (bfloat16 autocast on GPUs that have it, 
 compile: bool | None = None   # torch.compile each block (one graph reused by every layer); None: on one CUDA GPU,
                               # where the 125M hybrid and Transformer train 1.3x / 1.7x faster with it
                               # (notes/train.md); not under torchrun, where compile is not yet measured
+grad_checkpoint = False       # recompute each block in backward (less activation memory, ~a forward more time)
 parallel = 'ddp'              # under torchrun: 'ddp' or 'fsdp'
 fsdp_meta_init = False        # fsdp: build on the meta device, initialise each shard on its GPU (for models too
                               # big to build on the host once per rank, e.g. 25B MoE on 8 GPUs); its random init
@@ -97,7 +98,6 @@ attn_every = 4                # every attn_every-th layer is full attention (3:1
 norm_eps = 1e-6
 init_std = 0.02
 tie_embeddings = False
-grad_checkpoint = False
 n_head = 4                    # full attention
 n_kv_head = 2
 head_dim = 16
@@ -352,7 +352,7 @@ if init_from == 'resume':
         fail(err)
     # the architecture comes from the checkpoint; block_size (midtraining), the backend and activation
     # checkpointing are run-time choices and come from the current settings
-    runtime = ('block_size', 'la_backend', 'grad_checkpoint')
+    runtime = ('block_size', 'la_backend')  # (grad_checkpoint, in older checkpoints, is no GPTConfig field)
     arch = {k: v for k, v in checkpoint['model_args'].items() if k not in runtime and k in model_fields}
     for k, v in arch.items():
         if settings[k] != v and k != 'vocab_size':
@@ -381,6 +381,7 @@ meta_init = distributed and parallel == 'fsdp' and fsdp_meta_init
 torch.manual_seed(seed)
 with torch.device('meta') if meta_init else nullcontext():
     model = GPT(cfg)
+model.grad_checkpoint = grad_checkpoint
 if checkpoint is not None and not meta_init:
     model.load_state_dict(checkpoint['model'])
 raw_model = model  # the uncompiled, unwrapped module: its state_dict is what checkpoints hold
