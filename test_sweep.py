@@ -47,9 +47,12 @@ def test_sweep_records_every_run_a_failing_one_too_and_resumes_past_finished_row
     # resume: nothing finished is run again; failures too when retry_failed=False
     out = sweep(tmp_path, '--learning_rates=[1e-3, 3e-3]', '--retry_failed=False')
     assert '0 to run' in out and rows(tmp_path) == first
+    # a deadline that the level's finished runs (a few seconds each) say no run can meet starts none
+    out = sweep(tmp_path, '--learning_rates=[1e-3, 3e-3, 1e-2]', '--deadline=0.01')
+    assert 'would end after deadline=0.01s; 4 runs left' in out and rows(tmp_path) == first
     # a grid that grows (a third lr) runs only its new rows; failed rows are retried by default
-    out = sweep(tmp_path, '--learning_rates=[1e-3, 3e-3, 1e-2]')
-    assert '2 already' in out  # the two finished eda rows; the failed ones count as not done
+    out = sweep(tmp_path, '--learning_rates=[1e-3, 3e-3, 1e-2]', '--deadline=3600')  # (one they fit in)
+    assert '2 already' in out and 'deadline' not in out  # the two finished eda rows; failed ones are not done
     new = rows(tmp_path)[len(first):]
     assert sorted((r['mixer'], r['lr']) for r in new) == sorted(
         [('eda', 1e-2), ('broken', 1e-3), ('broken', 3e-3), ('broken', 1e-2)])
@@ -160,12 +163,3 @@ def test_the_synthetic_grids_none_floors_are_what_answering_none_scores_on_the_g
             checked += 1
     assert checked == 6
 
-
-def test_sweep_starts_no_run_that_its_levels_finished_runs_say_would_end_after_the_deadline(tmp_path):
-    done = {'task': 'mqar', 'x': 4, 'mixer': 'eda', 'lr': 1e-3, 'seed': 0, 'status': 'ok', 'seconds': 1000.0,
-            'val_acc': 0.5, 'val_loss': 1.0, 'step': 3, 'params': 10}
-    (tmp_path / 't.jsonl').write_text(json.dumps(done) + '\n')
-    out = sweep(tmp_path, '--learning_rates=[1e-3]', '--deadline=100')
-    assert 'would end after deadline=100s; 1 runs left' in out and len(rows(tmp_path)) == 1
-    out = sweep(tmp_path, '--learning_rates=[1e-3]', '--deadline=5000')
-    assert '1 to run' in out and 'deadline' not in out and [r['mixer'] for r in rows(tmp_path)] == ['eda', 'broken']
