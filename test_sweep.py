@@ -162,4 +162,3 @@ def test_the_synthetic_grids_none_floors_are_what_answering_none_scores_on_the_g
             assert abs((answers == synthetic.NONE).mean() - spec['floor'][1][x]) < 0.005, (task, x)
             checked += 1
     assert checked == 6
-
