@@ -175,25 +175,27 @@ def test_attention_decode_operator_passes_torch_library_opcheck():
 
 
 def test_graphed_decode_step_compiles_as_one_graph_and_matches_eager(monkeypatch):
-    """model.static_decode_step (what decode.GraphDecoder captures) through torch.compile(fullgraph=True) with
-    the kernels in it (the hybrid's split-KV attention layer and its linear layers' Triton decode step): one
-    graph, the same logits and the same cache as eager, step after step. What fusing the decode step's small
-    kernels builds on."""
+    """model.static_decode_step through torch.compile(fullgraph=True) with the kernels in it (the hybrid's
+    split-KV attention layer and its linear layers' Triton decode step), as decode.GraphDecoder(compile=...)
+    runs it (here without the CUDA graph, and AOT autograd's eager backend in place of Inductor): one graph,
+    the same logits and the same cache as the eager static step, step after step."""
     monkeypatch.setattr(M, "DECODE_ATTENTION", "split_kv")
+    torch._dynamo.reset()
     model = tiny_gpt("eda", vocab_size=97, la_v_head_dim=16, la_backend="triton").to(DEV)
     assert any(b.is_attention for b in model.blocks) and not all(b.is_attention for b in model.blocks)
     prompt = torch.randint(0, 97, (2, 9), generator=torch.Generator().manual_seed(2)).to(DEV)
     runs = []
-    for step_fn in (model.static_decode_step,
-                    torch.compile(model.static_decode_step, fullgraph=True, backend="aot_eager")):
+    for compile in (False, "aot_eager"):
         with torch.no_grad():
             cache = model.new_cache(2, max_len=16)
             model.prefill(prompt, cache)
-            pos = torch.tensor([cache["pos"]], device=DEV)
-            logits = [step_fn(prompt[:, i:i + 1], cache, pos).clone() for i in range(3)]
-        runs.append((torch.stack(logits), cache, int(pos)))
+            step = GraphDecoder(model, cache, capture=False, compile=compile)
+            logits = [step(prompt[:, i]).clone() for i in range(3)]
+        runs.append((torch.stack(logits), cache, cache["pos"]))
     (eager, cache_e, pos_e), (compiled, cache_c, pos_c) = runs
     assert pos_c == pos_e == prompt.shape[1] + 3
+    with pytest.raises(ValueError, match="compile must be"):
+        GraphDecoder(model, cache, capture=False, compile=1)
     assert rel(compiled, eager) < 1e-6
     for layer_e, layer_c in zip(cache_e["layers"], cache_c["layers"]):
         for name in layer_e:

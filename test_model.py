@@ -277,21 +277,6 @@ def test_static_shape_decode_step_matches_decode_step(mixer):
             torch.testing.assert_close(b[name], a[name], rtol=0, atol=1e-12)
 
 
-def test_compiled_static_decode_step_matches_decode_step():
-    """GraphDecoder(compile=...): the static step through torch.compile(fullgraph=True) (here AOT autograd's
-    eager backend: the trace without Inductor's code generation) gives decode_step's logits and caches, on the
-    hybrid (a linear and an attention layer), also after a prefill in between."""
-    torch._dynamo.reset()
-    m = build(tiny("eda")).double().eval()
-    ref, new = _decode_side_by_side(m, tokens(T=24), lambda m, c: GraphDecoder(m, c, capture=False,
-                                                                               compile="aot_eager"), 1e-12)
-    for a, b in zip(ref["layers"], new["layers"]):
-        for name in a:
-            torch.testing.assert_close(b[name], a[name], rtol=0, atol=1e-12)
-    with pytest.raises(ValueError, match="compile must be"):
-        GraphDecoder(m, ref, capture=False, compile=1)
-
-
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA GPU")
 @pytest.mark.parametrize("mixer", MIXERS)
 def test_cuda_graph_decoding_matches_eager_decoding(mixer):
