@@ -72,10 +72,10 @@ class GraphDecoder:
     def _capture(self):
         model, cache = self.model, self.cache
         self._check_room()
-        # Warm up outside the capture (Triton and torch.compile compile, cuBLAS allocates its workspace on first
-        # use; none of it may happen while capturing), on a side stream as torch.cuda.graph asks. The warm-up runs real steps
-        # at cache['pos']: the linear layers' conv tails and states are restored afterwards; the K/V it writes
-        # at slot pos are rewritten by the next real step before anything reads them.
+        # Warm up outside the capture (Triton and torch.compile compile, cuBLAS allocates its workspace on
+        # first use; none of it may happen while capturing), on a side stream as torch.cuda.graph asks. The
+        # warm-up runs real steps at cache['pos']: the linear layers' conv tails and states are restored
+        # afterwards; the K/V it writes at slot pos are rewritten by the next real step before anything reads them.
         linear = [c for c, b in zip(cache["layers"], model.blocks) if not b.is_attention]
         saved = [{n: t.clone() for n, t in c.items()} for c in linear]
         side = torch.cuda.Stream()

@@ -299,16 +299,15 @@ def report(rows):
             what, floor = spec['floor']
             lines.append(f'| *{what}* | — | ' + ' | '.join(fmt(floor[x]) if x in floor else '—' for x in xs) + ' |')
         lines.append('')
-    split = [(k, s) for k, s in summary.items() if all('val_acc_value' in r for r in s['runs'] if r['status'] == 'ok')
-             and any(r['status'] == 'ok' for r in s['runs'])]
-    if metric == 'val_acc' and split:  # runs that logged the accuracy on value answers and on NONE answers apart
-        lines += ['## Values vs NONE answers (best lr, mean over seeds): recall of values | NONE answered right', '',
-                  '| task | x | mixer | values (%) | NONE answers (%) |', '|---|---|---|---|---|']
-        for (task, x, m), s in split:
-            ok = [r for r in s['runs'] if r['status'] == 'ok']
-            lines.append(f"| {task} | {x} | {m} | {fmt(mean([r['val_acc_value'] for r in ok]))} | "
+    split = []  # runs that logged the accuracy on value answers and on NONE answers apart
+    for (task, x, m), s in summary.items():
+        ok = [r for r in s['runs'] if r['status'] == 'ok']
+        if metric == 'val_acc' and ok and all('val_acc_value' in r for r in ok):
+            split.append(f"| {task} | {x} | {m} | {fmt(mean([r['val_acc_value'] for r in ok]))} | "
                          f"{fmt(mean([r['val_acc_none'] for r in ok]))} |")
-        lines.append('')
+    if split:
+        lines += ['## Values vs NONE answers (best lr, mean over seeds): recall of values | NONE answered right', '',
+                  '| task | x | mixer | values (%) | NONE answers (%) |', '|---|---|---|---|---|', *split, '']
     lines += [f'## Every learning rate (mean {what[0]} over seeds)', '',
               '| task | x | mixer | ' + ' | '.join(f'lr {l:g}' if l is not None else 'cfg' for l in
                                                    (learning_rates or [None])) + ' |',
@@ -355,9 +354,9 @@ def report(rows):
         if 'floor' in spec:
             what, floor = spec['floor']
             for j, x in enumerate(xs):
-                if x in floor:
-                    ax.hlines(100 * floor[x], j - 0.4, j + 0.4, color='grey', linestyles='dashed',
-                              label=what if j == min(i for i, x in enumerate(xs) if x in floor) else None)
+                if x in floor:  # one legend entry for the task's floor lines
+                    ax.hlines(100 * floor[x], j - 0.4, j + 0.4, color='grey', linestyles='dashed', label=what)
+                    what = None
         ax.set_xticks(range(len(xs)), [str(x) for x in xs])
         ax.set_xlim(-0.5, len(xs) - 0.5)
         ax.set_xlabel(spec['x'])

@@ -133,8 +133,8 @@ def test_a_run_stopped_by_the_time_limit_after_its_final_evaluation_counts_as_fi
 
 
 def test_the_synthetic_grids_none_floors_are_what_answering_none_scores_on_the_generated_tasks():
-    import ast
     import numpy as np
+    from configurator import configure
     from data import synthetic
     grid = {}
     exec(open(os.path.join(ROOT, 'config/sweep/synthetic.py')).read(), grid)
@@ -146,12 +146,7 @@ def test_the_synthetic_grids_none_floors_are_what_answering_none_scores_on_the_g
         exec(open(os.path.join(ROOT, spec['config'])).read(), base)
         for x, args in spec['levels']:
             s = dict(base, move_frac=0.5)  # train.py's default, which config/reassign.py does not set
-            for a in args:  # --key=value, read as train.py's configurator reads it
-                key, val = a[2:].split('=', 1)
-                try:
-                    s[key] = ast.literal_eval(val)
-                except (ValueError, SyntaxError):
-                    s[key] = val
+            configure(s, args)             # the level's --key=value, read as train.py reads them
             rng = np.random.default_rng(0)
             common = (rng, 1024, s['block_size'], s['vocab_size'], s['num_kv_pairs'], s['num_updates'])
             if s['dataset'] == 'evict':

@@ -465,9 +465,7 @@ def estimate_loss():
             with autocast:
                 logits, loss, _ = model(x, y)
             n = (y != -1).sum()
-            counts = accuracy_counts(logits, y)
-            sums += torch.stack([loss.double() * n, n.double(), *(torch.as_tensor(c, device=device).double()
-                                                                  for c in counts)])
+            sums += torch.stack([loss.double() * n, n, *accuracy_counts(logits, y)]).double()
         sums = all_reduce_sum(sums)
         out[split] = (sums[0] / sums[1]).item()
         if is_synthetic:

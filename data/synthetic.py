@@ -224,7 +224,8 @@ def accuracy_counts(logits, y):
     (y != -1): argmax prediction == target. logits: [N, vocab] at those N positions, in row-major order (what
     GPT.forward returns when given targets y). The NONE split tells a model that answers NONE everywhere (the
     reassign and evict tasks' floor) from one that recalls values."""
-    target = y[y != -1]
+    mask = y != -1
+    target = y[mask]
     hit = logits.argmax(-1) == target
     none = target == NONE
-    return hit.sum(), target.numel(), (hit & none).sum(), none.sum()
+    return hit.sum(), mask.sum(), (hit & none).sum(), none.sum()
