@@ -1,28 +1,42 @@
 #!/usr/bin/env bash
-# The GPU's share of README's "Does erase help?" in one device call: GDN-2's language-model runs beside the
-# synthetic grid, then the evict follow-up. Each sweep resumes where its results file stops and, with
-# --deadline, starts only the runs its level's finished runs say will end in time; everything under
-# notes/sweep comes back as $OUT/sweeps.tgz (unpack it in the repo root before the next call, or the next
-# call redoes the same runs). The LM runs read data/stdlib: carry it to the device.
-#   bash scripts/gpu_sweeps.sh [seconds, default 560]
+# Sweeps that outlast one device call. A call's command may run 10 minutes, a machine stays held up to 30:
+# `start` copies the repo and its results files to $STORE on the device and starts each sweep there in its own
+# process session (setsid: it lives on after the call returns), so the GPU stays busy between calls; each
+# `collect` call waits, prints the sweeps' progress and returns the results files as $OUT/sweeps.tgz (unpack
+# it in the repo root: `tar xzf sweeps.tgz`, which writes notes/sweep/*.jsonl). Sweeps resume from their
+# results file, so runs cut off when the machine goes back are simply run by the next `start`.
+# The sweeps run from the copy, so editing the working tree between calls cannot change a running grid.
+#   bash scripts/gpu_sweeps.sh start 'config/sweep/synthetic.py --jobs=6' 'config/sweep/evict_long.py --jobs=4'
+#   bash scripts/gpu_sweeps.sh collect 560      # wait up to 560 s (less if every sweep ends), then report
 set -uo pipefail
 cd "$(dirname "$0")/.."
-LIMIT=${1:-560}
+STORE=${STORE:-/tmp/nanoeda_sweeps}
 OUT=${OUT:-/tmp/gpu_sweeps}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
 PY=${PY:-python3}
-start=$(date +%s)
-sweep() {  # a sweep with what is left of the call as its deadline (nothing if under a minute is left)
-  local left=$(( LIMIT - ($(date +%s) - start) ))
-  [ "$left" -gt 60 ] || { echo "gpu_sweeps: $1 not started, ${left}s left"; return 0; }
-  timeout "$left" $PY sweep.py "$@" --deadline=$(( left - 15 )) 2>&1 | tail -n 40
-}
-nvidia-smi -L
-sweep config/sweep/lm.py "--mixers={'gdn2': ['--mixer=gdn2']}" --jobs=2 > "$OUT/lm.txt" &
-sweep config/sweep/synthetic.py --jobs=10
-sweep config/sweep/evict_long.py --jobs=10
-wait
-cat "$OUT/lm.txt"
-for c in synthetic evict_long lm; do $PY sweep.py config/sweep/$c.py --report_only=True; done
-tar czf "$OUT/sweeps.tgz" notes/sweep
+mkdir -p "$OUT"
+running() { pgrep -f "sweep.py .*--results_dir=$STORE" > /dev/null; }
+case ${1:-} in
+start)
+  shift
+  running && { echo "gpu_sweeps: sweeps already running in $STORE"; exit 1; }
+  mkdir -p "$STORE/notes/sweep"
+  rm -rf "$STORE/repo" && mkdir -p "$STORE/repo" && cp -r ./*.py config data "$STORE/repo/"
+  cp -n notes/sweep/*.jsonl "$STORE/notes/sweep/"  # -n: on a machine that ran sweeps, its files are the newer
+  i=0
+  for spec in "$@"; do  # each argument: one sweep's command line (config file and its --key=value settings)
+    i=$((i + 1))
+    (cd "$STORE/repo" && eval "PYTHONUNBUFFERED=1 setsid nohup $PY sweep.py $spec --results_dir=$STORE/notes/sweep \
+      --runs_dir=$STORE/runs" > "$STORE/sweep$i.log" 2>&1 < /dev/null &)
+    echo "gpu_sweeps: started sweep $i: $spec (log $STORE/sweep$i.log)"
+  done
+  sleep 5 ;;
+collect)
+  end=$((SECONDS + ${2:-560}))
+  while [ $SECONDS -lt $end ] && running; do sleep 10; done ;;
+*)
+  echo "usage: gpu_sweeps.sh start 'SWEEP ARGS' ... | collect [seconds]"; exit 2 ;;
+esac
+running && echo "gpu_sweeps: sweeps still running" || echo "gpu_sweeps: no sweep running"
+for log in "$STORE"/sweep*.log; do echo "== $log"; tail -n 4 "$log"; done
+nvidia-smi --query-gpu=utilization.gpu,memory.used,memory.total --format=csv,noheader
+tar czf "$OUT/sweeps.tgz" -C "$STORE" notes/sweep
