@@ -21,7 +21,9 @@ start)
   running && { echo "gpu_sweeps: sweeps already running in $STORE"; exit 1; }
   mkdir -p "$STORE/notes/sweep"
   rm -rf "$STORE/repo" && mkdir -p "$STORE/repo" && cp -r ./*.py config data "$STORE/repo/"
-  cp -n notes/sweep/*.jsonl "$STORE/notes/sweep/"  # -n: on a machine that ran sweeps, its files are the newer
+  for f in notes/sweep/*.jsonl; do  # on a machine that already ran sweeps, its results files are the newer
+    [ -e "$STORE/$f" ] || cp "$f" "$STORE/$f"
+  done
   i=0
   for spec in "$@"; do  # each argument: one sweep's command line (config file and its --key=value settings)
     i=$((i + 1))
