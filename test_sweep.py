@@ -157,3 +157,27 @@ def test_the_synthetic_grids_none_floors_are_what_answering_none_scores_on_the_g
             assert abs((answers == synthetic.NONE).mean() - spec['floor'][1][x]) < 0.005, (task, x)
             checked += 1
     assert checked == 6
+
+
+def test_every_committed_sweep_table_is_what_its_results_file_gives(tmp_path):
+    """The tables in notes/sweep (which README's figures and verdicts cite) are rebuilt from their JSONL by each
+    config in config/sweep; a table edited by hand or left behind by newer results fails here."""
+    configs = sorted(f for f in os.listdir(os.path.join(ROOT, 'config', 'sweep')) if f.endswith('.py'))
+    checked = []
+    for cfg in configs:
+        out = tmp_path / cfg[:-3]
+        out.mkdir()
+        for f in os.listdir(os.path.join(ROOT, 'notes', 'sweep')):
+            if f.endswith('.jsonl'):
+                (out / f).write_bytes(open(os.path.join(ROOT, 'notes', 'sweep', f), 'rb').read())
+        p = subprocess.run([sys.executable, os.path.join(ROOT, 'sweep.py'), f'config/sweep/{cfg}', '--report_only=True',
+                            f'--results_dir={out}'], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, MPLBACKEND='Agg'))
+        assert p.returncode == 0, cfg + p.stdout[-1000:] + p.stderr[-1000:]
+        [md] = [line.split('table: ')[1] for line in p.stdout.splitlines() if line.startswith('table: ')]
+        committed = os.path.join(ROOT, 'notes', 'sweep', os.path.basename(md))
+        assert os.path.exists(committed), f'{cfg}: no committed table {committed}'
+        rebuilt = open(md).read().replace(str(out), 'notes/sweep')
+        assert rebuilt == open(committed).read(), f'{cfg}: {committed} differs from the table its results file gives'
+        checked.append(os.path.basename(md))
+    assert {'synthetic.md', 'evict_long.md', 'lm.md', 'readme.md'} <= set(checked)
