@@ -17,6 +17,7 @@ import itertools
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -118,9 +119,11 @@ def outcome(proc_rc, out_dir, log_path, seconds, timed_out):
                    curve=[[r['step'], r['val_loss'], r.get('val_acc')] for r in evals])
     text = open(log_path, errors='replace').read() if os.path.exists(log_path) else ''
     for line in text.splitlines():
-        if '| params total ' in line:
+        if '| params total ' in line and 'params' not in res:
             res['params'] = int(line.split('| params total ')[1].split()[0].replace(',', ''))
-            break
+        counts = re.search(r'([\d,]+) train \+ ([\d,]+) val tokens', line) if line.startswith('data: ') else None
+        if counts and 'data_tokens' not in res:  # which corpus: runs compared in one table must share it
+            res['data_tokens'] = [int(c.replace(',', '')) for c in counts.groups()]
     finished = bool(evals) and evals[-1].get('final', False)  # killed after its last evaluation: finished
     if timed_out and not finished:
         res['status'] = 'timeout'
@@ -275,8 +278,15 @@ def report(rows):
     unfinished = [r for r in rows if r['status'] == 'timeout']
     for task, spec in tasks.items():
         xs = [x for x, _ in spec['levels']]
-        lines += [f'## {task} (difficulty: {spec["x"]})', '',
-                  '| mixer | params | ' + ' | '.join(f'{spec["x"]}={x}' for x in xs) + ' |',
+        lines += [f'## {task} (difficulty: {spec["x"]})', '']
+        corpora = {tuple(r['data_tokens']) for r in rows if r['task'] == task and r.get('data_tokens')}
+        if corpora:  # a table compares runs on the same tokens; say so, and say it loudly when they differ
+            n_rec = sum(r['task'] == task and bool(r.get('data_tokens')) for r in rows)
+            n_all = sum(r['task'] == task for r in rows)
+            kinds = '; '.join(f'{a:,} train + {b:,} val tokens' for a, b in sorted(corpora))
+            lines += [(f'Data: {kinds}' if len(corpora) == 1 else f'**Runs on different data** ({kinds}): not '
+                       'comparable') + (f' ({n_rec} of {n_all} runs recorded it)' if n_rec < n_all else '') + '.', '']
+        lines += ['| mixer | params | ' + ' | '.join(f'{spec["x"]}={x}' for x in xs) + ' |',
                   '|---|---|' + '---|' * len(xs)]
         for m in order:
             cells, params = [], None

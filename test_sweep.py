@@ -78,6 +78,27 @@ def test_report_takes_each_mixers_best_learning_rate_by_mean_over_seeds(tmp_path
     floor = TINY_TASK.replace("]]]}}", "]]], 'floor': ['NONE everywhere', {4: 0.25}]}}")
     sweep(tmp_path, '--report_only=True', '--learning_rates=[1e-3, 3e-3]', '--seeds=[0, 1]', floor)
     assert '| *NONE everywhere* | — | 25.0 |' in (tmp_path / 't.md').read_text()
+    # rows that recorded their corpus: the table names it, and flags runs on different tokens
+    for r, n in zip(lines, (100, 100, 100, 90)):
+        r['data_tokens'] = [n, 10]
+    (tmp_path / 't.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in lines))
+    sweep(tmp_path, '--report_only=True', '--learning_rates=[1e-3, 3e-3]', '--seeds=[0, 1]')
+    assert '**Runs on different data** (90 train + 10 val tokens; 100 train + 10 val tokens)' in (
+        tmp_path / 't.md').read_text()
+    lines[-1]['data_tokens'] = [100, 10]
+    del lines[0]['data_tokens']
+    (tmp_path / 't.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in lines))
+    sweep(tmp_path, '--report_only=True', '--learning_rates=[1e-3, 3e-3]', '--seeds=[0, 1]')
+    table = (tmp_path / 't.md').read_text()
+    assert 'Data: 100 train + 10 val tokens (3 of 4 runs recorded it).' in table and 'different data' not in table
+
+
+def test_a_run_on_a_token_file_corpus_records_which_corpus_in_its_row(tmp_path):
+    task = TINY_TASK.replace("'--num_kv_pairs=4', '--vocab_size=64'", "'--dataset=stdlib', '--vocab_size=256'")
+    sweep(tmp_path, task, "--mixers={'eda': ['--mixer=eda']}")
+    [row] = rows(tmp_path)
+    meta = json.load(open(os.path.join(ROOT, 'data', 'stdlib', 'meta.json')))
+    assert row['status'] == 'ok' and row['data_tokens'] == [meta['train_tokens'], meta['val_tokens']], row
 
 
 def test_report_leaves_runs_stopped_by_the_time_limit_out_of_the_mean_and_lists_them(tmp_path):

@@ -558,7 +558,9 @@ if device_type == 'cuda':
     peak_flops = next((f for key, f in PEAK_FLOPS if key in name), None)
 say(f'model: {cfg.mixer} n_layer={cfg.n_layer} n_embd={cfg.n_embd} block_size={cfg.block_size} '
     f'vocab={cfg.vocab_size}{" moe" if cfg.moe else ""} | params total {summary["total"]:,} active {summary["active"]:,}')
-say(f'data: {dataset} ({"synthetic, generated from the seed" if is_synthetic else data_dir}) | '
+data_desc = ('synthetic, generated from the seed' if is_synthetic else
+             f'{data_dir}: {len(splits["train"]):,} train + {len(splits["val"]):,} val tokens')  # sweep.py reads the counts
+say(f'data: {dataset} ({data_desc}) | '
     f'{tokens_per_iter:,} tokens/step = {batch_size} x {cfg.block_size} x {gradient_accumulation_steps} accum'
     f' | {world_size} rank(s), {parallel if distributed else "single process"}, {device}, {dtype}')
 if unigram_entropy is not None:

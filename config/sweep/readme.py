@@ -1,5 +1,5 @@
 # The README's synthetic commands exactly as a user runs them (train.py's seed 1337, the configs' recipe:
-# batch 256, mqar 3000 steps, reassign 2000), every mixer:
+# batch 256, 3000 steps each), every mixer:
 #   python sweep.py config/sweep/readme.py --jobs=10
 name = 'readme'
 tasks = {
