@@ -37,6 +37,8 @@ tasks = {'mqar': {'config': 'config/mqar.py', 'x': 'num_kv_pairs',
                   'levels': [[16, ['--num_kv_pairs=16']], [32, ['--num_kv_pairs=32']]]}}
 mixers = {m: [f'--mixer={m}'] for m in ('eda', 'kda', 'gdn', 'gdn2', 'transformer')}  # label -> train.py args
 learning_rates = [1e-3]       # [] : the task config's own
+pairs = []                    # [[A, B], ...]: mixers compared seed by seed at each level, each at its best lr (a
+                              # seed fixes the data and the init): on how many seeds A is ahead, mean A - B
 seeds = [0, 1, 2]
 extra = []                    # train.py args for every run, e.g. ['--max_iters=1000']
 jobs = 4                      # runs at a time; on CUDA each starts on the visible GPU running the fewest
@@ -56,6 +58,9 @@ python = sys.executable
 configure(globals())
 if metric not in ('val_acc', 'val_loss'):
     sys.exit(f"sweep: metric must be 'val_acc' or 'val_loss', got {metric!r}")
+for pair in pairs:
+    if len(pair) != 2 or any(m not in mixers for m in pair):
+        sys.exit(f"sweep: each of pairs must be two of the mixers {list(mixers)}, got {pair!r}")
 # ----------------------------------------------------------------------------------------------------
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -306,8 +311,8 @@ def report(rows):
             lines.append(f'| {m} | {params:,} | ' if params else f'| {m} | ? | ')
             lines[-1] += ' | '.join(cells) + ' |'
         if 'floor' in spec:
-            what, floor = spec['floor']
-            lines.append(f'| *{what}* | — | ' + ' | '.join(fmt(floor[x]) if x in floor else '—' for x in xs) + ' |')
+            answer, floor = spec['floor']
+            lines.append(f'| *{answer}* | — | ' + ' | '.join(fmt(floor[x]) if x in floor else '—' for x in xs) + ' |')
         lines.append('')
     split = []  # runs that logged the accuracy on value answers and on NONE answers apart
     for (task, x, m), s in summary.items():
@@ -318,6 +323,22 @@ def report(rows):
     if split:
         lines += ['## Values vs NONE answers (best lr, mean over seeds): recall of values | NONE answered right', '',
                   '| task | x | mixer | values (%) | NONE answers (%) |', '|---|---|---|---|---|', *split, '']
+    paired = []
+    for (task, spec), (a, b) in itertools.product(tasks.items(), pairs):
+        for x, _ in spec['levels']:
+            if (task, x, a) not in summary or (task, x, b) not in summary:
+                continue
+            va, vb = ({r['seed']: value(r) for r in summary[(task, x, m)]['runs'] if value(r) is not None}
+                      for m in (a, b))
+            diffs = [va[seed] - vb[seed] for seed in sorted(set(va) & set(vb))]
+            if diffs:
+                ahead = sum(d > 0 if metric == 'val_acc' else d < 0 for d in diffs)
+                d = sum(diffs) / len(diffs)
+                paired.append(f"| {task} | {x} | {a} vs {b} | {ahead} of {len(diffs)} | "
+                              + (f'{100 * d:+.1f}' if metric == 'val_acc' else f'{d:+.4f}') + ' |')
+    if paired:
+        lines += ['## Paired by seed (same seed: same data and init; each mixer at its best lr)', '',
+                  '| task | x | A vs B | A ahead (seeds) | mean A - B |', '|---|---|---|---|---|', *paired, '']
     lines += [f'## Every learning rate (mean {what[0]} over seeds)', '',
               '| task | x | mixer | ' + ' | '.join(f'lr {l:g}' if l is not None else 'cfg' for l in
                                                    (learning_rates or [None])) + ' |',

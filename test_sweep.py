@@ -202,3 +202,16 @@ def test_every_committed_sweep_table_is_what_its_results_file_gives(tmp_path):
         assert rebuilt == open(committed).read(), f'{cfg}: {committed} differs from the table its results file gives'
         checked.append(os.path.basename(md))
     assert {'synthetic.md', 'evict_long.md', 'lm.md', 'readme.md'} <= set(checked)
+
+
+def test_pairs_compare_two_mixers_seed_by_seed_at_each_ones_best_lr(tmp_path):
+    rows_ = [{'task': 'mqar', 'x': 4, 'mixer': m, 'lr': 1e-3, 'seed': seed, 'status': 'ok', 'val_acc': acc, 'params': 1}
+             for m, accs in (('eda', [0.9, 0.5, 0.7]), ('broken', [0.8, 0.6, 0.6])) for seed, acc in enumerate(accs)]
+    (tmp_path / 't.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows_))
+    sweep(tmp_path, '--report_only=True', '--seeds=[0, 1, 2]', "--pairs=[['eda', 'broken']]")
+    # seeds 0 and 2 ahead (+10, +10), seed 1 behind (-10): mean +3.3 points
+    assert '| mqar | 4 | eda vs broken | 2 of 3 | +3.3 |' in (tmp_path / 't.md').read_text()
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'sweep.py'), TINY_TASK, MIXERS, f'--results_dir={tmp_path}',
+                        '--name=t', '--report_only=True', "--pairs=[['eda', 'gdn']]"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode != 0 and "pairs must be two of the mixers ['eda', 'broken']" in p.stderr

@@ -12,3 +12,5 @@ mixers['kda safe-gate'] = ['--mixer=kda', '--la_gate=safe']
 learning_rates = []
 seeds = [0, 1]
 metric = 'val_loss'
+# the erase at each gate, seed by seed (report only, session 12)
+pairs = [['eda kda-gate', 'kda'], ['eda', 'kda safe-gate']]

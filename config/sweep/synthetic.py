@@ -30,3 +30,5 @@ mixers = {'eda': ['--mixer=eda'], 'kda': ['--mixer=kda'], 'eda kda-gate': ['--mi
 learning_rates = [1e-3, 3e-3]
 seeds = [0, 1, 2]
 extra = ['--max_iters=2000', '--eval_interval=500']
+# the erase's own effect, seed by seed (added to the report in session 12; the grid is unchanged)
+pairs = [['eda kda-gate', 'kda'], ['eda', 'kda']]
