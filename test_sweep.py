@@ -194,10 +194,13 @@ def test_every_committed_sweep_table_is_what_its_results_file_gives(tmp_path):
         p = subprocess.run([sys.executable, os.path.join(ROOT, 'sweep.py'), f'config/sweep/{cfg}', '--report_only=True',
                             f'--results_dir={out}'], cwd=ROOT, capture_output=True, text=True, timeout=120,
                            env=dict(os.environ, MPLBACKEND='Agg'))
+        if p.returncode != 0 and 'sweep: no results in ' in p.stderr:  # fixed, not run yet: no table either
+            stem = os.path.basename(p.stderr.split('no results in ')[1].strip())[:-len('.jsonl')]
+            assert not os.path.exists(os.path.join(ROOT, 'notes', 'sweep', stem + '.md')), cfg
+            continue
         assert p.returncode == 0, cfg + p.stdout[-1000:] + p.stderr[-1000:]
         [md] = [line.split('table: ')[1] for line in p.stdout.splitlines() if line.startswith('table: ')]
         committed = os.path.join(ROOT, 'notes', 'sweep', os.path.basename(md))
-        assert os.path.exists(committed), f'{cfg}: no committed table {committed}'
         rebuilt = open(md).read().replace(str(out), 'notes/sweep')
         assert rebuilt == open(committed).read(), f'{cfg}: {committed} differs from the table its results file gives'
         checked.append(os.path.basename(md))
