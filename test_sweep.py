@@ -2,6 +2,7 @@
 past finished rows, the table from the results file."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -184,13 +185,12 @@ def test_every_committed_sweep_table_is_what_its_results_file_gives(tmp_path):
     """The tables in notes/sweep (which README's figures and verdicts cite) are rebuilt from their JSONL by each
     config in config/sweep; a table edited by hand or left behind by newer results fails here."""
     configs = sorted(f for f in os.listdir(os.path.join(ROOT, 'config', 'sweep')) if f.endswith('.py'))
+    out = tmp_path  # every sweep's results file, copied once; each config writes its own <name>.md beside them
+    for f in os.listdir(os.path.join(ROOT, 'notes', 'sweep')):
+        if f.endswith('.jsonl'):
+            shutil.copy(os.path.join(ROOT, 'notes', 'sweep', f), out / f)
     checked = []
     for cfg in configs:
-        out = tmp_path / cfg[:-3]
-        out.mkdir()
-        for f in os.listdir(os.path.join(ROOT, 'notes', 'sweep')):
-            if f.endswith('.jsonl'):
-                (out / f).write_bytes(open(os.path.join(ROOT, 'notes', 'sweep', f), 'rb').read())
         p = subprocess.run([sys.executable, os.path.join(ROOT, 'sweep.py'), f'config/sweep/{cfg}', '--report_only=True',
                             f'--results_dir={out}'], cwd=ROOT, capture_output=True, text=True, timeout=120,
                            env=dict(os.environ, MPLBACKEND='Agg'))
