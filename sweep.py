@@ -60,7 +60,8 @@ if metric not in ('val_acc', 'val_loss'):
     sys.exit(f"sweep: metric must be 'val_acc' or 'val_loss', got {metric!r}")
 for pair in pairs:
     if len(pair) != 2 or any(m not in mixers for m in pair):
-        sys.exit(f"sweep: each of pairs must be two of the mixers {list(mixers)}, got {pair!r}")
+        sys.exit(f"sweep: each of pairs must be two of the mixers {list(mixers)}, got {pair!r} (running a subset "
+                 f"of a config's mixers with --mixers=, pass --pairs=[] too)")
 # ----------------------------------------------------------------------------------------------------
 
 HERE = os.path.dirname(os.path.abspath(__file__))
