@@ -41,8 +41,8 @@ bench_eda_chunk = True
 what = "kernels"     # 'kernels' (the tables above), 'model_decode' (sample.py's path), 'model_train'
                      # (where a training step's time goes), or 'all'
 decode_config = "config/eda_125m.py"  # model_decode: the EDA hybrid of this config vs its Transformer
-decode_contexts = [1024, 8192, 32768]
-decode_model_batches = [1, 64]
+decode_contexts = [4096, 32768]
+decode_model_batches = [1, 8, 64]
 decode_steps = 32
 decode_modes = ["graph", "compiled", "eager"]  # model_decode: decode.GraphDecoder (generate's path on CUDA), the
                            # same with the step torch.compile'd inside the graph, and plain decode_step
@@ -51,6 +51,7 @@ decode_attention = "auto"  # model_decode: model.DECODE_ATTENTION for the run ('
 compile_eda_chunk = False
 train_config = "config/eda_125m.py"  # model_train: the EDA hybrid of this config vs its Transformer
 train_shapes = [(8, 4096)]  # model_train: (batch, block_size) of the profiled training steps
+train_compile = False      # model_train: torch.compile each layer and block, as train.py's compile=True does
 # the kernel tables' chunk size and launch settings (kernel.eda_fused's launch=; model_decode and model_train
 # run the model as it ships, on kernel.py's defaults)
 chunk_size = kernel.CHUNK_TOKENS
@@ -433,6 +434,9 @@ def print_tables(krows, drows):
 # 'eager' calls GPT.decode_step (one launch per operator: CPU-bound). Every mode runs the same cache from ctx.
 
 
+DECODE_TOL = 5e-2  # relative L2 error of a decode step's logits against eager's, bf16
+
+
 def model_decode_table():
     import runpy
     import triton.testing
@@ -454,7 +458,7 @@ def model_decode_table():
     copy_bw = 2 * buf.numel() * buf.element_size() / (copy_ms * 1e-3)
     del buf
     print(f"device-to-device copy: {copy_bw / 1e12:.2f} TB/s (read + written)")
-    rows, launches = [], {}
+    rows, launches, checks = [], {}, []
     for mixer in ("eda", "transformer"):
         for ctx_len in decode_contexts:
             for B in decode_model_batches:
@@ -476,8 +480,22 @@ def model_decode_table():
                         part = ctx_len / t.shape[2] if block.is_attention and name in ("k", "v") else 1.0
                         need += t.numel() * t.element_size() * part
                 tok = torch.randint(0, cfg.vocab_size, (B,), device=DEV)
-                for mode in decode_modes:
+                # the check: every mode's first step from the same cache gives eager decode_step's logits. The
+                # linear layers' states advance in place, so they are restored before each mode; attention's
+                # K/V slot ctx_len is rewritten by each first step before it is read
+                linear = [c for c, b in zip(cache["layers"], model.blocks) if not b.is_attention]
+                saved = [{n: t.clone() for n, t in c.items()} for c in linear]
+
+                def restore():
+                    for c, s in zip(linear, saved):
+                        for n, t in s.items():
+                            c[n].copy_(t)
                     cache["pos"] = ctx_len
+                restore()
+                with torch.no_grad():
+                    ref = model.decode_step(tok.view(B, 1), cache)[0].float()
+                for mode in decode_modes:
+                    restore()
                     if mode == "compiled":  # a fresh compile per model: no recompile limit, no stale graph
                         torch._dynamo.reset()
                     t_build = time.perf_counter()
@@ -487,7 +505,10 @@ def model_decode_table():
                         print(f"{mixer} ctx {ctx_len} B {B}: compiled and captured in "
                               f"{time.perf_counter() - t_build:.1f}s", flush=True)
                     with torch.no_grad():
-                        for _ in range(3):  # warm-up (kernels compile on first use), each at position ctx_len
+                        err = rel(step(tok.view(B, 1)).float(), ref)
+                        cache["pos"] -= 1
+                        checks.append((mixer, mode, ctx_len, B, err))
+                        for _ in range(2):  # warm-up (kernels compile on first use), each at position ctx_len
                             step(tok)
                             cache["pos"] -= 1
                         torch.cuda.synchronize()
@@ -538,6 +559,16 @@ def model_decode_table():
                 t = next(r for r in rows if r[:4] == ("transformer", mode, ctx_len, B))
                 print(f"{mode:<6} ctx {ctx_len:>6} B {B:>3}: EDA/Transformer memory per sequence {e[6] / t[6]:.3f}, "
                       f"tokens/s {e[5] / t[5]:.2f}x")
+    # bf16 weights and cache: a fused or reordered step differs from eager by rounding only (bf16 against float64
+    # is 1-2e-2 at this config, measured on the CPU); a wrong state or layer is O(1). Positions are not probed
+    # here (random keys): test_attention_decode.py and test_model.py check those
+    bad = [c for c in checks if not c[4] < DECODE_TOL]
+    worst = max(checks, key=lambda c: c[4])
+    print(f"correctness: each mode's first step against eager decode_step's logits, worst {worst[4]:.1e} "
+          f"({worst[0]} {worst[1]} ctx {worst[2]} B {worst[3]}; tol {DECODE_TOL:.0e}): "
+          + ("ALL PASS" if not bad else "FAIL " + ", ".join(f"{m} {mo} ctx {c} B {b}: {e:.1e}" for m, mo, c, b, e in bad)))
+    if bad:
+        sys.exit("bench.py: a decode mode's logits differ from eager decode_step's (the FAIL line above)")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -585,6 +616,9 @@ def model_train_table():
             cfg = GPTConfig(**dict(base, mixer=mixer, block_size=T))
             torch.cuda.empty_cache()
             model = GPT(cfg).to(DEV)
+            if train_compile:
+                for blk in model.blocks:
+                    blk.compile()  # as train.py: in place, one graph reused by every block of a kind
             # per layer type: the whole layer against its core alone
             seen = {}
             for blk in model.blocks:
@@ -596,9 +630,11 @@ def model_train_table():
                 dy = torch.randn(B, T, cfg.n_embd, device=DEV, dtype=DTYPE)
                 params = [h] + list(layer.parameters())
 
+                layer_fn = torch.compile(layer) if train_compile else layer
+
                 def run_layer():
                     with autocast:
-                        out = layer(h)
+                        out = layer_fn(h)
                     out.backward(dy)
                 whole = fwd_bwd_ms(run_layer, params)
                 core = float("nan")
@@ -656,7 +692,7 @@ def model_train_table():
                 tables[mixer] = events.table(sort_by="self_cuda_time_total", row_limit=15)
             del model, x, y
         print(f"\nmodel train step ({train_config}, B={B}, T={T}, {dtype} autocast, fp32 weights; fwd+bwd, "
-              f"no optimizer)")
+              f"no optimizer; {'compiled' if train_compile else 'eager'})")
         print("per layer, fwd+bwd ms (do_bench medians): the layer | its core alone (eda_triton / SDPA) | rest")
         print(f"{'model':<12}{'layer':<26}{'count':>6}{'layer ms':>10}{'core ms':>10}{'rest ms':>10}"
               f"{'rest x count':>14}")

@@ -131,18 +131,22 @@ def sample_next(logits, temperature=1.0, top_k=None, top_p=None):
 
 @torch.no_grad()
 def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, on_token=None, cuda_graph=None,
-             prefill_chunk=None):
+             prefill_chunk=None, compile=False):
     """Sample max_new_tokens after idx [B,T] (temperature 0: greedy); returns [B, T + max_new_tokens].
     on_token(tokens [B,1]) is called for each new token batch (streaming), the first time right after the
     prefill. prefill_chunk: GPT.prefill's chunk_size. cuda_graph: replay decode steps from a CUDA graph
     (GraphDecoder; the same tokens). None: on a CUDA device when possible, else a warning says why not; True:
-    a ValueError if not possible; False: plain decode_step (the reference, and the CPU's path)."""
+    a ValueError if not possible; False: plain decode_step (the reference, and the CPU's path). compile:
+    GraphDecoder's (Inductor fuses the step's small kernels before the capture: ~2.5x fewer kernels and up to
+    ~2.5x faster steps at batch 1, notes/decode.md, after a compile of tens of seconds); needs the graph."""
     B, T = idx.shape
     if T + max_new_tokens > model.config.block_size:
         raise ValueError(f"prompt ({T}) + max_new_tokens ({max_new_tokens}) exceeds block_size "
                          f"({model.config.block_size})")
     if cuda_graph is not None and not isinstance(cuda_graph, bool):
         raise ValueError(f"cuda_graph must be None, True or False, got {cuda_graph!r}")
+    if not isinstance(compile, (bool, str)):
+        raise ValueError(f"compile must be a bool or a torch.compile backend name, got {compile!r}")
     was_training = model.training
     model.eval()
     # under autocast the cache holds the compute dtype: a float32 cache would be converted back at every step
@@ -156,6 +160,8 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None
             use_graph = True
         elif cuda_graph:
             raise ValueError(f"generate(cuda_graph=True): {problem}")
+        elif compile:
+            raise ValueError(f"generate(compile=...) compiles the CUDA-graph decode step, which cannot run: {problem}")
         elif dev == "cuda":
             warnings.warn(f"generate: decoding without a CUDA graph, one launch per operator: {problem}")
     logits, cache = model.prefill(idx, cache, chunk_size=prefill_chunk)
@@ -168,7 +174,7 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None
             on_token(nxt)
         if i + 1 < max_new_tokens:
             if use_graph and step is None:  # captured after the first token is out: its time is the prefill's
-                step = GraphDecoder(model, cache)
+                step = GraphDecoder(model, cache, compile=compile)
             logits = step(nxt) if step is not None else model.decode_step(nxt, cache)[0]
     model.train(was_training)
     return torch.cat(out, dim=1)

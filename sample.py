@@ -10,8 +10,9 @@ The prompt is prefilled through the chunked (or Triton) path, prefill_chunk toke
 not grow with the prompt's length beyond its KV cache); then each new token costs one
 recurrent step in the linear-attention layers, whose state has a constant size whatever the length, and
 one step against the KV cache in the full-attention layers (decode.generate). On a GPU each step is
-replayed from a CUDA graph (decode.GraphDecoder): one graph launch per token instead of one per operator.
-After each sample a line on stderr gives the time to the first token (the prefill) and the decoding rate.
+replayed from a CUDA graph (decode.GraphDecoder): one graph launch per token instead of one per operator;
+--compile=True compiles that step first (fewer, fused kernels). After each sample a line on stderr gives the
+time to the first token (the prefill), the first decode step's (graph capture, compile) and the decoding rate.
 """
 import codecs
 import os
@@ -37,6 +38,8 @@ seed = 1337
 device = 'cuda' if torch.cuda.is_available() else 'cpu'
 dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float32'  # on CUDA
 cuda_graph = None          # None: replay decode steps from a CUDA graph on CUDA when possible; True: must; False: never
+compile = False            # torch.compile the graphed decode step (CUDA): ~2.5x faster steps at batch 1 after a
+                           # compile of tens of seconds, so it pays off for long samples (notes/decode.md)
 la_backend = 'auto'        # linear-attention kernels for the prefill: auto (triton on CUDA, chunk on CPU) ...
 prefill_chunk: int | None = 2048  # prompt tokens per prefill pass (None: the whole prompt in one pass)
 encoding: str | None = None  # tokenizer override: 'bytes' or a tiktoken name (default: the checkpoint's)
@@ -63,6 +66,9 @@ if dtype not in ('float32', 'bfloat16', 'float16'):
     fail(f"dtype must be 'float32', 'bfloat16' or 'float16', got {dtype!r}")
 if cuda_graph is not None and not isinstance(cuda_graph, bool):
     fail(f"cuda_graph must be None, True or False, got {cuda_graph!r}")
+if compile and (cuda_graph is False or not device.startswith('cuda')):
+    fail(f"compile=True compiles the CUDA-graph decode step: it needs device='cuda' and cuda_graph None or True "
+         f"(got device={device!r}, cuda_graph={cuda_graph!r})")
 if prefill_chunk is not None and (type(prefill_chunk) is not int or prefill_chunk < 1):
     fail(f"prefill_chunk must be a positive int or None, got {prefill_chunk!r}")
 if device.startswith('cuda') and not torch.cuda.is_available():
@@ -104,8 +110,8 @@ if tokenizer.startswith('synthetic'):
 # on CUDA the weights are cast to dtype (rather than autocast, which would cast each weight at every step,
 # and whose cached casts a CUDA graph cannot hold on to); the CPU computes in float32
 model.eval().to(device, getattr(torch, dtype) if 'cuda' in device else torch.float32)
-if cuda_graph and cuda_graph_problem(model):
-    fail(f"cuda_graph=True, but decode steps cannot be replayed from a CUDA graph: {cuda_graph_problem(model)}")
+if (cuda_graph or compile) and cuda_graph_problem(model):
+    fail(f"cuda_graph=True or compile=True, but decode steps cannot be replayed from a CUDA graph: {cuda_graph_problem(model)}")
 encode, token_bytes = load_tokenizer(tokenizer)
 
 # the prompt
@@ -148,11 +154,12 @@ for i in range(num_samples):
 
     t0 = time.perf_counter()
     generate(model, idx, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, on_token=show,
-             cuda_graph=cuda_graph, prefill_chunk=prefill_chunk)
+             cuda_graph=cuda_graph, prefill_chunk=prefill_chunk, compile=compile)
     sys.stdout.write(text.decode(b'', final=True))
     print('\n---------------', flush=True)
-    # the rate counts from the second token: the first decode step also captures the CUDA graph
+    # the rate counts from the second token: the first decode step also captures the CUDA graph (and compiles)
+    first = f", first step {1e3 * (stamps[1] - stamps[0]):.1f} ms" if len(stamps) > 1 else ""
     rate = (f"{len(stamps) - 2} tokens at {(len(stamps) - 2) / (stamps[-1] - stamps[1]):.1f} tokens/s"
             if len(stamps) > 2 and stamps[-1] > stamps[1] else "too few tokens for a rate")
     print(f"sample {i + 1}: prompt {len(prompt)} tokens, time to first token {1e3 * (stamps[0] - t0):.1f} ms "
-          f"(prefill), then {rate} (steps after the first)", file=sys.stderr, flush=True)
+          f"(prefill){first}, then {rate} (steps after the first)", file=sys.stderr, flush=True)

@@ -142,8 +142,8 @@ def test_sample_script_reports_time_to_first_token_and_rate_and_prefills_long_pr
     assert whole.returncode == 0 and pieces.returncode == 0, whole.stderr + pieces.stderr
     assert pieces.stdout == whole.stdout  # the same greedy text; the report stays off stdout
     report = [ln for ln in pieces.stderr.splitlines() if "time to first token" in ln]
-    assert len(report) == 2 and all("prompt 18 tokens" in ln and "10 tokens at" in ln and "tokens/s" in ln
-                                    for ln in report), pieces.stderr
+    assert len(report) == 2 and all("prompt 18 tokens" in ln and "first step" in ln and "10 tokens at" in ln
+                                    and "tokens/s" in ln for ln in report), pieces.stderr
 
 
 def test_sample_script_defaults_fill_the_context(trained):
@@ -167,6 +167,7 @@ def test_sample_script_errors_are_clear(trained, tmp_path):
         ([f"--out_dir={out}", "--cuda_graph=1"], "cuda_graph must be None, True or False"),
         ([f"--out_dir={out}", "--prefill_chunk=0"], "prefill_chunk must be a positive int"),
         ([f"--out_dir={out}", "--cuda_graph=True"], "CUDA graphs need a CUDA device"),
+        ([f"--out_dir={out}", "--compile=True"], "compile=True compiles the CUDA-graph decode step"),
     ]
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"caf\xe9")  # latin-1, not UTF-8
@@ -183,3 +184,15 @@ def test_sample_script_rejects_a_bool_for_max_new_tokens(trained):
     r = run([os.path.join(HERE, "sample.py"), f"--out_dir={out}", "--device=cpu", "--max_new_tokens=True"], tmp)
     assert r.returncode != 0 and "max_new_tokens" in r.stderr and "got bool True" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_generate_refuses_to_compile_a_decode_step_it_cannot_graph():
+    """compile= compiles GraphDecoder's step; where no CUDA graph can run (here: the CPU) it is a clear error,
+    not a silent eager decode, and a wrong type is named."""
+    model = tiny_gpt()
+    idx = torch.zeros(1, 3, dtype=torch.long)
+    with pytest.raises(ValueError, match="compiles the CUDA-graph decode step"):
+        generate(model, idx, 4, compile=True)
+    with pytest.raises(ValueError, match="compile must be a bool"):
+        generate(model, idx, 4, compile=1)
+    assert generate(model, idx, 4, temperature=0).shape == (1, 7)  # compile=False: the plain path still decodes
