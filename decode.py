@@ -137,8 +137,8 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None
     prefill. prefill_chunk: GPT.prefill's chunk_size. cuda_graph: replay decode steps from a CUDA graph
     (GraphDecoder; the same tokens). None: on a CUDA device when possible, else a warning says why not; True:
     a ValueError if not possible; False: plain decode_step (the reference, and the CPU's path). compile:
-    GraphDecoder's (Inductor fuses the step's small kernels before the capture: ~2.5x fewer kernels and up to
-    ~2.5x faster steps at batch 1, notes/decode.md, after a compile of tens of seconds); needs the graph."""
+    GraphDecoder's (Inductor fuses the step's small kernels before the capture: 3-4x fewer kernels and ~2.5x
+    faster steps at batch 1, notes/decode.md, after a compile of tens of seconds); needs the graph."""
     B, T = idx.shape
     if T + max_new_tokens > model.config.block_size:
         raise ValueError(f"prompt ({T}) + max_new_tokens ({max_new_tokens}) exceeds block_size "

@@ -8,6 +8,7 @@
 # The sweeps run from the copy, so editing the working tree between calls cannot change a running grid.
 #   bash scripts/gpu_sweeps.sh start 'config/sweep/synthetic.py --jobs=6' 'config/sweep/evict_long.py --jobs=4'
 #   bash scripts/gpu_sweeps.sh collect 560      # wait up to 560 s (less if every sweep ends), then report
+# Issue the calls back to back: the device gives an idle machine back ~30 s after a call (and with it the runs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 STORE=${STORE:-/tmp/nanoeda_sweeps}
