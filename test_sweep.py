@@ -218,3 +218,75 @@ def test_pairs_compare_two_mixers_seed_by_seed_at_each_ones_best_lr(tmp_path):
                         '--name=t', '--report_only=True', "--pairs=[['eda', 'gdn']]"], cwd=ROOT, capture_output=True,
                        text=True, timeout=60)
     assert p.returncode != 0 and "pairs must be two of the mixers ['eda', 'broken']" in p.stderr
+
+
+def _newest_rows(name):
+    """(task, x, mixer, lr, seed) -> the newest row of notes/sweep/<name>.jsonl."""
+    out = {}
+    with open(os.path.join(ROOT, 'notes', 'sweep', f'{name}.jsonl')) as f:
+        for line in f:
+            r = json.loads(line)
+            out[r['task'], r['x'], r['mixer'], r['lr'], r['seed']] = r
+    return out
+
+
+def _readme_table_rows(first_cells):
+    """The README's table rows (lists of cells) whose first cell starts with one of first_cells."""
+    with open(os.path.join(ROOT, 'README.md')) as f:
+        lines = [ln.strip() for ln in f if ln.startswith('| ')]
+    cells = [[c.strip() for c in ln.strip('|').split('|')] for ln in lines]
+    return [c for c in cells if c[0].startswith(first_cells)]
+
+
+def test_readmes_erase_tables_are_what_the_results_files_give():
+    """The README's "Does erase help?" numbers, laid out by hand across sweeps, against the data: the grid table's
+    cells and paired-seed counts against the tested notes/sweep tables, the erase x gate square recomputed from
+    three results files, the LM table from lm.jsonl. A hand-edited or stale README cell fails here."""
+    tables = {n: open(os.path.join(ROOT, 'notes', 'sweep', f'{n}.md')).read() for n in ('synthetic', 'evict_long')}
+    grid = _readme_table_rows(('mqar, ', 'reassign, ', 'evict, ', 'capacity, '))
+    grid = [c for c in grid if len(c) == 7 and c[1].isdigit()]  # the grid table has a steps column
+    assert len(grid) == 10
+    for level, steps, eda, eda_kg, kda, ahead, floor in grid:
+        task, x = level.split(', ')[0], int(level.split(', ')[1].split()[0])
+        md = tables['evict_long' if steps == '6000' else 'synthetic']
+        section = md.split(f'## {task} (difficulty')[1].split('\n## ')[0]
+        header, *lines = [ln for ln in section.splitlines() if ln.startswith('| ') and not ln.startswith('|---')]
+        col = [h.strip() for h in header.strip('|').split('|')].index(next(
+            h.strip() for h in header.strip('|').split('|') if h.strip().endswith(f'={x}')))
+        by_mixer = {c[0]: c for c in ([s.strip() for s in ln.strip('|').split('|')] for ln in lines)}
+        for mixer, cell in (('eda', eda), ('eda kda-gate', eda_kg), ('kda', kda)):
+            assert by_mixer[mixer][col].startswith(cell + ' lr '), (level, mixer, cell, by_mixer[mixer][col])
+        assert f'| {task} | {x} | eda kda-gate vs kda | {ahead} |' in md, (level, ahead)
+        assert floor == by_mixer.get('*NONE at every query*', [None] * 9)[col] or floor == '—', (level, floor)
+
+    runs = {'synthetic': _newest_rows('synthetic'), 'evict_long': _newest_rows('evict_long'),
+            'safe_gate': _newest_rows('safe_gate')}
+
+    def accs(src, task, x, mixer):
+        return [100 * runs[src][task, x, mixer, 1e-3, s]['val_acc'] for s in (0, 1, 2)]
+    square = _readme_table_rows(('capacity, ', 'evict, '))
+    square = [c for c in square if len(c) == 7 and not c[1].isdigit()]
+    assert len(square) == 4
+    for level, with_sg, without_sg, ahead_sg, with_kg, without_kg, ahead_kg in square:
+        task, x = level.split(', ')[0], int(level.split(', ')[1].split()[0])
+        src = 'synthetic' if task == 'capacity' else 'evict_long'
+        for (a, b), cells in (((accs(src, task, x, 'eda'), accs('safe_gate', task, x, 'kda safe-gate')),
+                               (with_sg, without_sg, ahead_sg)),
+                              ((accs(src, task, x, 'eda kda-gate'), accs(src, task, x, 'kda')),
+                               (with_kg, without_kg, ahead_kg))):
+            ma, mb = sum(a) / 3, sum(b) / 3
+            wins = sum(p > q for p, q in zip(a, b))
+            assert cells == (f'{ma:.1f}', f'{mb:.1f}', f'{wins} of 3, {ma - mb:+.1f}'), (level, cells)
+
+    lm = _newest_rows('lm')
+    labels = {'eda (erase, safe gate)': 'eda', 'kda with the safe gate (no erase)': 'kda safe-gate',
+              "eda with KDA's gate (erase)": 'eda kda-gate', "kda (no erase, KDA's gate)": 'kda', 'gdn': 'gdn',
+              'transformer': 'transformer', 'gdn2': 'gdn2'}
+    lm_rows = [c for c in _readme_table_rows(tuple(labels)) if len(c) == 5 and c[1].endswith('M')]
+    assert sorted(c[0] for c in lm_rows) == sorted(labels)
+    for label, params, s0, s1, mean_std in lm_rows:
+        losses = [lm['stdlib', '26M', labels[label], None, s]['val_loss'] for s in (0, 1)]
+        mean = sum(losses) / 2
+        std = (sum((v - mean) ** 2 for v in losses)) ** 0.5  # sample std of two values
+        assert [s0, s1, mean_std] == [f'{losses[0]:.4f}', f'{losses[1]:.4f}', f'{mean:.4f} ± {std:.4f}'], label
+        assert params == f"{lm['stdlib', '26M', labels[label], None, 0]['params'] / 1e6:.2f}M", label
