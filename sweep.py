@@ -39,6 +39,9 @@ mixers = {m: [f'--mixer={m}'] for m in ('eda', 'kda', 'gdn', 'gdn2', 'transforme
 learning_rates = [1e-3]       # [] : the task config's own
 pairs = []                    # [[A, B], ...]: mixers compared seed by seed at each level, each at its best lr (a
                               # seed fixes the data and the init): on how many seeds A is ahead, mean A - B
+paired_from = {}              # {task: another sweep's name}: a mixer of `pairs` that this sweep does not run is
+                              # read from that sweep's results file (same task, level and lr), for the pairing
+                              # only; the config must say that those runs had this sweep's commands but the mixer
 seeds = [0, 1, 2]
 extra = []                    # train.py args for every run, e.g. ['--max_iters=1000']
 jobs = 4                      # runs at a time; on CUDA each starts on the visible GPU running the fewest
@@ -58,16 +61,47 @@ python = sys.executable
 configure(globals())
 if metric not in ('val_acc', 'val_loss'):
     sys.exit(f"sweep: metric must be 'val_acc' or 'val_loss', got {metric!r}")
-for pair in pairs:
-    if len(pair) != 2 or any(m not in mixers for m in pair):
-        sys.exit(f"sweep: each of pairs must be two of the mixers {list(mixers)}, got {pair!r} (running a subset "
-                 f"of a config's mixers with --mixers=, pass --pairs=[] too)")
 # ----------------------------------------------------------------------------------------------------
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 results_path = os.path.join(results_dir, f'{name}.jsonl')
 mixer_args = mixers
 KEY = ('task', 'x', 'mixer', 'lr', 'seed')
+
+
+def read_results(path):
+    """The rows of the results file, the newest row of each run only."""
+    rows = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            for i, line in enumerate(f):
+                line = line.strip()
+                if line:
+                    try:
+                        row = json.loads(line)
+                    except ValueError:  # a line cut by a crash mid-write: that run is simply run again
+                        print(f'sweep: {path}:{i + 1} is not JSON, ignored', file=sys.stderr)
+                        continue
+                    rows[tuple(row[k] for k in KEY)] = row
+    return list(rows.values())
+
+
+def foreign_rows():
+    """Rows of the paired_from sweeps that pairs need: their task, this sweep's lrs, a mixer this sweep lacks."""
+    wanted = {m for pair in pairs for m in pair} - set(mixers)
+    lrs = learning_rates or [None]
+    return [r for task, other in paired_from.items()
+            for r in read_results(os.path.join(results_dir, f'{other}.jsonl'))
+            if r['task'] == task and r['mixer'] in wanted and r['lr'] in lrs]
+
+
+if set(paired_from) - set(tasks):
+    sys.exit(f"sweep: paired_from names tasks this sweep does not have: {sorted(set(paired_from) - set(tasks))}")
+_elsewhere = {r['mixer'] for r in foreign_rows()}
+for pair in pairs:
+    if len(pair) != 2 or any(m not in mixers and m not in _elsewhere for m in pair):
+        sys.exit(f"sweep: each of pairs must be two of the mixers {list(mixers)} (or of the paired_from sweeps' "
+                 f"rows), got {pair!r} (running a subset of a config's mixers with --mixers=, pass --pairs=[] too)")
 
 
 def run_id(row):
@@ -87,23 +121,6 @@ def grid():
             if lr is not None:
                 args.append(f'--learning_rate={lr}')
             yield row, args
-
-
-def read_results(path):
-    """The rows of the results file, the newest row of each run only."""
-    rows = {}
-    if os.path.exists(path):
-        with open(path) as f:
-            for i, line in enumerate(f):
-                line = line.strip()
-                if line:
-                    try:
-                        row = json.loads(line)
-                    except ValueError:  # a line cut by a crash mid-write: that run is simply run again
-                        print(f'sweep: {path}:{i + 1} is not JSON, ignored', file=sys.stderr)
-                        continue
-                    rows[tuple(row[k] for k in KEY)] = row
-    return list(rows.values())
 
 
 def outcome(proc_rc, out_dir, log_path, seconds, timed_out):
@@ -325,11 +342,12 @@ def report(rows):
         lines += ['## Values vs NONE answers (best lr, mean over seeds): recall of values | NONE answered right', '',
                   '| task | x | mixer | values (%) | NONE answers (%) |', '|---|---|---|---|---|', *split, '']
     paired = []
+    both = {**summarize(foreign_rows()), **summary}
     for (task, spec), (a, b) in itertools.product(tasks.items(), pairs):
         for x, _ in spec['levels']:
-            if (task, x, a) not in summary or (task, x, b) not in summary:
+            if (task, x, a) not in both or (task, x, b) not in both:
                 continue
-            va, vb = ({r['seed']: value(r) for r in summary[(task, x, m)]['runs'] if value(r) is not None}
+            va, vb = ({r['seed']: value(r) for r in both[(task, x, m)]['runs'] if value(r) is not None}
                       for m in (a, b))
             diffs = [va[seed] - vb[seed] for seed in sorted(set(va) & set(vb))]
             if diffs:
@@ -338,8 +356,13 @@ def report(rows):
                 paired.append(f"| {task} | {x} | {a} vs {b} | {ahead} of {len(diffs)} | "
                               + (f'{100 * d:+.1f}' if metric == 'val_acc' else f'{d:+.4f}') + ' |')
     if paired:
-        lines += ['## Paired by seed (same seed: same data and init; each mixer at its best lr)', '',
-                  '| task | x | A vs B | A ahead (seeds) | mean A - B |', '|---|---|---|---|---|', *paired, '']
+        others = sorted({m for pair in pairs for m in pair} - set(mixers))
+        lines += ['## Paired by seed (same seed: same data and init; each mixer at its best lr)', '']
+        if others and paired_from:
+            lines += [', '.join(others) + ': the rows of ' + ', '.join(
+                f'`{os.path.join(results_dir, other + ".jsonl")}` ({task})' for task, other in paired_from.items())
+                + ', made with this sweep\'s commands but the mixer.', '']
+        lines += ['| task | x | A vs B | A ahead (seeds) | mean A - B |', '|---|---|---|---|---|', *paired, '']
     lines += [f'## Every learning rate (mean {what[0]} over seeds)', '',
               '| task | x | mixer | ' + ' | '.join(f'lr {l:g}' if l is not None else 'cfg' for l in
                                                    (learning_rates or [None])) + ' |',

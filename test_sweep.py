@@ -220,6 +220,28 @@ def test_pairs_compare_two_mixers_seed_by_seed_at_each_ones_best_lr(tmp_path):
     assert p.returncode != 0 and "pairs must be two of the mixers ['eda', 'broken']" in p.stderr
 
 
+def test_paired_from_pairs_a_mixer_with_another_sweeps_rows_of_the_same_task_and_lr(tmp_path):
+    """A follow-up sweep runs one mixer; its pair's other mixer comes from an earlier sweep's results file (same
+    task, level, lr and seed), for the Paired section only. Rows of another lr, or a mixer found nowhere, do not
+    pair: the first is left out, the second is an error at the start."""
+    mine = [{'task': 'mqar', 'x': 4, 'mixer': 'broken', 'lr': 1e-3, 'seed': s, 'status': 'ok', 'val_acc': a, 'params': 1}
+            for s, a in enumerate([0.8, 0.6, 0.6])]
+    theirs = [{'task': 'mqar', 'x': 4, 'mixer': 'eda', 'lr': lr, 'seed': s, 'status': 'ok', 'val_acc': a, 'params': 1}
+              for lr, accs in ((1e-3, [0.9, 0.5, 0.7]), (3e-3, [1.0, 1.0, 1.0])) for s, a in enumerate(accs)]
+    (tmp_path / 't.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in mine))
+    (tmp_path / 'grid.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in theirs))
+    only_broken = "--mixers={'broken': ['--mixer=nonexistent']}"
+    sweep(tmp_path, '--report_only=True', '--seeds=[0, 1, 2]', only_broken, "--pairs=[['eda', 'broken']]",
+          "--paired_from={'mqar': 'grid'}")
+    md = (tmp_path / 't.md').read_text()
+    assert '| mqar | 4 | eda vs broken | 2 of 3 | +3.3 |' in md  # the lr 1e-3 rows: the 3e-3 ones would win 3 of 3
+    assert 'eda: the rows of' in md and 'grid.jsonl` (mqar)' in md
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'sweep.py'), TINY_TASK, only_broken, '--name=t',
+                        f'--results_dir={tmp_path}', '--report_only=True', "--pairs=[['gdn', 'broken']]",
+                        "--paired_from={'mqar': 'grid'}"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "pairs must be two of the mixers ['broken'] (or of the paired_from" in p.stderr
+
+
 def _newest_rows(name):
     """(task, x, mixer, lr, seed) -> the newest row of notes/sweep/<name>.jsonl."""
     out = {}

@@ -12,4 +12,6 @@ tasks = {t: {**tasks[t], 'levels': [[x, [*args, *_steps[t]]] for x, args in task
 mixers = {'kda safe-gate': ['--mixer=kda', '--la_gate=safe']}
 learning_rates = [1e-3]
 extra = []
-pairs = []
+# the erase behind the safe gate, seed by seed: EDA's rows are the grid's (capacity) and evict_long's (evict)
+pairs = [['eda', 'kda safe-gate']]
+paired_from = {'capacity': 'synthetic', 'evict': 'evict_long'}
