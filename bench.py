@@ -443,7 +443,7 @@ def model_decode_table():
     import dataclasses
     from torch.profiler import ProfilerActivity, profile as torch_profile
     import model as model_py
-    from decode import GraphDecoder
+    from decode import GraphDecoder, linear_states_snapshot
     from model import GPT, GPTConfig
     model_py.DECODE_ATTENTION = decode_attention
     print(f"model_decode: attention decode steps through {decode_attention!r} (model.DECODE_ATTENTION)")
@@ -480,22 +480,15 @@ def model_decode_table():
                         part = ctx_len / t.shape[2] if block.is_attention and name in ("k", "v") else 1.0
                         need += t.numel() * t.element_size() * part
                 tok = torch.randint(0, cfg.vocab_size, (B,), device=DEV)
-                # the check: every mode's first step from the same cache gives eager decode_step's logits. The
-                # linear layers' states advance in place, so they are restored before each mode; attention's
-                # K/V slot ctx_len is rewritten by each first step before it is read
-                linear = [c for c, b in zip(cache["layers"], model.blocks) if not b.is_attention]
-                saved = [{n: t.clone() for n, t in c.items()} for c in linear]
-
-                def restore():
-                    for c, s in zip(linear, saved):
-                        for n, t in s.items():
-                            c[n].copy_(t)
-                    cache["pos"] = ctx_len
-                restore()
+                # the check: every mode's first step from the same cache gives eager decode_step's logits (the
+                # linear layers' states, which a step advances in place, restored before each mode)
+                restore = linear_states_snapshot(model, cache)
+                cache["pos"] = ctx_len
                 with torch.no_grad():
                     ref = model.decode_step(tok.view(B, 1), cache)[0].float()
                 for mode in decode_modes:
                     restore()
+                    cache["pos"] = ctx_len
                     if mode == "compiled":  # a fresh compile per model: no recompile limit, no stale graph
                         torch._dynamo.reset()
                     t_build = time.perf_counter()

@@ -30,6 +30,26 @@ def cuda_graph_problem(model):
     return None
 
 
+def check_compile(compile):
+    """GraphDecoder's and generate's `compile`: False, True (Inductor) or a torch.compile backend name."""
+    if not isinstance(compile, (bool, str)):
+        raise ValueError(f"compile must be a bool or a torch.compile backend name, got {compile!r}")
+
+
+def linear_states_snapshot(model, cache):
+    """A copy of what a decode step advances in place in the linear layers' cache (conv tails, states); returns
+    a function that puts it back. (An attention layer's step only writes K/V at slot pos, which the next real
+    step at that position rewrites before anything reads it.)"""
+    linear = [c for c, b in zip(cache["layers"], model.blocks) if not b.is_attention]
+    saved = [{n: t.clone() for n, t in c.items()} for c in linear]
+
+    def restore():
+        for c, s in zip(linear, saved):
+            for n, t in s.items():
+                c[n].copy_(t)
+    return restore
+
+
 class GraphDecoder:
     """GPT.decode_step for one cache, captured once as a CUDA graph and replayed per token: the ~1000 kernel
     launches of a step (more CPU time than the GPU work, measured) become one graph launch.
@@ -48,8 +68,7 @@ class GraphDecoder:
         problem = cuda_graph_problem(model) if capture else None
         if problem:
             raise ValueError(f"GraphDecoder: cannot replay decode steps from a CUDA graph: {problem}")
-        if not isinstance(compile, (bool, str)):
-            raise ValueError(f"GraphDecoder: compile must be a bool or a torch.compile backend name, got {compile!r}")
+        check_compile(compile)
         self.model, self.cache = model, cache
         self.step_fn = model.static_decode_step
         if compile:
@@ -74,10 +93,8 @@ class GraphDecoder:
         self._check_room()
         # Warm up outside the capture (Triton and torch.compile compile, cuBLAS allocates its workspace on
         # first use; none of it may happen while capturing), on a side stream as torch.cuda.graph asks. The
-        # warm-up runs real steps at cache['pos']: the linear layers' conv tails and states are restored
-        # afterwards; the K/V it writes at slot pos are rewritten by the next real step before anything reads them.
-        linear = [c for c, b in zip(cache["layers"], model.blocks) if not b.is_attention]
-        saved = [{n: t.clone() for n, t in c.items()} for c in linear]
+        # warm-up runs real steps at cache['pos'], so the linear layers' conv tails and states are restored after.
+        restore = linear_states_snapshot(model, cache)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
@@ -85,9 +102,7 @@ class GraphDecoder:
                 self.pos.fill_(cache["pos"])
                 self.step_fn(self.tok, cache, self.pos)
         torch.cuda.current_stream().wait_stream(side)
-        for c, s in zip(linear, saved):
-            for n, t in s.items():
-                c[n].copy_(t)
+        restore()
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph):  # records, runs nothing
             self.logits = self.step_fn(self.tok, cache, self.pos)
@@ -145,8 +160,7 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None
                          f"({model.config.block_size})")
     if cuda_graph is not None and not isinstance(cuda_graph, bool):
         raise ValueError(f"cuda_graph must be None, True or False, got {cuda_graph!r}")
-    if not isinstance(compile, (bool, str)):
-        raise ValueError(f"compile must be a bool or a torch.compile backend name, got {compile!r}")
+    check_compile(compile)
     was_training = model.training
     model.eval()
     # under autocast the cache holds the compute dtype: a float32 cache would be converted back at every step

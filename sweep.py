@@ -86,20 +86,22 @@ def read_results(path):
     return list(rows.values())
 
 
+PAIRED_ELSEWHERE = sorted({m for pair in pairs for m in pair} - set(mixers))  # read from paired_from's sweeps
+
+
 def foreign_rows():
     """Rows of the paired_from sweeps that pairs need: their task, this sweep's lrs, a mixer this sweep lacks."""
-    wanted = {m for pair in pairs for m in pair} - set(mixers)
     lrs = learning_rates or [None]
     return [r for task, other in paired_from.items()
             for r in read_results(os.path.join(results_dir, f'{other}.jsonl'))
-            if r['task'] == task and r['mixer'] in wanted and r['lr'] in lrs]
+            if r['task'] == task and r['mixer'] in PAIRED_ELSEWHERE and r['lr'] in lrs]
 
 
 if set(paired_from) - set(tasks):
     sys.exit(f"sweep: paired_from names tasks this sweep does not have: {sorted(set(paired_from) - set(tasks))}")
-_elsewhere = {r['mixer'] for r in foreign_rows()}
+_found = {r['mixer'] for r in foreign_rows()}
 for pair in pairs:
-    if len(pair) != 2 or any(m not in mixers and m not in _elsewhere for m in pair):
+    if len(pair) != 2 or any(m not in mixers and m not in _found for m in pair):
         sys.exit(f"sweep: each of pairs must be two of the mixers {list(mixers)} (or of the paired_from sweeps' "
                  f"rows), got {pair!r} (running a subset of a config's mixers with --mixers=, pass --pairs=[] too)")
 
@@ -356,10 +358,9 @@ def report(rows):
                 paired.append(f"| {task} | {x} | {a} vs {b} | {ahead} of {len(diffs)} | "
                               + (f'{100 * d:+.1f}' if metric == 'val_acc' else f'{d:+.4f}') + ' |')
     if paired:
-        others = sorted({m for pair in pairs for m in pair} - set(mixers))
         lines += ['## Paired by seed (same seed: same data and init; each mixer at its best lr)', '']
-        if others and paired_from:
-            lines += [', '.join(others) + ': the rows of ' + ', '.join(
+        if PAIRED_ELSEWHERE and paired_from:
+            lines += [', '.join(PAIRED_ELSEWHERE) + ': the rows of ' + ', '.join(
                 f'`{os.path.join(results_dir, other + ".jsonl")}` ({task})' for task, other in paired_from.items())
                 + ', made with this sweep\'s commands but the mixer.', '']
         lines += ['| task | x | A vs B | A ahead (seeds) | mean A - B |', '|---|---|---|---|---|', *paired, '']

@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-from conftest import rel, tiny_gpt
-from decode import GraphDecoder, generate
+from conftest import rel, tiny_gpt, tokens
+from decode import GraphDecoder, generate, linear_states_snapshot
 from model import GPT, MIXERS, GPTConfig
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -196,3 +196,23 @@ def test_generate_refuses_to_compile_a_decode_step_it_cannot_graph():
     with pytest.raises(ValueError, match="compile must be a bool"):
         generate(model, idx, 4, compile=1)
     assert generate(model, idx, 4, temperature=0).shape == (1, 7)  # compile=False: the plain path still decodes
+
+
+@pytest.mark.parametrize("mixer", ["eda", "transformer"])
+def test_a_linear_states_snapshot_restored_replays_the_same_decode_step(mixer):
+    """What GraphDecoder's warm-up and bench.py's decode check rely on: after restoring the snapshot (and pos), a
+    step from the same cache gives the same logits and leaves the same linear-layer cache (attention's K/V slot
+    past pos keeps the extra step's write, which nothing reads)."""
+    model = tiny_gpt(mixer).double()
+    cache = model.new_cache(2, max_len=16, dtype=torch.float64)
+    model.prefill(tokens(B=2, T=5, vocab=model.config.vocab_size), cache)
+    tok = torch.tensor([[3], [7]])
+    restore = linear_states_snapshot(model, cache)
+    first = model.decode_step(tok, cache)[0]
+    linear = [layer for layer, block in zip(cache["layers"], model.blocks) if not block.is_attention]
+    after = [{n: t.clone() for n, t in layer.items()} for layer in linear]
+    model.decode_step(tok, cache)  # a second step moves the linear states on
+    restore()
+    cache["pos"] = 5
+    assert torch.equal(model.decode_step(tok, cache)[0], first)
+    assert all(torch.equal(layer[n], a[n]) for layer, a in zip(linear, after) for n in a)

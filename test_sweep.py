@@ -260,45 +260,50 @@ def _readme_table_rows(first_cells):
     return [c for c in cells if c[0].startswith(first_cells)]
 
 
+def _md_cell(md, task, x, mixer):
+    """A committed sweep table's cell: mixer's row at level x of the task's table."""
+    section = md.split(f'## {task} (difficulty')[1].split('\n## ')[0]
+    header, *lines = [[c.strip() for c in ln.strip('|').split('|')] for ln in section.splitlines()
+                      if ln.startswith('| ') and not ln.startswith('|---')]
+    col = next(i for i, h in enumerate(header) if h.endswith(f'={x}'))
+    return next(c[col] for c in lines if c[0] == mixer)
+
+
+def _md_pair(md, task, x, a, b):
+    """A committed sweep table's paired-by-seed cells for A vs B at level x: ('N of M', '+d')."""
+    [row] = [ln for ln in md.splitlines() if ln.startswith(f'| {task} | {x} | {a} vs {b} | ')]
+    return tuple(c.strip() for c in row.strip('|').split('|')[3:5])
+
+
 def test_readmes_erase_tables_are_what_the_results_files_give():
-    """The README's "Does erase help?" numbers, laid out by hand across sweeps, against the data: the grid table's
-    cells and paired-seed counts against the tested notes/sweep tables, the erase x gate square recomputed from
-    three results files, the LM table from lm.jsonl. A hand-edited or stale README cell fails here."""
-    tables = {n: open(os.path.join(ROOT, 'notes', 'sweep', f'{n}.md')).read() for n in ('synthetic', 'evict_long')}
+    """The README's "Does erase help?" numbers, laid out by hand across sweeps, against the data: the grid table
+    and the erase x gate square against the committed notes/sweep tables (which the test above rebuilds from
+    their results files), the LM table's per-seed losses from lm.jsonl. A hand-edited or stale cell fails here."""
+    md = {n: open(os.path.join(ROOT, 'notes', 'sweep', f'{n}.md')).read()
+          for n in ('synthetic', 'evict_long', 'safe_gate')}
     grid = _readme_table_rows(('mqar, ', 'reassign, ', 'evict, ', 'capacity, '))
     grid = [c for c in grid if len(c) == 7 and c[1].isdigit()]  # the grid table has a steps column
     assert len(grid) == 10
     for level, steps, eda, eda_kg, kda, ahead, floor in grid:
         task, x = level.split(', ')[0], int(level.split(', ')[1].split()[0])
-        md = tables['evict_long' if steps == '6000' else 'synthetic']
-        section = md.split(f'## {task} (difficulty')[1].split('\n## ')[0]
-        header, *lines = [ln for ln in section.splitlines() if ln.startswith('| ') and not ln.startswith('|---')]
-        col = [h.strip() for h in header.strip('|').split('|')].index(next(
-            h.strip() for h in header.strip('|').split('|') if h.strip().endswith(f'={x}')))
-        by_mixer = {c[0]: c for c in ([s.strip() for s in ln.strip('|').split('|')] for ln in lines)}
+        table = md['evict_long' if steps == '6000' else 'synthetic']
         for mixer, cell in (('eda', eda), ('eda kda-gate', eda_kg), ('kda', kda)):
-            assert by_mixer[mixer][col].startswith(cell + ' lr '), (level, mixer, cell, by_mixer[mixer][col])
-        assert f'| {task} | {x} | eda kda-gate vs kda | {ahead} |' in md, (level, ahead)
-        assert floor == by_mixer.get('*NONE at every query*', [None] * 9)[col] or floor == '—', (level, floor)
+            assert _md_cell(table, task, x, mixer).startswith(cell + ' lr '), (level, mixer, cell)
+        assert _md_pair(table, task, x, 'eda kda-gate', 'kda')[0] == ahead, (level, ahead)
+        assert floor == (_md_cell(table, task, x, '*NONE at every query*') if floor != '—' else '—'), (level, floor)
 
-    runs = {'synthetic': _newest_rows('synthetic'), 'evict_long': _newest_rows('evict_long'),
-            'safe_gate': _newest_rows('safe_gate')}
-
-    def accs(src, task, x, mixer):
-        return [100 * runs[src][task, x, mixer, 1e-3, s]['val_acc'] for s in (0, 1, 2)]
     square = _readme_table_rows(('capacity, ', 'evict, '))
     square = [c for c in square if len(c) == 7 and not c[1].isdigit()]
     assert len(square) == 4
     for level, with_sg, without_sg, ahead_sg, with_kg, without_kg, ahead_kg in square:
         task, x = level.split(', ')[0], int(level.split(', ')[1].split()[0])
-        src = 'synthetic' if task == 'capacity' else 'evict_long'
-        for (a, b), cells in (((accs(src, task, x, 'eda'), accs('safe_gate', task, x, 'kda safe-gate')),
-                               (with_sg, without_sg, ahead_sg)),
-                              ((accs(src, task, x, 'eda kda-gate'), accs(src, task, x, 'kda')),
-                               (with_kg, without_kg, ahead_kg))):
-            ma, mb = sum(a) / 3, sum(b) / 3
-            wins = sum(p > q for p, q in zip(a, b))
-            assert cells == (f'{ma:.1f}', f'{mb:.1f}', f'{wins} of 3, {ma - mb:+.1f}'), (level, cells)
+        table = md['synthetic' if task == 'capacity' else 'evict_long']
+        for (a, a_md), (b, b_md), cells in ((('eda', table), ('kda safe-gate', md['safe_gate']),
+                                             (with_sg, without_sg, ahead_sg)),
+                                            (('eda kda-gate', table), ('kda', table), (with_kg, without_kg, ahead_kg))):
+            n_ahead, diff = _md_pair(md['safe_gate'] if b == 'kda safe-gate' else table, task, x, a, b)
+            means = [_md_cell(m, task, x, mixer).split(' ± ')[0] for mixer, m in ((a, a_md), (b, b_md))]
+            assert cells == (*means, f'{n_ahead}, {diff}'), (level, cells)
 
     lm = _newest_rows('lm')
     labels = {'eda (erase, safe gate)': 'eda', 'kda with the safe gate (no erase)': 'kda safe-gate',
