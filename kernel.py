@@ -587,14 +587,14 @@ def _scatter(dq, dk, de, dg, dbeta, dgamma, dqq, dkk, dgg, db, row_bt, wrow, ero
         tl.atomic_add(dq + off_qk, dqq, mask=m_w)
         tl.atomic_add(dk + off_qk, dkk, mask=m_w)
     else:
-        tl.store(dq + off_qk, dqq, mask=m_w)
-        tl.store(dk + off_qk, dkk, mask=m_w)
-    tl.store(dg + off_hk, dgg, mask=m_e if EDA else m_w)
+        tl.store(dq + off_qk, dqq.to(dq.dtype.element_ty), mask=m_w)
+        tl.store(dk + off_qk, dkk.to(dk.dtype.element_ty), mask=m_w)
+    tl.store(dg + off_hk, dgg.to(dg.dtype.element_ty), mask=m_e if EDA else m_w)
     off_b = row_bt * HV + i_hv
-    tl.store(dbeta + off_b, db, mask=wrow)
+    tl.store(dbeta + off_b, db.to(dbeta.dtype.element_ty), mask=wrow)
     if EDA:
-        tl.store(de + off_hk, dkk, mask=m_e)
-        tl.store(dgamma + off_b, db, mask=erow)
+        tl.store(de + off_hk, dkk.to(de.dtype.element_ty), mask=m_e)
+        tl.store(dgamma + off_b, db.to(dgamma.dtype.element_ty), mask=erow)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -894,17 +894,22 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
     return o, ht, hs, Tm, Qk
 
 
-def _bwd_grads(q, k, v, e):
-    """The backward op's gradient buffers dq, dk, dv, de, dg, dbeta, dgamma (fp32 but dv; de, dgamma absent
-    without erase); dq, dk zeroed when grouped value heads add into them. Real and fake op, as _fwd_outputs."""
+def _bwd_grads(q, k, v, e, g, beta, gamma):
+    """The backward op's gradient buffers dq, dk, dv, de, dg (channel-wise), dbeta, dgamma (de, dgamma absent
+    without erase), each in its input's dtype: every row has one writer, which rounds once. Except dq, dk when
+    grouped value heads add into them: fp32 and zeroed, for the atomics. Real and fake op, as _fwd_outputs."""
     B, T, H, K = q.shape
     HV = v.shape[2]
-    f32 = dict(dtype=torch.float32, device=q.device)
-    new = torch.zeros if HV > H else torch.empty
     eda = e is not None
-    return (new(B, T, H, K, **f32), new(B, T, H, K, **f32), torch.empty_like(v, memory_format=torch.contiguous_format),
-            torch.empty(B, T, HV, K, **f32) if eda else _absent(q), torch.empty(B, T, HV, K, **f32),
-            torch.empty(B, T, HV, **f32), torch.empty(B, T, HV, **f32) if eda else _absent(q))
+
+    def like(x, shape=None):  # contiguous whatever x's layout (the fake op sees the caller's strides)
+        return torch.empty(x.shape if shape is None else shape, dtype=x.dtype, device=x.device)
+    if HV > H:
+        dq, dk = (torch.zeros(B, T, H, K, dtype=torch.float32, device=q.device) for _ in range(2))
+    else:
+        dq, dk = like(q), like(k)
+    return (dq, dk, like(v), like(e) if eda else _absent(q), like(g, (B, T, HV, K)), like(beta),
+            like(gamma) if eda else _absent(q))
 
 
 def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk_tokens, scalar_g, L):
@@ -933,7 +938,7 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
     # (5) every chunk's input gradients, in parallel. Each row of a gradient has one writer (plain stores),
     # except q and k rows shared by grouped value heads (atomics on zeroed buffers).
     _, BV = _blocks(K, V, L["BWD_BV"])
-    dq, dk, dv, de, dg, dbeta, dgamma = _bwd_grads(q, k, v, e)
+    dq, dk, dv, de, dg, dbeta, dgamma = _bwd_grads(q, k, v, e, g, beta, gamma)
     e_, gm_ = (e, gamma) if eda else (k, beta)
     _eda_bwd_kernel[(NT, B * HV)](
         q, k, v, e_, g, beta, gm_, Tm, Qk, hs, dhs, do,
@@ -1038,8 +1043,8 @@ def _eda_chunk_bwd(q: Tensor, k: Tensor, v: Tensor, e: Opt, g: Tensor, beta: Ten
                    Tm: Tensor, Qk: Tensor, do: Tensor, dht: Opt, scale: float, chunk_tokens: int, scalar_g: bool,
                    need_dh0: bool, launch: List[int]
                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """Gradients of the chunked forward: dq, dk, dv, de, dg, dbeta, dgamma, dh0 (fp32 but dv; absent ones
-    empty). g's gradient is channel-wise (the caller sums it for a per-head g)."""
+    """Gradients of the chunked forward: dq, dk, dv, de, dg, dbeta, dgamma, dh0 (as _bwd_grads allocates them;
+    dh0 fp32; absent ones empty). g's gradient is channel-wise (the caller sums it for a per-head g)."""
     q, k, v, g, beta, hs, Tm, Qk, do = (x.contiguous() for x in (q, k, v, g, beta, hs, Tm, Qk, do))
     e, gamma, dht = (None if x is None else x.contiguous() for x in (e, gamma, dht))
     return _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk_tokens, scalar_g,
@@ -1050,7 +1055,7 @@ def _eda_chunk_bwd(q: Tensor, k: Tensor, v: Tensor, e: Opt, g: Tensor, beta: Ten
 def _(q, k, v, e, g, beta, gamma, hs, Tm, Qk, do, dht, scale, chunk_tokens, scalar_g, need_dh0, launch):
     B, HV, K, V = q.shape[0], v.shape[2], q.shape[3], v.shape[3]
     dh0 = torch.empty(B, HV, K, V, dtype=torch.float32, device=q.device) if need_dh0 else _absent(q)
-    return (*_bwd_grads(q, k, v, e), dh0)
+    return (*_bwd_grads(q, k, v, e, g, beta, gamma), dh0)
 
 
 def _eda_chunk_setup(ctx, inputs, output):

@@ -716,6 +716,47 @@ class Block(nn.Module):
         return x + h, aux
 
 
+# rows of the chunked loss head's logits formed at a time (_HeadLoss): 4096 x a 50k vocab is ~0.8 GB in fp32
+HEAD_CHUNK_ROWS = 4096
+
+
+class _HeadLoss(torch.autograd.Function):
+    """Mean cross-entropy of h @ weight^T against targets (-1: ignored), its gradients formed in the forward,
+    HEAD_CHUNK_ROWS rows at a time: no [N, vocab] logits (nor their fp32 copy, softmax and gradient) outlive a
+    chunk, and the backward only scales the stored dh, dweight. The plain head's FLOPs (three matmuls) and
+    precisions: the products in autocast's dtype (or the inputs'), softmax and loss in at least fp32, dweight
+    summed in at least fp32. Shapes stay static (ignored rows are masked, not dropped): torch.compile traces it."""
+
+    @staticmethod
+    def forward(ctx, h, weight, targets):
+        acc = torch.promote_types(weight.dtype, torch.float32)
+        valid = targets != -1
+        n = valid.sum()
+        loss = torch.zeros((), device=h.device, dtype=acc)
+        dh = torch.empty_like(h)
+        dw = torch.zeros(weight.shape, device=weight.device, dtype=acc)
+        for i in range(0, h.shape[0], HEAD_CHUNK_ROWS):
+            hc, tc, vc = (x[i:i + HEAD_CHUNK_ROWS] for x in (h, targets.clamp(min=0), valid))
+            logits = F.linear(hc, weight)
+            cdt = logits.dtype  # the product's dtype: autocast's, else the inputs'
+            logits = logits.to(torch.promote_types(cdt, torch.float32))
+            lse = torch.logsumexp(logits, dim=-1)
+            loss += ((lse - logits.gather(1, tc[:, None]).squeeze(1)) * vc).sum()
+            grad = logits.sub_(lse[:, None]).exp_()  # softmax - onehot, of the mean over the valid rows
+            grad[torch.arange(len(tc), device=tc.device), tc] -= 1
+            grad = (grad * (vc.to(grad.dtype) / n)[:, None]).to(cdt)
+            dh[i:i + HEAD_CHUNK_ROWS] = grad @ weight.to(cdt)
+            dw += grad.t() @ hc.to(cdt)
+        ctx.save_for_backward(dh, dw)
+        ctx.weight_dtype = weight.dtype
+        return loss / n
+
+    @staticmethod
+    def backward(ctx, dloss):
+        dh, dw = ctx.saved_tensors
+        return dh * dloss.to(dh.dtype), (dw * dloss).to(ctx.weight_dtype), None
+
+
 class GPT(nn.Module):
     """The language model: embedding, n_layer blocks, final RMSNorm, lm_head (untied by default). Decoding runs
     on a cache (new_cache, prefill, decode_step); sampling is decode.generate."""
@@ -753,10 +794,13 @@ class GPT(nn.Module):
                 bound = 1 / math.sqrt(m.conv_weight.shape[-1])
                 nn.init.uniform_(m.conv_weight, -bound, bound)
 
-    def forward(self, idx, targets=None):
+    def forward(self, idx, targets=None, chunked_loss=False):
         """idx [B,T] -> (logits, mean CE loss or None, aux_loss). Without targets: logits [B,T,vocab]. With
         targets [B,T]: positions whose target is -1 are ignored and the head runs only at the others, so logits
-        are [N, vocab] for the N kept positions in row-major order (the synthetic tasks answer at a few)."""
+        are [N, vocab] for the N kept positions in row-major order (the synthetic tasks answer at a few).
+        chunked_loss=True (train.py's language-model steps): logits None, the loss from _HeadLoss at every
+        position, which never holds the whole logits (at 64k tokens and a 50k vocab: 13 GB in fp32, a long
+        context step's largest tensor)."""
         x = self.wte(idx)
         aux = torch.zeros((), device=idx.device, dtype=torch.float32)
         for block in self.blocks:
@@ -767,6 +811,8 @@ class GPT(nn.Module):
             aux = aux + a
         if targets is None:
             return self.lm_head(self.norm_f(x)), None, aux
+        if chunked_loss:
+            return None, _HeadLoss.apply(self.norm_f(x).flatten(0, 1), self.lm_head.weight, targets.flatten()), aux
         keep = targets != -1
         logits = self.lm_head(self.norm_f(x[keep]))
         return logits, F.cross_entropy(logits.float(), targets[keep]), aux

@@ -72,6 +72,74 @@ def test_loss_ignores_targets_equal_minus_one():
     assert torch.allclose(loss, ref, rtol=1e-5)
 
 
+def head_case(dtype, seed=0, N=30, d=16, V=50):
+    """Rows h, weights w, targets t with a few ignored (-1)."""
+    gen = torch.Generator().manual_seed(seed)
+    h = torch.randn(N, d, generator=gen, dtype=torch.float64)
+    w = torch.randn(V, d, generator=gen, dtype=torch.float64) * 0.5
+    t = torch.randint(0, V, (N,), generator=gen)
+    t[torch.randperm(N, generator=gen)[:4]] = -1
+    return h.to(dtype), w.to(dtype), t
+
+
+def head_loss_and_grads(fn, h, w, t, autocast=False):
+    h, w = h.clone().requires_grad_(), w.clone().requires_grad_()
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        loss = fn(h, w, t)
+    (3 * loss).backward()  # a loss gradient other than 1: the backward scales what the forward stored
+    return loss.detach(), h.grad, w.grad
+
+
+def plain_head(h, w, t):
+    logits = F.linear(h, w)
+    return F.cross_entropy(logits if logits.dtype == torch.float64 else logits.float(), t, ignore_index=-1)
+
+
+def test_the_chunked_loss_head_gives_cross_entropys_loss_and_gradients(monkeypatch):
+    """_HeadLoss (train.py's language-model loss) against F.cross_entropy on the whole logits: float64 to rounding,
+    ignored targets (-1) and a last chunk shorter than the others (30 rows in chunks of 7)."""
+    monkeypatch.setattr(M, "HEAD_CHUNK_ROWS", 7)
+    case = head_case(torch.float64)
+    ours, ref = (head_loss_and_grads(fn, *case) for fn in (M._HeadLoss.apply, plain_head))
+    assert all(rel(a, b) < 1e-12 for a, b in zip(ours, ref)), [rel(a, b) for a, b in zip(ours, ref)]
+    assert ours[1].dtype == ours[2].dtype == torch.float64
+
+
+@pytest.mark.parametrize("autocast", [False, True])
+def test_the_chunked_loss_head_in_bf16_errs_no_more_than_the_plain_head(monkeypatch, autocast):
+    """bf16 weights, or fp32 weights under bf16 autocast (train.py's mixed precision): the chunked head rounds the
+    logits' gradient to the product dtype where autograd does, so its errors against float64 are the plain
+    head's, not larger (3 seeds)."""
+    monkeypatch.setattr(M, "HEAD_CHUNK_ROWS", 7)
+    for seed in range(3):
+        exact = head_loss_and_grads(plain_head, *head_case(torch.float64, seed))
+        low = head_case(torch.float32 if autocast else torch.bfloat16, seed)
+        ours, plain = (head_loss_and_grads(fn, *low, autocast=autocast) for fn in (M._HeadLoss.apply, plain_head))
+        assert ours[1].dtype == low[0].dtype and ours[2].dtype == low[1].dtype
+        for i, name in enumerate(("loss", "dh", "dw")):
+            err, err_plain = rel(ours[i].double(), exact[i]), rel(plain[i].double(), exact[i])
+            assert err <= 1.5 * err_plain + 1e-6, (seed, name, err, err_plain)
+
+
+def test_the_chunked_loss_gives_the_plain_heads_loss_and_gradients(monkeypatch):
+    """model(idx, targets, chunked_loss=True), train.py's language-model call: logits None, and the loss and every
+    parameter gradient of the plain head, ignored (-1) targets included, over several head chunks."""
+    monkeypatch.setattr(M, "HEAD_CHUNK_ROWS", 5)
+    m = build(tiny("eda"))
+    idx = tokens()
+    targets = idx.clone()
+    targets[:, :3] = -1
+    results = []
+    for chunked in (False, True):
+        m.zero_grad(set_to_none=True)
+        logits, loss, aux = m(idx, targets, chunked_loss=chunked)
+        assert (logits is None) == chunked
+        (loss + aux).backward()
+        results.append((loss.item(), torch.cat([p.grad.flatten() for p in m.parameters()])))
+    assert results[1][0] == pytest.approx(results[0][0], rel=1e-6)
+    assert rel(results[1][1], results[0][1]) < 1e-5
+
+
 @pytest.mark.parametrize("mixer", MIXERS)
 def test_every_mixer_learns_a_toy_sequence_on_cpu(mixer):
     """A few AdamW steps on one repeated random sequence: the loss must fall well below its start."""
@@ -130,7 +198,7 @@ def test_linear_layer_elementwise_work_traces_without_graph_breaks(mixer, monkey
     assert rel(grads[1], grads[0]) < 1e-5
 
 
-def compiled_step_matches_eager(m, idx, loss_tol=1e-6, grad_tol=1e-5):
+def compiled_step_matches_eager(m, idx, loss_tol=1e-6, grad_tol=1e-5, chunked_loss=False):
     """One training step of m (loss + aux, backward) eagerly, then through torch.compile(m, fullgraph=True):
     the compiled step must be one graph (fullgraph raises on a break; the backend also counts the graphs)
     with the eager loss and parameter gradients. The backend is AOT autograd with Inductor's decompositions,
@@ -147,7 +215,7 @@ def compiled_step_matches_eager(m, idx, loss_tol=1e-6, grad_tol=1e-5):
     results = []
     for step in (m, torch.compile(m, fullgraph=True, backend=backend)):
         m.zero_grad(set_to_none=True)
-        _, loss, aux = step(idx, idx)
+        _, loss, aux = step(idx, idx, chunked_loss=chunked_loss)
         (loss + aux).backward()
         results.append(((loss + aux).item(), torch.cat([p.grad.flatten() for p in m.parameters()])))
     (l_eager, g_eager), (l_comp, g_comp) = results
@@ -165,6 +233,13 @@ def test_a_training_step_compiles_as_one_graph_with_the_eager_loss_and_gradients
     attention layer) and 12 tokens in chunks of 8: the state passes between chunks."""
     m = build(tiny(mixer, moe, n_layer=1 if mixer == "transformer" else 2, attn_every=2, n_expert=3))
     compiled_step_matches_eager(m, tokens(T=12))
+
+
+def test_the_chunked_loss_head_compiles_into_the_same_graph(monkeypatch):
+    """The language-model training call (chunked_loss=True: _HeadLoss's loop over row chunks) traced by
+    torch.compile: still one graph, with the eager loss and gradients."""
+    monkeypatch.setattr(M, "HEAD_CHUNK_ROWS", 10)
+    compiled_step_matches_eager(build(tiny("transformer", n_layer=1)), tokens(T=12), chunked_loss=True)
 
 
 def test_the_triton_kernels_compile_as_custom_ops_with_the_eager_loss_and_gradients():

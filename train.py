@@ -658,7 +658,9 @@ while True:
         sync = nullcontext() if not (distributed and parallel == 'ddp') or micro == accum_local - 1 else model.no_sync()
         with sync:
             with autocast:
-                _, loss, aux_loss = model(x, y)
+                # language models: the chunked loss head never holds the whole logits (a long context's largest
+                # tensor); the synthetic tasks answer at a few positions, where the plain head runs only there
+                _, loss, aux_loss = model(x, y, chunked_loss=not is_synthetic)
                 if iter_num == debug_nan_at:
                     loss = loss * float('nan')
                 objective = (loss + aux_loss) / accum_local  # mean over micro-steps; ranks average in the reduction

@@ -7,9 +7,11 @@
 #   bash scripts/gpu_train_check.sh multi   # 2 GPUs: 1-GPU vs torchrun DDP vs torchrun FSDP, 20 steps, same global batch
 #   bash scripts/gpu_train_check.sh profile # 1 GPU: bench.py --what=model_train, where a 125M training step's time goes
 #   bash scripts/gpu_train_check.sh compile # 1 GPU: the speed part's runs with --compile=True
+#   bash scripts/gpu_train_check.sh context # 1 GPU: compiled, both models at block_size 4k .. 64k (CONTEXTS), same tokens a step
 #   bash scripts/gpu_train_check.sh all     # all of them (multi only if 2+ GPUs are visible)
 # Each part ends with a compact table, also written to $OUT/gpu_train_check_<part>.txt when OUT is set.
-# Knobs: LA_BACKEND (auto = triton on CUDA; set chunk if the kernels are not there), COMPILE (False),
+# Knobs: CONTEXTS (context part: block sizes, default "4096 8192 16384 32768 65536"; TOKENS a step, default
+#        32768: batch = TOKENS / block_size, at least 1), LA_BACKEND (auto = triton on CUDA; set chunk if the kernels are not there), COMPILE (False),
 #        STEPS (speed part, default 8; the table averages the steps after the first 3),
 #        MULTI_ARGS (extra train.py overrides for the multi part's four runs, e.g. --dtype=float32).
 set -uo pipefail
@@ -110,6 +112,22 @@ if [ "$PART" = compile ] || [ "$PART" = all ]; then
   echo "-- compile=True: ~125M EDA hybrid vs ~125M Transformer, 1 GPU (issue 15: >= 1.0x at 4096, >= 1.3x at 16384)" | tee -a "$REPORT"
   table 125m_eda_T4096_compile 125m_transformer_T4096_compile 125m_eda_T16384_compile 125m_transformer_T16384_compile
   for f in "$RUNS"/125m_*_compile.log; do echo "$(basename "$f" .log): $(grep -h '^compile:' "$f")"; done | tee -a "$REPORT"
+fi
+
+if [ "$PART" = context ]; then  # not in 'all': ten compiled runs take ~10 minutes
+  # where the hybrid overtakes the Transformer: an attention layer's cost per token grows with the context, a
+  # linear layer's does not. Shortest first: a run that fails (out of memory at 64k) costs only itself.
+  names=()
+  for T in ${CONTEXTS:-4096 8192 16384 32768 65536}; do
+    B=$(( ${TOKENS:-32768} / T )); [ $B -ge 1 ] || B=1
+    for mixer in eda transformer; do
+      run "125m_${mixer}_T${T}_ctx" $PY train.py config/eda_125m.py --mixer=$mixer "${COMMON[@]}" --compile=True \
+        --block_size=$T --batch_size=$B --gradient_accumulation_steps=1 --max_iters=$STEPS --eval_interval=1000
+      names+=("125m_${mixer}_T${T}_ctx")
+    done
+  done
+  echo "-- context: ~125M EDA hybrid vs ~125M Transformer, compiled, ${TOKENS:-32768} tokens a step (fewer than one sequence: 1 x block_size)" | tee -a "$REPORT"
+  table "${names[@]}"
 fi
 
 if [ "$PART" = 2p5b ] || [ "$PART" = all ]; then
