@@ -10,6 +10,7 @@ Paper: "Erase-then-Delta Attention" (Sec. 2-3 for the update rules, Appendix A, 
                         rules live in eda.py
     GatedAttention      full attention: GQA, q/k RMSNorm, RoPE, SDPA, sigmoid output gate
     MoE                 fp32 softmax router, top-k, shared expert, load-balancing loss, sorted dispatch
+    _HeadLoss           the loss head in row chunks: training never holds the whole [tokens, vocab] logits
     Block, GPT          pre-norm residual blocks; forward, the decoding cache (prefill / decode_step),
                         param_summary, configure_optimizers, flops_per_token
     load_checkpoint     reading train.py's checkpoints safely
