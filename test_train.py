@@ -608,3 +608,21 @@ def test_train_lists_every_model_setting_with_a_value_of_its_type():
         want = {'int': int, 'float': float, 'str': str, 'bool': bool}[f.type if isinstance(f.type, str) else f.type.__name__]
         value = settings[f.name]
         assert type(value) is want or (f.name == 'vocab_size' and value is None), (f.name, value)
+
+
+def test_readmes_context_table_is_the_committed_report_the_figure_draws():
+    """README's compiled tok/s by block_size (Status) cell by cell against notes/train_context.txt, the report
+    that scripts/plot_context.py reads for the figure next to it: a hand-edited cell fails here."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('plot_context', os.path.join(ROOT, 'scripts', 'plot_context.py'))
+    plot_context = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plot_context)
+    runs = plot_context.read(os.path.join(ROOT, 'notes', 'train_context.txt'))
+    readme = open(os.path.join(ROOT, 'README.md')).read()
+    section = readme[readme.index('gpu_train_check.sh context`'):readme.index('notes/train_context.png')]
+    rows = re.findall(r'^\s*\| (\d+)[^|]*\| ([\d,]+) \| ([\d,]+) \| ([\d.]+)x \|', section, re.M)
+    assert [int(r[0]) for r in rows] == sorted(runs['eda']) == sorted(runs['transformer'])
+    for T, eda_tok, tf_tok, ratio in rows:
+        T = int(T)
+        assert float(eda_tok.replace(',', '')) == runs['eda'][T] and float(tf_tok.replace(',', '')) == runs['transformer'][T]
+        assert float(ratio) == round(runs['eda'][T] / runs['transformer'][T], 2)
