@@ -731,13 +731,13 @@ class _HeadLoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, weight, targets):
         acc = torch.promote_types(weight.dtype, torch.float32)
-        valid = targets != -1
+        valid, classes = targets != -1, targets.clamp(min=0)  # (an ignored row's class: any, masked below)
         n = valid.sum()
         loss = torch.zeros((), device=h.device, dtype=acc)
         dh = torch.empty_like(h)
         dw = torch.zeros(weight.shape, device=weight.device, dtype=acc)
         for i in range(0, h.shape[0], HEAD_CHUNK_ROWS):
-            hc, tc, vc = (x[i:i + HEAD_CHUNK_ROWS] for x in (h, targets.clamp(min=0), valid))
+            hc, tc, vc = (x[i:i + HEAD_CHUNK_ROWS] for x in (h, classes, valid))
             logits = F.linear(hc, weight)
             cdt = logits.dtype  # the product's dtype: autocast's, else the inputs'
             logits = logits.to(torch.promote_types(cdt, torch.float32))
