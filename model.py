@@ -247,7 +247,8 @@ def causal_conv(u, weight, tail=None):
 # Its elementwise work is three functions of plain tensors, la_conv, la_gates and la_output: on CUDA without
 # a cache they run through torch.compile (fullgraph: a graph break is an error), which fuses each into a few
 # kernels; with a cache (launch-bound decoding, a new shape per prompt) and on the CPU they run as written.
-# With the Triton rule, la_conv's work is kernel.short_conv, fused by hand (why: notes/model.md).
+# With the Triton rule, la_conv's work is kernel.short_conv, fused by hand (why: notes/model.md). The chunked
+# loss head's per-chunk softmax (_head_chunk) goes the same way.
 # LA_COMPILE = (where: 'cuda' | 'always' | 'never', torch.compile backend); the tests trace the CPU path.
 LA_COMPILE = ("cuda", "inductor")
 _la_compiled = {}
@@ -721,6 +722,18 @@ class Block(nn.Module):
 HEAD_CHUNK_ROWS = 4096
 
 
+def _head_chunk(logits, classes, valid, n):
+    """One chunk of _HeadLoss from its logits [rows, vocab]: (the sum of its rows' cross-entropies, the valid rows
+    only; the gradient of the mean over all n valid rows, softmax - onehot, in the logits' dtype). Plain
+    functional ops: compiled on CUDA (_la_fn) this is two passes over the logits, a reduction and one pointwise."""
+    lf = logits.to(torch.promote_types(logits.dtype, torch.float32))
+    lse = torch.logsumexp(lf, dim=-1)
+    loss = ((lse - lf.gather(1, classes[:, None]).squeeze(1)) * valid).sum()
+    onehot = torch.arange(lf.shape[-1], device=lf.device) == classes[:, None]
+    grad = (torch.exp(lf - lse[:, None]) - onehot.to(lf.dtype)) * (valid.to(lf.dtype) / n)[:, None]
+    return loss, grad.to(logits.dtype)
+
+
 class _HeadLoss(torch.autograd.Function):
     """Mean cross-entropy of h @ weight^T against targets (-1: ignored), its gradients formed in the forward,
     HEAD_CHUNK_ROWS rows at a time: no [N, vocab] logits (nor their fp32 copy, softmax and gradient) outlive a
@@ -736,18 +749,14 @@ class _HeadLoss(torch.autograd.Function):
         loss = torch.zeros((), device=h.device, dtype=acc)
         dh = torch.empty_like(h)
         dw = torch.zeros(weight.shape, device=weight.device, dtype=acc)
+        chunk = _la_fn(_head_chunk, h)
         for i in range(0, h.shape[0], HEAD_CHUNK_ROWS):
             hc, tc, vc = (x[i:i + HEAD_CHUNK_ROWS] for x in (h, classes, valid))
-            logits = F.linear(hc, weight)
-            cdt = logits.dtype  # the product's dtype: autocast's, else the inputs'
-            logits = logits.to(torch.promote_types(cdt, torch.float32))
-            lse = torch.logsumexp(logits, dim=-1)
-            loss += ((lse - logits.gather(1, tc[:, None]).squeeze(1)) * vc).sum()
-            grad = logits.sub_(lse[:, None]).exp_()  # softmax - onehot, of the mean over the valid rows
-            grad[torch.arange(len(tc), device=tc.device), tc] -= 1
-            grad = (grad * (vc.to(grad.dtype) / n)[:, None]).to(cdt)
-            dh[i:i + HEAD_CHUNK_ROWS] = grad @ weight.to(cdt)
-            dw += grad.t() @ hc.to(cdt)
+            logits = F.linear(hc, weight)  # in the product's dtype: autocast's, else the inputs'
+            chunk_loss, grad = chunk(logits, tc, vc, n)
+            loss += chunk_loss
+            dh[i:i + HEAD_CHUNK_ROWS] = grad @ weight.to(grad.dtype)
+            dw += grad.t() @ hc.to(grad.dtype)
         ctx.save_for_backward(dh, dw)
         ctx.weight_dtype = weight.dtype
         return loss / n

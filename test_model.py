@@ -121,9 +121,15 @@ def test_the_chunked_loss_head_in_bf16_errs_no_more_than_the_plain_head(monkeypa
             assert err <= 1.5 * err_plain + 1e-6, (seed, name, err, err_plain)
 
 
-def test_the_chunked_loss_gives_the_plain_heads_loss_and_gradients(monkeypatch):
+@pytest.mark.parametrize("where", ["never", "always"])
+def test_the_chunked_loss_gives_the_plain_heads_loss_and_gradients(monkeypatch, where):
     """model(idx, targets, chunked_loss=True), train.py's language-model call: logits None, and the loss and every
-    parameter gradient of the plain head, ignored (-1) targets included, over several head chunks."""
+    parameter gradient of the plain head, ignored (-1) targets included, over several head chunks (the last one
+    shorter). where='always': the per-chunk softmax traced by torch.compile (fullgraph, backend aot_eager) as on
+    CUDA."""
+    torch._dynamo.reset()
+    monkeypatch.setattr(M, "_la_compiled", {})
+    monkeypatch.setattr(M, "LA_COMPILE", (where, "aot_eager"))
     monkeypatch.setattr(M, "HEAD_CHUNK_ROWS", 5)
     m = build(tiny("eda"))
     idx = tokens()
@@ -138,6 +144,7 @@ def test_the_chunked_loss_gives_the_plain_heads_loss_and_gradients(monkeypatch):
         results.append((loss.item(), torch.cat([p.grad.flatten() for p in m.parameters()])))
     assert results[1][0] == pytest.approx(results[0][0], rel=1e-6)
     assert rel(results[1][1], results[0][1]) < 1e-5
+    assert ((M._head_chunk, "aot_eager") in M._la_compiled) == (where == "always")
 
 
 @pytest.mark.parametrize("mixer", MIXERS)
