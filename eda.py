@@ -29,7 +29,6 @@ HV is a multiple of H: value head i reads query/key head i // (HV // H) (grouped
 e=None, gamma=None is KDA exactly; a per-head g is GDN; g = 0 is DeltaNet. Inputs are used as given
 (the layer normalizes q, k, e); `scale` (default K^-0.5) multiplies q.
 """
-import math
 
 import torch
 import torch.nn.functional as F
@@ -364,15 +363,16 @@ def gdn2_chunk(q, k, v, g, b, w, scale=None, initial_state=None, output_final_st
 
 
 def eda_triton(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False,
-               check_g=True, chunk_size=None, launch=None):
+               check_g=True, chunk_size=None, launch=None, recompute_states=False):
     """Fused Triton EDA: same arguments and results as eda_recurrent (kernels in kernel.py; the final state
     is fp32). Differentiable in q, k, v, e, g, beta, gamma and initial_state. check_g=False skips the range
     check of a channel-wise g (a device sync per call) for callers whose gate bounds it (kernel.G_MIN).
-    chunk_size, launch: kernel.eda_fused's (None: the kernel module's defaults)."""
+    chunk_size, launch, recompute_states: kernel.eda_fused's (None: the kernel module's defaults)."""
     check_inputs(q, k, v, e, g, beta, gamma, initial_state)
     from kernel import eda_fused  # imported here so that eda.py needs no Triton
     return eda_fused(q, k, v, e, g, beta, gamma, scale=scale, initial_state=initial_state,
-                     output_final_state=output_final_state, check_g=check_g, chunk_size=chunk_size, launch=launch)
+                     output_final_state=output_final_state, check_g=check_g, chunk_size=chunk_size, launch=launch,
+                     recompute_states=recompute_states)
 
 
 def eda_triton_decode(q, k, v, e, g, beta, gamma, state, scale=None, inplace=True):

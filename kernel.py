@@ -874,8 +874,8 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     BK, BV = _blocks(K, V, L["FWD_BV"], B * HV, L["FILL_PROGRAMS"])
     DT, PREC = _dot_types(q)
-    o, ht, hs, Tm, Qk = _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states)
-    if not need_states:  # T and Qk only live through the forward
+    outs = o, ht, hs, Tm, Qk = _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states)
+    if not need_states:  # T and Qk only live through the forward (the op returns them absent, as the fake op)
         Tm, Qk = (torch.empty(B * HV, NT, BT, BT, dtype=_stored_dtype(q), device=q.device) for _ in range(2))
     walk, gmin = _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm, Qk, L)
     grid = (triton.cdiv(V, BV), B * HV)
@@ -891,7 +891,7 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
             raise ValueError(f"eda_triton: channel-wise log decay g has values below {G_MIN} (min {low:.3g}); "
                              "the kernels' anchored decay factors would overflow. Bound it with eda.safe_gate / "
                              "eda.kda_gate, or use a per-head g [B, T, HV] (exact for any g)")
-    return o, ht, hs, Tm, Qk
+    return outs
 
 
 def _bwd_grads(q, k, v, e, g, beta, gamma):
@@ -1022,10 +1022,12 @@ Opt = Optional[torch.Tensor]
 @torch.library.custom_op("nanoeda::eda_chunk_fwd", mutates_args=())
 def _eda_chunk_fwd(q: Tensor, k: Tensor, v: Tensor, e: Opt, g: Tensor, beta: Tensor, gamma: Opt, h0: Opt,
                    scale: float, chunk_tokens: int, scalar_g: bool, output_final_state: bool, need_states: bool,
-                   check_g: bool, launch: List[int]) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+                   check_g: bool, recompute_states: bool, launch: List[int]
+                   ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """The chunked forward (Eq. chunk_wise_eda) on a channel-wise g (scalar_g: every column equal, the exact
     per-head path): (o, final state, and for the backward S_0 of every chunk, T, Qk), absent ones empty.
-    launch: launch_settings()."""
+    recompute_states (with need_states False): the backward runs this forward again for them instead (its
+    autograd formula). launch: launch_settings()."""
     q, k, v, g, beta = (x.contiguous() for x in (q, k, v, g, beta))
     e, gamma, h0 = (None if x is None else x.contiguous() for x in (e, gamma, h0))
     return _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states, chunk_tokens, scalar_g,
@@ -1034,7 +1036,7 @@ def _eda_chunk_fwd(q: Tensor, k: Tensor, v: Tensor, e: Opt, g: Tensor, beta: Ten
 
 @_eda_chunk_fwd.register_fake
 def _(q, k, v, e, g, beta, gamma, h0, scale, chunk_tokens, scalar_g, output_final_state, need_states, check_g,
-      launch):
+      recompute_states, launch):
     return _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states)
 
 
@@ -1059,17 +1061,21 @@ def _(q, k, v, e, g, beta, gamma, hs, Tm, Qk, do, dht, scale, chunk_tokens, scal
 
 
 def _eda_chunk_setup(ctx, inputs, output):
-    q, k, v, e, g, beta, gamma, h0, scale, chunk_tokens, scalar_g, output_final_state, need_states, _, launch = inputs
+    (q, k, v, e, g, beta, gamma, h0, scale, chunk_tokens, scalar_g, output_final_state, need_states, _, recompute,
+     launch) = inputs
     _, _, hs, Tm, Qk = output
-    ctx.save_for_backward(q, k, v, e, g, beta, gamma, hs, Tm, Qk)
-    ctx.meta = (scale, chunk_tokens, scalar_g, output_final_state, need_states,
+    ctx.save_for_backward(q, k, v, e, g, beta, gamma, h0 if recompute else None, hs, Tm, Qk)
+    ctx.meta = (scale, chunk_tokens, scalar_g, output_final_state, need_states, recompute,
                 None if h0 is None else h0.dtype, launch)
 
 
 def _eda_chunk_backward(ctx, do, dht, *_):
-    q, k, v, e, g, beta, gamma, hs, Tm, Qk = ctx.saved_tensors
-    scale, chunk_tokens, scalar_g, output_final_state, need_states, h0_dtype, launch = ctx.meta
-    if not need_states:
+    q, k, v, e, g, beta, gamma, h0, hs, Tm, Qk = ctx.saved_tensors
+    scale, chunk_tokens, scalar_g, output_final_state, need_states, recompute, h0_dtype, launch = ctx.meta
+    if recompute:  # the forward again, this time storing what the backward reads (one layer's worth at a time)
+        _, _, hs, Tm, Qk = torch.ops.nanoeda.eda_chunk_fwd(q, k, v, e, g, beta, gamma, h0, scale, chunk_tokens,
+                                                           scalar_g, False, True, False, False, launch)
+    elif not need_states:
         raise RuntimeError("eda_triton: backward through a forward that ran without gradients (call it with "
                            "grad mode on and an input that requires grad)")
     grads = torch.ops.nanoeda.eda_chunk_bwd(q, k, v, e, g, beta, gamma, hs, Tm, Qk, do,
@@ -1078,7 +1084,7 @@ def _eda_chunk_backward(ctx, do, dht, *_):
     dq, dk, dv, de, dg, dbeta, dgamma, dh0 = grads
     return (dq.to(q.dtype), dk.to(k.dtype), dv, None if e is None else de.to(e.dtype), dg.to(g.dtype),
             dbeta.to(beta.dtype), None if gamma is None else dgamma.to(gamma.dtype),
-            None if h0_dtype is None else dh0.to(h0_dtype), None, None, None, None, None, None, None)
+            None if h0_dtype is None else dh0.to(h0_dtype), None, None, None, None, None, None, None, None)
 
 
 _eda_chunk_fwd.register_autograd(_eda_chunk_backward, setup_context=_eda_chunk_setup)
@@ -1145,13 +1151,15 @@ _short_conv_fwd.register_autograd(_short_conv_backward, setup_context=_short_con
 
 
 def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False,
-              chunk_size=None, check_g=True, launch=None):
+              chunk_size=None, check_g=True, launch=None, recompute_states=False):
     """Chunked fused EDA (Eq. ed; Sec. 3.4). Same arguments and results as eda.eda_recurrent, plus
     `chunk_size` (tokens per chunk, a power of 2 with chunk_size * (2 if e else 1) >= 16; default
     CHUNK_TOKENS) and `check_g`: reject a channel-wise g below G_MIN (the prep kernel records each chunk's
     smallest g; reading it back is a device sync at the end of the forward); pass False only when the
     gate bounds g by construction (eda.safe_gate / kda_gate with lower_bound >= G_MIN). launch: changes to
-    the launch settings LAUNCH by name, e.g. dict(FWD_BV=64).
+    the launch settings LAUNCH by name, e.g. dict(FWD_BV=64). recompute_states: keep no chunk states (S_0 of
+    every chunk, T, Qk: ~14 KB a token at K = V = 128 and 6 value heads) from the forward to the backward,
+    which runs the forward again for them: less memory, one forward's time more.
     The final state is fp32; the output has v's dtype. Differentiable in every tensor input. Shapes are not
     checked here: eda.eda_triton checks them (eda.check_inputs) before it calls this."""
     _check_kernel_inputs(q, k, v, e, scale)
@@ -1175,14 +1183,15 @@ def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
     scalar_g = g.dim() == 3  # GDN: one decay per head, the same on every key channel (an exact kernel path)
     gx = g.unsqueeze(-1).expand(*g.shape, K) if scalar_g else g
     # the backward's states are stored only when a gradient can flow (the forward op cannot ask autograd)
-    need_states = torch.is_grad_enabled() and any(
+    grad = torch.is_grad_enabled() and any(
         x is not None and x.requires_grad for x in (q, k, v, e, g, beta, gamma, initial_state))
+    need_states = grad and not recompute_states
     # contiguous here, not only inside the op: what autograd saves for the backward is then the copy
     q, k, v, gx, beta, e, gamma, h0 = (None if x is None else x.contiguous()
                                        for x in (q, k, v, gx, beta, e, gamma, initial_state))
     o, ht, _, _, _ = torch.ops.nanoeda.eda_chunk_fwd(q, k, v, e, gx, beta, gamma, h0, scale, chunk_size, scalar_g,
                                                      output_final_state, need_states, bool(check_g) and not scalar_g,
-                                                     launch)
+                                                     grad and bool(recompute_states), launch)
     return o, (ht if output_final_state else None)
 
 

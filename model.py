@@ -47,8 +47,9 @@ DEFAULT_A_INIT = {"safe": "unit", "kda": "mamba2", "log": "unit"}
 
 @dataclass
 class GPTConfig:
-    """The architecture (defaults: a tiny CPU model; config/*.py hold the paper's sizes). Two fields choose only
-    how the same function is computed: la_backend and la_chunk_size. Plain bool/int/float/str fields, so that
+    """The architecture (defaults: a tiny CPU model; config/*.py hold the paper's sizes). Three fields choose only
+    how the same function is computed: la_backend, la_chunk_size and la_recompute_states (the Triton rule's
+    memory for time trade: kernel.eda_fused's recompute_states; the PyTorch forms keep what their autograd keeps). Plain bool/int/float/str fields, so that
     train.py exposes them as settings and checkpoints store them as plain values. (Activation checkpointing is
     the model's `grad_checkpoint` attribute, a training choice.)"""
     vocab_size: int = 256
@@ -83,6 +84,7 @@ class GPTConfig:
     la_erase_bias: float = 0.0     # EDA: a constant added to the erase gate's logit, gamma = sigmoid(W_g x + this)
     la_backend: str = "auto"       # auto | triton | chunk | recurrent  (auto: triton on CUDA, chunk on CPU)
     la_chunk_size: int = 64
+    la_recompute_states: bool = False  # Triton rule: keep no chunk states for the backward, which recomputes them
     # FFN: SwiGLU of width ffn_hidden, or MoE
     ffn_hidden: int = 128
     moe: bool = False
@@ -413,7 +415,8 @@ class LinearAttention(nn.Module):
             # the safe and KDA gates keep g >= la_gate_lower_bound: when that is >= G_MIN the kernel's range
             # check of g (a host sync per call) can only pass, so it is skipped
             bounded = self.cfg.gate in ("safe", "kda") and self.cfg.la_gate_lower_bound >= G_MIN
-            return eda.eda_triton(*args, initial_state=state, output_final_state=keep, check_g=not bounded)
+            return eda.eda_triton(*args, initial_state=state, output_final_state=keep, check_g=not bounded,
+                                  recompute_states=self.cfg.la_recompute_states)
         if backend == "decode":  # fused recurrent kernel, the cached fp32 state updated in place
             return eda.eda_triton_decode(*args, state=state.contiguous(), inplace=True)
         if backend == "recurrent":

@@ -137,6 +137,17 @@ def test_ut_solve_stable_when_erase_address_equals_write_key():
     compare(x, kernel.eda_fused, 1e-4, chunk_size=16)
 
 
+@pytest.mark.parametrize("erase", [True, False])
+def test_recomputing_the_chunk_states_in_backward_gives_the_same_gradients(erase):
+    """recompute_states=True: the forward keeps no S_0, T, Qk (the op returns them empty) and the backward runs it
+    again; every output and gradient still matches the float64 recurrence (grouped heads, partial chunk, h0)."""
+    x = make_inputs(2, 37, 1, 2, 16, 16, erase=erase, seed=28, device=DEV)
+    compare(x, kernel.eda_fused, 1e-4, chunk_size=8 if erase else 16, recompute_states=True)
+    xs = [t.clone().requires_grad_() if t is not None else None for t in (x[n] for n in NAMES)]
+    outs = torch.ops.nanoeda.eda_chunk_fwd(*xs, 0.25, 8, False, True, False, False, True, kernel.launch_settings())
+    assert [t.numel() for t in outs[2:]] == [0, 0, 0]
+
+
 def test_no_grad_forward_matches_and_stores_no_states():
     x = make_inputs(1, 20, 1, 1, 16, 16, seed=8, device=DEV)
     with torch.no_grad():
@@ -236,7 +247,7 @@ def op_sample(name):
 
     if name in ("eda_chunk_fwd", "eda_chunk_bwd"):
         x = grads(make_inputs(1, 5, 1, 2, 16, 16, seed=21, device=DEV))
-        args = [x[n] for n in NAMES] + [0.25, 8, False, True, True, True, kernel.launch_settings()]
+        args = [x[n] for n in NAMES] + [0.25, 8, False, True, True, True, False, kernel.launch_settings()]
         if name == "eda_chunk_fwd":
             return ops.eda_chunk_fwd.default, args
         with torch.no_grad():
@@ -249,7 +260,11 @@ def op_sample(name):
         x = make_inputs(1, 5, 1, 1, 16, 16, erase=False, scalar_g=True, h0=False, seed=23, device=DEV)
         x["g"] = x["g"].unsqueeze(-1).expand(1, 5, 1, 16).contiguous()  # what eda_fused hands the op
         x = grads(x)
-        return ops.eda_chunk_fwd.default, [x[n] for n in NAMES] + [0.25, 16, True, False, True, False,
+        return ops.eda_chunk_fwd.default, [x[n] for n in NAMES] + [0.25, 16, True, False, True, False, False,
+                                                                   kernel.launch_settings()]
+    if name == "eda_chunk_fwd_recomputing_states":  # no states kept: the autograd formula runs the forward again
+        x = grads(make_inputs(1, 5, 1, 2, 16, 16, seed=27, device=DEV))
+        return ops.eda_chunk_fwd.default, [x[n] for n in NAMES] + [0.25, 8, False, True, False, True, True,
                                                                    kernel.launch_settings()]
     if name == "eda_decode_":
         x = make_inputs(2, 1, 1, 2, 16, 16, seed=24, device=DEV)
@@ -265,8 +280,8 @@ def op_sample(name):
                                         1e-6]
 
 
-@pytest.mark.parametrize("name", ["eda_chunk_fwd", "eda_chunk_fwd_kda_per_head_decay", "eda_chunk_bwd", "eda_decode_",
-                                  "short_conv_fwd", "short_conv_bwd"])
+@pytest.mark.parametrize("name", ["eda_chunk_fwd", "eda_chunk_fwd_kda_per_head_decay", "eda_chunk_fwd_recomputing_states",
+                                  "eda_chunk_bwd", "eda_decode_", "short_conv_fwd", "short_conv_bwd"])
 def test_each_kernel_op_passes_torch_library_opcheck(name):
     """kernel.py's PyTorch operators: their schemas (the decode op mutates its state, nothing else), fake
     implementations (shapes, dtypes, strides of the real results), autograd registrations, and a traced call

@@ -249,14 +249,27 @@ def test_the_chunked_loss_head_compiles_into_the_same_graph(monkeypatch):
     compiled_step_matches_eager(build(tiny("transformer", n_layer=1)), tokens(T=12), chunked_loss=True)
 
 
-def test_the_triton_kernels_compile_as_custom_ops_with_the_eager_loss_and_gradients():
+@pytest.mark.parametrize("recompute", [False, True])
+def test_the_triton_kernels_compile_as_custom_ops_with_the_eager_loss_and_gradients(recompute):
     """la_backend='triton' (on the CPU: Triton's interpreter): the update rule and the conv path are PyTorch
     operators (kernel.py's torch.library ops), so the compiled step is one graph that calls them, forward and
-    backward, with the eager step's loss and gradients. (EDA; the ops' other paths: opcheck in test_kernel.py.)"""
+    backward, with the eager step's loss and gradients. (EDA; the ops' other paths: opcheck in test_kernel.py.)
+    la_recompute_states=True: the backward runs the forward op again, also inside the graph, with the loss and
+    gradients of the run that keeps the states."""
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    m = build(tiny("eda", n_layer=2, attn_every=2, la_backend="triton")).to(device)
-    graph = compiled_step_matches_eager(m, tokens(T=12).to(device))
+    idx = tokens(T=12).to(device)
+    m = build(tiny("eda", n_layer=2, attn_every=2, la_backend="triton", la_recompute_states=recompute)).to(device)
+    graph = compiled_step_matches_eager(m, idx)
     assert "nanoeda.eda_chunk_fwd" in graph.code and "nanoeda.short_conv_fwd" in graph.code
+    if recompute:
+        kept = build(tiny("eda", n_layer=2, attn_every=2, la_backend="triton")).to(device)
+        kept.load_state_dict(m.state_dict())
+        for net in (m, kept):
+            net.zero_grad(set_to_none=True)
+            _, loss, _ = net(idx, idx)
+            loss.backward()
+        assert rel(torch.cat([p.grad.flatten() for p in m.parameters()]),
+                   torch.cat([p.grad.flatten() for p in kept.parameters()])) < 1e-5
 
 
 # ----------------------------------------------------------------------------------------------------

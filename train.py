@@ -118,6 +118,7 @@ la_A_init = 'auto'            # auto | unit | mamba2
 la_erase_bias = 0.0
 la_backend = 'auto'           # auto | triton | chunk | recurrent
 la_chunk_size = 16            # on CPU the chunked form is ~6x faster with 16-token chunks than with 64
+la_recompute_states = False   # Triton rule: its chunk states recomputed in backward (less memory, ~a kernel forward more)
 ffn_hidden = 256              # FFN: SwiGLU, or MoE
 moe = False
 n_expert = 8

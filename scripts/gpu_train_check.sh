@@ -11,7 +11,9 @@
 #   bash scripts/gpu_train_check.sh all     # all of them (multi only if 2+ GPUs are visible)
 # Each part ends with a compact table, also written to $OUT/gpu_train_check_<part>.txt when OUT is set.
 # Knobs: CONTEXTS (context part: block sizes, default "4096 8192 16384 32768 65536"; TOKENS a step, default
-#        32768: batch = TOKENS / block_size, at least 1), LA_BACKEND (auto = triton on CUDA; set chunk if the kernels are not there), COMPILE (False),
+#        32768: batch = TOKENS / block_size, at least 1; TAG: a suffix for its run names; MIXERS (default
+#        "eda transformer"); TRAIN_ARGS: extra train.py
+#        overrides for its runs, e.g. TRAIN_ARGS=--la_recompute_states=True TAG=_recompute), LA_BACKEND (auto = triton on CUDA; set chunk if the kernels are not there), COMPILE (False),
 #        STEPS (speed part, default 8; the table averages the steps after the first 3),
 #        MULTI_ARGS (extra train.py overrides for the multi part's four runs, e.g. --dtype=float32).
 set -uo pipefail
@@ -120,13 +122,13 @@ if [ "$PART" = context ]; then  # not in 'all': ten compiled runs take ~10 minut
   names=()
   for T in ${CONTEXTS:-4096 8192 16384 32768 65536}; do
     B=$(( ${TOKENS:-32768} / T )); [ $B -ge 1 ] || B=1
-    for mixer in eda transformer; do
-      run "125m_${mixer}_T${T}_ctx" $PY train.py config/eda_125m.py --mixer=$mixer "${COMMON[@]}" --compile=True \
-        --block_size=$T --batch_size=$B --gradient_accumulation_steps=1 --max_iters=$STEPS --eval_interval=1000
-      names+=("125m_${mixer}_T${T}_ctx")
+    for mixer in ${MIXERS:-eda transformer}; do
+      run "125m_${mixer}_T${T}_ctx${TAG:-}" $PY train.py config/eda_125m.py --mixer=$mixer "${COMMON[@]}" --compile=True \
+        --block_size=$T --batch_size=$B --gradient_accumulation_steps=1 --max_iters=$STEPS --eval_interval=1000 ${TRAIN_ARGS:-}
+      names+=("125m_${mixer}_T${T}_ctx${TAG:-}")
     done
   done
-  echo "-- context: ~125M EDA hybrid vs ~125M Transformer, compiled, ${TOKENS:-32768} tokens a step (fewer than one sequence: 1 x block_size)" | tee -a "$REPORT"
+  echo "-- context: ~125M EDA hybrid vs ~125M Transformer, compiled, ${TOKENS:-32768} tokens a step (fewer than one sequence: 1 x block_size) ${TRAIN_ARGS:-}" | tee -a "$REPORT"
   table "${names[@]}"
 fi
 
