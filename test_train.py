@@ -626,3 +626,25 @@ def test_readmes_context_table_is_the_committed_report_the_figure_draws():
         T = int(T)
         assert float(eda_tok.replace(',', '')) == runs['eda'][T] and float(tf_tok.replace(',', '')) == runs['transformer'][T]
         assert float(ratio) == round(runs['eda'][T] / runs['transformer'][T], 2)
+
+
+def test_readmes_table_with_recomputed_states_is_the_committed_report():
+    """The README's later run (compiled loss head, la_recompute_states) cell by cell against
+    notes/train_context_final.txt, the two reports as printed."""
+    runs = {}
+    for line in open(os.path.join(ROOT, 'notes', 'train_context_final.txt')):
+        m = re.match(r'^125m_(\w+?)_T(\d+)_ctx(\S*)\s+\d+\s+([\d,]+)\s+\S+\s+([\d.]+)\s', line)
+        if m:
+            runs[m[1] + m[3], int(m[2])] = (float(m[4].replace(',', '')), float(m[5]))
+    readme = open(os.path.join(ROOT, 'README.md')).read()
+    section = readme[readme.index('notes/train_context_final.txt'):]
+    rows = re.findall(r'^\s*\| (\d+) \| ([\d,]+) \(([\d,]+)\) \| ([\d,]+) \| ([\d.]+)x \(([\d.]+)x\) \| '
+                      r'([\d.]+) \(([\d.]+)\) / ([\d.]+) \|', section, re.M)
+    assert [int(r[0]) for r in rows] == sorted({T for _, T in runs})
+    for T, eda_tok, rec_tok, tf_tok, ratio, rec_ratio, eda_mem, rec_mem, tf_mem in rows:
+        T = int(T)
+        eda, rec, tf = runs['eda', T], runs['eda_recompute', T], runs['transformer', T]
+        num = lambda x: float(x.replace(',', ''))  # noqa: E731
+        assert (num(eda_tok), num(rec_tok), num(tf_tok)) == (eda[0], rec[0], tf[0])
+        assert (float(eda_mem), float(rec_mem), float(tf_mem)) == (eda[1], rec[1], tf[1])
+        assert (float(ratio), float(rec_ratio)) == (round(eda[0] / tf[0], 2), round(rec[0] / tf[0], 2))
