@@ -742,24 +742,26 @@ class _HeadLoss(torch.autograd.Function):
     HEAD_CHUNK_ROWS rows at a time: no [N, vocab] logits (nor their fp32 copy, softmax and gradient) outlive a
     chunk, and the backward only scales the stored dh, dweight. The plain head's FLOPs (three matmuls) and
     precisions: the products in autocast's dtype (or the inputs'), softmax and loss in at least fp32, dweight
-    summed in at least fp32. Shapes stay static (ignored rows are masked, not dropped): torch.compile traces it."""
+    summed in at least fp32. Shapes stay static (ignored rows are masked, not dropped): torch.compile traces it.
+    grads=False (evaluation): the loss alone, the gradients' two matmuls skipped."""
 
     @staticmethod
-    def forward(ctx, h, weight, targets):
+    def forward(ctx, h, weight, targets, grads):
         acc = torch.promote_types(weight.dtype, torch.float32)
         valid, classes = targets != -1, targets.clamp(min=0)  # (an ignored row's class: any, masked below)
         n = valid.sum()
         loss = torch.zeros((), device=h.device, dtype=acc)
-        dh = torch.empty_like(h)
-        dw = torch.zeros(weight.shape, device=weight.device, dtype=acc)
+        dh = torch.empty_like(h) if grads else h.new_empty(0)
+        dw = torch.zeros(weight.shape if grads else 0, device=weight.device, dtype=acc)
         chunk = _la_fn(_head_chunk, h)
         for i in range(0, h.shape[0], HEAD_CHUNK_ROWS):
             hc, tc, vc = (x[i:i + HEAD_CHUNK_ROWS] for x in (h, classes, valid))
             logits = F.linear(hc, weight)  # in the product's dtype: autocast's, else the inputs'
             chunk_loss, grad = chunk(logits, tc, vc, n)
             loss += chunk_loss
-            dh[i:i + HEAD_CHUNK_ROWS] = grad @ weight.to(grad.dtype)
-            dw += grad.t() @ hc.to(grad.dtype)
+            if grads:
+                dh[i:i + HEAD_CHUNK_ROWS] = grad @ weight.to(grad.dtype)
+                dw += grad.t() @ hc.to(grad.dtype)
         ctx.save_for_backward(dh, dw)
         ctx.weight_dtype = weight.dtype
         return loss / n
@@ -767,7 +769,7 @@ class _HeadLoss(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dloss):
         dh, dw = ctx.saved_tensors
-        return dh * dloss.to(dh.dtype), (dw * dloss).to(ctx.weight_dtype), None
+        return dh * dloss.to(dh.dtype), (dw * dloss).to(ctx.weight_dtype), None, None
 
 
 class GPT(nn.Module):
@@ -811,9 +813,9 @@ class GPT(nn.Module):
         """idx [B,T] -> (logits, mean CE loss or None, aux_loss). Without targets: logits [B,T,vocab]. With
         targets [B,T]: positions whose target is -1 are ignored and the head runs only at the others, so logits
         are [N, vocab] for the N kept positions in row-major order (the synthetic tasks answer at a few).
-        chunked_loss=True (train.py's language-model steps): logits None, the loss from _HeadLoss at every
-        position, which never holds the whole logits (at 64k tokens and a 50k vocab: 13 GB in fp32, a long
-        context step's largest tensor)."""
+        chunked_loss=True (train.py's language-model steps and evaluation): logits None, the loss from _HeadLoss
+        at every position, which never holds the whole logits (at 64k tokens and a 50k vocab: 13 GB in fp32, a
+        long context step's largest tensor)."""
         x = self.wte(idx)
         aux = torch.zeros((), device=idx.device, dtype=torch.float32)
         for block in self.blocks:
@@ -825,7 +827,9 @@ class GPT(nn.Module):
         if targets is None:
             return self.lm_head(self.norm_f(x)), None, aux
         if chunked_loss:
-            return None, _HeadLoss.apply(self.norm_f(x).flatten(0, 1), self.lm_head.weight, targets.flatten()), aux
+            h, w = self.norm_f(x).flatten(0, 1), self.lm_head.weight
+            grads = torch.is_grad_enabled() and (h.requires_grad or w.requires_grad)
+            return None, _HeadLoss.apply(h, w, targets.flatten(), grads), aux
         keep = targets != -1
         logits = self.lm_head(self.norm_f(x[keep]))
         return logits, F.cross_entropy(logits.float(), targets[keep]), aux

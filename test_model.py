@@ -90,6 +90,10 @@ def head_loss_and_grads(fn, h, w, t, autocast=False):
     return loss.detach(), h.grad, w.grad
 
 
+def chunked_head(h, w, t):
+    return M._HeadLoss.apply(h, w, t, True)
+
+
 def plain_head(h, w, t):
     logits = F.linear(h, w)
     return F.cross_entropy(logits if logits.dtype == torch.float64 else logits.float(), t, ignore_index=-1)
@@ -100,7 +104,7 @@ def test_the_chunked_loss_head_gives_cross_entropys_loss_and_gradients(monkeypat
     ignored targets (-1) and a last chunk shorter than the others (30 rows in chunks of 7)."""
     monkeypatch.setattr(M, "HEAD_CHUNK_ROWS", 7)
     case = head_case(torch.float64)
-    ours, ref = (head_loss_and_grads(fn, *case) for fn in (M._HeadLoss.apply, plain_head))
+    ours, ref = (head_loss_and_grads(fn, *case) for fn in (chunked_head, plain_head))
     assert all(rel(a, b) < 1e-12 for a, b in zip(ours, ref)), [rel(a, b) for a, b in zip(ours, ref)]
     assert ours[1].dtype == ours[2].dtype == torch.float64
 
@@ -114,7 +118,7 @@ def test_the_chunked_loss_head_in_bf16_errs_no_more_than_the_plain_head(monkeypa
     for seed in range(3):
         exact = head_loss_and_grads(plain_head, *head_case(torch.float64, seed))
         low = head_case(torch.float32 if autocast else torch.bfloat16, seed)
-        ours, plain = (head_loss_and_grads(fn, *low, autocast=autocast) for fn in (M._HeadLoss.apply, plain_head))
+        ours, plain = (head_loss_and_grads(fn, *low, autocast=autocast) for fn in (chunked_head, plain_head))
         assert ours[1].dtype == low[0].dtype and ours[2].dtype == low[1].dtype
         for i, name in enumerate(("loss", "dh", "dw")):
             err, err_plain = rel(ours[i].double(), exact[i]), rel(plain[i].double(), exact[i])
@@ -145,6 +149,8 @@ def test_the_chunked_loss_gives_the_plain_heads_loss_and_gradients(monkeypatch, 
     assert results[1][0] == pytest.approx(results[0][0], rel=1e-6)
     assert rel(results[1][1], results[0][1]) < 1e-5
     assert ((M._head_chunk, "aot_eager") in M._la_compiled) == (where == "always")
+    with torch.no_grad():  # evaluation: the loss alone (no gradient products), the same value
+        assert m(idx, targets, chunked_loss=True)[1].item() == pytest.approx(results[0][0], rel=1e-6)
 
 
 @pytest.mark.parametrize("mixer", MIXERS)

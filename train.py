@@ -463,10 +463,11 @@ def estimate_loss():
         sums = torch.zeros(6, dtype=torch.float64, device=device)
         for i in range(per_rank):
             x, y = get_batch(split, 1, 0, rank * per_rank + i)
-            with autocast:
-                logits, loss, _ = model(x, y)
+            with autocast:  # (language models: the chunked head, as in training; no logits to score)
+                logits, loss, _ = model(x, y, chunked_loss=not is_synthetic)
             n = (y != -1).sum()
-            sums += torch.stack([loss.double() * n, n, *accuracy_counts(logits, y)]).double()
+            counts = accuracy_counts(logits, y) if is_synthetic else (n.new_zeros(()),) * 4
+            sums += torch.stack([loss.double() * n, n, *counts]).double()
         sums = all_reduce_sum(sums)
         out[split] = (sums[0] / sums[1]).item()
         if is_synthetic:
