@@ -610,32 +610,39 @@ def test_train_lists_every_model_setting_with_a_value_of_its_type():
         assert type(value) is want or (f.name == 'vocab_size' and value is None), (f.name, value)
 
 
-def test_readmes_context_table_is_the_committed_report_the_figure_draws():
-    """README's compiled tok/s by block_size (Status) cell by cell against notes/train_context.txt, the report
-    that scripts/plot_context.py reads for the figure next to it: a hand-edited cell fails here."""
+def context_report(name):
+    """scripts/plot_context.py's reading of a committed gpu_train_check.sh context report in notes/."""
     import importlib.util
     spec = importlib.util.spec_from_file_location('plot_context', os.path.join(ROOT, 'scripts', 'plot_context.py'))
     plot_context = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(plot_context)
-    runs = plot_context.read(os.path.join(ROOT, 'notes', 'train_context.txt'))
+    return plot_context.read(os.path.join(ROOT, 'notes', name))
+
+
+def num(cell):
+    return float(cell.replace(',', ''))
+
+
+def test_readmes_context_table_is_the_committed_report_the_figure_draws():
+    """README's compiled tok/s and peak memory by block_size (Status) cell by cell against notes/train_context.txt,
+    the report that scripts/plot_context.py reads for the figure next to it: a hand-edited cell fails here."""
+    runs = context_report('train_context.txt')
     readme = open(os.path.join(ROOT, 'README.md')).read()
     section = readme[readme.index('gpu_train_check.sh context`'):readme.index('notes/train_context.png')]
-    rows = re.findall(r'^\s*\| (\d+)[^|]*\| ([\d,]+) \| ([\d,]+) \| ([\d.]+)x \|', section, re.M)
+    rows = re.findall(r'^\s*\| (\d+)[^|]*\| ([\d,]+) \| ([\d,]+) \| ([\d.]+)x \| ([\d.]+) / ([\d.]+) \|',
+                      section, re.M)
     assert [int(r[0]) for r in rows] == sorted(runs['eda']) == sorted(runs['transformer'])
-    for T, eda_tok, tf_tok, ratio in rows:
-        T = int(T)
-        assert float(eda_tok.replace(',', '')) == runs['eda'][T] and float(tf_tok.replace(',', '')) == runs['transformer'][T]
-        assert float(ratio) == round(runs['eda'][T] / runs['transformer'][T], 2)
+    for T, eda_tok, tf_tok, ratio, eda_mem, tf_mem in rows:
+        eda, tf = runs['eda'][int(T)], runs['transformer'][int(T)]
+        assert (num(eda_tok), num(eda_mem), num(tf_tok), num(tf_mem)) == (*eda, *tf)
+        assert float(ratio) == round(eda[0] / tf[0], 2)
 
 
 def test_readmes_table_with_recomputed_states_is_the_committed_report():
     """The README's later run (compiled loss head, la_recompute_states) cell by cell against
     notes/train_context_final.txt, the two reports as printed."""
-    runs = {}
-    for line in open(os.path.join(ROOT, 'notes', 'train_context_final.txt')):
-        m = re.match(r'^125m_(\w+?)_T(\d+)_ctx(\S*)\s+\d+\s+([\d,]+)\s+\S+\s+([\d.]+)\s', line)
-        if m:
-            runs[m[1] + m[3], int(m[2])] = (float(m[4].replace(',', '')), float(m[5]))
+    runs = {(name, T): row for name, rows in context_report('train_context_final.txt').items()
+            for T, row in rows.items()}
     readme = open(os.path.join(ROOT, 'README.md')).read()
     section = readme[readme.index('notes/train_context_final.txt'):]
     rows = re.findall(r'^\s*\| (\d+) \| ([\d,]+) \(([\d,]+)\) \| ([\d,]+) \| ([\d.]+)x \(([\d.]+)x\) \| '
@@ -644,7 +651,6 @@ def test_readmes_table_with_recomputed_states_is_the_committed_report():
     for T, eda_tok, rec_tok, tf_tok, ratio, rec_ratio, eda_mem, rec_mem, tf_mem in rows:
         T = int(T)
         eda, rec, tf = runs['eda', T], runs['eda_recompute', T], runs['transformer', T]
-        num = lambda x: float(x.replace(',', ''))  # noqa: E731
         assert (num(eda_tok), num(rec_tok), num(tf_tok)) == (eda[0], rec[0], tf[0])
         assert (float(eda_mem), float(rec_mem), float(tf_mem)) == (eda[1], rec[1], tf[1])
         assert (float(ratio), float(rec_ratio)) == (round(eda[0] / tf[0], 2), round(rec[0] / tf[0], 2))

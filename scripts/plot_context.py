@@ -6,16 +6,17 @@ the part's report (the table it prints, kept in notes/train_context.txt), and th
 import re
 import sys
 
-ROW = re.compile(r"^125m_(\w+?)_T(\d+)_ctx\s+(\d+)\s+([\d,]+)\s")
+ROW = re.compile(r"^125m_(\w+?)_T(\d+)_ctx(\S*)\s+\d+\s+([\d,]+)\s+\S+\s+([\d.]+)\s")
 
 
 def read(path):
-    """{mixer: {block_size: tok/s}} from the report's table rows (failed runs have no tok/s and are left out)."""
+    """{run: {block_size: (tok/s, peak GiB)}} from a context report's table rows, run = the mixer and the part's TAG
+    ('eda', 'transformer', 'eda_recompute'); failed runs have no tok/s and are left out."""
     runs = {}
     for line in open(path):
         m = ROW.match(line)
         if m:
-            runs.setdefault(m[1], {})[int(m[2])] = float(m[4].replace(",", ""))
+            runs.setdefault(m[1] + m[3], {})[int(m[2])] = (float(m[4].replace(",", "")), float(m[5]))
     if not {"eda", "transformer"} <= set(runs):
         sys.exit(f"plot_context: no eda and transformer rows in {path}: is it a 'context' report?")
     return runs
@@ -25,7 +26,7 @@ def main(report, png):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    runs = read(report)
+    runs = {name: {T: tok for T, (tok, _) in rows.items()} for name, rows in read(report).items()}
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     for mixer, label in (("eda", "EDA hybrid (3:1)"), ("transformer", "Transformer")):
         T = sorted(runs[mixer])
