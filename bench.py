@@ -654,8 +654,8 @@ def model_train_table():
             y = torch.randint(0, cfg.vocab_size, (B, T), device=DEV)
 
             def step():
-                with autocast:
-                    _, loss, aux = model(x, y)
+                with autocast:  # the loss head as train.py's language-model step runs it
+                    _, loss, aux = model(x, y, chunked_loss=True)
                 (loss + aux).backward()
                 model.zero_grad(set_to_none=True)
             for _ in range(2):  # warm-up: Triton and torch.compile build their kernels on first use

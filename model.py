@@ -49,9 +49,10 @@ DEFAULT_A_INIT = {"safe": "unit", "kda": "mamba2", "log": "unit"}
 class GPTConfig:
     """The architecture (defaults: a tiny CPU model; config/*.py hold the paper's sizes). Three fields choose only
     how the same function is computed: la_backend, la_chunk_size and la_recompute_states (the Triton rule's
-    memory for time trade: kernel.eda_fused's recompute_states; the PyTorch forms keep what their autograd keeps). Plain bool/int/float/str fields, so that
-    train.py exposes them as settings and checkpoints store them as plain values. (Activation checkpointing is
-    the model's `grad_checkpoint` attribute, a training choice.)"""
+    memory for time trade, kernel.eda_fused's recompute_states; the PyTorch forms keep what their autograd
+    keeps). Plain bool/int/float/str fields, so that train.py exposes them as settings and checkpoints store
+    them as plain values. (Activation checkpointing is the model's `grad_checkpoint` attribute, a training
+    choice.)"""
     vocab_size: int = 256
     block_size: int = 128          # max sequence length: KV-cache size and the generate() limit
     n_layer: int = 4

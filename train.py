@@ -136,6 +136,9 @@ settings = {k: v for k, v in globals().items()
 model_fields = [f.name for f in dataclasses.fields(GPTConfig)]
 SYNTHETIC_TASKS = ('mqar', 'reassign', 'evict')
 is_synthetic = dataset in SYNTHETIC_TASKS
+# language models take their loss through the chunked head (GPT.forward): the whole logits, a long context's
+# largest tensor, never exist; the synthetic tasks answer at a few positions, where the plain head runs only
+chunked_loss = not is_synthetic
 
 # peak dense bf16 tensor FLOP/s per GPU (datasheets, without sparsity), for MFU; matched in order
 PEAK_FLOPS = [('H100 PCIe', 756e12), ('H100 NVL', 835e12), ('H100', 989e12), ('H200', 989e12),
@@ -463,8 +466,8 @@ def estimate_loss():
         sums = torch.zeros(6, dtype=torch.float64, device=device)
         for i in range(per_rank):
             x, y = get_batch(split, 1, 0, rank * per_rank + i)
-            with autocast:  # (language models: the chunked head, as in training; no logits to score)
-                logits, loss, _ = model(x, y, chunked_loss=not is_synthetic)
+            with autocast:  # (the chunked head gives no logits: the language models have none to score)
+                logits, loss, _ = model(x, y, chunked_loss=chunked_loss)
             n = (y != -1).sum()
             counts = accuracy_counts(logits, y) if is_synthetic else (n.new_zeros(()),) * 4
             sums += torch.stack([loss.double() * n, n, *counts]).double()
@@ -660,9 +663,7 @@ while True:
         sync = nullcontext() if not (distributed and parallel == 'ddp') or micro == accum_local - 1 else model.no_sync()
         with sync:
             with autocast:
-                # language models: the chunked loss head never holds the whole logits (a long context's largest
-                # tensor); the synthetic tasks answer at a few positions, where the plain head runs only there
-                _, loss, aux_loss = model(x, y, chunked_loss=not is_synthetic)
+                _, loss, aux_loss = model(x, y, chunked_loss=chunked_loss)
                 if iter_num == debug_nan_at:
                     loss = loss * float('nan')
                 objective = (loss + aux_loss) / accum_local  # mean over micro-steps; ranks average in the reduction
