@@ -52,6 +52,7 @@ compile_eda_chunk = False
 train_config = "config/eda_125m.py"  # model_train: the EDA hybrid of this config vs its Transformer
 train_shapes = [(8, 4096)]  # model_train: (batch, block_size) of the profiled training steps
 train_compile = False      # model_train: torch.compile each layer and block, as train.py's compile=True does
+train_overrides = {}       # model_train: GPTConfig fields over the config's, e.g. {'la_recompute_states': True}
 # the kernel tables' chunk size and launch settings (kernel.eda_fused's launch=; model_decode and model_train
 # run the model as it ships, on kernel.py's defaults)
 chunk_size = kernel.CHUNK_TOKENS
@@ -598,6 +599,10 @@ def model_train_table():
     from model import GPT, GPTConfig
     fields = {f.name for f in dataclasses.fields(GPTConfig)}
     base = {k: v for k, v in runpy.run_path(train_config).items() if k in fields}
+    unknown = sorted(set(train_overrides) - fields)
+    if unknown:
+        sys.exit(f"bench.py: train_overrides names {unknown}, which are not GPTConfig fields")
+    base.update(train_overrides)
     autocast = torch.autocast(DEV, dtype=DTYPE)
 
     def fwd_bwd_ms(fn, params):
@@ -630,6 +635,15 @@ def model_train_table():
                         out = layer_fn(h)
                     out.backward(dy)
                 whole = fwd_bwd_ms(run_layer, params)
+                # what the layer keeps from its forward for its backward (saved tensors, under compile what
+                # Inductor chose to save), per token: the memory its forward leaves allocated, less its output
+                torch.cuda.synchronize()
+                before = torch.cuda.memory_allocated()
+                with autocast:
+                    out = layer_fn(h)
+                torch.cuda.synchronize()
+                kept = (torch.cuda.memory_allocated() - before - out.numel() * out.element_size()) / (B * T)
+                del out
                 core = float("nan")
                 if name.startswith("LinearAttention"):
                     ins = make_inputs(B, T, cfg.la_n_head, cfg.la_n_v_head, cfg.la_head_dim, cfg.la_v_head_dim,
@@ -645,9 +659,9 @@ def model_train_table():
                         F.scaled_dot_product_attention(q, k, v, is_causal=True,
                                                        enable_gqa=cfg.kv_heads != cfg.n_head).backward(do)
                     core = fwd_bwd_ms(run_sdpa, [q, k, v])
-                layer_rows.append((mixer, name, count, whole, core))
+                layer_rows.append((mixer, name, count, whole, core, kept))
                 print(f"  [{time.time() - T0:5.0f}s] {mixer} {name} x{count}: fwd+bwd {whole:.3f} ms, "
-                      f"core {core:.3f} ms", flush=True)
+                      f"core {core:.3f} ms, kept {kept:,.0f} B/token", flush=True)
                 del h, dy, params
             # the whole step
             x = torch.randint(0, cfg.vocab_size, (B, T), device=DEV)
@@ -684,14 +698,17 @@ def model_train_table():
             except Exception:  # older torch names the column after CUDA
                 tables[mixer] = events.table(sort_by="self_cuda_time_total", row_limit=15)
             del model, x, y
-        print(f"\nmodel train step ({train_config}, B={B}, T={T}, {dtype} autocast, fp32 weights; fwd+bwd, "
-              f"no optimizer; {'compiled' if train_compile else 'eager'})")
-        print("per layer, fwd+bwd ms (do_bench medians): the layer | its core alone (eda_triton / SDPA) | rest")
+        print(f"\nmodel train step ({train_config}{', ' + str(train_overrides) if train_overrides else ''}, B={B}, "
+              f"T={T}, {dtype} autocast, fp32 weights; fwd+bwd, no optimizer; "
+              f"{'compiled' if train_compile else 'eager'})")
+        print("per layer, fwd+bwd ms (do_bench medians): the layer | its core alone (eda_triton / SDPA) | rest;\n"
+              "kept: bytes a token the layer's forward keeps for its backward (all layers of the kind: x count)")
         print(f"{'model':<12}{'layer':<26}{'count':>6}{'layer ms':>10}{'core ms':>10}{'rest ms':>10}"
-              f"{'rest x count':>14}")
-        for mixer, name, count, whole, core in layer_rows:
+              f"{'rest x count':>14}{'kept B/tok':>12}{'x count':>10}")
+        for mixer, name, count, whole, core, kept in layer_rows:
             rest = whole - core if core == core else whole
-            print(f"{mixer:<12}{name:<26}{count:>6}{whole:>10.3f}{core:>10.3f}{rest:>10.3f}{rest * count:>14.1f}")
+            print(f"{mixer:<12}{name:<26}{count:>6}{whole:>10.3f}{core:>10.3f}{rest:>10.3f}{rest * count:>14.1f}"
+                  f"{kept:>12,.0f}{kept * count:>10,.0f}")
         print(f"\n{'model':<12}{'ms/step':>10}{'tok/s':>12}{'peak GiB':>10}")
         for mixer, ms, tok, mem in step_rows:
             print(f"{mixer:<12}{ms:>10.1f}{tok:>12,.0f}{mem:>10.1f}")

@@ -624,33 +624,19 @@ def num(cell):
 
 
 def test_readmes_context_table_is_the_committed_report_the_figure_draws():
-    """README's compiled tok/s and peak memory by block_size (Status) cell by cell against notes/train_context.txt,
-    the report that scripts/plot_context.py reads for the figure next to it: a hand-edited cell fails here."""
+    """README's compiled tok/s and peak memory by block_size (Status), the hybrid with and without recomputed chunk
+    states, cell by cell against notes/train_context.txt: the report as printed, which scripts/plot_context.py
+    reads for the figure next to it. A hand-edited cell, or a row the report lacks, fails here."""
     runs = context_report('train_context.txt')
     readme = open(os.path.join(ROOT, 'README.md')).read()
     section = readme[readme.index('gpu_train_check.sh context`'):readme.index('notes/train_context.png')]
-    rows = re.findall(r'^\s*\| (\d+)[^|]*\| ([\d,]+) \| ([\d,]+) \| ([\d.]+)x \| ([\d.]+) / ([\d.]+) \|',
-                      section, re.M)
-    assert [int(r[0]) for r in rows] == sorted(runs['eda']) == sorted(runs['transformer'])
-    for T, eda_tok, tf_tok, ratio, eda_mem, tf_mem in rows:
-        eda, tf = runs['eda'][int(T)], runs['transformer'][int(T)]
-        assert (num(eda_tok), num(eda_mem), num(tf_tok), num(tf_mem)) == (*eda, *tf)
-        assert float(ratio) == round(eda[0] / tf[0], 2)
-
-
-def test_readmes_table_with_recomputed_states_is_the_committed_report():
-    """The README's later run (compiled loss head, la_recompute_states) cell by cell against
-    notes/train_context_final.txt, the two reports as printed."""
-    runs = {(name, T): row for name, rows in context_report('train_context_final.txt').items()
-            for T, row in rows.items()}
-    readme = open(os.path.join(ROOT, 'README.md')).read()
-    section = readme[readme.index('notes/train_context_final.txt'):]
-    rows = re.findall(r'^\s*\| (\d+) \| ([\d,]+) \(([\d,]+)\) \| ([\d,]+) \| ([\d.]+)x \(([\d.]+)x\) \| '
+    rows = re.findall(r'^\s*\| (\d+)[^|]*\| ([\d,]+) \(([\d,]+)\) \| ([\d,]+) \| ([\d.]+)x \(([\d.]+)x\) \| '
                       r'([\d.]+) \(([\d.]+)\) / ([\d.]+) \|', section, re.M)
-    assert [int(r[0]) for r in rows] == sorted({T for _, T in runs})
+    assert [int(r[0]) for r in rows] == sorted(runs['eda']) == sorted(runs['eda_recompute']) == \
+        sorted(runs['transformer'])
     for T, eda_tok, rec_tok, tf_tok, ratio, rec_ratio, eda_mem, rec_mem, tf_mem in rows:
         T = int(T)
-        eda, rec, tf = runs['eda', T], runs['eda_recompute', T], runs['transformer', T]
+        eda, rec, tf = runs['eda'][T], runs['eda_recompute'][T], runs['transformer'][T]
         assert (num(eda_tok), num(rec_tok), num(tf_tok)) == (eda[0], rec[0], tf[0])
         assert (float(eda_mem), float(rec_mem), float(tf_mem)) == (eda[1], rec[1], tf[1])
         assert (float(ratio), float(rec_ratio)) == (round(eda[0] / tf[0], 2), round(rec[0] / tf[0], 2))

@@ -1,5 +1,6 @@
 """The figure of `scripts/gpu_train_check.sh context`: training tok/s of both models against block_size, from
-the part's report (the table it prints, kept in notes/train_context.txt), and the hybrid's ratio at each.
+the part's report (the table it prints, kept in notes/train_context.txt), and the hybrid's ratio at each; the
+hybrid with recomputed chunk states too where the report has its runs (TAG=_recompute).
 
     python scripts/plot_context.py notes/train_context.txt notes/train_context.png
 """
@@ -28,9 +29,11 @@ def main(report, png):
     import matplotlib.pyplot as plt
     runs = {name: {T: tok for T, (tok, _) in rows.items()} for name, rows in read(report).items()}
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
-    for mixer, label in (("eda", "EDA hybrid (3:1)"), ("transformer", "Transformer")):
-        T = sorted(runs[mixer])
-        ax.plot(T, [runs[mixer][t] / 1e3 for t in T], "o-", label=label)
+    for mixer, label, style in (("eda", "EDA hybrid (3:1)", "o-"), ("transformer", "Transformer", "o-"),
+                                ("eda_recompute", "EDA hybrid, la_recompute_states=True", "s--")):
+        T = sorted(runs.get(mixer, ()))
+        if T:
+            ax.plot(T, [runs[mixer][t] / 1e3 for t in T], style, label=label, markersize=4 if "--" in style else 6)
     for t in sorted(set(runs["eda"]) & set(runs["transformer"])):
         ax.annotate(f"{runs['eda'][t] / runs['transformer'][t]:.2f}x", (t, runs["eda"][t] / 1e3),
                     textcoords="offset points", xytext=(0, 8), ha="center", fontsize=8)
