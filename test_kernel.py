@@ -467,3 +467,19 @@ def test_bench_exits_non_zero_without_timing_when_its_correctness_check_fails():
     p = subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(os.path.abspath(__file__)),
                        capture_output=True, text=True, timeout=120)
     assert p.returncode != 0 and "correctness check failed" in p.stderr, p.stdout + p.stderr
+
+
+def test_bench_rejects_a_train_override_that_is_not_a_model_setting():
+    """bench.py --what=model_train --train_overrides={...}: a name that is not a GPTConfig field stops the run
+    with the name, before any model is built (CUDA stubbed: the check must come first)."""
+    import subprocess
+    import sys
+    code = (
+        "import sys, torch; sys.argv = ['bench.py', '--what=model_train', \"--train_overrides={'la_recompute': True}\"]\n"
+        "torch.cuda.is_available = lambda: True\n"
+        "import bench\n"
+        "bench.versions = lambda: 'stub'\n"
+        "bench.main()\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(os.path.abspath(__file__)),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0 and "train_overrides names ['la_recompute']" in p.stderr, p.stdout + p.stderr
