@@ -8,7 +8,8 @@ decode-step times and peak memory, ours against the references (and FLA when it 
     python bench.py --what=model_train            # train.py's step, EDA hybrid vs Transformer: per layer, per kernel
 
 Times are `triton.testing.do_bench` medians in ms; "fwd" is a training forward (inputs require grad),
-"fwd+bwd" one forward plus backward(do); "peak MiB" is the extra memory allocated during fwd+bwd.
+"fwd+bwd" one forward plus backward(do); "peak MiB" is the extra memory allocated during fwd+bwd. Decode steps
+are timed from CUDA-graph replays (the kernel alone; the eager call's time, host included, beside it).
 FLA (flash-linear-attention) is optional: only this script and optional GPU tests import it.
 """
 import math
@@ -668,7 +669,8 @@ def model_train_table():
                 if name.startswith("LinearAttention"):
                     ins = make_inputs(B, T, cfg.la_n_head, cfg.la_n_v_head, cfg.la_head_dim, cfg.la_v_head_dim,
                                       erase=mixer == "eda")
-                    core = measure(lambda *a: eda.eda_triton(*a, check_g=False)[0], ins)[1]  # as the layer runs it
+                    core = measure(lambda *a: eda.eda_triton(  # as the layer runs it
+                        *a, check_g=False, recompute_states=cfg.la_recompute_states)[0], ins)[1]
                 elif name == "GatedAttention":
                     q = torch.randn(B, cfg.n_head, T, cfg.head_dim, device=DEV, dtype=DTYPE, requires_grad=True)
                     k, v = (torch.randn(B, cfg.kv_heads, T, cfg.head_dim, device=DEV, dtype=DTYPE,
