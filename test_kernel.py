@@ -451,35 +451,28 @@ def test_gpu_short_conv_bf16_125m_layer_shape():
     check_short_conv(u, w, heads, 1e-2)
 
 
+def run_bench_stubbed(argv, stubs=""):
+    """bench.py's main in a subprocess on the CPU, with argv, CUDA reported present, versions() stubbed and the
+    lines `stubs` run first: its control flow without a GPU. Returns the completed process."""
+    import subprocess
+    import sys
+    code = (f"import sys, torch; sys.argv = {['bench.py'] + argv!r}; torch.cuda.is_available = lambda: True\n"
+            "import bench\nbench.versions = lambda: 'stub'\n" + stubs + "bench.main()\n")
+    return subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(os.path.abspath(__file__)),
+                          capture_output=True, text=True, timeout=120)
+
+
 def test_bench_exits_non_zero_without_timing_when_its_correctness_check_fails():
     """bench.py's control flow on CPU: CUDA and the checks stubbed, a failed check must stop it (exit != 0)
     before any timing runs."""
-    import subprocess
-    import sys
-    code = (
-        "import sys, torch; sys.argv = ['bench.py', '--use_fla=False']; torch.cuda.is_available = lambda: True\n"
-        "import bench\n"
-        "bench.versions = lambda: 'stub'\n"
-        "bench.check_all = lambda fla: False\n"
-        "def timed(*a, **k): raise AssertionError('timing ran after a failed check')\n"
-        "bench.bench_decode = bench.bench_kernels = timed\n"
-        "bench.main()\n")
-    p = subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(os.path.abspath(__file__)),
-                       capture_output=True, text=True, timeout=120)
+    p = run_bench_stubbed(["--use_fla=False"], "bench.check_all = lambda fla: False\n"
+                          "def timed(*a, **k): raise AssertionError('timing ran after a failed check')\n"
+                          "bench.bench_decode = bench.bench_kernels = timed\n")
     assert p.returncode != 0 and "correctness check failed" in p.stderr, p.stdout + p.stderr
 
 
 def test_bench_rejects_a_train_override_that_is_not_a_model_setting():
     """bench.py --what=model_train --train_overrides={...}: a name that is not a GPTConfig field stops the run
     with the name, before any model is built (CUDA stubbed: the check must come first)."""
-    import subprocess
-    import sys
-    code = (
-        "import sys, torch; sys.argv = ['bench.py', '--what=model_train', \"--train_overrides={'la_recompute': True}\"]\n"
-        "torch.cuda.is_available = lambda: True\n"
-        "import bench\n"
-        "bench.versions = lambda: 'stub'\n"
-        "bench.main()\n")
-    p = subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(os.path.abspath(__file__)),
-                       capture_output=True, text=True, timeout=120)
+    p = run_bench_stubbed(["--what=model_train", "--train_overrides={'la_recompute': True}"])
     assert p.returncode != 0 and "train_overrides names ['la_recompute']" in p.stderr, p.stdout + p.stderr
