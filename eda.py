@@ -37,16 +37,23 @@ import torch.nn.functional as F
 # Gates: map the layer's decay projection `a` to a log decay g <= 0.
 
 
+def _amplitude(A_log, dt_bias):
+    """A = exp(A_log), shaped to broadcast against dt_bias: one per channel ([HV, K], as Eq. safe_gate writes
+    A_i) or one per head ([HV], GDN's scalar gate and checkpoints written before A was per channel)."""
+    A = A_log.float().exp()
+    return A.reshape(A.shape + (1,) * (dt_bias.dim() - A.dim()))
+
+
 def safe_gate(a, A_log, dt_bias, lower_bound=-5.0):
     """EDA's bounded safe gate (Eq. safe_gate): g = l + (-l) * exp(-(A / |l|) * softplus(a + dt_bias)).
 
-    a: [..., HV, K], A_log: [HV], dt_bias: [HV, K]. Returns g in (l, 0], fp32. Near softplus(.) = 0 it
+    a: [..., HV, K], A_log: [HV, K] (or [HV]), dt_bias: [HV, K]. Returns g in (l, 0], fp32. Near softplus(.) = 0 it
     behaves like the log gate, g ~ -A * Delta; for large inputs it saturates at l instead of -inf.
     """
     if lower_bound >= 0:
         raise ValueError(f"safe_gate: lower_bound must be negative, got {lower_bound}")
     l = float(lower_bound)
-    A = A_log.float().exp().view(-1, *([1] * (dt_bias.dim() - 1)))
+    A = _amplitude(A_log, dt_bias)
     delta = F.softplus(a.float() + dt_bias.float())
     return l + (-l) * torch.exp(-(A / abs(l)) * delta)
 
@@ -56,16 +63,16 @@ def log_gate(a, A_log, dt_bias):
 
     GDN uses it per head: a: [..., HV], A_log: [HV], dt_bias: [HV]. Unbounded below.
     """
-    A = A_log.float().exp().view(-1, *([1] * (dt_bias.dim() - 1)))
+    A = _amplitude(A_log, dt_bias)
     return -A * F.softplus(a.float() + dt_bias.float())
 
 
 def kda_gate(a, A_log, dt_bias, lower_bound=-5.0):
     """Kimi Delta Attention's sigmoid gate: g = l * sigmoid(A * (a + dt_bias)), in (l, 0), fp32.
 
-    a: [..., HV, K], A_log: [HV], dt_bias: [HV, K].
+    a: [..., HV, K], A_log: [HV, K] (or [HV]), dt_bias: [HV, K].
     """
-    A = A_log.float().exp().view(-1, *([1] * (dt_bias.dim() - 1)))
+    A = _amplitude(A_log, dt_bias)
     return lower_bound * torch.sigmoid(A * (a.float() + dt_bias.float()))
 
 

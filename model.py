@@ -352,7 +352,9 @@ class LinearAttention(nn.Module):
             self.f_a = nn.Linear(d, r, bias=False)
             self.f_b = nn.Linear(r, HV * K, bias=False)
             self.dt_bias = nn.Parameter(torch.empty(HV, K))
-        self.A_log = nn.Parameter(torch.empty(HV))
+        # the decay amplitude A has the decay's shape: per channel where the decay is channel-wise (Eq. safe_gate
+        # writes A_i; Table 7's counts need it), one per head for GDN
+        self.A_log = nn.Parameter(torch.empty_like(self.dt_bias))
         re = cfg.la_erase_rank * H
         if self.mixer == "eda":
             self.gamma_proj = nn.Linear(d, HV, bias=False)
@@ -1009,7 +1011,23 @@ def load_checkpoint(path, keys=("model", "model_args"), **kw):
     missing = [k for k in keys if not isinstance(ckpt, dict) or k not in ckpt]
     if missing:
         raise CheckpointError(f"{path} is not a nanoEDA checkpoint: no {', '.join(map(repr, missing))}")
+    if "model" in ckpt:
+        _A_per_channel(ckpt)
     return ckpt
+
+
+def _A_per_channel(ckpt):
+    """In place: a checkpoint written when A was one per value head ([HV]) in the channel-wise layers, with A
+    (and its optimizer moments) repeated over each head's K channels ([HV, K]), which computes the same decay."""
+    model, opt = ckpt["model"], (ckpt.get("optimizer") or {}).get("state", {})
+    for name, a in list(model.items()):
+        dt = model.get(name[:-len("A_log")] + "dt_bias") if name.endswith("A_log") else None
+        if dt is None or a.dim() != 1 or dt.dim() != 2:
+            continue
+        model[name] = a[:, None].expand_as(dt).clone()
+        for key, t in opt.get(name, {}).items():  # Adam's exp_avg, exp_avg_sq (a scalar step stays)
+            if torch.is_tensor(t) and t.shape == a.shape:
+                opt[name][key] = t[:, None].expand_as(dt).clone()
 
 
 def model_from_checkpoint(path, la_backend="auto", on_cuda=False):

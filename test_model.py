@@ -583,23 +583,29 @@ def meta_summary(cfg):
 
 
 OURS = {  # (scale, mixer): (total, active), exact: any change to a layer's shapes shows here (notes/params.md)
-    ("dense", "eda"): (2529472032, 2529472032), ("dense", "gdn"): (2503483200, 2503483200),
-    ("dense", "gdn2"): (2535370272, 2535370272), ("dense", "kda"): (2521804320, 2521804320),
-    ("dense", "transformer"): (2514597888, 2514597888), ("moe", "eda"): (24655729440, 2811794208),
-    ("moe", "gdn"): (24567563712, 2723628480), ("moe", "kda"): (24632333088, 2788397856),
+    ("dense", "eda"): (2529508608, 2529508608), ("dense", "gdn"): (2503483200, 2503483200),
+    ("dense", "gdn2"): (2535406848, 2535406848), ("dense", "kda"): (2521840896, 2521840896),
+    ("dense", "transformer"): (2514597888, 2514597888), ("moe", "eda"): (24655814784, 2811879552),
+    ("moe", "gdn"): (24567563712, 2723628480), ("moe", "kda"): (24632418432, 2788483200),
 }
+# Where our counts, printed as Table 7 prints them (billions, 4 decimals), differ from it (notes/params.md):
+# the dense Transformer is +0.375% (Appendix A's head counts at the hybrids' FFN width); dense GDN-2 prints
+# 2.5354, one in the last digit over, whether its A is per channel (as here) or per head (2,535,370,272).
+DIFFERS = {("dense", "transformer"): 0.004, ("dense", "gdn2"): 1e-4}
 
 
 @pytest.mark.parametrize("scale,mixer", sorted(TABLE7))
 def test_paper_config_parameter_counts_are_exact_and_match_table7(scale, mixer):
-    """Our counts exactly, and within 1e-4 of Table 7 (its 4-5 significant digits; EDA and KDA differ by 0.3%).
-    The dense Transformer is +0.375%: Appendix A's head counts at the hybrids' FFN width (notes/params.md)."""
+    """Our counts exactly, and Table 7's printed figures digit for digit (4 decimals in billions), total and
+    active; the two rows that differ are named in DIFFERS and stay within their stated gap."""
     s = meta_summary(load_config(scale, mixer=mixer))
     assert (s["total"], s["active"]) == OURS[(scale, mixer)]
-    total, active = TABLE7[(scale, mixer)]
-    tol = 0.004 if (scale, mixer) == ("dense", "transformer") else 1e-4
-    assert abs(s["total"] / 1e9 / total - 1) <= tol, (s["total"], total)
-    assert abs(s["active"] / 1e9 / active - 1) <= tol, (s["active"], active)
+    printed = (round(s["total"] / 1e9, 4), round(s["active"] / 1e9, 4))
+    if (scale, mixer) in DIFFERS:
+        assert printed != TABLE7[(scale, mixer)]  # still different: else it belongs with the exact rows
+        assert all(abs(p / t - 1) <= DIFFERS[(scale, mixer)] for p, t in zip(printed, TABLE7[(scale, mixer)]))
+    else:
+        assert printed == TABLE7[(scale, mixer)]
     assert sum(s["breakdown"].values()) == s["total"]
 
 
@@ -807,3 +813,34 @@ def test_model_from_checkpoint_rebuilds_the_model_and_names_what_is_wrong_with_a
     torch.save(bad, path)
     with pytest.raises(M.CheckpointError, match="the weights do not fit its model_args"):
         M.model_from_checkpoint(path)
+
+
+@pytest.mark.parametrize("mixer", ["eda", "kda", "gdn2"])
+def test_a_checkpoint_with_one_A_per_head_loads_as_the_same_decay_per_channel(tmp_path, mixer):
+    """The channel-wise gates keep A per channel ([HV, K], Eq. safe_gate's A_i); a checkpoint written when A was
+    one per value head ([HV]) loads with each head's A (and its Adam moments) repeated over the head's channels,
+    and computes the same logits."""
+    from conftest import save_checkpoint
+    m = build(tiny_config(mixer)).eval()
+    layer = m.blocks[0].mixer
+    assert layer.A_log.shape == layer.dt_bias.shape and layer.dt_bias.dim() == 2
+    with torch.no_grad():  # one A per head, as an older checkpoint would hold it, written out per channel here
+        per_head = torch.randn(layer.A_log.shape[0])
+        for blk in m.blocks:
+            if hasattr(blk.mixer, "A_log"):
+                blk.mixer.A_log.copy_(per_head[:, None].expand_as(blk.mixer.A_log))
+    path = os.path.join(save_checkpoint(m, str(tmp_path / "old")), "ckpt.pt")
+    old = torch.load(path, weights_only=True)
+    names = [n for n in old["model"] if n.endswith("A_log")]
+    old["optimizer"] = {"state": {}, "param_groups": []}
+    for n in names:
+        old["model"][n] = old["model"][n][:, 0].clone()
+        old["optimizer"]["state"][n] = {"exp_avg": per_head * 2, "exp_avg_sq": per_head ** 2, "step": torch.tensor(3.)}
+    torch.save(old, path)
+    back, ckpt = M.model_from_checkpoint(path, la_backend="chunk")
+    x = tokens(T=12)
+    assert torch.equal(back.eval()(x)[0], m(x)[0])
+    for n in names:
+        st = ckpt["optimizer"]["state"][n]
+        assert st["exp_avg"].shape == layer.dt_bias.shape and torch.equal(st["exp_avg"][:, 3], per_head * 2)
+        assert st["step"].dim() == 0
