@@ -42,7 +42,12 @@ pairs = []                    # [[A, B], ...]: mixers compared seed by seed at e
 paired_from = {}              # {task: another sweep's name}: a mixer of `pairs` that this sweep does not run is
                               # read from that sweep's results file (same task, level and lr), for the pairing
                               # only; the config must say that those runs had this sweep's commands but the mixer
-seeds = [0, 1, 2]
+seeds = [0, 1, 2]             # every lr runs each of these; the best lr is chosen on them
+best_seeds = []               # more seeds, run only at each mixer's best lr once all its `seeds` x lrs are in
+repeats = 0                   # reruns of each best run with the same seed (seeds[0]: same data, same init): the
+                              # run-to-run noise (bf16, atomics), to read beside the spread over seeds
+checkpoints = False           # True: each run saves a checkpoint at every evaluation, and a run cut off (the
+                              # sweep or its machine stopped) resumes from it when the sweep is started again
 extra = []                    # train.py args for every run, e.g. ['--max_iters=1000']
 jobs = 4                      # runs at a time; on CUDA each starts on the visible GPU running the fewest
 run_timeout = 1800            # seconds; a run still going then is killed and recorded as 'timeout'
@@ -66,7 +71,11 @@ if metric not in ('val_acc', 'val_loss'):
 HERE = os.path.dirname(os.path.abspath(__file__))
 results_path = os.path.join(results_dir, f'{name}.jsonl')
 mixer_args = mixers
-KEY = ('task', 'x', 'mixer', 'lr', 'seed')
+KEY = ('task', 'x', 'mixer', 'lr', 'seed', 'rep')  # rep: 0, or which same-seed repeat
+
+
+def key(row):
+    return tuple(row.get(k, 0) for k in KEY)  # (rows written before repeats existed have no 'rep')
 
 
 def read_results(path):
@@ -82,7 +91,7 @@ def read_results(path):
                     except ValueError:  # a line cut by a crash mid-write: that run is simply run again
                         print(f'sweep: {path}:{i + 1} is not JSON, ignored', file=sys.stderr)
                         continue
-                    rows[tuple(row[k] for k in KEY)] = row
+                    rows[key(row)] = row
     return list(rows.values())
 
 
@@ -109,20 +118,45 @@ for pair in pairs:
 def run_id(row):
     lr = 'cfg' if row['lr'] is None else f"{row['lr']:g}"
     label = ''.join(c if c.isalnum() or c in '.-' else '_' for c in row['mixer'])
-    return f"{row['task']}_{row['x']}_{label}_lr{lr}_s{row['seed']}"
+    rep = f"_r{row['rep']}" if row.get('rep') else ''
+    return f"{row['task']}_{row['x']}_{label}_lr{lr}_s{row['seed']}{rep}"
 
 
-def grid():
+def run_args(task, level_args, row):
+    args = [tasks[task]['config'], *level_args, *mixer_args[row['mixer']], f"--seed={row['seed']}", *extra]
+    return args + ([f"--learning_rate={row['lr']}"] if row['lr'] is not None else [])
+
+
+def grid(results=()):
     """Every run of the grid, in a fixed order (task, level, seed, lr, mixer: a half-done sweep has whole
-    levels, and every mixer's runs at a level finish close together)."""
+    levels, and every mixer's runs at a level finish close together); then, for each (task, level, mixer)
+    whose `seeds` x lrs are all in `results`, the best_seeds and the same-seed repeats at its best lr."""
     lrs = learning_rates or [None]
+    best = best_lrs(results)
     for task, spec in tasks.items():
         for (x, level_args), seed, lr, mixer in itertools.product(spec['levels'], seeds, lrs, mixer_args):
-            row = {'task': task, 'x': x, 'mixer': mixer, 'lr': lr, 'seed': seed}
-            args = [spec['config'], *level_args, *mixer_args[mixer], f'--seed={seed}', *extra]
-            if lr is not None:
-                args.append(f'--learning_rate={lr}')
-            yield row, args
+            row = {'task': task, 'x': x, 'mixer': mixer, 'lr': lr, 'seed': seed, 'rep': 0}
+            yield row, run_args(task, level_args, row)
+        for (x, level_args), mixer in itertools.product(spec['levels'], mixer_args):
+            if (task, x, mixer) not in best:
+                continue
+            more = [(s, 0) for s in best_seeds if s not in seeds] + [(seeds[0], r) for r in range(1, repeats + 1)]
+            for seed, r in more:
+                row = {'task': task, 'x': x, 'mixer': mixer, 'lr': best[task, x, mixer], 'seed': seed, 'rep': r}
+                yield row, run_args(task, level_args, row)
+
+
+def best_lrs(rows):
+    """{(task, x, mixer): its best lr}, chosen on the `seeds` runs alone (rep 0), for the mixers whose every
+    lr x seed of `seeds` has a final row (ok, failed or diverged: a timeout is not final)."""
+    lrs = learning_rates or [None]
+    by = {}
+    for r in rows:
+        if r['seed'] in seeds and not r.get('rep') and r['status'] != 'timeout':
+            by.setdefault((r['task'], r['x'], r['mixer']), {}).setdefault(r['lr'], []).append(value(r))
+    pick = max if metric == 'val_acc' else min
+    return {k: pick(lrs, key=lambda lr: mean([v for v in per_lr[lr] if v is not None]))
+            for k, per_lr in by.items() if all(len(per_lr.get(lr, ())) == len(seeds) for lr in lrs)}
 
 
 def outcome(proc_rc, out_dir, log_path, seconds, timed_out):
@@ -160,6 +194,19 @@ def outcome(proc_rc, out_dir, log_path, seconds, timed_out):
     return res
 
 
+def commit():
+    """The code's commit, for the results file: git's, or $NANOEDA_COMMIT where the tree is a copy without git."""
+    try:
+        out = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=HERE, capture_output=True, text=True)
+        if out.returncode == 0:
+            dirty = subprocess.run(['git', 'status', '--porcelain', '--untracked-files=no'], cwd=HERE,
+                                   capture_output=True, text=True).stdout.strip()
+            return out.stdout.strip() + ('+changes' if dirty else '')
+    except OSError:
+        pass
+    return os.environ.get('NANOEDA_COMMIT', 'unknown')
+
+
 def fmt_time(s):
     s = int(s)
     return f'{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}'
@@ -167,11 +214,17 @@ def fmt_time(s):
 
 def sweep():
     rerun = ('failed', 'timeout') if retry_failed else ()
-    done = {tuple(r[k] for k in KEY) for r in read_results(results_path) if r['status'] not in rerun}
-    todo = [(row, args) for row, args in grid() if tuple(row[k] for k in KEY) not in done]
+    done = {key(r) for r in read_results(results_path) if r['status'] not in rerun}
+    tried = set(done)  # runs this invocation has started or found done: each runs at most once per invocation
+
+    def pending():  # the grid's runs not yet tried; best_seeds and repeats appear as their mixer's lrs finish
+        return [(row, args) for row, args in grid(read_results(results_path)) if key(row) not in tried]
+
+    todo = pending()
     total = len(todo) + len(done)
-    print(f'sweep {name}: {total} runs in the grid, {len(done)} already in {results_path}, {len(todo)} to run, '
-          f'{jobs} at a time', flush=True)
+    more = ' (+ best_seeds and repeats as the lrs finish)' if best_seeds or repeats else ''
+    print(f'sweep {name}: {total} runs in the grid{more}, {len(done)} already in {results_path}, {len(todo)} to '
+          f'run, {jobs} at a time', flush=True)
     if not todo:
         return
     os.makedirs(results_dir, exist_ok=True)
@@ -181,17 +234,24 @@ def sweep():
         n_gpu = torch.cuda.device_count()
     except ImportError:
         n_gpu = 0
-    running, finished, t0 = [], 0, time.time()
+    running, finished, t0, stopped = [], 0, time.time(), False
+    provenance = {'date': time.strftime('%Y-%m-%d'), 'commit': commit(),
+                  'device': torch.cuda.get_device_name(0) if n_gpu else 'cpu'}
     durations = []
     took = {}  # (task, x) -> seconds of its finished runs, for the deadline
     for r in read_results(results_path):
         if r['status'] == 'ok' and r.get('seconds'):
             took.setdefault((r['task'], r['x']), []).append(r['seconds'])
-    while todo or running:
+    while True:
+        if not todo and not stopped:
+            todo = pending()
+            total = max(total, len(done) + finished + len(running) + len(todo))
+        if not todo and not running:
+            break
         if todo and start_until and time.time() - t0 > start_until:
             print(f'sweep: start_until={start_until}s passed; {len(todo)} runs left for the next invocation '
                   f'(the same command resumes)', flush=True)
-            todo = []
+            todo, stopped = [], True
         level = (todo[0][0]['task'], todo[0][0]['x']) if todo else None
         if todo and deadline and took.get(level) and len(running) < jobs:
             need = sorted(took[level])[len(took[level]) // 2]
@@ -199,22 +259,26 @@ def sweep():
                 print(f'sweep: the next run ({level[0]} {level[1]}, ~{need:.0f}s as its finished runs took) would '
                       f'end after deadline={deadline:g}s; {len(todo)} runs left for the next invocation (the '
                       f'same command resumes)', flush=True)
-                todo = []
+                todo, stopped = [], True
         while todo and len(running) < jobs:
             row, args = todo.pop(0)
+            tried.add(key(row))
             rid = run_id(row)
             out_dir = os.path.join(runs_dir, rid)
             log_path = out_dir + '.log'
-            # a rerun starts its out_dir afresh: the half-written run of an interrupted sweep is not resumed
-            shutil.rmtree(out_dir, ignore_errors=True)
-            cmd = [python, os.path.join(HERE, 'train.py'), *args, f'--out_dir={out_dir}', '--progress=False',
-                   '--save_ckpt=False']
+            cmd = [python, os.path.join(HERE, 'train.py'), *args, f'--out_dir={out_dir}', '--progress=False']
+            if checkpoints and os.path.exists(os.path.join(out_dir, 'ckpt.pt')):
+                cmd.append('--init_from=resume')  # a run cut off: on from its last checkpoint
+            else:  # a rerun starts its out_dir afresh
+                shutil.rmtree(out_dir, ignore_errors=True)
+                if not checkpoints:
+                    cmd.append('--save_ckpt=False')
             env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1')
             gpu = None
             if n_gpu:  # the GPU with the fewest runs on it: runs of unequal length would pile up round-robin
                 gpu = min(range(n_gpu), key=lambda g: sum(item[-1] == g for item in running))
                 env['CUDA_VISIBLE_DEVICES'] = str(gpu)
-            log = open(log_path, 'w')
+            log = open(log_path, 'a' if '--init_from=resume' in cmd else 'w')
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=HERE)
             running.append((proc, row, cmd, out_dir, log_path, log, time.time(), gpu))
         time.sleep(0.5)
@@ -230,7 +294,7 @@ def sweep():
             running.remove(item)
             seconds = time.time() - start
             res = outcome(proc.returncode, out_dir, log_path, seconds, timed_out)
-            full = {**row, **res, 'command': ' '.join(['python', 'train.py', *cmd[2:]])}
+            full = {**row, **res, 'command': ' '.join(['python', 'train.py', *cmd[2:]]), **provenance}
             with open(results_path, 'a') as f:  # one whole line per run: an interrupted sweep loses no row
                 f.write(json.dumps(full) + '\n')
             finished += 1
@@ -266,15 +330,21 @@ def summarize(rows):
     """{(task, x, mixer): {'lr', 'accs', 'mean', 'std', 'min', 'max', 'n_failed', 'params'}} at the best lr
     ('accs': the runs' values of `metric`; the best lr: highest mean accuracy or lowest mean loss). A run the
     sweep stopped at run_timeout is unfinished, not a result: it is left out here (report() lists it)."""
-    by = {}
+    by, reps = {}, {}
     for r in rows:
         if r['status'] == 'timeout':
             continue
-        by.setdefault((r['task'], r['x'], r['mixer']), {}).setdefault(r['lr'], []).append((value(r), r))
+        k = (r['task'], r['x'], r['mixer'])
+        if r.get('rep'):
+            reps.setdefault(k, {}).setdefault(r['lr'], []).append(r)
+            continue
+        by.setdefault(k, {}).setdefault(r['lr'], []).append((value(r), r))
     out = {}
     best = max if metric == 'val_acc' else min
     for key, per_lr in by.items():
-        lr, runs = best(per_lr.items(), key=lambda kv: mean([a for a, _ in kv[1] if a is not None]))
+        # the best lr on the `seeds` runs alone: best_seeds ran only at one lr, and would tip the choice
+        lr, runs = best(per_lr.items(), key=lambda kv: mean([a for a, r in kv[1] if a is not None
+                                                              and r['seed'] in seeds]))
         accs = [a for a, _ in runs if a is not None] or [float('nan')]  # nan: every run failed (loss metric)
         mu = sum(accs) / len(accs)
         std = math.sqrt(sum((a - mu) ** 2 for a in accs) / (len(accs) - 1)) if len(accs) > 1 else 0.0
@@ -282,6 +352,9 @@ def summarize(rows):
         out[key] = dict(lr=lr, accs=accs, mean=mu, std=std, min=min(accs), max=max(accs), params=params,
                         n_failed=sum(r['status'] != 'ok' for _, r in runs),
                         runs=[r for _, r in runs],
+                        # run-to-run noise: the seeds[0] run at this lr and its same-seed repeats
+                        repeats=[value(r) for _, r in runs if r['seed'] == seeds[0]]
+                        + [value(r) for r in reps.get(key, {}).get(lr, [])],
                         lrs={l: mean([a for a, _ in v if a is not None]) for l, v in per_lr.items()})
     return out
 
@@ -364,6 +437,16 @@ def report(rows):
                 f'`{os.path.join(results_dir, other + ".jsonl")}` ({task})' for task, other in paired_from.items())
                 + ', made with this sweep\'s commands but the mixer.', '']
         lines += ['| task | x | A vs B | A ahead (seeds) | mean A - B |', '|---|---|---|---|---|', *paired, '']
+    noise = [(k, s) for k, s in summary.items() if len([v for v in s['repeats'] if v is not None]) > 1]
+    if noise:  # same seed, same data and init, run again: what the spread over seeds should be read against
+        lines += [f'## Run-to-run noise (seed {seeds[0]} at the best lr, run again with the same seed)', '',
+                  '| task | x | mixer | lr | runs | max - min | std over seeds |', '|---|---|---|---|---|---|---|']
+        for (task, x, m), s in noise:
+            vals = [v for v in s['repeats'] if v is not None]
+            lr = 'cfg' if s['lr'] is None else f"{s['lr']:g}"
+            lines.append(f"| {task} | {x} | {m} | {lr} | {', '.join(fmt(v) for v in vals)} | "
+                         f"{fmt(max(vals) - min(vals))} | {fmt(s['std'])} |")
+        lines.append('')
     lines += [f'## Every learning rate (mean {what[0]} over seeds)', '',
               '| task | x | mixer | ' + ' | '.join(f'lr {l:g}' if l is not None else 'cfg' for l in
                                                    (learning_rates or [None])) + ' |',

@@ -317,3 +317,42 @@ def test_readmes_erase_tables_are_what_the_results_files_give():
         std = (sum((v - mean) ** 2 for v in losses)) ** 0.5  # sample std of two values
         assert [s0, s1, mean_std] == [f'{losses[0]:.4f}', f'{losses[1]:.4f}', f'{mean:.4f} ± {std:.4f}'], label
         assert params == f"{lm['stdlib', '26M', labels[label], None, 0]['params'] / 1e6:.2f}M", label
+
+
+def test_best_seeds_and_repeats_run_at_each_mixers_best_lr_chosen_on_the_first_seeds(tmp_path):
+    """Stage one: every lr on `seeds`; stage two, in the same invocation once a mixer's lrs are in: best_seeds
+    and same-seed repeats at its best lr only. The best lr stays the one chosen on `seeds`, and the report
+    shows the repeats as run-to-run noise."""
+    sweep(tmp_path, '--learning_rates=[1e-3, 3e-2]', "--mixers={'eda': ['--mixer=eda']}", '--best_seeds=[1]',
+          '--repeats=1', '--metric=val_loss')
+    got = rows(tmp_path)
+    first = {r['lr']: r['val_loss'] for r in got if r['seed'] == 0 and not r.get('rep')}
+    best = min(first, key=first.get)
+    later = sorted((r['lr'], r['seed'], r.get('rep', 0)) for r in got[2:])
+    assert len(got) == 4 and sorted(first) == [1e-3, 3e-2] and later == sorted([(best, 1, 0), (best, 0, 1)])
+    table = (tmp_path / 't.md').read_text()
+    assert 'Run-to-run noise' in table and f'| mqar | 4 | eda | {best:g} |' in table
+    # nothing left: a rerun of the command runs nothing
+    assert '0 to run' in sweep(tmp_path, '--learning_rates=[1e-3, 3e-2]', "--mixers={'eda': ['--mixer=eda']}",
+                               '--best_seeds=[1]', '--repeats=1', '--metric=val_loss')
+
+
+def test_a_run_cut_off_resumes_from_its_checkpoint_with_checkpoints_on(tmp_path):
+    """checkpoints=True: a run whose row is a timeout (its machine or sweep stopped) starts again from the
+    checkpoint in its out_dir, not from step 0, and its curve keeps the evaluations before the cut."""
+    args = ['--learning_rates=[1e-3]', "--mixers={'eda': ['--mixer=eda']}", '--checkpoints=True',
+            "--extra=['--max_iters=6', '--eval_interval=3', '--eval_iters=1', '--batch_size=4', '--device=cpu']"]
+    sweep(tmp_path, *args)
+    done = rows(tmp_path)[-1]
+    run = tmp_path / 'runs' / 'mqar_4_eda_lr0.001_s0'
+    assert done['status'] == 'ok' and (run / 'ckpt.pt').exists()
+    # cut it back to step 3, as a run stopped after its step-3 checkpoint would be
+    subprocess.run([sys.executable, os.path.join(ROOT, 'train.py'), *json.loads(json.dumps(
+        done['command'].split()[2:])), '--max_iters=3', '--overwrite=True', '--eval_only=False'],
+        cwd=ROOT, capture_output=True, check=True, env=dict(os.environ, OMP_NUM_THREADS='1'))
+    with open(tmp_path / 't.jsonl', 'a') as f:
+        f.write(json.dumps({**done, 'status': 'timeout', 'step': 3}) + '\n')
+    sweep(tmp_path, *args)
+    again = rows(tmp_path)[-1]
+    assert again['status'] == 'ok' and again['step'] == 6 and [c[0] for c in again['curve']] == [0, 3, 6]
+    assert '--init_from=resume' in again['command']
