@@ -148,11 +148,12 @@ def grid(results=()):
 
 def best_lrs(rows):
     """{(task, x, mixer): its best lr}, chosen on the `seeds` runs alone (rep 0), for the mixers whose every
-    lr x seed of `seeds` has a final row (ok, failed or diverged: a timeout is not final)."""
+    lr x seed of `seeds` has a result: ok, or diverged (a result of that lr). A failed run (an out-of-memory, a
+    killed machine) or a timeout is no result: it is run again, and the choice waits for it."""
     lrs = learning_rates or [None]
     by = {}
     for r in rows:
-        if r['seed'] in seeds and not r.get('rep') and r['status'] != 'timeout':
+        if r['seed'] in seeds and not r.get('rep') and r['status'] in ('ok', 'diverged'):
             by.setdefault((r['task'], r['x'], r['mixer']), {}).setdefault(r['lr'], []).append(value(r))
     pick = max if metric == 'val_acc' else min
     return {k: pick(lrs, key=lambda lr: mean([v for v in per_lr[lr] if v is not None]))

@@ -25,8 +25,7 @@ la_chunk_size = 64
 ffn_hidden = 1408            # 2.75 d
 transformer_ffn_hidden = 1456  # the all-attention baseline's FFN, widened to the EDA hybrid's parameter count
 
-# -- training: 800 steps x 16 x 1024 = 13.1M tokens (~0.43 epoch of the corpus): 8 runs share one H100 in
-# one ~9-minute call
+# -- training: 1600 steps x 16 x 1024 = 26.2M tokens
 dataset = 'stdlib'
 compile = False              # eager, as every run of the LM comparison so far: new rows compare with the old
 out_dir = 'out/stdlib_26m'
