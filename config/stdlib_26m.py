@@ -27,7 +27,7 @@ transformer_ffn_hidden = 1456  # the all-attention baseline's FFN, widened to th
 
 # -- training: 1600 steps x 16 x 1024 = 26.2M tokens
 dataset = 'stdlib'
-compile = False              # eager, as every run of the LM comparison so far: new rows compare with the old
+compile = False              # eager for every mixer: gdn2's chunked PyTorch rule compiles too slowly to pay off
 out_dir = 'out/stdlib_26m'
 batch_size = 16
 max_iters = 1600
