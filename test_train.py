@@ -216,8 +216,8 @@ def test_resumed_run_logs_each_step_once(tmp_path):
     ckpt['model_args']['grad_checkpoint'] = False                # among the model's fields (no longer one)
     torch.save(ckpt, tmp_path / 'ckpt.pt')
     train(tmp_path, '--max_iters=4', '--eval_interval=2', '--init_from=resume')  # from step 2
-    keys = [(r['step'], bool(r.get('eval'))) for r in records(tmp_path)]
-    assert sorted(keys) == sorted(set(keys)), keys  # nothing logged twice
+    keys = [(r['step'], bool(r.get('eval')), bool(r.get('start'))) for r in records(tmp_path)]
+    assert sorted(keys) == sorted(set(keys)), keys  # nothing logged twice (each start writes its first record)
     assert sorted(step_losses(tmp_path)) == [0, 1, 2, 3]
     assert [r['step'] for r in records(tmp_path) if r.get('eval')] == [0, 2, 4]
 
