@@ -104,12 +104,15 @@ def test_report_takes_each_mixers_best_learning_rate_by_mean_over_seeds(tmp_path
     assert 'Data: 100 train + 10 val tokens (3 of 4 runs recorded it).' in table and 'different data' not in table
 
 
-def test_a_run_on_a_token_file_corpus_records_which_corpus_in_its_row(tmp_path):
+def test_a_runs_row_records_its_corpus_and_device_from_its_first_log_record_and_its_date_and_commit(tmp_path):
     task = TINY_TASK.replace("'--num_kv_pairs=4', '--vocab_size=64'", "'--dataset=stdlib', '--vocab_size=256'")
     sweep(tmp_path, task, "--mixers={'eda': ['--mixer=eda']}")
     [row] = rows(tmp_path)
     meta = json.load(open(os.path.join(ROOT, 'data', 'stdlib', 'meta.json')))
     assert row['status'] == 'ok' and row['data_tokens'] == [meta['train_tokens'], meta['val_tokens']], row
+    start = json.loads((tmp_path / 'runs' / 'mqar_4_eda_lr0.001_s0' / 'log.jsonl').read_text().splitlines()[0])
+    assert start['start'] is True and row['params'] == start['params'] > 0 and row['device'] == start['device'] == 'cpu'
+    assert row['date'][:2] == '20' and row['commit']  # this repository's commit (a git checkout)
 
 
 def test_report_leaves_runs_stopped_by_the_time_limit_out_of_the_mean_and_lists_them(tmp_path):
@@ -247,14 +250,6 @@ def test_a_repeated_seed_runs_again_under_its_own_name_and_resumes_as_one_run_ea
     same = {' '.join(w for w in r['command'].split() if not w.startswith('--out_dir=')) for r in rows(tmp_path)}
     assert len(same) == 1  # the same command again: on a GPU it trains a little differently
     assert '0 to run' in sweep(tmp_path, "--mixers={'eda': ['--mixer=eda']}", '--repeats={0: 2}')
-
-
-def test_each_row_records_its_date_commit_device_and_the_runs_first_log_record(tmp_path):
-    sweep(tmp_path, "--mixers={'eda': ['--mixer=eda']}")
-    [row] = rows(tmp_path)
-    start = json.loads((tmp_path / 'runs' / 'mqar_4_eda_lr0.001_s0' / 'log.jsonl').read_text().splitlines()[0])
-    assert start['start'] is True and row['params'] == start['params'] > 0 and row['device'] == start['device'] == 'cpu'
-    assert row['date'][:2] == '20' and row['commit']  # this repository's commit (a git checkout)
 
 
 # ----------------------------------------------------------------------------------------------------
