@@ -117,3 +117,26 @@ def test_every_figure_in_readmes_results_summary_is_in_the_results_md_section_it
         assert anchor in sections, anchor
         for number in re.findall(r'\d[\d,.]*\d|\d', re.sub(r'\(RESULTS\.md#[^)]*\)', '', row)):
             assert number in sections[anchor], (number, anchor)
+
+
+def test_the_lm_section_is_the_lm_sweeps_own_report_once_its_results_exist(tmp_path, monkeypatch):
+    """Until results/lm.jsonl exists the section says the comparison has not been run; then it is sweep.py's
+    report of that file (every mixer at its best lr, the seeds, the pairs), not a table written elsewhere."""
+    import importlib.util
+    import json
+    monkeypatch.setattr(sys, 'argv', ['results.py', f'--results_dir={tmp_path}'])
+    spec = importlib.util.spec_from_file_location('results_under_test', os.path.join(ROOT, 'scripts', 'results.py'))
+    results = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(results)
+    assert 'Not run yet' in '\n'.join(results.lm_section())
+    grid = results.sweep_of('config/sweep/lm.py')  # whatever the grid's task, level and mixers are
+    task, (x, _) = next(iter(grid.tasks)), grid.tasks[next(iter(grid.tasks))]['levels'][0]
+    a, b = list(grid.mixers)[:2]
+    rows = [{'task': task, 'x': x, 'mixer': m, 'lr': lr, 'seed': seed, 'status': 'ok', 'params': 26_000_000,
+             'val_loss': loss + lr * 10 + seed / 100, 'curve': [[0, 5.0, None], [100, loss, None]]}
+            for m, loss in ((a, 0.78), (b, 0.80)) for lr in (1e-3, 2e-3) for seed in (0, 1)]
+    (tmp_path / 'lm.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows))
+    text = '\n'.join(results.lm_section())
+    assert 'Not run yet' not in text and str(tmp_path) not in text
+    assert f'| {a} | 26,000,000 | 0.7950 ± 0.0071 [0.7900, 0.8000] lr 0.001 |' in text  # its best lr, both seeds
+    assert text == '\n'.join(results.lm_section())  # the same file gives the same section
