@@ -40,6 +40,7 @@ import torch.nn.functional as F
 
 import eda
 from configurator import configure, file_text
+from data.synthetic import TASKS as SYNTHETIC_TASKS
 from model import CheckpointError, LinearAttention, la_output, model_from_checkpoint
 
 # -----------------------------------------------------------------------------
@@ -458,7 +459,7 @@ def read_tokens(ckpt, cfg):
     name = dataset or (ckpt.get('data_position') or {}).get('dataset')
     if name is None:
         fail("the checkpoint does not record its dataset: pass --dataset=<name or folder> or --text=...")
-    if name in ('mqar', 'reassign', 'evict'):
+    if name in SYNTHETIC_TASKS:
         fail(f"the checkpoint was trained on the synthetic task {name!r}: pass a text dataset (--dataset=...) "
              f"or --text=...")
     folder = name if (os.sep in name or '/' in name) else os.path.join(os.path.dirname(os.path.abspath(__file__)),

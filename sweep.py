@@ -4,21 +4,25 @@ once on one machine, each row of results appended to a JSONL file the moment its
 a figure from that file. Zoology's protocol: each mixer is reported at its best learning rate (best mean
 over seeds), with the spread over seeds and every run kept in the file.
 
-    python sweep.py config/sweep/synthetic.py             # the grid of README's "Does erase help?"
+    python sweep.py config/sweep/synthetic.py             # the erase benchmark of RESULTS.md
     python sweep.py config/sweep/synthetic.py --jobs=16   # 16 runs at a time (one GPU holds many small runs)
     python sweep.py config/sweep/synthetic.py --report_only=True   # table + figure from the results file
 
 A run is one `python train.py <task config> <level args> --mixer=.. --learning_rate=.. --seed=..` process,
 so a sweep trains exactly what a user's command trains. Rerunning the same command resumes: rows already in
 the results file (finished, failed or diverged) are not run again; a failed run is recorded and the sweep
-goes on. matplotlib is optional: without it the table is still written.
+goes on, but a setting train.py rejects (a typo in the grid) stops the sweep at once. Each row records the
+run's date, the repository's commit and the device (from the first record of the run's log.jsonl).
+Stopping the sweep (Ctrl-C, SIGTERM, even SIGKILL on Linux) stops its runs. matplotlib is optional: without
+it the table is still written.
 """
+import ctypes
 import itertools
 import json
 import math
 import os
-import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -28,8 +32,8 @@ from configurator import configure
 # ----------------------------------------------------------------------------------------------------
 # Settings (config files and --key=value, as train.py)
 name = 'sweep'                # results go to <results_dir>/<name>.jsonl, .md, .png
-results_dir = 'notes/sweep'
-runs_dir = 'out/sweep'        # each run's out_dir and log (not kept in the repo)
+results_dir = 'out/sweep'     # the grids whose results RESULTS.md reports write to results/
+runs_dir = 'out/sweep/runs'   # each run's out_dir and log (not kept in the repo)
 # task -> {'config': train.py config file, 'x': the difficulty's name, 'levels': [[x, [train.py args]], ...],
 #          optionally 'floor': [what, {x: accuracy}]: a trivial answer's score (e.g. NONE at every query), shown
 #          as a row of the table and a dashed line in the figure, so that a run stuck there reads as such}
@@ -37,23 +41,27 @@ tasks = {'mqar': {'config': 'config/mqar.py', 'x': 'num_kv_pairs',
                   'levels': [[16, ['--num_kv_pairs=16']], [32, ['--num_kv_pairs=32']]]}}
 mixers = {m: [f'--mixer={m}'] for m in ('eda', 'kda', 'gdn', 'gdn2', 'transformer')}  # label -> train.py args
 learning_rates = [1e-3]       # [] : the task config's own
+seeds = [0, 1, 2]
+repeats: int | dict = 1       # runs of each (mixer, lr, seed), or {seed: runs} for some seeds: on a GPU the same
+                              # command trains a little differently each time (atomic adds, bf16), and the report
+                              # sets that run-to-run spread beside the spread over seeds
+best_seeds = []               # more seeds, run only at each mixer's best lr (chosen on `seeds`) once all of its
+                              # `seeds` x lrs have a result: in the same invocation, as they come in
+best_repeats = 0              # more runs of seeds[0] at each mixer's best lr (as best_seeds): run-to-run noise
+                              # measured where the comparison is made, without repeating every lr
+checkpoints = False           # True: each run saves a checkpoint at every evaluation, and a run cut off (its sweep
+                              # or machine stopped) goes on from it when the same command is run again
 pairs = []                    # [[A, B], ...]: mixers compared seed by seed at each level, each at its best lr (a
                               # seed fixes the data and the init): on how many seeds A is ahead, mean A - B
 paired_from = {}              # {task: another sweep's name}: a mixer of `pairs` that this sweep does not run is
                               # read from that sweep's results file (same task, level and lr), for the pairing
                               # only; the config must say that those runs had this sweep's commands but the mixer
-seeds = [0, 1, 2]             # every lr runs each of these; the best lr is chosen on them
-best_seeds = []               # more seeds, run only at each mixer's best lr once all its `seeds` x lrs are in
-repeats = 0                   # reruns of each best run with the same seed (seeds[0]: same data, same init): the
-                              # run-to-run noise (bf16, atomics), to read beside the spread over seeds
-checkpoints = False           # True: each run saves a checkpoint at every evaluation, and a run cut off (the
-                              # sweep or its machine stopped) resumes from it when the sweep is started again
 extra = []                    # train.py args for every run, e.g. ['--max_iters=1000']
 jobs = 4                      # runs at a time; on CUDA each starts on the visible GPU running the fewest
 run_timeout = 1800            # seconds; a run still going then is killed and recorded as 'timeout'
 start_until = 0.0             # seconds into the sweep after which no new run starts (0: no limit): on a
-                              # machine lent for a fixed time, start only what can finish in it
-deadline = 0.0               # seconds into the sweep by which every run it starts should have ended (0: none):
+                              # machine held for a fixed time, start only what can finish in it
+deadline = 0.0                # seconds into the sweep by which every run it starts should have ended (0: none):
                               # the next run starts only if the finished runs of its task and level (the results
                               # file's 'seconds', their median) say it fits; one level with no runs yet starts
 retry_failed = True           # rerun rows whose run failed or timed out (an OOM, a killed machine); the newest
@@ -66,33 +74,58 @@ python = sys.executable
 configure(globals())
 if metric not in ('val_acc', 'val_loss'):
     sys.exit(f"sweep: metric must be 'val_acc' or 'val_loss', got {metric!r}")
+if jobs < 1 or run_timeout <= 0:
+    sys.exit(f'sweep: jobs must be at least 1 and run_timeout positive, got jobs={jobs}, run_timeout={run_timeout}')
+if any(n < 1 for n in (repeats.values() if isinstance(repeats, dict) else [repeats])):
+    sys.exit(f'sweep: repeats must be at least 1 run (per seed), got {repeats!r}')
+if best_repeats < 0:
+    sys.exit(f'sweep: best_repeats must be 0 or more, got {best_repeats}')
 # ----------------------------------------------------------------------------------------------------
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 results_path = os.path.join(results_dir, f'{name}.jsonl')
 mixer_args = mixers
-KEY = ('task', 'x', 'mixer', 'lr', 'seed', 'rep')  # rep: 0, or which same-seed repeat
+KEY = ('task', 'x', 'mixer', 'lr', 'seed', 'repeat')  # one run; rows from before repeats existed are repeat 0
+ROW_KEYS = ('task', 'x', 'mixer', 'lr', 'seed', 'status')  # what a line needs to be a run's row
 
 
 def key(row):
-    return tuple(row.get(k, 0) for k in KEY)  # (rows written before repeats existed have no 'rep')
+    return tuple(row.get(k, 0) for k in KEY)
 
 
 def read_results(path):
-    """The rows of the results file, the newest row of each run only."""
+    """The rows of the results file, the newest row of each run only. A line that is not a run's row (cut by a
+    crash mid-write, or missing a key) is named on stderr and left out: its run is simply run again."""
     rows = {}
-    if os.path.exists(path):
-        with open(path) as f:
-            for i, line in enumerate(f):
-                line = line.strip()
-                if line:
-                    try:
-                        row = json.loads(line)
-                    except ValueError:  # a line cut by a crash mid-write: that run is simply run again
-                        print(f'sweep: {path}:{i + 1} is not JSON, ignored', file=sys.stderr)
-                        continue
-                    rows[key(row)] = row
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError:
+                print(f'sweep: {path}:{i} is not JSON (a line cut mid-write?), left out', file=sys.stderr)
+                continue
+            missing = [k for k in ROW_KEYS if not isinstance(row, dict) or k not in row]
+            if missing:
+                print(f"sweep: {path}:{i} is not a run's row (it lacks {', '.join(map(repr, missing))}), left out",
+                      file=sys.stderr)
+                continue
+            rows[key(row)] = row
     return list(rows.values())
+
+
+def append_row(path, row):
+    """One whole line per run, appended the moment the run ends: an interrupted sweep loses no row. A last line
+    cut without its newline (a crash mid-write) is ended first, so that this row is not glued onto it."""
+    with open(path, 'ab+') as f:
+        if f.seek(0, os.SEEK_END):
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b'\n':
+                f.write(b'\n')
+        f.write((json.dumps(row) + '\n').encode())
 
 
 PAIRED_ELSEWHERE = sorted({m for pair in pairs for m in pair} - set(mixers))  # read from paired_from's sweeps
@@ -118,59 +151,68 @@ for pair in pairs:
 def run_id(row):
     lr = 'cfg' if row['lr'] is None else f"{row['lr']:g}"
     label = ''.join(c if c.isalnum() or c in '.-' else '_' for c in row['mixer'])
-    rep = f"_r{row['rep']}" if row.get('rep') else ''
-    return f"{row['task']}_{row['x']}_{label}_lr{lr}_s{row['seed']}{rep}"
+    again = f"_r{row['repeat']}" if row.get('repeat') else ''
+    return f"{row['task']}_{row['x']}_{label}_lr{lr}_s{row['seed']}{again}"
 
 
-def run_args(task, level_args, row):
-    args = [tasks[task]['config'], *level_args, *mixer_args[row['mixer']], f"--seed={row['seed']}", *extra]
-    return args + ([f"--learning_rate={row['lr']}"] if row['lr'] is not None else [])
+def run_args(spec, level_args, mixer, lr, seed):
+    args = [spec['config'], *level_args, *mixer_args[mixer], f'--seed={seed}', *extra]
+    return args + ([f'--learning_rate={lr}'] if lr is not None else [])
 
 
 def grid(results=()):
-    """Every run of the grid, in a fixed order (task, level, seed, lr, mixer: a half-done sweep has whole
-    levels, and every mixer's runs at a level finish close together); then, for each (task, level, mixer)
-    whose `seeds` x lrs are all in `results`, the best_seeds and the same-seed repeats at its best lr."""
+    """Every run of the grid, in a fixed order (task, level, seed, lr, mixer, repeat: a half-done sweep has whole
+    levels, and every mixer's runs at a level finish close together); then, for each (task, level, mixer) whose
+    `seeds` x lrs all have a result in `results`, its best_seeds and best_repeats at its best lr."""
     lrs = learning_rates or [None]
     best = best_lrs(results)
     for task, spec in tasks.items():
         for (x, level_args), seed, lr, mixer in itertools.product(spec['levels'], seeds, lrs, mixer_args):
-            row = {'task': task, 'x': x, 'mixer': mixer, 'lr': lr, 'seed': seed, 'rep': 0}
-            yield row, run_args(task, level_args, row)
+            args = run_args(spec, level_args, mixer, lr, seed)
+            for rep in range(repeats.get(seed, 1) if isinstance(repeats, dict) else repeats):
+                yield {'task': task, 'x': x, 'mixer': mixer, 'lr': lr, 'seed': seed, 'repeat': rep}, args
         for (x, level_args), mixer in itertools.product(spec['levels'], mixer_args):
-            if (task, x, mixer) not in best:
-                continue
-            more = [(s, 0) for s in best_seeds if s not in seeds] + [(seeds[0], r) for r in range(1, repeats + 1)]
-            for seed, r in more:
-                row = {'task': task, 'x': x, 'mixer': mixer, 'lr': best[task, x, mixer], 'seed': seed, 'rep': r}
-                yield row, run_args(task, level_args, row)
+            if (task, x, mixer) in best:
+                lr = best[task, x, mixer]
+                more = [(s, 0) for s in best_seeds if s not in seeds] + [(seeds[0], r) for r in
+                                                                          range(1, best_repeats + 1)]
+                for seed, rep in more:
+                    yield ({'task': task, 'x': x, 'mixer': mixer, 'lr': lr, 'seed': seed, 'repeat': rep},
+                           run_args(spec, level_args, mixer, lr, seed))
 
 
 def best_lrs(rows):
-    """{(task, x, mixer): its best lr}, chosen on the `seeds` runs alone (rep 0), for the mixers whose every
-    lr x seed of `seeds` has a result: ok, or diverged (a result of that lr). A failed run (an out-of-memory, a
-    killed machine) or a timeout is no result: it is run again, and the choice waits for it."""
+    """{(task, x, mixer): its best lr}, chosen on the first runs (repeat 0) of `seeds` alone, for the mixers whose
+    every lr x seed of `seeds` has a result: ok, or diverged (a result of that lr). A failed run (out of memory, a
+    killed machine) or a timeout is no result: it runs again, and the choice waits for it."""
     lrs = learning_rates or [None]
     by = {}
     for r in rows:
-        if r['seed'] in seeds and not r.get('rep') and r['status'] in ('ok', 'diverged'):
+        if r['seed'] in seeds and not r.get('repeat') and r['status'] in ('ok', 'diverged'):
             by.setdefault((r['task'], r['x'], r['mixer']), {}).setdefault(r['lr'], []).append(value(r))
     pick = max if metric == 'val_acc' else min
     return {k: pick(lrs, key=lambda lr: mean([v for v in per_lr[lr] if v is not None]))
             for k, per_lr in by.items() if all(len(per_lr.get(lr, ())) == len(seeds) for lr in lrs)}
 
 
-def outcome(proc_rc, out_dir, log_path, seconds, timed_out):
-    """The row's result fields from a finished train.py process: its log.jsonl's last evaluation, the
-    parameter count from its first lines, and a status (ok | diverged | failed | timeout). A run killed by
-    the time limit after its final evaluation (train.py marks it 'final') has its result: ok."""
-    res = {'seconds': round(seconds, 1), 'returncode': proc_rc}
-    evals = []
+def read_log(out_dir):
+    """A run's log.jsonl records ([] if it has none yet)."""
     try:
         with open(os.path.join(out_dir, 'log.jsonl')) as f:
-            evals = [r for r in map(json.loads, f) if r.get('eval')]
+            return [json.loads(line) for line in f if line.strip()]
     except (OSError, ValueError):
-        pass
+        return []
+
+
+def outcome(proc_rc, out_dir, log_path, seconds, timed_out):
+    """The row's result fields from a finished train.py process: from its log.jsonl the first record (parameter
+    count, corpus, device) and the last evaluation, and a status (ok | diverged | failed | timeout). A run killed
+    by the time limit after its final evaluation (train.py marks it 'final') has its result: ok."""
+    res = {'seconds': round(seconds, 1), 'returncode': proc_rc}
+    records = read_log(out_dir)
+    start = next((r for r in records if r.get('start')), {})
+    res.update({k: start[k] for k in ('params', 'data_tokens', 'device') if start.get(k) is not None})
+    evals = [r for r in records if r.get('eval')]
     if evals:
         last = evals[-1]
         res.update(step=last['step'], val_loss=last['val_loss'], val_acc=last.get('val_acc'),
@@ -178,12 +220,6 @@ def outcome(proc_rc, out_dir, log_path, seconds, timed_out):
                    best_val_acc=max(r.get('val_acc', float('nan')) for r in evals),
                    curve=[[r['step'], r['val_loss'], r.get('val_acc')] for r in evals])
     text = open(log_path, errors='replace').read() if os.path.exists(log_path) else ''
-    for line in text.splitlines():
-        if '| params total ' in line and 'params' not in res:
-            res['params'] = int(line.split('| params total ')[1].split()[0].replace(',', ''))
-        counts = re.search(r'([\d,]+) train \+ ([\d,]+) val tokens', line) if line.startswith('data: ') else None
-        if counts and 'data_tokens' not in res:  # which corpus: runs compared in one table must share it
-            res['data_tokens'] = [int(c.replace(',', '')) for c in counts.groups()]
     finished = bool(evals) and evals[-1].get('final', False)  # killed after its last evaluation: finished
     if timed_out and not finished:
         res['status'] = 'timeout'
@@ -195,124 +231,186 @@ def outcome(proc_rc, out_dir, log_path, seconds, timed_out):
     return res
 
 
-def commit():
-    """The code's commit, for the results file: git's, or $NANOEDA_COMMIT where the tree is a copy without git."""
-    try:
-        out = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=HERE, capture_output=True, text=True)
-        if out.returncode == 0:
-            dirty = subprocess.run(['git', 'status', '--porcelain', '--untracked-files=no'], cwd=HERE,
-                                   capture_output=True, text=True).stdout.strip()
-            return out.stdout.strip() + ('+changes' if dirty else '')
-    except OSError:
-        pass
-    return os.environ.get('NANOEDA_COMMIT', 'unknown')
-
-
 def fmt_time(s):
     s = int(s)
     return f'{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}'
 
 
+def commit():
+    """The repository's commit (short hash, '-dirty' with uncommitted changes to tracked files), or None."""
+    try:
+        head = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=HERE, capture_output=True, text=True)
+        dirty = subprocess.run(['git', 'status', '--porcelain', '--untracked-files=no'], cwd=HERE,
+                               capture_output=True, text=True)
+    except OSError:
+        return None
+    if head.returncode != 0:  # a copy of the tree without git (a lent machine): the caller may say which commit
+        return os.environ.get('NANOEDA_COMMIT')
+    return head.stdout.strip() + ('-dirty' if dirty.stdout.strip() else '')
+
+
+# ----------------------------------------------------------------------------------------------------
+# Running: each run a train.py process that stops with the sweep
+
+
+def die_with_sweep(sweep_pid=os.getpid()):
+    """Run in each train.py process before it starts (Linux): the kernel sends it SIGTERM when the sweep dies,
+    however it dies (SIGKILL included), so no run is left training into the run dirs of a stopped sweep."""
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != sweep_pid:  # the sweep died before the line above took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+class Run:
+    """A started train.py process and what the sweep needs to record it."""
+
+    def __init__(self, row, args, gpu):
+        self.row, self.gpu, self.start = row, gpu, time.time()
+        self.out_dir = os.path.join(runs_dir, run_id(row))
+        self.log_path = self.out_dir + '.log'
+        self.cmd = [python, os.path.join(HERE, 'train.py'), *args, f'--out_dir={self.out_dir}', '--progress=False']
+        resume = checkpoints and os.path.exists(os.path.join(self.out_dir, 'ckpt.pt'))
+        if resume:  # a run cut off: on from its last checkpoint (train.py trims its log.jsonl to that step)
+            self.cmd.append('--init_from=resume')
+        else:  # a rerun starts its out_dir afresh
+            shutil.rmtree(self.out_dir, ignore_errors=True)
+            if not checkpoints:
+                self.cmd.append('--save_ckpt=False')
+        env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1')
+        if gpu is not None:
+            env['CUDA_VISIBLE_DEVICES'] = str(gpu)
+        self.log = open(self.log_path, 'a' if resume else 'w')
+        self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=HERE,
+                                     preexec_fn=die_with_sweep if sys.platform.startswith('linux') else None)
+
+    def rejected(self):
+        """train.py's configurator refused a setting: the grid is wrong, and every run of it would fail so."""
+        text = open(self.log_path, errors='replace').read().strip()
+        return self.proc.returncode != 0 and text.splitlines()[-1].startswith('configurator:') if text else False
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+def gpu_count():
+    try:
+        import torch
+        return torch.cuda.device_count()
+    except ImportError:
+        return 0
+
+
+def past_time(todo, running, took, t0):
+    """True when no more runs should start: start_until has passed, or the deadline would (says why)."""
+    if start_until and time.time() - t0 > start_until:
+        print(f'sweep: start_until={start_until}s passed; {len(todo)} runs left for the next invocation '
+              f'(the same command resumes)', flush=True)
+        return True
+    level = (todo[0][0]['task'], todo[0][0]['x'])
+    if deadline and took.get(level) and len(running) < jobs:
+        need = sorted(took[level])[len(took[level]) // 2]
+        if time.time() - t0 + need > deadline:
+            print(f'sweep: the next run ({level[0]} {level[1]}, ~{need:.0f}s as its finished runs took) would '
+                  f'end after deadline={deadline:g}s; {len(todo)} runs left for the next invocation (the '
+                  f'same command resumes)', flush=True)
+            return True
+    return False
+
+
+def record(run, timed_out, code):
+    """The finished run's row, appended to the results file."""
+    res = outcome(run.proc.returncode, run.out_dir, run.log_path, time.time() - run.start, timed_out)
+    row = {**run.row, **res, 'date': time.strftime('%Y-%m-%d %H:%M', time.gmtime()), 'commit': code,
+           'command': ' '.join(['python', 'train.py', *run.cmd[2:]])}
+    append_row(results_path, row)
+    return row
+
+
+def stop_on_signal(signum, frame):
+    raise SystemExit(f'sweep: stopped by {signal.Signals(signum).name}; its unfinished runs were stopped and '
+                     f'recorded nothing (the same command resumes)')
+
+
 def sweep():
     rerun = ('failed', 'timeout') if retry_failed else ()
     done = {key(r) for r in read_results(results_path) if r['status'] not in rerun}
-    tried = set(done)  # runs this invocation has started or found done: each runs at most once per invocation
+    tried = set(done)  # each run starts at most once per invocation
 
-    def pending():  # the grid's runs not yet tried; best_seeds and repeats appear as their mixer's lrs finish
+    def pending():  # the grid's runs not tried yet: best_seeds and best_repeats join as their mixer's lrs finish
         return [(row, args) for row, args in grid(read_results(results_path)) if key(row) not in tried]
 
     todo = pending()
     total = len(todo) + len(done)
-    more = ' (+ best_seeds and repeats as the lrs finish)' if best_seeds or repeats else ''
-    print(f'sweep {name}: {total} runs in the grid{more}, {len(done)} already in {results_path}, {len(todo)} to '
+    later = ' (+ best_seeds and best_repeats as the lrs finish)' if best_seeds or best_repeats else ''
+    print(f'sweep {name}: {total} runs in the grid{later}, {len(done)} already in {results_path}, {len(todo)} to '
           f'run, {jobs} at a time', flush=True)
     if not todo:
         return
     os.makedirs(results_dir, exist_ok=True)
     os.makedirs(runs_dir, exist_ok=True)
-    try:
-        import torch
-        n_gpu = torch.cuda.device_count()
-    except ImportError:
-        n_gpu = 0
-    running, finished, t0, stopped = [], 0, time.time(), False
-    provenance = {'date': time.strftime('%Y-%m-%d'), 'commit': commit(),
-                  'device': torch.cuda.get_device_name(0) if n_gpu else 'cpu'}
-    durations = []
+    n_gpu, code, running, durations, t0 = gpu_count(), commit(), [], [], time.time()
     took = {}  # (task, x) -> seconds of its finished runs, for the deadline
     for r in read_results(results_path):
         if r['status'] == 'ok' and r.get('seconds'):
             took.setdefault((r['task'], r['x']), []).append(r['seconds'])
-    while True:
-        if not todo and not stopped:
-            todo = pending()
-            total = max(total, len(done) + finished + len(running) + len(todo))
-        if not todo and not running:
-            break
-        if todo and start_until and time.time() - t0 > start_until:
-            print(f'sweep: start_until={start_until}s passed; {len(todo)} runs left for the next invocation '
-                  f'(the same command resumes)', flush=True)
-            todo, stopped = [], True
-        level = (todo[0][0]['task'], todo[0][0]['x']) if todo else None
-        if todo and deadline and took.get(level) and len(running) < jobs:
-            need = sorted(took[level])[len(took[level]) // 2]
-            if time.time() - t0 + need > deadline:
-                print(f'sweep: the next run ({level[0]} {level[1]}, ~{need:.0f}s as its finished runs took) would '
-                      f'end after deadline={deadline:g}s; {len(todo)} runs left for the next invocation (the '
-                      f'same command resumes)', flush=True)
+    signal.signal(signal.SIGTERM, stop_on_signal)
+    signal.signal(signal.SIGINT, stop_on_signal)
+    try:
+        stopped = False
+        while True:
+            if not todo and not stopped:
+                todo = pending()
+                total = max(total, len(done) + len(durations) + len(running) + len(todo))
+            if not todo and not running:
+                break
+            if todo and past_time(todo, running, took, t0):
                 todo, stopped = [], True
-        while todo and len(running) < jobs:
-            row, args = todo.pop(0)
-            tried.add(key(row))
-            rid = run_id(row)
-            out_dir = os.path.join(runs_dir, rid)
-            log_path = out_dir + '.log'
-            cmd = [python, os.path.join(HERE, 'train.py'), *args, f'--out_dir={out_dir}', '--progress=False']
-            if checkpoints and os.path.exists(os.path.join(out_dir, 'ckpt.pt')):
-                cmd.append('--init_from=resume')  # a run cut off: on from its last checkpoint
-            else:  # a rerun starts its out_dir afresh
-                shutil.rmtree(out_dir, ignore_errors=True)
-                if not checkpoints:
-                    cmd.append('--save_ckpt=False')
-            env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1')
-            gpu = None
-            if n_gpu:  # the GPU with the fewest runs on it: runs of unequal length would pile up round-robin
-                gpu = min(range(n_gpu), key=lambda g: sum(item[-1] == g for item in running))
-                env['CUDA_VISIBLE_DEVICES'] = str(gpu)
-            log = open(log_path, 'a' if '--init_from=resume' in cmd else 'w')
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=HERE)
-            running.append((proc, row, cmd, out_dir, log_path, log, time.time(), gpu))
-        time.sleep(0.5)
-        for item in list(running):
-            proc, row, cmd, out_dir, log_path, log, start, _ = item
-            timed_out = proc.poll() is None and time.time() - start > run_timeout
-            if timed_out:
-                proc.kill()
-                proc.wait()
-            if proc.poll() is None:
-                continue
-            log.close()
-            running.remove(item)
-            seconds = time.time() - start
-            res = outcome(proc.returncode, out_dir, log_path, seconds, timed_out)
-            full = {**row, **res, 'command': ' '.join(['python', 'train.py', *cmd[2:]]), **provenance}
-            with open(results_path, 'a') as f:  # one whole line per run: an interrupted sweep loses no row
-                f.write(json.dumps(full) + '\n')
-            finished += 1
-            durations.append(seconds)
-            if res['status'] == 'ok':
-                took.setdefault((row['task'], row['x']), []).append(seconds)
-            # ETA: the runs left, in waves of `jobs`, at the mean duration so far
-            left = len(todo) + len(running)
-            eta = math.ceil(left / jobs) * (sum(durations) / len(durations)) if left else 0
-            acc = (f"{metric} {fmt(res[metric]) if res.get(metric) is not None else 'none'}" if res['status'] == 'ok'
-                   else f"{res['status']}: {res.get('error', '')[:80]}")
-            print(f"[{len(done) + finished}/{total}] {run_id(row)}: {acc} ({seconds:.0f}s) | "
-                  f"elapsed {fmt_time(time.time() - t0)} | eta {fmt_time(eta)}", flush=True)
+            while todo and len(running) < jobs:  # on CUDA the GPU with the fewest runs: unequal runs pile up
+                gpu = min(range(n_gpu), key=lambda g: sum(r.gpu == g for r in running)) if n_gpu else None
+                row, args = todo.pop(0)
+                tried.add(key(row))
+                running.append(Run(row, args, gpu))
+            time.sleep(0.5)
+            for run in [r for r in running if r.proc.poll() is not None or time.time() - r.start > run_timeout]:
+                timed_out = run.proc.poll() is None
+                run.stop()
+                running.remove(run)
+                if run.rejected():
+                    sys.exit(f'sweep: train.py rejected a setting of run {run_id(run.row)}, so every run of this '
+                             f'grid would fail: {open(run.log_path).read().strip().splitlines()[-1]}\n  command: '
+                             f'{" ".join(run.cmd)}\nnothing more was started and no row recorded; fix the grid and '
+                             f'run the same command again')
+                row = record(run, timed_out, code)
+                durations.append(row['seconds'])
+                if row['status'] == 'ok':
+                    took.setdefault((row['task'], row['x']), []).append(row['seconds'])
+                progress(row, len(done) + len(durations), total, len(todo) + len(running), durations, t0)
+    finally:
+        for run in running:
+            run.stop()
+
+
+def progress(row, n, total, left, durations, t0):
+    """One line per finished run; the ETA is the runs left, in waves of `jobs`, at the mean duration so far."""
+    eta = math.ceil(left / jobs) * (sum(durations) / len(durations)) if left else 0
+    acc = (f"{metric} {fmt(row[metric]) if row.get(metric) is not None else 'none'}" if row['status'] == 'ok'
+           else f"{row['status']}: {row.get('error', '')[:80]}")
+    print(f"[{n}/{total}] {run_id(row)}: {acc} ({row['seconds']:.0f}s) | elapsed {fmt_time(time.time() - t0)} | "
+          f"eta {fmt_time(eta)}", flush=True)
 
 
 # ----------------------------------------------------------------------------------------------------
-# Report: best learning rate per (task, level, mixer) by mean accuracy over seeds; mean, spread, every seed
+# Report: best learning rate per (task, level, mixer) by mean accuracy over seeds; mean, spread, every run
 
 
 def value(r):
@@ -327,36 +425,45 @@ def mean(vals):
     return sum(vals) / len(vals) if vals else (float('-inf') if metric == 'val_acc' else float('inf'))
 
 
+def std(vals):
+    """The sample standard deviation (0 for one value)."""
+    mu = sum(vals) / len(vals)
+    return math.sqrt(sum((v - mu) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else 0.0
+
+
 def summarize(rows):
-    """{(task, x, mixer): {'lr', 'accs', 'mean', 'std', 'min', 'max', 'n_failed', 'params'}} at the best lr
-    ('accs': the runs' values of `metric`; the best lr: highest mean accuracy or lowest mean loss). A run the
-    sweep stopped at run_timeout is unfinished, not a result: it is left out here (report() lists it)."""
-    by, reps = {}, {}
+    """{(task, x, mixer): {'lr', 'accs', 'mean', 'std', 'min', 'max', 'n_failed', 'params', 'runs', 'lrs', 'per_lr'}}
+    at the best lr ('accs': one value of `metric` per seed, a seed's repeats averaged; the best lr: highest mean accuracy
+    or lowest mean loss). A run the sweep stopped at run_timeout is unfinished, not a result: it is left out here
+    (report() lists it)."""
+    by = {}
     for r in rows:
         if r['status'] == 'timeout':
             continue
-        k = (r['task'], r['x'], r['mixer'])
-        if r.get('rep'):
-            reps.setdefault(k, {}).setdefault(r['lr'], []).append(r)
-            continue
-        by.setdefault(k, {}).setdefault(r['lr'], []).append((value(r), r))
+        by.setdefault((r['task'], r['x'], r['mixer']), {}).setdefault(r['lr'], []).append((value(r), r))
     out = {}
     best = max if metric == 'val_acc' else min
-    for key, per_lr in by.items():
-        # the best lr on the `seeds` runs alone: best_seeds ran only at one lr, and would tip the choice
+    for k, per_lr in by.items():
+        # the best lr on the first runs of `seeds`: best_seeds and best_repeats ran at one lr only
         lr, runs = best(per_lr.items(), key=lambda kv: mean([a for a, r in kv[1] if a is not None
-                                                              and r['seed'] in seeds]))
-        accs = [a for a, _ in runs if a is not None] or [float('nan')]  # nan: every run failed (loss metric)
-        mu = sum(accs) / len(accs)
-        std = math.sqrt(sum((a - mu) ** 2 for a in accs) / (len(accs) - 1)) if len(accs) > 1 else 0.0
+                                                              and r['seed'] in seeds and not r.get('repeat')]))
+        # one value per seed (its repeats averaged): the spread over seeds; repeats_table shows the rest
+        accs = [mean(v) for v in by_seed([r for _, r in runs]).values()] or [float('nan')]  # nan: all failed
         params = next((r['params'] for _, r in runs if r.get('params')), None)
-        out[key] = dict(lr=lr, accs=accs, mean=mu, std=std, min=min(accs), max=max(accs), params=params,
-                        n_failed=sum(r['status'] != 'ok' for _, r in runs),
-                        runs=[r for _, r in runs],
-                        # run-to-run noise: the seeds[0] run at this lr and its same-seed repeats
-                        repeats=[value(r) for _, r in runs if r['seed'] == seeds[0]]
-                        + [value(r) for r in reps.get(key, {}).get(lr, [])],
-                        lrs={l: mean([a for a, _ in v if a is not None]) for l, v in per_lr.items()})
+        out[k] = dict(lr=lr, accs=accs, mean=sum(accs) / len(accs), std=std(accs), min=min(accs), max=max(accs),
+                      params=params, n_failed=sum(r['status'] != 'ok' for _, r in runs), runs=[r for _, r in runs],
+                      lrs={l: mean([a for a, r in v if a is not None and r['seed'] in seeds and not r.get('repeat')])
+                           for l, v in per_lr.items()},
+                      per_lr={l: [r for _, r in v] for l, v in per_lr.items()})
+    return out
+
+
+def by_seed(runs):
+    """{seed: [values of its runs (repeats)]}, failed runs without a value left out."""
+    out = {}
+    for r in sorted(runs, key=lambda r: r.get('repeat', 0)):
+        if value(r) is not None:
+            out.setdefault(r['seed'], []).append(value(r))
     return out
 
 
@@ -364,108 +471,204 @@ def fmt(v):
     return f'{100 * v:.1f}' if metric == 'val_acc' else f'{v:.4f}'
 
 
-def report(rows):
-    summary = summarize(rows)
-    order = [m for m in mixer_args]
-    what = ('validation accuracy (%)', 'highest', 'count as 0') if metric == 'val_acc' else \
-        ('validation loss (nats/token)', 'lowest', 'have no loss: left out of the mean')
-    lines = [f'# Sweep `{name}`', '',
-             f'{len(rows)} runs from `{results_path}`. Each cell: {what[0]} at the mixer\'s best learning '
-             f'rate ({what[1]} mean over seeds), mean ± sample std over seeds [min, max], and that lr. '
-             f'Failed or diverged runs {what[2]} and are marked with !. Runs stopped by the sweep\'s time limit '
-             f'are unfinished: left out of the cells, marked with +N unfinished, and listed below the tables.', '']
-    unfinished = [r for r in rows if r['status'] == 'timeout']
-    for task, spec in tasks.items():
-        xs = [x for x, _ in spec['levels']]
-        lines += [f'## {task} (difficulty: {spec["x"]})', '']
-        corpora = {tuple(r['data_tokens']) for r in rows if r['task'] == task and r.get('data_tokens')}
-        if corpora:  # a table compares runs on the same tokens; say so, and say it loudly when they differ
-            n_rec = sum(r['task'] == task and bool(r.get('data_tokens')) for r in rows)
-            n_all = sum(r['task'] == task for r in rows)
-            kinds = '; '.join(f'{a:,} train + {b:,} val tokens' for a, b in sorted(corpora))
-            lines += [(f'Data: {kinds}' if len(corpora) == 1 else f'**Runs on different data** ({kinds}): not '
-                       'comparable') + (f' ({n_rec} of {n_all} runs recorded it)' if n_rec < n_all else '') + '.', '']
-        lines += ['| mixer | params | ' + ' | '.join(f'{spec["x"]}={x}' for x in xs) + ' |',
-                  '|---|---|' + '---|' * len(xs)]
-        for m in order:
-            cells, params = [], None
-            for x in xs:
-                s = summary.get((task, x, m))
-                n_unf = sum((r['task'], r['x'], r['mixer']) == (task, x, m) for r in unfinished)
-                more = f' +{n_unf} unfinished' if n_unf else ''
-                if s is None:
-                    cells.append(more.strip() or '—')
-                    continue
-                params = params or s['params']
-                lr = 'cfg' if s['lr'] is None else f"{s['lr']:g}"
-                bad = f" !{s['n_failed']}" if s['n_failed'] else ''
-                spread = f"{100 * s['std']:.1f}" if metric == 'val_acc' else f"{s['std']:.4f}"
-                cells.append(f"{fmt(s['mean'])} ± {spread} [{fmt(s['min'])}, {fmt(s['max'])}] lr {lr}{bad}{more}")
-            params = params or next((r['params'] for r in rows if r['mixer'] == m and r.get('params')), None)
-            lines.append(f'| {m} | {params:,} | ' if params else f'| {m} | ? | ')
-            lines[-1] += ' | '.join(cells) + ' |'
-        if 'floor' in spec:
-            answer, floor = spec['floor']
-            lines.append(f'| *{answer}* | — | ' + ' | '.join(fmt(floor[x]) if x in floor else '—' for x in xs) + ' |')
-        lines.append('')
-    split = []  # runs that logged the accuracy on value answers and on NONE answers apart
-    for (task, x, m), s in summary.items():
+def fmt_diff(d):
+    return f'{100 * d:+.1f}' if metric == 'val_acc' else f'{d:+.4f}'
+
+
+def fmt_lr(lr):
+    return 'cfg' if lr is None else f'{lr:g}'
+
+
+def ordered(summary):
+    """summary's items in the grid's order: task, level, mixer (a mixer only another sweep has: last)."""
+    def place(kv):
+        task, x, m = kv[0]
+        levels = [lx for lx, _ in tasks[task]['levels']]
+        return (list(tasks).index(task), levels.index(x) if x in levels else len(levels),
+                list(mixer_args).index(m) if m in mixer_args else len(mixer_args))
+    return sorted(summary.items(), key=place)
+
+
+WHAT = {'val_acc': ('validation accuracy (%)', 'highest', 'count as 0'),
+        'val_loss': ('validation loss (nats/token)', 'lowest', 'have no loss: left out of the mean')}
+
+
+def provenance(rows):
+    """Where the rows come from: the dates, commits and devices they record (rows of older sweeps may lack them)."""
+    def counts(field):
+        n = {}
+        for r in rows:
+            n[r.get(field) or 'not recorded'] = n.get(r.get(field) or 'not recorded', 0) + 1
+        return ', '.join(f'{v} ({c})' for v, c in sorted(n.items()))
+    dates = sorted(r['date'][:10] for r in rows if r.get('date'))
+    when = (dates[0] if dates[0] == dates[-1] else f'{dates[0]} to {dates[-1]}') if dates else 'dates not recorded'
+    return f'Runs made {when}; commit (runs): {counts("commit")}; device (runs): {counts("device")}.'
+
+
+def header_lines(rows):
+    what = WHAT[metric]
+    return [f'# Sweep `{name}`', '',
+            f'{len(rows)} runs from `{results_path}`. Each cell: {what[0]} at the mixer\'s best learning '
+            f'rate ({what[1]} mean over seeds), mean ± sample std over seeds [min, max], and that lr. '
+            f'Failed or diverged runs {what[2]} and are marked with !. Runs stopped by the sweep\'s time limit '
+            f'are unfinished: left out of the cells, marked with +N unfinished, and listed below the tables.', '',
+            provenance(rows), '']
+
+
+def data_line(task, rows):
+    """The corpus the task's runs trained on: a table compares runs on the same tokens; say so, and say it loudly
+    when they differ ([] when no run recorded one)."""
+    corpora = {tuple(r['data_tokens']) for r in rows if r['task'] == task and r.get('data_tokens')}
+    if not corpora:
+        return []
+    n_rec = sum(r['task'] == task and bool(r.get('data_tokens')) for r in rows)
+    n_all = sum(r['task'] == task for r in rows)
+    kinds = '; '.join(f'{a:,} train + {b:,} val tokens' for a, b in sorted(corpora))
+    return [(f'Data: {kinds}' if len(corpora) == 1 else f'**Runs on different data** ({kinds}): not comparable')
+            + (f' ({n_rec} of {n_all} runs recorded it)' if n_rec < n_all else '') + '.', '']
+
+
+def cell(s, n_unfinished):
+    """A table cell: mean ± std [min, max] lr, failures (!N) and unfinished runs (+N) marked."""
+    more = f' +{n_unfinished} unfinished' if n_unfinished else ''
+    if s is None:
+        return more.strip() or '—'
+    bad = f" !{s['n_failed']}" if s['n_failed'] else ''
+    spread = f"{100 * s['std']:.1f}" if metric == 'val_acc' else f"{s['std']:.4f}"
+    return f"{fmt(s['mean'])} ± {spread} [{fmt(s['min'])}, {fmt(s['max'])}] lr {fmt_lr(s['lr'])}{bad}{more}"
+
+
+def task_table(task, spec, rows, summary):
+    """The task's table: a row per mixer, a column per level; its floor (a trivial answer's score) as a row."""
+    xs = [x for x, _ in spec['levels']]
+    unfinished = [(r['task'], r['x'], r['mixer']) for r in rows if r['status'] == 'timeout']
+    lines = [f'## {task} (difficulty: {spec["x"]})', '', *data_line(task, rows),
+             '| mixer | params | ' + ' | '.join(f'{spec["x"]}={x}' for x in xs) + ' |', '|---|---|' + '---|' * len(xs)]
+    for m in mixer_args:
+        params = next((summary[(task, x, m)]['params'] for x in xs if (task, x, m) in summary and
+                       summary[(task, x, m)]['params']), None)
+        params = params or next((r['params'] for r in rows if r['mixer'] == m and r.get('params')), None)
+        cells = [cell(summary.get((task, x, m)), unfinished.count((task, x, m))) for x in xs]
+        lines.append((f'| {m} | {params:,} | ' if params else f'| {m} | ? | ') + ' | '.join(cells) + ' |')
+    if 'floor' in spec:
+        answer, floor = spec['floor']
+        lines.append(f'| *{answer}* | — | ' + ' | '.join(fmt(floor[x]) if x in floor else '—' for x in xs) + ' |')
+    return lines + ['']
+
+
+def split_table(summary):
+    """Runs that logged the accuracy on value answers and on NONE answers apart: both, at the best lr."""
+    split = []
+    for (task, x, m), s in ordered(summary):
         ok = [r for r in s['runs'] if r['status'] == 'ok']
         if metric == 'val_acc' and ok and all('val_acc_value' in r for r in ok):
             split.append(f"| {task} | {x} | {m} | {fmt(mean([r['val_acc_value'] for r in ok]))} | "
                          f"{fmt(mean([r['val_acc_none'] for r in ok]))} |")
-    if split:
-        lines += ['## Values vs NONE answers (best lr, mean over seeds): recall of values | NONE answered right', '',
-                  '| task | x | mixer | values (%) | NONE answers (%) |', '|---|---|---|---|---|', *split, '']
+    if not split:
+        return []
+    return ['## Values vs NONE answers (best lr, mean over seeds): recall of values | NONE answered right', '',
+            '| task | x | mixer | values (%) | NONE answers (%) |', '|---|---|---|---|---|', *split, '']
+
+
+def pair_stats(sa, sb):
+    """Mixer A against mixer B seed by seed, given their summarize() entries (each at its best lr; a seed's
+    repeats: their mean): (seeds on which A is ahead, seeds compared, mean A - B), or None without a shared seed."""
+    va, vb = ({seed: mean(v) for seed, v in by_seed(s['runs']).items()} for s in (sa, sb))
+    diffs = [va[seed] - vb[seed] for seed in sorted(set(va) & set(vb))]
+    if not diffs:
+        return None
+    return sum(d > 0 if metric == 'val_acc' else d < 0 for d in diffs), len(diffs), mean(diffs)
+
+
+def paired_table(summary):
+    """pairs, seed by seed at each level (pair_stats)."""
     paired = []
     both = {**summarize(foreign_rows()), **summary}
     for (task, spec), (a, b) in itertools.product(tasks.items(), pairs):
         for x, _ in spec['levels']:
-            if (task, x, a) not in both or (task, x, b) not in both:
-                continue
-            va, vb = ({r['seed']: value(r) for r in both[(task, x, m)]['runs'] if value(r) is not None}
-                      for m in (a, b))
-            diffs = [va[seed] - vb[seed] for seed in sorted(set(va) & set(vb))]
-            if diffs:
-                ahead = sum(d > 0 if metric == 'val_acc' else d < 0 for d in diffs)
-                d = sum(diffs) / len(diffs)
-                paired.append(f"| {task} | {x} | {a} vs {b} | {ahead} of {len(diffs)} | "
-                              + (f'{100 * d:+.1f}' if metric == 'val_acc' else f'{d:+.4f}') + ' |')
-    if paired:
-        lines += ['## Paired by seed (same seed: same data and init; each mixer at its best lr)', '']
-        if PAIRED_ELSEWHERE and paired_from:
-            lines += [', '.join(PAIRED_ELSEWHERE) + ': the rows of ' + ', '.join(
-                f'`{os.path.join(results_dir, other + ".jsonl")}` ({task})' for task, other in paired_from.items())
-                + ', made with this sweep\'s commands but the mixer.', '']
-        lines += ['| task | x | A vs B | A ahead (seeds) | mean A - B |', '|---|---|---|---|---|', *paired, '']
-    noise = [(k, s) for k, s in summary.items() if len([v for v in s['repeats'] if v is not None]) > 1]
-    if noise:  # same seed, same data and init, run again: what the spread over seeds should be read against
-        lines += [f'## Run-to-run noise (seed {seeds[0]} at the best lr, run again with the same seed)', '',
-                  '| task | x | mixer | lr | runs | max - min | std over seeds |', '|---|---|---|---|---|---|---|']
-        for (task, x, m), s in noise:
-            vals = [v for v in s['repeats'] if v is not None]
-            lr = 'cfg' if s['lr'] is None else f"{s['lr']:g}"
-            lines.append(f"| {task} | {x} | {m} | {lr} | {', '.join(fmt(v) for v in vals)} | "
-                         f"{fmt(max(vals) - min(vals))} | {fmt(s['std'])} |")
-        lines.append('')
-    lines += [f'## Every learning rate (mean {what[0]} over seeds)', '',
-              '| task | x | mixer | ' + ' | '.join(f'lr {l:g}' if l is not None else 'cfg' for l in
-                                                   (learning_rates or [None])) + ' |',
-              '|---|---|---|' + '---|' * len(learning_rates or [None])]
-    for (task, x, m), s in sorted(summary.items(), key=lambda kv: (list(tasks).index(kv[0][0]), kv[0][1],
-                                                                    order.index(kv[0][2]) if kv[0][2] in order else 99)):
-        lines.append(f'| {task} | {x} | {m} | ' + ' | '.join(
-            fmt(s['lrs'][l]) if l in s['lrs'] else '—' for l in (learning_rates or [None])) + ' |')
-    if unfinished:
-        lines += ['', '## Unfinished runs (stopped by the sweep\'s time limit; rerun the sweep to finish them)', '',
-                  '| task | x | mixer | lr | seed | last evaluation |', '|---|---|---|---|---|---|']
-        for r in unfinished:
-            last = f"{fmt(r[metric])} at step {r['step']}" if r.get(metric) is not None else 'none'
-            lr = 'cfg' if r['lr'] is None else f"{r['lr']:g}"
-            lines.append(f"| {r['task']} | {r['x']} | {r['mixer']} | {lr} | {r['seed']} | {last} |")
+            if (task, x, a) in both and (task, x, b) in both and (p := pair_stats(both[(task, x, a)],
+                                                                                  both[(task, x, b)])):
+                paired.append(f"| {task} | {x} | {a} vs {b} | {p[0]} of {p[1]} | {fmt_diff(p[2])} |")
+    if not paired:
+        return []
+    lines = ['## Paired by seed (same seed: same data and init; each mixer at its best lr)', '']
+    if PAIRED_ELSEWHERE and paired_from:
+        lines += [', '.join(PAIRED_ELSEWHERE) + ': the rows of ' + ', '.join(
+            f'`{os.path.join(results_dir, other + ".jsonl")}` ({task})' for task, other in paired_from.items())
+            + ', made with this sweep\'s commands but the mixer.', '']
+    return lines + ['| task | x | A vs B | A ahead (seeds) | mean A - B |', '|---|---|---|---|---|', *paired, '']
+
+
+def repeats_table(summary):
+    """Run-to-run noise beside the seed spread, where a seed ran more than once (at the best lr): the sample std
+    of the seeds' means, and the pooled sample std of runs of the same seed."""
+    lines = []
+    for (task, x, m), s in ordered(summary):
+        seeds_ = by_seed(s['runs'])
+        again = {seed: v for seed, v in seeds_.items() if len(v) > 1}
+        if not again:
+            continue
+        pooled = math.sqrt(sum(std(v) ** 2 * (len(v) - 1) for v in again.values()) /
+                           sum(len(v) - 1 for v in again.values()))
+        each = '; '.join(f'seed {seed}: ' + ', '.join(fmt(a) for a in v) for seed, v in sorted(again.items()))
+        lines.append(f"| {task} | {x} | {m} | {fmt_lr(s['lr'])} | {len(seeds_)} | "
+                     f"{fmt(std([mean(v) for v in seeds_.values()]))} | {fmt(pooled)} | {each} |")
+    if not lines:
+        return []
+    return ['## Same-seed repeats: run-to-run spread beside the spread over seeds (best lr)', '',
+            '| task | x | mixer | lr | seeds | std of the seeds\' means | std within a seed (pooled) | repeated runs |',
+            '|---|---|---|---|---|---|---|---|', *lines, '']
+
+
+def lr_table(summary):
+    lrs = learning_rates or [None]
+    lines = [f'## Every learning rate (mean {WHAT[metric][0]} over seeds)', '',
+             '| task | x | mixer | ' + ' | '.join(f'lr {l:g}' if l is not None else 'cfg' for l in lrs) + ' |',
+             '|---|---|---|' + '---|' * len(lrs)]
+    for (task, x, m), s in ordered(summary):
+        lines.append(f'| {task} | {x} | {m} | ' + ' | '.join(fmt(s['lrs'][l]) if l in s['lrs'] else '—' for l in lrs)
+                     + ' |')
+    return lines + ['']
+
+
+def runs_table(summary):
+    """Every run's result, seed by seed (a seed's repeats one after another; ! a failed or diverged run)."""
+    lines = ['## Every run (seed: result)', '', '| task | x | mixer | lr | runs |', '|---|---|---|---|---|']
+    for (task, x, m), s in ordered(summary):
+        for lr, runs in sorted(s['per_lr'].items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+            each = {}
+            for r in sorted(runs, key=lambda r: (r['seed'], r.get('repeat', 0))):
+                each.setdefault(r['seed'], []).append(fmt(r[metric]) if value(r) is not None and r['status'] == 'ok'
+                                                      else f"! {r['status']}")
+            lines.append(f'| {task} | {x} | {m} | {fmt_lr(lr)} | '
+                         + '; '.join(f'{seed}: ' + ', '.join(v) for seed, v in each.items()) + ' |')
+    return lines + ['']
+
+
+def unfinished_table(rows):
+    unfinished = [r for r in rows if r['status'] == 'timeout']
+    if not unfinished:
+        return []
+    lines = ['## Unfinished runs (stopped by the sweep\'s time limit; rerun the sweep to finish them)', '',
+             '| task | x | mixer | lr | seed | last evaluation |', '|---|---|---|---|---|---|']
+    for r in unfinished:
+        last = f"{fmt(r[metric])} at step {r['step']}" if r.get(metric) is not None else 'none'
+        seed = f"{r['seed']} (repeat {r['repeat']})" if r.get('repeat') else r['seed']
+        lines.append(f"| {r['task']} | {r['x']} | {r['mixer']} | {fmt_lr(r['lr'])} | {seed} | {last} |")
+    return lines + ['']
+
+
+def report(rows):
+    """The table (<results_dir>/<name>.md) and the figure (.png) from the results file's rows."""
+    summary = summarize(rows)
+    lines = header_lines(rows)
+    for task, spec in tasks.items():
+        lines += task_table(task, spec, rows, summary)
+    lines += (split_table(summary) + paired_table(summary) + repeats_table(summary) + lr_table(summary)
+              + runs_table(summary) + unfinished_table(rows))
     md_path = os.path.join(results_dir, f'{name}.md')
     with open(md_path, 'w') as f:
-        f.write('\n'.join(lines) + '\n')
+        f.write('\n'.join(lines).rstrip('\n') + '\n')
     print(f'table: {md_path}')
     try:
         import matplotlib
@@ -474,9 +677,16 @@ def report(rows):
     except ImportError:
         print('figure: skipped (matplotlib is not installed: pip install matplotlib)')
         return
-    if metric == 'val_loss':
-        figure_curves(plt, summary, order)
-        return
+    fig = figure_curves(plt, summary) if metric == 'val_loss' else figure_accuracy(plt, summary)
+    png = os.path.join(results_dir, f'{name}.png')
+    fig.savefig(png, dpi=120)
+    print(f'figure: {png}')
+
+
+def figure_accuracy(plt, summary):
+    """Accuracy against difficulty, one panel per task: per mixer (best lr) the mean over seeds, each run as a
+    dot and the range from the lowest to the highest as a bar; the task's floor dashed."""
+    order = list(mixer_args)
     fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.6), squeeze=False)
     for ax, (task, spec) in zip(axes[0], tasks.items()):
         xs = [x for x, _ in spec['levels']]
@@ -512,19 +722,17 @@ def report(rows):
         names = [m for m in order if m in labelled] + [l for l in labelled if l not in order]
         axes[0][0].legend([labelled[m] for m in names], names, fontsize=8, loc='lower left')
     fig.tight_layout()
-    png = os.path.join(results_dir, f'{name}.png')
-    fig.savefig(png, dpi=120)
-    print(f'figure: {png}')
+    return fig
 
 
-def figure_curves(plt, summary, order):
+def figure_curves(plt, summary):
     """Validation loss against step, one panel per (task, level): per mixer (best lr) the mean over seeds of
     the runs' evaluations, a band from the lowest to the highest seed, and each seed as a thin line."""
     panels = [(task, x) for task, spec in tasks.items() for x, _ in spec['levels']]
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.0), squeeze=False)
     for ax, (task, x) in zip(axes[0], panels):
         lows, highs = [], []
-        for i, m in enumerate(order):
+        for i, m in enumerate(mixer_args):
             s = summary.get((task, x, m))
             curves = [r['curve'] for r in (s['runs'] if s else []) if r.get('curve')]
             steps = sorted(set.intersection(*[{c[0] for c in cv} for cv in curves])) if curves else []
@@ -533,7 +741,7 @@ def figure_curves(plt, summary, order):
                 continue
             per = [[dict((c[0], c[1]) for c in cv)[t] for cv in curves] for t in steps]
             color = f'C{i % 10}'
-            ax.plot(steps, [sum(v) / len(v) for v in per], color=color, label=f'{m} ({len(curves)} seeds)')
+            ax.plot(steps, [sum(v) / len(v) for v in per], color=color, label=f'{m} ({len(curves)} runs)')
             ax.fill_between(steps, [min(v) for v in per], [max(v) for v in per], color=color, alpha=0.2)
             for cv in curves:
                 ax.plot([c[0] for c in cv if c[0] > 0], [c[1] for c in cv if c[0] > 0], color=color, lw=0.5, alpha=0.5)
@@ -548,9 +756,7 @@ def figure_curves(plt, summary, order):
         ax.set_ylabel('validation loss (nats/token)')
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    png = os.path.join(results_dir, f'{name}.png')
-    fig.savefig(png, dpi=120)
-    print(f'figure: {png}')
+    return fig
 
 
 if __name__ == '__main__':

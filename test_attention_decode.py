@@ -1,4 +1,4 @@
-"""kernel.attention_decode (split-KV attention decode, issue #16) against SDPA, and its use in the model.
+"""kernel.attention_decode (split-KV attention decode) against SDPA, and its use in the model.
 
 Without CUDA the kernels run in Triton's interpreter (TRITON_INTERPRET=1, set before triton is imported) on
 tiny shapes; split_len=64 (one key block per split) makes a few hundred keys span several splits.

@@ -2,9 +2,12 @@
 past finished rows, the table from the results file."""
 import json
 import os
-import shutil
+import signal
 import subprocess
 import sys
+import time
+
+import pytest
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 TINY_TASK = ("--tasks={'mqar': {'config': 'config/mqar.py', 'x': 'num_kv_pairs', 'levels': [[4, ["
@@ -15,11 +18,18 @@ MIXERS = "--mixers={'eda': ['--mixer=eda'], 'broken': ['--mixer=nonexistent']}"
 EXTRA = "--extra=['--max_iters=3', '--eval_interval=3', '--eval_iters=1', '--batch_size=4', '--device=cpu']"
 
 
+def sweep_cmd(tmp_path, *args):
+    return [sys.executable, os.path.join(ROOT, 'sweep.py'), TINY_TASK, MIXERS, EXTRA, '--seeds=[0]', '--jobs=2',
+            '--name=t', f'--results_dir={tmp_path}', f'--runs_dir={tmp_path / "runs"}', *args]
+
+
+def run_sweep(tmp_path, *args, timeout=300):
+    return subprocess.run(sweep_cmd(tmp_path, *args), cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, OMP_NUM_THREADS='1'))
+
+
 def sweep(tmp_path, *args):
-    cmd = [sys.executable, os.path.join(ROOT, 'sweep.py'), TINY_TASK, MIXERS, EXTRA, '--seeds=[0]', '--jobs=2',
-           '--name=t', f'--results_dir={tmp_path}', f'--runs_dir={tmp_path / "runs"}', *args]
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
-                       env=dict(os.environ, OMP_NUM_THREADS='1'))
+    p = run_sweep(tmp_path, *args)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     return p.stdout
 
@@ -94,12 +104,15 @@ def test_report_takes_each_mixers_best_learning_rate_by_mean_over_seeds(tmp_path
     assert 'Data: 100 train + 10 val tokens (3 of 4 runs recorded it).' in table and 'different data' not in table
 
 
-def test_a_run_on_a_token_file_corpus_records_which_corpus_in_its_row(tmp_path):
+def test_a_runs_row_records_its_corpus_and_device_from_its_first_log_record_and_its_date_and_commit(tmp_path):
     task = TINY_TASK.replace("'--num_kv_pairs=4', '--vocab_size=64'", "'--dataset=stdlib', '--vocab_size=256'")
     sweep(tmp_path, task, "--mixers={'eda': ['--mixer=eda']}")
     [row] = rows(tmp_path)
     meta = json.load(open(os.path.join(ROOT, 'data', 'stdlib', 'meta.json')))
     assert row['status'] == 'ok' and row['data_tokens'] == [meta['train_tokens'], meta['val_tokens']], row
+    start = json.loads((tmp_path / 'runs' / 'mqar_4_eda_lr0.001_s0' / 'log.jsonl').read_text().splitlines()[0])
+    assert start['start'] is True and row['params'] == start['params'] > 0 and row['device'] == start['device'] == 'cpu'
+    assert row['date'][:2] == '20' and row['commit']  # this repository's commit (a git checkout)
 
 
 def test_report_leaves_runs_stopped_by_the_time_limit_out_of_the_mean_and_lists_them(tmp_path):
@@ -181,32 +194,6 @@ def test_the_synthetic_grids_none_floors_are_what_answering_none_scores_on_the_g
     assert checked == 6
 
 
-def test_every_committed_sweep_table_is_what_its_results_file_gives(tmp_path):
-    """The tables in notes/sweep (which README's figures and verdicts cite) are rebuilt from their JSONL by each
-    config in config/sweep; a table edited by hand or left behind by newer results fails here."""
-    configs = sorted(f for f in os.listdir(os.path.join(ROOT, 'config', 'sweep')) if f.endswith('.py'))
-    out = tmp_path  # every sweep's results file, copied once; each config writes its own <name>.md beside them
-    for f in os.listdir(os.path.join(ROOT, 'notes', 'sweep')):
-        if f.endswith('.jsonl'):
-            shutil.copy(os.path.join(ROOT, 'notes', 'sweep', f), out / f)
-    checked = []
-    for cfg in configs:
-        p = subprocess.run([sys.executable, os.path.join(ROOT, 'sweep.py'), f'config/sweep/{cfg}', '--report_only=True',
-                            f'--results_dir={out}'], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                           env=dict(os.environ, MPLBACKEND='Agg'))
-        if p.returncode != 0 and 'sweep: no results in ' in p.stderr:  # fixed, not run yet: no table either
-            stem = os.path.basename(p.stderr.split('no results in ')[1].strip())[:-len('.jsonl')]
-            assert not os.path.exists(os.path.join(ROOT, 'notes', 'sweep', stem + '.md')), cfg
-            continue
-        assert p.returncode == 0, cfg + p.stdout[-1000:] + p.stderr[-1000:]
-        [md] = [line.split('table: ')[1] for line in p.stdout.splitlines() if line.startswith('table: ')]
-        committed = os.path.join(ROOT, 'notes', 'sweep', os.path.basename(md))
-        rebuilt = open(md).read().replace(str(out), 'notes/sweep')
-        assert rebuilt == open(committed).read(), f'{cfg}: {committed} differs from the table its results file gives'
-        checked.append(os.path.basename(md))
-    assert {'synthetic.md', 'evict_long.md', 'lm.md', 'readme.md'} <= set(checked)
-
-
 def test_pairs_compare_two_mixers_seed_by_seed_at_each_ones_best_lr(tmp_path):
     rows_ = [{'task': 'mqar', 'x': 4, 'mixer': m, 'lr': 1e-3, 'seed': seed, 'status': 'ok', 'val_acc': acc, 'params': 1}
              for m, accs in (('eda', [0.9, 0.5, 0.7]), ('broken', [0.8, 0.6, 0.6])) for seed, acc in enumerate(accs)]
@@ -242,81 +229,110 @@ def test_paired_from_pairs_a_mixer_with_another_sweeps_rows_of_the_same_task_and
     assert p.returncode != 0 and "pairs must be two of the mixers ['broken'] (or of the paired_from" in p.stderr
 
 
-def _newest_rows(name):
-    """(task, x, mixer, lr, seed) -> the newest row of notes/sweep/<name>.jsonl."""
-    out = {}
-    with open(os.path.join(ROOT, 'notes', 'sweep', f'{name}.jsonl')) as f:
-        for line in f:
-            r = json.loads(line)
-            out[r['task'], r['x'], r['mixer'], r['lr'], r['seed']] = r
+def test_same_seed_repeats_are_reported_as_run_to_run_spread_beside_the_spread_over_seeds(tmp_path):
+    runs = [{'task': 'mqar', 'x': 4, 'mixer': 'eda', 'lr': 1e-3, 'seed': seed, 'repeat': rep, 'status': 'ok',
+             'val_acc': acc, 'params': 1} for seed, accs in ((0, [0.70, 0.72]), (1, [0.80, 0.84]))
+            for rep, acc in enumerate(accs)]
+    (tmp_path / 't.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in runs))
+    sweep(tmp_path, '--report_only=True', '--seeds=[0, 1]', '--repeats=2', "--mixers={'eda': ['--mixer=eda']}")
+    md = (tmp_path / 't.md').read_text()
+    assert '| eda | 1 | 76.5 ± 7.8 [71.0, 82.0] lr 0.001 |' in md  # over seeds, a seed's repeats averaged
+    # the seeds' means 71 and 82 (std 7.8) beside the spread of runs of one seed (pooled std 2.2)
+    assert '| mqar | 4 | eda | 0.001 | 2 | 7.8 | 2.2 | seed 0: 70.0, 72.0; seed 1: 80.0, 84.0 |' in md
+    assert '| mqar | 4 | eda | 0.001 | 0: 70.0, 72.0; 1: 80.0, 84.0 |' in md  # every run
+
+
+def test_a_repeated_seed_runs_again_under_its_own_name_and_resumes_as_one_run_each(tmp_path):
+    out = sweep(tmp_path, "--mixers={'eda': ['--mixer=eda']}", '--repeats={0: 2}')
+    assert '2 to run' in out and sorted(r['repeat'] for r in rows(tmp_path)) == [0, 1]
+    assert {p.name for p in (tmp_path / 'runs').iterdir() if p.is_dir()} == {'mqar_4_eda_lr0.001_s0',
+                                                                             'mqar_4_eda_lr0.001_s0_r1'}
+    same = {' '.join(w for w in r['command'].split() if not w.startswith('--out_dir=')) for r in rows(tmp_path)}
+    assert len(same) == 1  # the same command again: on a GPU it trains a little differently
+    assert '0 to run' in sweep(tmp_path, "--mixers={'eda': ['--mixer=eda']}", '--repeats={0: 2}')
+
+
+# ----------------------------------------------------------------------------------------------------
+# Bad settings and faults: one clear line, nothing lost, nothing left running
+
+
+def test_jobs_below_one_is_refused_instead_of_waiting_forever(tmp_path):
+    p = run_sweep(tmp_path, '--jobs=0', timeout=60)
+    assert p.returncode != 0 and 'jobs' in p.stderr and 'Traceback' not in p.stderr, p.stdout + p.stderr
+    assert not (tmp_path / 't.jsonl').exists()
+
+
+def test_a_setting_train_py_rejects_stops_the_sweep_at_the_first_run_and_exits_non_zero(tmp_path):
+    typo = EXTRA.replace("'--max_iters=3'", "'--max_iter=3'")
+    p = run_sweep(tmp_path, typo, '--learning_rates=[1e-3, 3e-3]', '--jobs=1')
+    assert p.returncode != 0 and "unknown setting 'max_iter'" in p.stderr and 'Traceback' not in p.stderr, p.stderr
+    assert not (tmp_path / 't.jsonl').exists() and not (tmp_path / 't.md').exists()  # no table of failed cells
+    assert len(list((tmp_path / 'runs').glob('*.log'))) == 1  # nothing started after the first rejection
+
+
+def _children(pid):
+    """Pids of the live processes whose parent is pid (from /proc)."""
+    out = []
+    for d in os.listdir('/proc'):
+        try:
+            with open(f'/proc/{d}/stat') as f:
+                fields = f.read().rsplit(')', 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if d.isdigit() and int(fields[1]) == pid and fields[0] != 'Z':
+            out.append(int(d))
     return out
 
 
-def _readme_table_rows(first_cells):
-    """The README's table rows (lists of cells) whose first cell starts with one of first_cells."""
-    with open(os.path.join(ROOT, 'README.md')) as f:
-        lines = [ln.strip() for ln in f if ln.startswith('| ')]
-    cells = [[c.strip() for c in ln.strip('|').split('|')] for ln in lines]
-    return [c for c in cells if c[0].startswith(first_cells)]
+def _alive(pid):
+    try:
+        with open(f'/proc/{pid}/stat') as f:
+            return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
+    except OSError:
+        return False
 
 
-def _md_cell(md, task, x, mixer):
-    """A committed sweep table's cell: mixer's row at level x of the task's table."""
-    section = md.split(f'## {task} (difficulty')[1].split('\n## ')[0]
-    header, *lines = [[c.strip() for c in ln.strip('|').split('|')] for ln in section.splitlines()
-                      if ln.startswith('| ') and not ln.startswith('|---')]
-    col = next(i for i, h in enumerate(header) if h.endswith(f'={x}'))
-    return next(c[col] for c in lines if c[0] == mixer)
+@pytest.mark.skipif(not os.path.isdir('/proc'), reason='reads the process table from /proc (Linux)')
+@pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGKILL])
+def test_a_killed_sweep_leaves_no_run_behind(tmp_path, sig):
+    long_run = EXTRA.replace("'--max_iters=3', '--eval_interval=3'", "'--max_iters=100000', '--eval_interval=100000'")
+    proc = subprocess.Popen(sweep_cmd(tmp_path, long_run, "--mixers={'eda': ['--mixer=eda']}", '--jobs=1'),
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=dict(os.environ, OMP_NUM_THREADS='1'))
+    runs = []
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not list((tmp_path / 'runs').glob('*/log.jsonl')):
+            time.sleep(0.2)  # the run is training once its log exists
+        runs = _children(proc.pid)
+        assert runs, 'the sweep started no run'
+        proc.send_signal(sig)
+        proc.wait(timeout=30)
+        deadline = time.time() + 30
+        while time.time() < deadline and any(_alive(pid) for pid in runs):
+            time.sleep(0.2)
+        assert not any(_alive(pid) for pid in runs), 'a run of the killed sweep is still running'
+    finally:
+        proc.kill()
+        for pid in runs:  # an orphan left by the bug under test must not outlive the test
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
-def _md_pair(md, task, x, a, b):
-    """A committed sweep table's paired-by-seed cells for A vs B at level x: ('N of M', '+d')."""
-    [row] = [ln for ln in md.splitlines() if ln.startswith(f'| {task} | {x} | {a} vs {b} | ')]
-    return tuple(c.strip() for c in row.strip('|').split('|')[3:5])
+def test_a_results_file_whose_last_line_was_cut_keeps_the_next_row(tmp_path):
+    (tmp_path / 't.jsonl').write_text('{"task": "mqar", "x": 4, "mixer": "eda", "lr": 0.0')  # no newline
+    sweep(tmp_path, "--mixers={'eda': ['--mixer=eda']}")
+    lines = (tmp_path / 't.jsonl').read_text().splitlines()
+    assert len(lines) == 2 and json.loads(lines[1])['status'] == 'ok', lines
 
 
-def test_readmes_erase_tables_are_what_the_results_files_give():
-    """The README's "Does erase help?" numbers, laid out by hand across sweeps, against the data: the grid table
-    and the erase x gate square against the committed notes/sweep tables (which the test above rebuilds from
-    their results files), the LM table's per-seed losses from lm.jsonl. A hand-edited or stale cell fails here."""
-    md = {n: open(os.path.join(ROOT, 'notes', 'sweep', f'{n}.md')).read()
-          for n in ('synthetic', 'evict_long', 'safe_gate')}
-    grid = _readme_table_rows(('mqar, ', 'reassign, ', 'evict, ', 'capacity, '))
-    grid = [c for c in grid if len(c) == 7 and c[1].isdigit()]  # the grid table has a steps column
-    assert len(grid) == 10
-    for level, steps, eda, eda_kg, kda, ahead, floor in grid:
-        task, x = level.split(', ')[0], int(level.split(', ')[1].split()[0])
-        table = md['evict_long' if steps == '6000' else 'synthetic']
-        for mixer, cell in (('eda', eda), ('eda kda-gate', eda_kg), ('kda', kda)):
-            assert _md_cell(table, task, x, mixer).startswith(cell + ' lr '), (level, mixer, cell)
-        assert _md_pair(table, task, x, 'eda kda-gate', 'kda')[0] == ahead, (level, ahead)
-        assert floor == (_md_cell(table, task, x, '*NONE at every query*') if floor != '—' else '—'), (level, floor)
-
-    square = _readme_table_rows(('capacity, ', 'evict, '))
-    square = [c for c in square if len(c) == 7 and not c[1].isdigit()]
-    assert len(square) == 4
-    for level, with_sg, without_sg, ahead_sg, with_kg, without_kg, ahead_kg in square:
-        task, x = level.split(', ')[0], int(level.split(', ')[1].split()[0])
-        table = md['synthetic' if task == 'capacity' else 'evict_long']
-        for (a, a_md), (b, b_md), cells in ((('eda', table), ('kda safe-gate', md['safe_gate']),
-                                             (with_sg, without_sg, ahead_sg)),
-                                            (('eda kda-gate', table), ('kda', table), (with_kg, without_kg, ahead_kg))):
-            n_ahead, diff = _md_pair(md['safe_gate'] if b == 'kda safe-gate' else table, task, x, a, b)
-            means = [_md_cell(m, task, x, mixer).split(' ± ')[0] for mixer, m in ((a, a_md), (b, b_md))]
-            assert cells == (*means, f'{n_ahead}, {diff}'), (level, cells)
-
-    lm = _newest_rows('lm')
-    labels = {'eda (erase, safe gate)': 'eda', 'kda with the safe gate (no erase)': 'kda safe-gate',
-              "eda with KDA's gate (erase)": 'eda kda-gate', "kda (no erase, KDA's gate)": 'kda', 'gdn': 'gdn',
-              'transformer': 'transformer', 'gdn2': 'gdn2'}
-    lm_rows = [c for c in _readme_table_rows(tuple(labels)) if len(c) == 5 and c[1].endswith('M')]
-    assert sorted(c[0] for c in lm_rows) == sorted(labels)
-    for label, params, s0, s1, mean_std in lm_rows:
-        losses = [lm['stdlib', '26M', labels[label], None, s]['val_loss'] for s in (0, 1)]
-        mean = sum(losses) / 2
-        std = (sum((v - mean) ** 2 for v in losses)) ** 0.5  # sample std of two values
-        assert [s0, s1, mean_std] == [f'{losses[0]:.4f}', f'{losses[1]:.4f}', f'{mean:.4f} ± {std:.4f}'], label
-        assert params == f"{lm['stdlib', '26M', labels[label], None, 0]['params'] / 1e6:.2f}M", label
+def test_a_row_without_the_keys_of_a_run_is_named_and_left_out_not_a_traceback(tmp_path):
+    good = {'task': 'mqar', 'x': 4, 'mixer': 'eda', 'lr': 1e-3, 'seed': 0, 'status': 'ok', 'val_acc': 0.5, 'params': 1}
+    (tmp_path / 't.jsonl').write_text(json.dumps({'task': 'mqar', 'seed': 0}) + '\n' + json.dumps(good) + '\n')
+    p = run_sweep(tmp_path, '--report_only=True', "--mixers={'eda': ['--mixer=eda']}", '--learning_rates=[1e-3]')
+    assert p.returncode == 0 and 'Traceback' not in p.stderr, p.stderr
+    assert 't.jsonl:1' in p.stderr and "'lr'" in p.stderr and "'mixer'" in p.stderr
+    assert '| eda | 1 | 50.0 ± 0.0 [50.0, 50.0] lr 0.001 |' in (tmp_path / 't.md').read_text()
 
 
 def test_best_seeds_and_repeats_run_at_each_mixers_best_lr_chosen_on_the_first_seeds(tmp_path):
@@ -324,17 +340,17 @@ def test_best_seeds_and_repeats_run_at_each_mixers_best_lr_chosen_on_the_first_s
     and same-seed repeats at its best lr only. The best lr stays the one chosen on `seeds`, and the report
     shows the repeats as run-to-run noise."""
     sweep(tmp_path, '--learning_rates=[1e-3, 3e-2]', "--mixers={'eda': ['--mixer=eda']}", '--best_seeds=[1]',
-          '--repeats=1', '--metric=val_loss')
+          '--best_repeats=1', '--metric=val_loss')
     got = rows(tmp_path)
-    first = {r['lr']: r['val_loss'] for r in got if r['seed'] == 0 and not r.get('rep')}
+    first = {r['lr']: r['val_loss'] for r in got if r['seed'] == 0 and not r.get('repeat')}
     best = min(first, key=first.get)
-    later = sorted((r['lr'], r['seed'], r.get('rep', 0)) for r in got[2:])
+    later = sorted((r['lr'], r['seed'], r.get('repeat', 0)) for r in got[2:])
     assert len(got) == 4 and sorted(first) == [1e-3, 3e-2] and later == sorted([(best, 1, 0), (best, 0, 1)])
     table = (tmp_path / 't.md').read_text()
-    assert 'Run-to-run noise' in table and f'| mqar | 4 | eda | {best:g} |' in table
+    assert 'Same-seed repeats' in table and f'| mqar | 4 | eda | {best:g} |' in table
     # nothing left: a rerun of the command runs nothing
     assert '0 to run' in sweep(tmp_path, '--learning_rates=[1e-3, 3e-2]', "--mixers={'eda': ['--mixer=eda']}",
-                               '--best_seeds=[1]', '--repeats=1', '--metric=val_loss')
+                               '--best_seeds=[1]', '--best_repeats=1', '--metric=val_loss')
 
 
 def test_a_run_cut_off_resumes_from_its_checkpoint_with_checkpoints_on(tmp_path):

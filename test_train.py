@@ -216,8 +216,8 @@ def test_resumed_run_logs_each_step_once(tmp_path):
     ckpt['model_args']['grad_checkpoint'] = False                # among the model's fields (no longer one)
     torch.save(ckpt, tmp_path / 'ckpt.pt')
     train(tmp_path, '--max_iters=4', '--eval_interval=2', '--init_from=resume')  # from step 2
-    keys = [(r['step'], bool(r.get('eval'))) for r in records(tmp_path)]
-    assert sorted(keys) == sorted(set(keys)), keys  # nothing logged twice
+    keys = [(r['step'], bool(r.get('eval')), bool(r.get('start'))) for r in records(tmp_path)]
+    assert sorted(keys) == sorted(set(keys)), keys  # nothing logged twice (each start writes its first record)
     assert sorted(step_losses(tmp_path)) == [0, 1, 2, 3]
     assert [r['step'] for r in records(tmp_path) if r.get('eval')] == [0, 2, 4]
 
@@ -608,35 +608,3 @@ def test_train_lists_every_model_setting_with_a_value_of_its_type():
         want = {'int': int, 'float': float, 'str': str, 'bool': bool}[f.type if isinstance(f.type, str) else f.type.__name__]
         value = settings[f.name]
         assert type(value) is want or (f.name == 'vocab_size' and value is None), (f.name, value)
-
-
-def context_report(name):
-    """scripts/plot_context.py's reading of a committed gpu_train_check.sh context report in notes/."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location('plot_context', os.path.join(ROOT, 'scripts', 'plot_context.py'))
-    plot_context = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(plot_context)
-    return plot_context.read(os.path.join(ROOT, 'notes', name))
-
-
-def num(cell):
-    return float(cell.replace(',', ''))
-
-
-def test_readmes_context_table_is_the_committed_report_the_figure_draws():
-    """README's compiled tok/s and peak memory by block_size (Status), the hybrid with and without recomputed chunk
-    states, cell by cell against notes/train_context.txt: the report as printed, which scripts/plot_context.py
-    reads for the figure next to it. A hand-edited cell, or a row the report lacks, fails here."""
-    runs = context_report('train_context.txt')
-    readme = open(os.path.join(ROOT, 'README.md')).read()
-    section = readme[readme.index('gpu_train_check.sh context`'):readme.index('notes/train_context.png')]
-    rows = re.findall(r'^\s*\| (\d+)[^|]*\| ([\d,]+) \(([\d,]+)\) \| ([\d,]+) \| ([\d.]+)x \(([\d.]+)x\) \| '
-                      r'([\d.]+) \(([\d.]+)\) / ([\d.]+) \|', section, re.M)
-    assert [int(r[0]) for r in rows] == sorted(runs['eda']) == sorted(runs['eda_recompute']) == \
-        sorted(runs['transformer'])
-    for T, eda_tok, rec_tok, tf_tok, ratio, rec_ratio, eda_mem, rec_mem, tf_mem in rows:
-        T = int(T)
-        eda, rec, tf = runs['eda'][T], runs['eda_recompute'][T], runs['transformer'][T]
-        assert (num(eda_tok), num(rec_tok), num(tf_tok)) == (eda[0], rec[0], tf[0])
-        assert (float(eda_mem), float(rec_mem), float(tf_mem)) == (eda[1], rec[1], tf[1])
-        assert (float(ratio), float(rec_ratio)) == (round(eda[0] / tf[0], 2), round(rec[0] / tf[0], 2))

@@ -28,7 +28,7 @@ from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model
 
 from configurator import configure
 from data.prepare import TokenFileError, load_tokens, prepare_stdlib, read_meta
-from data.synthetic import accuracy_counts, evict, mqar, reassign
+from data.synthetic import TASKS as SYNTHETIC_TASKS, accuracy_counts, evict, mqar, reassign
 from model import GPT, CheckpointError, GPTConfig, load_checkpoint
 
 # ----------------------------------------------------------------------------------------------------
@@ -134,7 +134,6 @@ configure(globals())
 settings = {k: v for k, v in globals().items()
             if not k.startswith('_') and isinstance(v, (bool, int, float, str, tuple, list, dict, type(None)))}
 model_fields = [f.name for f in dataclasses.fields(GPTConfig)]
-SYNTHETIC_TASKS = ('mqar', 'reassign', 'evict')
 is_synthetic = dataset in SYNTHETIC_TASKS
 # language models take their loss through the chunked head (GPT.forward): the whole logits, a long context's
 # largest tensor, never exist; the synthetic tasks answer at a few positions, where the plain head runs only
@@ -564,7 +563,7 @@ if device_type == 'cuda':
 say(f'model: {cfg.mixer} n_layer={cfg.n_layer} n_embd={cfg.n_embd} block_size={cfg.block_size} '
     f'vocab={cfg.vocab_size}{" moe" if cfg.moe else ""} | params total {summary["total"]:,} active {summary["active"]:,}')
 data_desc = ('synthetic, generated from the seed' if is_synthetic else
-             f'{data_dir}: {len(splits["train"]):,} train + {len(splits["val"]):,} val tokens')  # sweep.py reads the counts
+             f'{data_dir}: {len(splits["train"]):,} train + {len(splits["val"]):,} val tokens')
 say(f'data: {dataset} ({data_desc}) | '
     f'{tokens_per_iter:,} tokens/step = {batch_size} x {cfg.block_size} x {gradient_accumulation_steps} accum'
     f' | {world_size} rank(s), {parallel if distributed else "single process"}, {device}, {dtype}')
@@ -601,6 +600,13 @@ if master:
         os.replace(log_path, kept_log)
         say(f'note: the earlier {log_path} was kept as {kept_log}')
     log_file = open(log_path, 'a' if init_from == 'resume' else 'w')
+    # the run's first record, what a reader of the log needs before any evaluation (sweep.py's rows take it)
+    log_file.write(json.dumps({'step': iter_num, 'start': True, 'params': summary['total'],
+                               'params_active': summary['active'], 'dataset': dataset,
+                               'data_tokens': [len(splits['train']), len(splits['val'])] if splits else None,
+                               'device': torch.cuda.get_device_name(device) if device_type == 'cuda' else device_type})
+                   + '\n')
+    log_file.flush()
     if wandb_log:
         import wandb
         wandb.init(project=wandb_project, name=wandb_run_name, config=settings)

@@ -1,7 +1,7 @@
 # Dense 2.5B (paper Appendix A, Tables 6-7): 24 layers (18 linear / 6 full), d_model 2048, vocab 248,320.
 #   python train.py config/dense_2p5b.py --mixer=eda      (eda | kda | gdn | gdn2 | transformer)
 # Names equal GPTConfig fields (model) or train.py settings (training, nanoGPT names).
-# Parameter counts vs Table 7 for every mixer: notes/params.md (all within 0.4%).
+# Parameter counts vs Table 7 for every mixer: RESULTS.md (all within 0.4%; the shapes: notes/params.md).
 
 # -- model --------------------------------------------------------------------------------------------
 vocab_size = 248320

@@ -2,7 +2,7 @@
 # 256 experts of width 512, top-8 + 1 shared, vocab 248,320.
 #   python train.py config/moe_25b_a2p8b.py --mixer=eda      (eda | kda | gdn | gdn2 | transformer)
 # Table 7 has GDN / KDA / EDA at this scale; gdn2 and transformer also build (no paper count to match).
-# Parameter counts vs Table 7: notes/params.md (all within 0.02%, total and active).
+# Parameter counts vs Table 7: RESULTS.md (all within 0.02%, total and active; the shapes: notes/params.md).
 
 # -- model --------------------------------------------------------------------------------------------
 vocab_size = 248320

@@ -2,8 +2,8 @@
 #   python train.py config/mqar.py [--mixer=kda|gdn|gdn2|transformer] [--num_kv_pairs=64 --block_size=512]
 # Data are generated in-process from the seed (data/synthetic.py); eval reports accuracy on the answers.
 # Like Zoology: two layers, no full attention (attn_every larger than n_layer), so the linear layer's memory
-# alone must do the recall; --mixer=transformer is meant as the attention upper bound (it does not learn this
-# reliably yet: README, "Does erase help?").
+# alone must do the recall; --mixer=transformer is the attention baseline, with a short conv on attention's
+# input (attn_conv_size below). Every mixer learns it at this recipe: RESULTS.md, "Every default recipe learns".
 
 dataset = 'mqar'
 vocab_size = 8192            # Zoology's vocab: keys and values from disjoint halves
@@ -24,7 +24,7 @@ la_gate_rank = 16
 la_erase_rank = 16
 la_chunk_size = 64           # the chunked PyTorch form (GDN-2's only one) is faster on GPUs with 64 (16 on CPU)
 attn_conv_size = 4           # the Transformer's recipe (no effect on the 2-layer linear models: no attention
-                             # layer): without it attention plateaus on recall (notes/synthetic.md §9-10)
+                             # layer): without it attention plateaus on recall (notes/synthetic.md §3)
 out_dir = 'out/mqar'
 compile = False              # eager, as every recorded run: the step is launch-bound (EDA 18.6 ms eager, 16.7 ms
                              # compiled, scripts/step_profile.py) and compiling costs ~35 s of a ~1-minute run

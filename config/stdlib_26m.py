@@ -1,8 +1,8 @@
-# The small language-model comparison of README's "Does erase help?": ~26M-parameter 3:1 hybrids (and the
+# The small language-model comparison of RESULTS.md: ~26M-parameter 3:1 hybrids (and the
 # Transformer) on the stdlib corpus (this Python's standard-library source as bytes: offline, prepared by
 # data/prepare.py on first use), the same tokens for every mixer.
 #   python train.py config/stdlib_26m.py [--mixer=kda|gdn|gdn2|transformer]
-#   python sweep.py config/sweep/lm.py --jobs=8       # every mixer, 2 seeds, curves and table
+#   python sweep.py config/sweep/lm.py --jobs=8       # every mixer of the grid: table and curves
 # Widths follow config/eda_125m.py's ratios at d_model 512: LA q/k = d/2, v = d, in 128-wide heads.
 # Parameters (model.param_summary): eda 26.56M, kda 26.40M, gdn 26.01M, gdn2 26.68M, transformer 26.56M.
 

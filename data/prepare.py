@@ -36,7 +36,6 @@ HUB = {  # name: (hub repo, subset, split, default encoding)
     "fineweb_edu": ("HuggingFaceFW/fineweb-edu", "sample-10BT", "train", "gpt2"),
     "openwebtext": ("Skylion007/openwebtext", None, "train", "gpt2"),
 }
-SYNTHETIC = ("mqar", "reassign")  # generated in-process by data/synthetic.py, no files
 
 
 class TokenFileError(Exception):

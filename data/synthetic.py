@@ -31,6 +31,7 @@ Token layout, shared by the tasks (vocab_size V):
 import numpy as np
 
 FILLER, NONE = 0, 1
+TASKS = ('mqar', 'reassign', 'evict')  # the dataset names train.py generates here instead of reading token files
 
 
 def vocab_halves(vocab_size):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU measurements for issue 5, on the device (no network: the data is this Python's stdlib, bytes,
+# Training measurements on a GPU machine (no network needed: the data is this Python's stdlib, bytes,
 # prepared on the spot; the models keep their real vocab so the lm_head costs what it costs).
 #
 #   bash scripts/gpu_train_check.sh speed   # 1 GPU: ~125M EDA hybrid vs ~125M Transformer, T = 4096 and 16384
@@ -93,7 +93,7 @@ if [ "$PART" = speed ] || [ "$PART" = all ]; then
     run "125m_${mixer}_T16384" $PY train.py config/eda_125m.py --mixer=$mixer "${COMMON[@]}" \
       --block_size=16384 --batch_size=2 --gradient_accumulation_steps=1 --max_iters=$STEPS --eval_interval=1000
   done
-  echo "-- speed: ~125M EDA hybrid vs ~125M Transformer, 1 GPU (issue 5: EDA >= 0.9x at 4096, ahead at 16384)" | tee -a "$REPORT"
+  echo "-- speed: ~125M EDA hybrid vs ~125M Transformer, 1 GPU" | tee -a "$REPORT"
   table 125m_eda_T4096 125m_transformer_T4096 125m_eda_T16384 125m_transformer_T16384
 fi
 
@@ -111,7 +111,7 @@ if [ "$PART" = compile ] || [ "$PART" = all ]; then
     run "125m_${mixer}_T16384_compile" $PY train.py config/eda_125m.py --mixer=$mixer "${COMMON[@]}" --compile=True \
       --block_size=16384 --batch_size=2 --gradient_accumulation_steps=1 --max_iters=$STEPS --eval_interval=1000
   done
-  echo "-- compile=True: ~125M EDA hybrid vs ~125M Transformer, 1 GPU (issue 15: >= 1.0x at 4096, >= 1.3x at 16384)" | tee -a "$REPORT"
+  echo "-- compile=True: ~125M EDA hybrid vs ~125M Transformer, 1 GPU" | tee -a "$REPORT"
   table 125m_eda_T4096_compile 125m_transformer_T4096_compile 125m_eda_T16384_compile 125m_transformer_T16384_compile
   for f in "$RUNS"/125m_*_compile.log; do echo "$(basename "$f" .log): $(grep -h '^compile:' "$f")"; done | tee -a "$REPORT"
 fi

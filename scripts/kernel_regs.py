@@ -6,7 +6,7 @@ Registers and spills of kernel.py's Triton kernels, compiled for Hopper (sm_90a)
 
 Prints cuobjdump's resource line per kernel (REG: registers per thread, STACK: bytes per thread, mostly
 spills). At 255 registers x 256 threads one program fills an SM's register file; STACK > 0 means local-memory
-traffic inside the loop. A way to compare kernel versions before spending device time: the figures come from
+traffic inside the loop. A way to compare kernel versions before running them on a GPU: the figures come from
 the local Triton (the device's may allocate differently), and they say nothing about time.
 """
 import inspect

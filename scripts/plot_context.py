@@ -1,8 +1,8 @@
 """The figure of `scripts/gpu_train_check.sh context`: training tok/s of both models against block_size, from
-the part's report (the table it prints, kept in notes/train_context.txt), and the hybrid's ratio at each; the
+the part's report (the table it prints, kept in results/train_context.txt), and the hybrid's ratio at each; the
 hybrid with recomputed chunk states too where the report has its runs (TAG=_recompute).
 
-    python scripts/plot_context.py notes/train_context.txt notes/train_context.png
+    python scripts/plot_context.py results/train_context.txt results/train_context.png
 """
 import re
 import sys
@@ -41,7 +41,9 @@ def main(report, png):
     ax.set_xticks(sorted(runs["eda"]), [f"{t // 1024}k" for t in sorted(runs["eda"])])
     ax.set_xlabel("block_size (32k tokens a step; 64k: one sequence)")
     ax.set_ylabel("training tok/s (thousands)")
-    ax.set_title("~125M models, compiled, one H100: the hybrid's ratio above its points", fontsize=9)
+    gpu = re.search(r"^gpus: \d+ \(([^)]*)\)", open(report).read(), re.M)
+    ax.set_title(f"~125M models, compiled, {gpu[1] if gpu else 'one GPU'}: the hybrid's ratio above its points",
+                 fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()

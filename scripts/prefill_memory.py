@@ -1,5 +1,6 @@
-"""Peak memory of a long prompt's prefill, in one piece against sample.py's chunks (issue #16: a long prompt is
-prefilled without a memory spike). Runs on the CPU; each setting in its own process, peak RSS from the OS.
+"""Peak memory of a long prompt's prefill, in one piece against sample.py's chunks (why sample.py prefills in
+pieces: a long prompt in one pass makes a memory spike). Runs on the CPU; each setting in its own process, peak
+RSS from the OS.
 
     python scripts/prefill_memory.py                      # config/stdlib_26m.py, one 16384-token prompt
     python scripts/prefill_memory.py 32768 None 2048 512  # prompt length, then the prefill_chunk values

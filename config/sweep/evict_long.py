@@ -1,7 +1,7 @@
-# Follow-up to the synthetic grid's evict task, fixed in session 11 before it ran: at 2000 steps no mixer had
-# learned evict (no run above 91%, against 50 / 67% for answering NONE everywhere; most still rising at
-# the last evaluation, notes/synthetic.md §12), so the grid cannot say whether the erase helps there. The same two
-# levels and mixers at 3x the steps, at the lr that was best for all three (1e-3), seeds 0-2: 18 runs.
+# The erase benchmark's evict task at 3x the steps: in 2000 steps no mixer learns evict (most curves still
+# rising at the last evaluation), so the grid alone cannot say whether the erase helps there. The same two
+# levels and mixers at 6000 steps, at the lr that was best for all three (1e-3), seeds 0-2: 18 runs, fixed
+# before any of them ran.
 #   python sweep.py config/sweep/evict_long.py --jobs=10
 exec(open('config/sweep/synthetic.py').read())
 name = 'evict_long'

@@ -1,9 +1,10 @@
-# The small language-model comparison: config/stdlib_26m.py (~26M parameters, 1600 steps x 16 x 1024 tokens, the
+# The small language-model comparison (RESULTS.md): config/stdlib_26m.py (~26M parameters, 1600 steps x 16 x 1024 tokens, the
 # same tokens for every run of a seed) for every mixer the paper compares, each at its own best learning rate.
 # The grid is fixed before any run: lrs 5e-4, 1e-3, 2e-3 on seed 0; at each mixer's best lr (chosen on seed 0),
 # seeds 1 and 2, and seed 0 once more (same data, same init: the run-to-run noise beside the seed spread).
-#   python sweep.py config/sweep/lm.py --jobs=12
+#   python sweep.py config/sweep/lm.py --jobs=10   (12 runs of ~7 GiB each overfill an 80 GB GPU)
 name = 'lm'
+results_dir = 'results'
 tasks = {'stdlib': {'config': 'config/stdlib_26m.py', 'x': 'model', 'levels': [['26M', []]]}}
 mixers = {
     'gdn2': ['--mixer=gdn2'],                      # first: its chunked PyTorch rule makes its runs the longest
@@ -18,7 +19,7 @@ mixers = {
 learning_rates = [5e-4, 1e-3, 2e-3]
 seeds = [0]
 best_seeds = [1, 2]
-repeats = 1
+best_repeats = 1
 metric = 'val_loss'
 checkpoints = True             # a run cut off resumes from its last evaluation's checkpoint
 run_timeout = 7200

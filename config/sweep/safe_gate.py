@@ -1,9 +1,8 @@
-# Follow-up to the synthetic grid, fixed in session 12 before any of it ran: the fourth cell of the erase x gate
-# square on the tasks where the erase helped with KDA's gate (capacity; evict at 6000 steps). The grid has EDA
-# with the safe gate, EDA with KDA's gate and KDA; KDA with the safe gate (EDA minus the erase) tells whether
-# the erase also helps under EDA's default gate, or whether the safe gate hides it. Same levels, step counts,
-# lr (1e-3, the best for every mixer there) and seeds as those runs, so each row pairs by seed with the grid's
-# 'eda' rows (notes/sweep/synthetic.jsonl, evict_long.jsonl): 12 runs.
+# The fourth cell of the erase x gate square: KDA with EDA's safe gate (EDA minus the erase) on the tasks where
+# the erase helps behind KDA's gate (capacity at 2000 steps; evict at 6000). Does the erase also help behind
+# EDA's default gate? Same levels, step counts, lr (1e-3, the best for every mixer there) and seeds as the
+# grid's runs, so each row pairs by seed with the 'eda' rows of results/synthetic.jsonl (capacity) and
+# results/evict_long.jsonl (evict), whose commands are this sweep's but the mixer: 12 runs, fixed before any ran.
 #   python sweep.py config/sweep/safe_gate.py --jobs=6
 exec(open('config/sweep/synthetic.py').read())
 name = 'safe_gate'

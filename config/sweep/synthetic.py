@@ -1,16 +1,13 @@
-# The synthetic grid of README's "Does erase help?": tasks x difficulty x mixers x lr x seeds, at one state
-# size (config/mqar.py's model: 2 linear layers, 2 heads of K = V = 64), the configs' batch of 256.
-# 144 runs, fixed in session 7 before any of it ran (it replaces session 6's 540-run grid, which was never
-# run: the recipe changed to batch 256, and 540 runs at that batch are ~10 sessions of device time).
-# Mixers: EDA, KDA, and EDA with KDA's decay gate, which differs from KDA only by the erase (the ablation
-# of the paper's claim); GDN, GDN-2 and the Transformer are measured on the default tasks (config/sweep/
-# readme.py). Tasks run in this order, whole levels first; the difficulty levels start past the defaults.
+# The erase benchmark (RESULTS.md, "Does the erase help?"): four synthetic recall tasks at two difficulties each,
+# at one state size (config/mqar.py's model: 2 linear layers, 2 heads of K = V = 64), the configs' batch of 256,
+# 2000 steps. Mixers: EDA, KDA, and EDA with KDA's decay gate, which differs from KDA only by the erase (the
+# ablation of the paper's claim); lr 1e-3 and 3e-3; seeds 0-2: 144 runs, fixed before any of them ran.
 # 'floor': the accuracy of answering NONE at every query (each move or new owner leaves one key reading NONE:
-# u / (n + u) for evict, moves / (n + moves) for reassign, on average), added in session 11 as a reference
-# line (the grid is unchanged); test_sweep.py checks it against the generators.
-# Resumable: rerun the same command and it goes on where it stopped.
+# u / (n + u) for evict, moves / (n + moves) for reassign, on average); test_sweep.py checks it against the
+# generators. Resumable: rerun the same command and it goes on where it stopped.
 #   python sweep.py config/sweep/synthetic.py --jobs=12
 name = 'synthetic'
+results_dir = 'results'
 tasks = {
     'mqar': {'config': 'config/mqar.py', 'x': 'num_kv_pairs', 'levels': [
         [32, ['--num_kv_pairs=32']], [64, ['--num_kv_pairs=64']]]},
@@ -30,5 +27,5 @@ mixers = {'eda': ['--mixer=eda'], 'kda': ['--mixer=kda'], 'eda kda-gate': ['--mi
 learning_rates = [1e-3, 3e-3]
 seeds = [0, 1, 2]
 extra = ['--max_iters=2000', '--eval_interval=500']
-# the erase's own effect, seed by seed (added to the report in session 12; the grid is unchanged)
+# the erase's own effect (EDA with KDA's gate against KDA), and EDA's default against KDA, seed by seed
 pairs = [['eda kda-gate', 'kda'], ['eda', 'kda']]

@@ -1,0 +1,447 @@
+"""
+RESULTS.md from the files in results/: every table in it is made here from the file that holds the runs (a
+sweep's JSONL rows, a benchmark's output as printed), or computed from the code (the parameter counts), and
+each section names the command that reproduces it and the date, commit and device of its runs. The sweeps'
+own reports (results/<grid>.md, .png) are rebuilt on the way. A results file is what to change, never
+RESULTS.md: test_results.py rebuilds it and fails when the committed file differs.
+
+    python scripts/results.py                                   # RESULTS.md and the sweeps' reports
+    python scripts/results.py --results_dir=/tmp/r --out=/tmp/r/RESULTS.md   # elsewhere (the test)
+"""
+import importlib.util
+import json
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from configurator import configure  # noqa: E402
+
+# ----------------------------------------------------------------------------------------------------
+out = 'RESULTS.md'            # written here (relative to the repository)
+results_dir = 'results'       # the results files read, and where the sweeps' reports and figures go
+configure(globals())
+# ----------------------------------------------------------------------------------------------------
+os.chdir(ROOT)  # the grids and configs name their files from the repository's root
+
+# The paper's numbers this file sets ours beside (Table 7; Sec. 4.4's memory-state probes)
+TABLE7 = {('dense', 'transformer'): (2.5052, 2.5052), ('dense', 'gdn'): (2.5035, 2.5035),
+          ('dense', 'gdn2'): (2.5353, 2.5353), ('dense', 'kda'): (2.5218, 2.5218), ('dense', 'eda'): (2.5295, 2.5295),
+          ('moe', 'gdn'): (24.5676, 2.7236), ('moe', 'kda'): (24.6324, 2.7885), ('moe', 'eda'): (24.6558, 2.8119)}
+PAPER_PROBES = {'shares': '35.4 / 31.8 / 32.8 %', 'retained': '69.1 %, ≈ 3.0x', 'perturbation': '0.064 / 0.143 / 0.115 / 0.223',
+                'fold': '2.4x / 1.9x / 3.4x', 'cos': '0.105 (0.0707)', 'recall': 'KDA ahead of EDA'}
+MIXER_NAMES = {'eda': 'EDA', 'kda': 'KDA', 'gdn': 'GDN', 'gdn2': 'GDN-2', 'transformer': 'Transformer'}
+
+
+def rel(path):
+    """A path as RESULTS.md links it (results_dir may be elsewhere: a test's copy)."""
+    return os.path.join('results', os.path.relpath(path, results_dir))
+
+
+def table(header, rows):
+    return ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)] + \
+           ['| ' + ' | '.join(str(c) for c in row) + ' |' for row in rows] + ['']
+
+
+def read_text_result(name):
+    """A result kept as printed, under its '# key: value' lines (command, date, commit, device): (meta, lines)."""
+    meta, lines = {}, []
+    for line in open(os.path.join(results_dir, name)):
+        m = re.match(r'# (\w+): (.*)', line)
+        if m and not lines:
+            meta[m[1]] = m[2].strip()
+        else:
+            lines.append(line.rstrip('\n'))
+    return meta, lines
+
+
+def made(meta):
+    """The provenance line of a result kept with its meta fields."""
+    return f"Made {meta['date']} at commit {meta['commit']} on {meta['device']}."
+
+
+def sweep_of(grid):
+    """sweep.py as a module for one grid (its settings, its rows, its report), reading and writing results_dir."""
+    argv, sys.argv = sys.argv, ['sweep.py', grid, f'--results_dir={results_dir}', '--report_only=True']
+    try:
+        spec = importlib.util.spec_from_file_location('sweep_' + os.path.basename(grid)[:-3],
+                                                      os.path.join(ROOT, 'sweep.py'))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.argv = argv
+    return mod
+
+
+def config_values(path):
+    """A train.py config file's settings (it is plain assignments)."""
+    scope = {}
+    exec(compile(open(os.path.join(ROOT, path)).read(), path, 'exec'), scope)
+    return scope
+
+
+def sweep_report(grid):
+    """(the grid's sweep module, its rows, their summary); the grid's own report (.md, .png) rebuilt."""
+    sw = sweep_of(grid)
+    rows = sw.read_results(sw.results_path)
+    if rows:
+        sw.report(rows)
+    return sw, rows, sw.summarize(rows)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Sections
+
+
+def intro():
+    return ['# Results', '',
+            'Every measured result of this repository. `python scripts/results.py` writes this file from the results '
+            'files in `results/` (the sweeps\' rows as their runs wrote them, benchmarks\' output as printed): edit '
+            'those, never this file (`test_results.py` fails when it differs from what the script writes). Each '
+            'section gives the command that reproduces it and the date, commit and device of its runs; for runs '
+            'made before the tools recorded it, the commit is the one that added the result to the repository.', '',
+            '- [Does the erase help? Synthetic recall](#does-the-erase-help-synthetic-recall)',
+            '- [Every default recipe learns](#every-default-recipe-learns)',
+            '- [The language-model comparison](#the-language-model-comparison)',
+            '- [What the memory does: the probes](#what-the-memory-does-the-probes)',
+            "- [The paper's models: parameter counts (Table 7)](#the-papers-models-parameter-counts-table-7)",
+            '- [Kernel speed](#kernel-speed)', '- [Training speed](#training-speed)',
+            '- [Decoding speed](#decoding-speed)', '']
+
+
+LEVEL = {'mqar': 'pairs', 'reassign': 'updates', 'evict': 'updates', 'capacity': 'live pairs'}
+
+
+def erase_rows(grid, ev, sq):
+    """The erase benchmark's table rows, each task and level of the grid (evict also at 6000 steps); sq gets the
+    three mixers' summaries of each, for the square and the counts."""
+    (sw, _, s), (_, _, s_long) = grid, ev
+    rows = []
+    for task in ('mqar', 'reassign', 'evict', 'capacity'):
+        spec = sw.tasks[task]
+        for summary, steps in ((s, 2000), (s_long, 6000)) if task == 'evict' else ((s, 2000),):
+            for x, _ in spec['levels']:
+                cells = [summary.get((task, x, m)) for m in ('eda', 'eda kda-gate', 'kda')]
+                if None in cells:
+                    continue
+                ahead = sw.pair_stats(cells[1], cells[2])
+                floor = sw.fmt(spec['floor'][1][x]) if 'floor' in spec else '—'
+                rows.append([f'{task}, {x} {LEVEL[task]}', steps, *[re.sub(r' lr \S+', '', sw.cell(c, 0)) for c in cells],
+                             f'{ahead[0]} of {ahead[1]}', floor])
+                sq.setdefault(task, {})[x, steps] = cells
+    return rows
+
+
+def square_rows(sw, sq, safe):
+    """The erase x gate square: the erase behind each gate, paired by seed, where all four mixers ran."""
+    rows, counts = [], {'safe': [0, 0], 'kda': [0, 0]}
+    for task, levels in sq.items():
+        for (x, steps), (eda, eda_kg, kda) in levels.items():
+            kda_sg = safe.get((task, x, 'kda safe-gate'))
+            if kda_sg is None or (task == 'evict' and steps != 6000):
+                continue
+            cells = []
+            for gate, (a, b) in (('safe', (eda, kda_sg)), ('kda', (eda_kg, kda))):
+                n, m, d = sw.pair_stats(a, b)
+                counts[gate] = [counts[gate][0] + n, counts[gate][1] + m]
+                cells += [sw.fmt(a['mean']), sw.fmt(b['mean']), f'{n} of {m}, {sw.fmt_diff(d)}']
+            rows.append([f'{task}, {x} {LEVEL[task]} ({steps} steps)', *cells])
+    return rows, counts
+
+
+def erase_section():
+    grid, ev, sg = (sweep_report(f'config/sweep/{g}.py') for g in ('synthetic', 'evict_long', 'safe_gate'))
+    sq = {}
+    rows = erase_rows(grid, ev, sq)
+    square, counts = square_rows(grid[0], sq, sg[2])
+    ahead = {}  # the erase behind KDA's gate where it was learned (evict at 6000 steps) or not: [ahead, compared]
+    for task, levels in sq.items():
+        for (x, steps), (eda, eda_kg, kda) in levels.items():
+            if task == 'evict' and steps != 6000:
+                continue
+            group = ahead.setdefault(task in ('capacity', 'evict'), [0, 0])
+            n, m, _ = grid[0].pair_stats(eda_kg, kda)
+            group[0], group[1] = group[0] + n, group[1] + m
+    sw = grid[0]
+    return ['## Does the erase help? Synthetic recall', '',
+            "The paper's claim is that an erase at its own address helps the memory. The tasks (`data/synthetic.py`): "
+            'mqar (store and recall), reassign (overwrites and explicit moves: the old key must read NONE), capacity '
+            '(reassign where every update is a move and the live bindings approach the state\'s key dimension, so '
+            'stale addresses must be cleared to make room) and evict (values are unique: `k\' v` unbinds v\'s old '
+            'key k, which the current token never names). Models: `config/mqar.py`\'s, 2 layers, 2 linear-attention '
+            'heads of 64 x 64 state (~2.5M parameters). EDA with KDA\'s decay gate differs from KDA only by the erase: '
+            'that pair is the erase\'s own effect; EDA\'s default (the safe gate) differs from KDA by the gate too.', '',
+            '```sh', 'python sweep.py config/sweep/synthetic.py --jobs=12   # 4 tasks x 2 levels x 3 mixers x lr 1e-3, '
+            '3e-3 x seeds 0-2, 2000 steps: 144 runs',
+            'python sweep.py config/sweep/evict_long.py --jobs=10  # evict at 6000 steps, lr 1e-3: 18 runs',
+            'python sweep.py config/sweep/safe_gate.py --jobs=6    # KDA with the safe gate (EDA minus the erase): 12 runs',
+            '```', '',
+            *[f'`{g}`: {s[0].provenance(s[1])}' for g, s in (('synthetic', grid), ('evict_long', ev), ('safe_gate', sg))],
+            '', 'Validation accuracy (%) at each mixer\'s best lr (1e-3 for every mixer and level), mean ± std over '
+            'seeds 0-2 [min, max]. A seed fixes the data and the init, so runs pair up by seed: "erase ahead" counts '
+            'the seeds on which EDA with KDA\'s gate beats KDA. The floor is what answering NONE at every query '
+            'scores.', '',
+            *table(['task, level', 'steps', 'eda', "eda with KDA's gate", 'kda', 'erase ahead (seeds)', 'floor'], rows),
+            f'![synthetic grid: accuracy against difficulty]({rel(os.path.join(results_dir, "synthetic.png"))})',
+            f'![evict at 6000 steps]({rel(os.path.join(results_dir, "evict_long.png"))})', '',
+            'The whole erase x gate square where the erase helps: mean accuracy (%) with and without the erase behind '
+            'each gate; "erase ahead" counts the paired seeds the erase wins, then the mean difference.', '',
+            *table(['task, level', 'safe gate: with erase (eda)', 'without (kda safe-gate)', 'erase ahead',
+                    "KDA's gate: with erase", 'without (kda)', 'erase ahead'], square),
+            f"Behind KDA's gate the erase is ahead on {ahead[True][0]} of {ahead[True][1]} paired seeds of capacity "
+            f"and of evict at 6000 steps, and on {ahead[False][0]} of {ahead[False][1]} of mqar and reassign; behind "
+            f"the safe "
+            f"gate, on {counts['safe'][0]} of {counts['safe'][1]} of the square's. Read with the tables: the erase ties on "
+            'pure recall and on reassignment, and helps where stale bindings must be removed to make room or are '
+            'unbound implicitly, once the task is learned at all (no mixer has learned evict in 2000 steps); its gain '
+            'is in recalling values, not in answering NONE (the reports\' "values vs NONE" tables). EDA\'s default '
+            'gate is the weak part of its recipe on these tasks. Small models, three seeds, runs not all converged '
+            '(most capacity curves still rise at step 2000).', '',
+            'Full reports (every lr, every run, the pairs, values vs NONE): '
+            + ', '.join(f'[`{rel(os.path.join(results_dir, g + ".md"))}`]({rel(os.path.join(results_dir, g + ".md"))})'
+                        for g in ('synthetic', 'evict_long', 'safe_gate')) + '.', '']
+
+
+def defaults_section():
+    sw, rows, _ = sweep_report('config/sweep/defaults.py')
+    by = {(r['task'], r['mixer']): r for r in rows}
+    cells, stopped = [], False
+    for m in sw.mixers:
+        row = [m]
+        for task in sw.tasks:
+            r = by.get((task, m))
+            if r is None:
+                row.append('not run')
+                continue
+            stopped |= r['status'] == 'timeout'
+            row.append(f"{100 * r['val_acc']:.2f}" + (f" (step {r['step']}, †)" if r['status'] == 'timeout' else ''))
+        cells.append(row)
+    return ['## Every default recipe learns', '',
+            "Each mixer's recipe as a user runs it: `python train.py config/mqar.py --mixer=X` and `python train.py "
+            "config/reassign.py --mixer=X` (train.py's seed 1337, batch 256, 3000 steps; the Transformer with a "
+            '4-tap causal conv on attention\'s input, `attn_conv_size = 4`, the local mixing the linear layers\' conv '
+            'gives them). Validation accuracy (%) at the last evaluation.', '',
+            '```sh', 'python sweep.py config/sweep/defaults.py --jobs=10', '```', '', sw.provenance(rows), '',
+            *table(['mixer', 'mqar', 'reassign'], cells),
+            *(['† the run\'s last evaluation at its final step; the process was stopped before it exited, so the '
+               'sweep lists the run as unfinished.', ''] if stopped else []),
+            f"Report: [`{rel(sw.results_path)[:-len('.jsonl')]}.md`]({rel(sw.results_path)[:-len('.jsonl')]}.md). Why "
+            'these recipes (batch 256, the conv): `notes/synthetic.md`.', '']
+
+
+def lm_section():
+    sw = sweep_of('config/sweep/lm.py')
+    rows = sw.read_results(sw.results_path)
+    head = ['## The language-model comparison', '']
+    if not rows:
+        return head + ['Not run yet. `python sweep.py config/sweep/lm.py --jobs=8` trains `config/stdlib_26m.py` '
+                       '(~26M parameters, bytes of the stdlib corpus) for every mixer of the grid and writes '
+                       f'`{rel(sw.results_path)}`; this section is then that sweep\'s report.', '']
+    sw.report(rows)
+    md = open(os.path.join(results_dir, f'{sw.name}.md')).read().replace(results_dir + '/', 'results/')
+    body = [('##' + line) if line.startswith('## ') else line for line in md.splitlines()[1:]]  # its title dropped
+    return head + ['```sh', 'python sweep.py config/sweep/lm.py --jobs=10', '```', '', *lm_status(sw, rows), *body,
+                   '', f'![validation loss curves]({rel(os.path.join(results_dir, sw.name + ".png"))})', '']
+
+
+def lm_status(sw, rows):
+    """How much of the fixed grid has a result, and the corpus's size in epochs; no verdict until it is whole."""
+    ok = {sw.key(r) for r in rows if r['status'] in ('ok', 'diverged')}
+    first = [row for row, _ in sw.grid()]
+    later_each = len([s for s in sw.best_seeds if s not in sw.seeds]) + sw.best_repeats
+    n_later = later_each * len(sw.mixers) * sum(len(spec['levels']) for spec in sw.tasks.values())
+    done_first = sum(sw.key(row) in ok for row in first)
+    done_later = sum(sw.key(row) in ok for row, _ in sw.grid(rows)) - done_first
+    cfg = config_values(sw.tasks['stdlib']['config'])
+    tokens = cfg['max_iters'] * cfg['batch_size'] * cfg['block_size']
+    corpora = sorted({tuple(r['data_tokens']) for r in rows if r.get('data_tokens')})
+    epochs = ', '.join(f'{tokens / train:.1f} epochs of {train:,} train tokens' for train, _ in corpora)
+    whole = done_first == len(first) and done_later == n_later
+    return [f"The grid is fixed in `config/sweep/lm.py` before any run: {len(sw.mixers)} mixers x lr "
+            f"{', '.join(f'{lr:g}' for lr in sw.learning_rates)} on seed {sw.seeds[0]}, then seeds "
+            f"{', '.join(map(str, sw.best_seeds))} and {sw.best_repeats} same-seed repeat at each mixer's best lr. "
+            f"Done: {done_first} of {len(first)} learning-rate runs, {done_later} of {n_later} seed and repeat runs. "
+            f"Each run trains {tokens:,} tokens ({epochs or 'corpus not recorded'}; the corpus is the running "
+            "Python's standard library, so its size depends on the Python that prepared it)."
+            + ('' if whole else ' **The comparison is incomplete: no verdict until the grid is whole.** A failed '
+               'run (out of GPU memory at too many jobs) is no result and runs again.')]
+
+
+def probe_numbers(lines):
+    """The numbers RESULTS.md compares with the paper, from probe.py's output as printed."""
+    text = '\n'.join(lines)
+    grab = lambda pattern: re.search(pattern, text, re.M).groups()  # noqa: E731
+    return {'shares': grab(r'^\s+EDA\s+all\s+all\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$'),
+            'retained': grab(r'^\s+EDA\s+>=0\.9\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+([\d.]+)\s+([\d.]+)'),
+            'perturbation': grab(r'^\s+mean\s+all\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+\|\s+([\d.]+)\s+'
+                                 r'([\d.]+)\s+([\d.]+)'),
+            'cos': grab(r'^\s+mean\s+all\s+(0\.\d+)\s+[\d.]+\s*$') + grab(r'reference at d_k = \d+: ([\d.]+)'),
+            'recall': grab(r'^\s+EDA\s+mean\s+all(?:\s+[\d.]+){5}\s+([\d.]+)') +
+            grab(r'^\s+KDA\s+mean\s+all(?:\s+[\d.]+){5}\s+([\d.]+)')}
+
+
+def probe_section():
+    meta, lines = read_text_result('probe_lm.txt')
+    n = probe_numbers(lines)
+    p, o = PAPER_PROBES, n['perturbation']
+    rows = [['(a) shares decay / delta / erase, all tokens', p['shares'], ' / '.join(n['shares']) + ' %'],
+            ['(a) erase share when ᾱ ≥ 0.9, erase / delta', p['retained'], f"{n['retained'][0]} %, {n['retained'][1]}x"],
+            ['(b) perturbation ‖δo‖/‖o⁻‖: actual / random / shuffled / e = k', p['perturbation'], ' / '.join(o[:4])],
+            ['(b) fold over actual: random / shuffled / e = k', p['fold'], ' / '.join(v + 'x' for v in o[4:])],
+            ['(c) mean \\|cos(e, k)\\| (independent reference)', p['cos'], f"{n['cos'][0]} ({n['cos'][1]})"],
+            ['(d) raw write-key recall, mean over lags', p['recall'], f"KDA {n['recall'][1]}, EDA {n['recall'][0]}"]]
+    return ['## What the memory does: the probes', '',
+            "The paper's memory-state probes (its Sec. 4.4; definitions and the choices the paper leaves open: "
+            '`notes/probe.md`) on an EDA and a KDA model of `config/stdlib_26m.py` (~26M parameters, 6 linear '
+            'layers, bytes of the stdlib corpus, seed 0), 8 x 1024 held-out tokens. Means over the linear layers.', '',
+            '```sh', *meta['command'].split('; '), '```', '', made(meta), '',
+            *table(['probe', 'paper (Sec. 4.4)', 'ours (26M, stdlib bytes)'], rows),
+            f'![probe figure]({rel(os.path.join(results_dir, "probe_lm.png"))})', '',
+            'What holds at this scale: the erase address is nearly orthogonal to the write key, the erase takes a '
+            'large share of the gate strength, erasing at the write key instead would disturb the readout several '
+            'times more, and KDA reads old values back from their raw write keys better than EDA. What does not: the '
+            'learned address is no gentler on the readout than a random one, and the erase does not take over the '
+            "high-retention tokens. One seed each, 26M parameters on 13M bytes of code, where the paper's models have "
+            '2.5B-25B parameters: a different regime. The whole output, per layer: '
+            f'[`{rel(os.path.join(results_dir, "probe_lm.txt"))}`]({rel(os.path.join(results_dir, "probe_lm.txt"))}).', '']
+
+
+def param_counts():
+    """{(scale, mixer): param_summary()} of the paper's configs, built on the meta device."""
+    import torch
+    from dataclasses import fields
+    from model import GPT, GPTConfig
+    names = {f.name for f in fields(GPTConfig)}
+    out = {}
+    for scale, path in (('dense', 'config/dense_2p5b.py'), ('moe', 'config/moe_25b_a2p8b.py')):
+        scope = {}
+        exec(compile(open(path).read(), path, 'exec'), scope)
+        for mixer in MIXER_NAMES:
+            with torch.device('meta'):
+                out[scale, mixer] = GPT(GPTConfig(**{**{k: v for k, v in scope.items() if k in names},
+                                                     'mixer': mixer})).param_summary()
+    return out
+
+
+def table7_section():
+    counts = param_counts()
+    rows, parts = [], []
+    for (scale, mixer), s in counts.items():
+        paper = TABLE7.get((scale, mixer))
+        diff = (lambda ours, theirs: f'{ours:,} ({100 * (ours / 1e9 / theirs - 1):+.3f}%)') if paper else None
+        rows.append([{'dense': 'Dense 2.5B', 'moe': 'MoE 25B-A2.8B'}[scale], MIXER_NAMES[mixer],
+                     diff(s['total'], paper[0]) if paper else f"{s['total']:,}", f'{paper[0]}B' if paper else '—',
+                     diff(s['active'], paper[1]) if paper else f"{s['active']:,}", f'{paper[1]}B' if paper else '—'])
+        parts.append([rows[-1][0], rows[-1][1], *[f'{v / 1e6:,.2f}' for v in s['breakdown'].values()]])
+    return ['## The paper\'s models: parameter counts (Table 7)', '',
+            'Computed by this script from `model.py` (`GPT(cfg).param_summary()` on the meta device) for '
+            '`config/dense_2p5b.py` and `config/moe_25b_a2p8b.py` with each mixer, beside the paper\'s Table 7. '
+            '`python train.py --dry_run=True config/dense_2p5b.py --mixer=<mixer>` prints the same counts. How the '
+            'shapes the paper leaves open were pinned down: `notes/params.md`. The input embedding and the untied '
+            'lm_head count in total and in active parameters, as Table 7 counts them.', '',
+            *table(['Scale', 'Model', 'ours total', 'paper total', 'ours active', 'paper active'], rows),
+            'Breakdown in millions ("norms": the blocks\' pre-norms and the final norm; a mixer\'s own norms are in '
+            'the mixer):', '',
+            *table(['Scale', 'Model', *next(iter(counts.values()))['breakdown']], parts)]
+
+
+def kernel_section():
+    k = json.load(open(os.path.join(results_dir, 'kernel.json')))
+    chunk, dec = k['chunk'], k['decode']
+    ref = {(r['B'], r['T'], r['H'], r['HV']): r for r in chunk['rows'] if r['case'] == 'FLA chunk_kda'}
+    rows = []
+    for r in chunk['rows']:
+        base = ref.get((r['B'], r['T'], r['H'], r['HV']))
+        vs = f"{r['fwd_ms'] / base['fwd_ms']:.2f}x / {r['fwd_bwd_ms'] / base['fwd_bwd_ms']:.2f}x" if base else '—'
+        rows.append([r['case'], f"({r['B']}, {r['T']}, {r['H']}, {r['HV']})", f"{r['fwd_ms']:.3f}",
+                     f"{r['fwd_bwd_ms']:.3f}", f"{r['peak_mib']:,}", vs])
+    fla = {r['B']: r for r in dec['rows'] if r['case'].startswith('FLA')}
+    drows = [[r['case'], r['B'], f"{r['graph_ms']:.4f}", r['state_gb_s'], f"{r['graph_ms'] / fla[r['B']]['graph_ms']:.2f}x",
+              f"{r['eager_ms']:.4f}"] for r in dec['rows']]
+    return ['## Kernel speed', '',
+            'The update rule alone (`eda_triton` as `model.py` calls it, `check_g=False`: its gates bound g; `check_g=True` '
+            'reads g\'s range back, a device sync per call) against flash-linear-attention\'s KDA kernels, bf16, K = V = '
+            '128, shapes (B, T, H, HV); "EDA via doubled chunk_kda" is the paper\'s way of running EDA on a KDA kernel '
+            '(each token twice).', '', '```sh', chunk['command'], '```', '',
+            f"Made {chunk['date']} at commit {chunk['commit']} on {chunk['device']}; {chunk['source']}.", '',
+            *table(['case', 'shape', 'fwd ms', 'fwd+bwd ms', 'peak MiB', 'vs FLA chunk_kda (fwd / fwd+bwd)'], rows),
+            'Decoding one token (H = HV = 16): GPU time of a CUDA-graph replay, as `generate` runs it; the eager call '
+            '(host path included) beside it.', '', '```sh', dec['command'], '```', '',
+            f"Made {dec['date']} at commit {dec['commit']} on {dec['device']}; {dec['source']}.", '',
+            *table(['case', 'B', 'ms (graph replay)', 'GB/s (state read + written)', 'vs FLA', 'ms (eager call)'],
+                   drows)]
+
+
+def train_section():
+    spec = importlib.util.spec_from_file_location('plot_context', os.path.join(ROOT, 'scripts', 'plot_context.py'))
+    plot_context = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plot_context)
+    report = os.path.join(results_dir, 'train_context.txt')
+    runs, (meta, _) = plot_context.read(report), read_text_result('train_context.txt')
+    try:
+        plot_context.main(report, os.path.join(results_dir, 'train_context.png'))
+    except ImportError:
+        print('figure: skipped (matplotlib is not installed)')
+    rows = []
+    for T in sorted(runs['eda']):
+        (e, em), (r, rm), (t, tm) = runs['eda'][T], runs['eda_recompute'][T], runs['transformer'][T]
+        rows.append([T, f'{e:,.0f} ({r:,.0f})', f'{t:,.0f}', f'{e / t:.2f}x ({r / t:.2f}x)', f'{em} ({rm}) / {tm}'])
+    lay = json.load(open(os.path.join(results_dir, 'train_layers.json')))
+    lrows = [[r['model'], r['layer'], r['count'], f"{r['fwd_bwd_ms']:.3f}", '—' if r['core_ms'] is None else
+              f"{r['core_ms']:.3f}", f"{r['kept_bytes_per_token']:,}"] for r in lay['layers']]
+    srows = [[s['model'], f"{s['ms']:.1f}", f"{s['tok_s']:,}", s['peak_gib']] for s in lay['steps']]
+    return ['## Training speed', '',
+            'The ~125M EDA hybrid (`config/eda_125m.py`: 3:1, 9 linear and 3 attention layers) against the ~125M '
+            'Transformer, compiled, 32,768 tokens a step (batch = 32768 / block_size; one sequence at 65536), '
+            'tok/s and MFU the mean of steps 3-7 of 8; in brackets the hybrid with `la_recompute_states=True` (the '
+            'backward recomputes the chunk states instead of keeping them).', '',
+            '```sh', *meta['command'].split('; '), '```', '', made(meta), '',
+            *table(['block_size', 'EDA hybrid tok/s (recomputed states)', 'Transformer tok/s', 'ratio (recomputed)',
+                    'peak GiB: hybrid (recomputed) / Transformer'], rows),
+            f'![training tok/s by block_size]({rel(os.path.join(results_dir, "train_context.png"))})', '',
+            'The hybrid overtakes the Transformer where an attention layer costs more than a linear one: an attention '
+            "layer's cost grows with the context, a linear layer's does not. Per layer, forward + backward (the core: "
+            '`eda_triton` or SDPA alone at the same shapes) and the bytes a layer keeps a token for its backward:', '',
+            '```sh', *lay['command'].split('; '), '```', '',
+            f"Made {lay['date']} at commit {lay['commit']} on {lay['device']}; {lay['source']}.", '',
+            *table(['model', 'layer', 'count', 'fwd+bwd ms', 'core ms', 'kept bytes/token'], lrows),
+            *table(['model', 'step ms (fwd+bwd, no optimizer)', 'tok/s', 'peak GiB'], srows)]
+
+
+def decode_section():
+    meta, lines = read_text_result('decode.txt')
+    runs = {}
+    for line in lines:
+        m = re.match(r'(eda|transformer)\s+(graph|compiled|eager)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)\s+'
+                     r'([\d.]+)%', line)
+        if m:
+            runs[m[1], m[2], int(m[3]), int(m[4])] = (m[5], int(m[6]), float(m[7]), m[8])  # ms as printed
+    rows = []
+    for ctx, B in sorted({(c, b) for _, _, c, b in runs}):
+        e, t = runs['eda', 'compiled', ctx, B], runs['transformer', 'compiled', ctx, B]
+        rows.append([ctx, B, e[0], runs['eda', 'graph', ctx, B][0], t[0], runs['transformer', 'graph', ctx, B][0],
+                     f'{e[1] / t[1]:.2f}x', f'{e[3]}%', f'{e[2] / t[2]:.3f}'])
+    kernels = next(line for line in lines if line.startswith('kernels per decode step'))
+    check = next(line for line in lines if line.startswith('correctness:'))
+    return ['## Decoding speed', '',
+            'One decode step of the ~125M configs (`config/eda_125m.py`), bf16, caches filled to the context with '
+            'random content, ms per step over 32 steps. `graph`: the step replayed from a CUDA graph '
+            '(`decode.GraphDecoder`, what `generate` and `sample.py` run on a GPU); `compiled`: the Inductor-compiled '
+            'step in the graph (`sample.py --compile=True`). "floor": the bytes a step must read (weights, linear '
+            "states, the cached K/V) over the time, as a fraction of the device's measured copy bandwidth.", '',
+            '```sh', meta['command'], '```', '', made(meta), '',
+            *table(['ctx', 'B', 'hybrid compiled', 'hybrid graph', 'Transformer compiled', 'Transformer graph',
+                    "hybrid tok/s / Transformer's (compiled)", 'hybrid floor (compiled)', 'cache per sequence, '
+                    'hybrid / Transformer'], rows),
+            f'From the same run: {kernels}; {check}. The output as printed: '
+            f'[`{rel(os.path.join(results_dir, "decode.txt"))}`]({rel(os.path.join(results_dir, "decode.txt"))}).', '']
+
+
+if __name__ == '__main__':
+    parts = [intro(), erase_section(), defaults_section(), lm_section(), probe_section(), table7_section(),
+             kernel_section(), train_section(), decode_section()]
+    text = '\n'.join(line for part in parts for line in part).rstrip('\n') + '\n'
+    with open(out, 'w') as f:
+        f.write(text)
+    print(f'wrote {out}')

@@ -1,0 +1,142 @@
+"""RESULTS.md is what scripts/results.py writes from the results files, and its tables say what the reports and
+outputs they are made from say: a hand-edited cell, a table left behind by newer results, or a README figure
+that RESULTS.md does not back fails here."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+def results_md():
+    return open(os.path.join(ROOT, 'RESULTS.md')).read()
+
+
+def test_results_md_and_the_sweep_reports_are_what_scripts_results_py_writes(tmp_path):
+    shutil.copytree(os.path.join(ROOT, 'results'), tmp_path / 'results')
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'scripts', 'results.py'),
+                        f'--results_dir={tmp_path / "results"}', f'--out={tmp_path / "RESULTS.md"}'],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600, env=dict(os.environ, MPLBACKEND='Agg'))
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert (tmp_path / 'RESULTS.md').read_text() == results_md(), 'RESULTS.md differs from what its results files give'
+    reports = [f for f in os.listdir(tmp_path / 'results') if f.endswith('.md')]
+    assert {'synthetic.md', 'evict_long.md', 'safe_gate.md', 'defaults.md'} <= set(reports)
+    for f in reports:  # each grid's own report, rebuilt from its results file
+        rebuilt = (tmp_path / 'results' / f).read_text().replace(str(tmp_path / 'results'), 'results')
+        assert rebuilt == open(os.path.join(ROOT, 'results', f)).read(), f'results/{f} differs from its results file'
+
+
+def test_every_grid_in_config_sweep_is_cited_in_results_md():
+    grids = sorted(f for f in os.listdir(os.path.join(ROOT, 'config', 'sweep')) if f.endswith('.py'))
+    assert 0 < len(grids) <= 6
+    for g in grids:
+        assert f'config/sweep/{g}' in results_md(), g
+
+
+def table_rows(text, first_cells):
+    """The markdown table rows (lists of cells) of text whose first cell starts with one of first_cells."""
+    cells = [[c.strip() for c in ln.strip().strip('|').split('|')] for ln in text.splitlines() if ln.startswith('| ')]
+    return [c for c in cells if c[0].startswith(first_cells)]
+
+
+def report_cell(md, task, x, mixer):
+    """A sweep report's cell: mixer's row at level x of the task's table."""
+    section = md.split(f'## {task} (difficulty')[1].split('\n## ')[0]
+    header, *lines = [[c.strip() for c in ln.strip('|').split('|')] for ln in section.splitlines()
+                      if ln.startswith('| ') and not ln.startswith('|---')]
+    col = next(i for i, h in enumerate(header) if h.endswith(f'={x}'))
+    return next(c[col] for c in lines if c[0] == mixer)
+
+
+def report_pair(md, task, x, a, b):
+    """A sweep report's paired-by-seed cells for A vs B at level x: ('N of M', '+d')."""
+    [row] = [ln for ln in md.splitlines() if ln.startswith(f'| {task} | {x} | {a} vs {b} | ')]
+    return tuple(c.strip() for c in row.strip('|').split('|')[3:5])
+
+
+def test_the_erase_tables_are_the_grids_reports_cell_by_cell():
+    """RESULTS.md's erase table and erase x gate square, laid out across three sweeps, against each sweep's own
+    report (which the test above rebuilds from its results file)."""
+    md = {n: open(os.path.join(ROOT, 'results', f'{n}.md')).read() for n in ('synthetic', 'evict_long', 'safe_gate')}
+    grid = [c for c in table_rows(results_md(), ('mqar, ', 'reassign, ', 'evict, ', 'capacity, ')) if c[1].isdigit()]
+    assert len(grid) == 10
+    for level, steps, eda, eda_kg, kda, ahead, floor in grid:
+        task, x = level.split(', ')[0], int(level.split(', ')[1].split()[0])
+        table = md['evict_long' if steps == '6000' else 'synthetic']
+        for mixer, cell in (('eda', eda), ('eda kda-gate', eda_kg), ('kda', kda)):
+            assert report_cell(table, task, x, mixer).startswith(cell + ' lr '), (level, mixer, cell)
+        assert report_pair(table, task, x, 'eda kda-gate', 'kda')[0] == ahead, (level, ahead)
+        assert floor == (report_cell(table, task, x, '*NONE at every query*') if floor != '—' else '—'), level
+    square = [c for c in table_rows(results_md(), ('capacity, ', 'evict, ')) if not c[1].isdigit()]
+    assert len(square) == 4
+    for level, with_sg, without_sg, ahead_sg, with_kg, without_kg, ahead_kg in square:
+        task, x = level.split(', ')[0], int(level.split(', ')[1].split()[0])
+        table = md['synthetic' if task == 'capacity' else 'evict_long']
+        for (a, a_md), (b, b_md), cells in ((('eda', table), ('kda safe-gate', md['safe_gate']),
+                                             (with_sg, without_sg, ahead_sg)),
+                                            (('eda kda-gate', table), ('kda', table), (with_kg, without_kg, ahead_kg))):
+            n_ahead, diff = report_pair(md['safe_gate'] if b == 'kda safe-gate' else table, task, x, a, b)
+            means = [report_cell(m, task, x, mixer).split(' ± ')[0] for mixer, m in ((a, a_md), (b, b_md))]
+            assert cells == (*means, f'{n_ahead}, {diff}'), (level, cells)
+
+
+def test_the_context_table_is_the_report_as_printed_cell_by_cell():
+    """RESULTS.md's training tok/s and peak memory by block_size against results/train_context.txt, read by
+    scripts/plot_context.py (the figure's reader)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('plot_context', os.path.join(ROOT, 'scripts', 'plot_context.py'))
+    plot_context = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plot_context)
+    runs = plot_context.read(os.path.join(ROOT, 'results', 'train_context.txt'))
+    section = results_md().split('## Training speed')[1]
+    rows = re.findall(r'^\| (\d+) \| ([\d,]+) \(([\d,]+)\) \| ([\d,]+) \| ([\d.]+)x \(([\d.]+)x\) \| '
+                      r'([\d.]+) \(([\d.]+)\) / ([\d.]+) \|', section, re.M)
+    assert [int(r[0]) for r in rows] == sorted(runs['eda']) == sorted(runs['eda_recompute']) == \
+        sorted(runs['transformer'])
+    num = lambda cell: float(cell.replace(',', ''))  # noqa: E731
+    for T, eda_tok, rec_tok, tf_tok, ratio, rec_ratio, eda_mem, rec_mem, tf_mem in rows:
+        eda, rec, tf = runs['eda'][int(T)], runs['eda_recompute'][int(T)], runs['transformer'][int(T)]
+        assert (num(eda_tok), num(rec_tok), num(tf_tok)) == (eda[0], rec[0], tf[0])
+        assert (float(eda_mem), float(rec_mem), float(tf_mem)) == (eda[1], rec[1], tf[1])
+        assert (float(ratio), float(rec_ratio)) == (round(eda[0] / tf[0], 2), round(rec[0] / tf[0], 2))
+
+
+def test_every_figure_in_readmes_results_summary_is_in_the_results_md_section_it_links():
+    readme = open(os.path.join(ROOT, 'README.md')).read()
+    summary = readme.split('## Results', 1)[1].split('\n## ', 1)[0]
+    rows = [ln for ln in summary.splitlines() if ln.startswith('| ') and 'RESULTS.md#' in ln]
+    assert len(rows) >= 5
+    sections = {}
+    for part in results_md().split('\n## ')[1:]:
+        title = part.splitlines()[0]
+        sections[re.sub(r'[^\w\- ]', '', title.lower()).replace(' ', '-')] = part
+    for row in rows:
+        anchor = re.search(r'RESULTS\.md#([\w-]+)', row)[1]
+        assert anchor in sections, anchor
+        for number in re.findall(r'\d[\d,.]*\d|\d', re.sub(r'\(RESULTS\.md#[^)]*\)', '', row)):
+            assert number in sections[anchor], (number, anchor)
+
+
+def test_the_lm_section_is_the_lm_sweeps_own_report_once_its_results_exist(tmp_path, monkeypatch):
+    """Until results/lm.jsonl exists the section says the comparison has not been run; then it is sweep.py's
+    report of that file (every mixer at its best lr, the seeds, the pairs), not a table written elsewhere."""
+    import importlib.util
+    import json
+    monkeypatch.setattr(sys, 'argv', ['results.py', f'--results_dir={tmp_path}'])
+    spec = importlib.util.spec_from_file_location('results_under_test', os.path.join(ROOT, 'scripts', 'results.py'))
+    results = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(results)
+    assert 'Not run yet' in '\n'.join(results.lm_section())
+    grid = results.sweep_of('config/sweep/lm.py')  # whatever the grid's task, level and mixers are
+    task, (x, _) = next(iter(grid.tasks)), grid.tasks[next(iter(grid.tasks))]['levels'][0]
+    a, b = list(grid.mixers)[:2]
+    rows = [{'task': task, 'x': x, 'mixer': m, 'lr': lr, 'seed': seed, 'status': 'ok', 'params': 26_000_000,
+             'val_loss': loss + lr * 10 + seed / 100, 'curve': [[0, 5.0, None], [100, loss, None]]}
+            for m, loss in ((a, 0.78), (b, 0.80)) for lr in (1e-3, 2e-3) for seed in (0, 1)]
+    (tmp_path / 'lm.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows))
+    text = '\n'.join(results.lm_section())
+    assert 'Not run yet' not in text and str(tmp_path) not in text
+    assert f'| {a} | 26,000,000 | 0.7950 ± 0.0071 [0.7900, 0.8000] lr 0.001 |' in text  # its best lr, both seeds
+    assert text == '\n'.join(results.lm_section())  # the same file gives the same section
