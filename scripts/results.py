@@ -200,7 +200,20 @@ def erase_section():
             '(most capacity curves still rise at step 2000).', '',
             'Full reports (every lr, every run, the pairs, values vs NONE): '
             + ', '.join(f'[`{rel(os.path.join(results_dir, g + ".md"))}`]({rel(os.path.join(results_dir, g + ".md"))})'
-                        for g in ('synthetic', 'evict_long', 'safe_gate')) + '.', '']
+                        for g in ('synthetic', 'evict_long', 'safe_gate')) + '.', '', *erase_rerun()]
+
+
+def erase_rerun():
+    """The square where the erase helps, rerun on the model as shipped (A per channel), or that it is not run."""
+    sw, rows, _ = sweep_report('config/sweep/erase.py')
+    head = ['### The same square on the model as shipped (A per channel)', '',
+            'The runs above were made when the decay amplitude A was one per value head; the channel-wise gates now '
+            'keep one per channel (Eq. safe_gate\'s A_i). `python sweep.py config/sweep/erase.py --jobs=12` reruns '
+            'capacity and evict at the levels, steps and seeds above with the four mixers of the square.', '']
+    if not rows:
+        return head + ['Not run yet.', '']
+    md = open(os.path.join(results_dir, f'{sw.name}.md')).read().replace(results_dir + '/', 'results/')
+    return head + [('###' + line) if line.startswith('## ') else line for line in md.splitlines()[1:]] + ['']
 
 
 def defaults_section():
