@@ -328,15 +328,25 @@ def test_token_ids_outside_the_header_vocab_are_rejected(tmp_path):
     assert len(load_tokens(str(ds / 'val.bin'), vocab_size=300)[0]) == 1000  # in-vocab files still load
 
 
-def test_prepare_local_text_files_as_bytes(tmp_path):
+def offline_env(tmp_path):
+    """The environment of a machine without network: no tiktoken files cached, every download refused at once."""
+    os.makedirs(tmp_path / 'empty_cache', exist_ok=True)
+    proxy = 'http://127.0.0.1:9'  # the discard port: nothing listens, a connection fails at once
+    return dict(os.environ, TIKTOKEN_CACHE_DIR=str(tmp_path / 'empty_cache'), HTTP_PROXY=proxy, HTTPS_PROXY=proxy,
+                http_proxy=proxy, https_proxy=proxy, HF_HUB_OFFLINE='1', HF_DATASETS_OFFLINE='1')
+
+
+def test_prepare_local_text_files_as_bytes_by_default_and_offline(tmp_path):
     src = tmp_path / 'texts'
     os.makedirs(src / 'sub')
     docs = {f'doc{i}.txt': f'document {i}: ' + 'the quick brown fox. ' * (i + 1) for i in range(20)}
     for name, text in docs.items():
         (src / name).write_text(text)
     (src / 'sub' / 'notes.md').write_text('# héllo\n')  # folders are walked; utf-8 is kept byte for byte
-    p = subprocess.run([sys.executable, 'data/prepare.py', 'text', f'--input={src}', f'--out={tmp_path / "ds"}',
-                        '--encoding=bytes', '--num_proc=1'], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    # the user's-guide command, with --out for --name: no --encoding, and no network
+    p = subprocess.run([sys.executable, 'data/prepare.py', 'text', f'--input={src}/', f'--out={tmp_path / "ds"}',
+                        '--num_proc=1'], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env=offline_env(tmp_path))
     assert p.returncode == 0, p.stderr[-3000:]
     train_toks, val_toks = (load_tokens(str(tmp_path / 'ds' / f'{s}.bin'), vocab_size=256)[0] for s in ('train', 'val'))
     text = (bytes(train_toks) + bytes(val_toks)).split(b'\0')  # byte 0 ends each document
@@ -345,6 +355,19 @@ def test_prepare_local_text_files_as_bytes(tmp_path):
     meta = json.loads((tmp_path / 'ds' / 'meta.json').read_text())
     assert meta['command'].startswith('python data/prepare.py text') and meta['vocab_size'] == 256
     train(tmp_path / 'out', f'--dataset={tmp_path / "ds"}', '--max_iters=1', '--block_size=16')
+
+
+def test_a_binary_file_given_as_text_is_one_line_naming_it(tmp_path):
+    (tmp_path / 'good.txt').write_text('hello world\n' * 20)
+    (tmp_path / 'image.txt').write_bytes(bytes(range(256)) * 4)  # binary bytes under a .txt name
+    (tmp_path / 'latin1.txt').write_bytes('café\n'.encode('latin-1'))
+    for bad, why in (('image.txt', 'a NUL byte at byte 0'),
+                     ('latin1.txt', 'not UTF-8 text: invalid continuation byte at byte 3')):
+        p = subprocess.run([sys.executable, 'data/prepare.py', 'text', f'--input={tmp_path / "good.txt"}',
+                            f'--input={tmp_path / bad}', f'--out={tmp_path / "ds"}', '--encoding=bytes'],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert p.returncode != 0 and p.stderr.strip().startswith(f'prepare: {tmp_path / bad}: {why}'), p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1 and not os.path.exists(tmp_path / 'ds')
 
 
 def test_prepare_local_text_files_with_tiktoken(tmp_path):
