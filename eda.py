@@ -20,7 +20,7 @@ then the usual delta correction and write at k_t (Eq. eda_two_stage).
                   of the repo.
 The three take the same inputs and agree on them, or refuse them with the same ValueError (check_inputs,
 check_values): g > 0 is refused everywhere; a NaN or inf input by the reference paths 1 and 2 (the kernels
-do not look: a host sync per call).
+do not look: a host sync per call; nor does the model, which checks its loss instead: check=False).
 GDN-2's rule (gdn2_recurrent, gdn2_chunk; Eq. gdn2_prelim), the comparison mixer, follows the chunked form,
 whose engine (chunk_delta_rule) it shares.
 
@@ -148,11 +148,12 @@ def check_values(g, finite=None):
             raise ValueError(f"{name} holds NaN or inf values; every value must be finite")
 
 
-def _prepare(q, k, v, e, g, beta, gamma, scale, initial_state):
-    """Common preamble of the reference paths: checks (values too), compute dtype, grouped heads expanded,
-    channel-wise g, initial state."""
+def _prepare(q, k, v, e, g, beta, gamma, scale, initial_state, check=True):
+    """Common preamble of the reference paths: checks (values too, unless check=False), compute dtype, grouped
+    heads expanded, channel-wise g, initial state."""
     B, T, H, HV, K, V = check_inputs(q, k, v, e, g, beta, gamma, initial_state)
-    check_values(g, dict(q=q, k=k, v=v, e=e, beta=beta, gamma=gamma, initial_state=initial_state))
+    if check:
+        check_values(g, dict(q=q, k=k, v=v, e=e, beta=beta, gamma=gamma, initial_state=initial_state))
     # fp64 in -> fp64 math (the reference for tests); anything else accumulates in fp32
     acc = torch.float64 if q.dtype == torch.float64 else torch.float32
     scale = K ** -0.5 if scale is None else scale
@@ -175,16 +176,18 @@ def _prepare(q, k, v, e, g, beta, gamma, scale, initial_state):
 
 
 def eda_recurrent(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False,
-                  trace=None):
+                  trace=None, check=True):
     """Step-by-step EDA (Eq. ed in its two-stage form, Eq. decayed_memory, erase_step, eda_two_stage).
 
     Returns (o [B, T, HV, V] in v's dtype, final_state [B, HV, K, V] or None).
+    check: check_values (g <= 0, no NaN or inf input: a ValueError naming it; a host sync). False for callers
+    that check what comes out instead (model.py: train.py stops on a non-finite loss, with its own message).
     trace: None, or called after each token as trace(t, S_hat, S_tilde, S) with the states [B, HV, K, V]
     (compute dtype) after the decay, after the erase (S_hat itself without one) and after the write; the
     memory-state probes (probe.py) read what they need from them.
     """
     out_dtype = v.dtype
-    q, k, v, e, g, beta, gamma, S = _prepare(q, k, v, e, g, beta, gamma, scale, initial_state)
+    q, k, v, e, g, beta, gamma, S = _prepare(q, k, v, e, g, beta, gamma, scale, initial_state, check)
     T = q.shape[1]
     outs = []
     for t in range(T):
@@ -322,16 +325,16 @@ def chunk_delta_rule(q, k, v, g, beta, S, chunk_size, read=None):
 
 
 def eda_chunk(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False,
-              chunk_size=64):
+              chunk_size=64, check=True):
     """Chunk-parallel EDA (Sec. 3.4): the delta rule over the doubled sequence (Eq. double_data) in chunks
     of `chunk_size` tokens (2 * chunk_size sub-steps), outputs read at the write sub-steps.
 
-    Same arguments and results as eda_recurrent. With e=None no sub-steps are doubled (KDA / GDN).
+    Same arguments (check too) and results as eda_recurrent. With e=None no sub-steps are doubled (KDA / GDN).
     """
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
     out_dtype = v.dtype
-    q, k, v, e, g, beta, gamma, S = _prepare(q, k, v, e, g, beta, gamma, scale, initial_state)
+    q, k, v, e, g, beta, gamma, S = _prepare(q, k, v, e, g, beta, gamma, scale, initial_state, check)
     if e is None:
         o, S = chunk_delta_rule(q, k, v, g, beta, S, chunk_size)
     else:

@@ -362,6 +362,17 @@ def test_nan_or_inf_in_an_input_is_a_value_error_naming_it(fn):
     fn(**x)  # (the unchanged inputs pass)
 
 
+@pytest.mark.parametrize("fn", [eda_recurrent, eda_chunk])
+def test_check_false_skips_the_value_checks_and_changes_nothing_else(fn):
+    # for callers that check what comes out (the model: train.py stops on a non-finite loss)
+    x = make_inputs(B, 11, H, HV, K, V, seed=2035, dtype=F64)
+    assert all(torch.equal(a, b) for a, b in zip(fn(**x, output_final_state=True),
+                                                 fn(**x, output_final_state=True, check=False)))
+    x["v"][0, 3, 0, 0] = float("nan")
+    o, _ = fn(**x, check=False)
+    assert o[0, 3:, 0, 0].isnan().all() and not o[1].isnan().any()  # NaN in, NaN out, no word
+
+
 # ----------------------------------------------------------------------------------------------------
 # GDN-2's rule (Eq. gdn2_prelim): the chunked form against its recurrence, and the recurrence against KDA's
 
