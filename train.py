@@ -190,13 +190,18 @@ if max_iters < 0:
 
 
 def settings_problems():
-    """The numeric settings no run can use, one sentence each (torch or numpy would fail on them only once
-    the model is built, or silently misbehave: a negative grad_clip flips the gradients)."""
-    out = [f'{n} must be a finite number >= 0, got {globals()[n]}' for n in ('learning_rate', 'min_lr',
-           'weight_decay', 'grad_clip') if not (math.isfinite(globals()[n]) and globals()[n] >= 0)]
-    out += [f'{n} must be in [0, 1), got {globals()[n]}' for n in ('beta1', 'beta2') if not 0 <= globals()[n] < 1]
-    out += [f'{n} must be >= 0, got {globals()[n]}' for n in ('warmup_iters', 'lr_schedule_start', 'lr_decay_iters')
-            if globals()[n] is not None and globals()[n] < 0]
+    """The settings no run can use, one sentence each: torch or numpy would stop on them only once the model
+    is built, or silently misbehave (a negative grad_clip flips the gradients)."""
+    out = []
+    for n in ('learning_rate', 'min_lr', 'weight_decay', 'grad_clip'):
+        if not (math.isfinite(globals()[n]) and globals()[n] >= 0):
+            out.append(f'{n} must be a finite number >= 0, got {globals()[n]}')
+    for n in ('beta1', 'beta2'):
+        if not 0 <= globals()[n] < 1:
+            out.append(f'{n} must be in [0, 1), got {globals()[n]}')
+    for n in ('warmup_iters', 'lr_schedule_start', 'lr_decay_iters'):
+        if globals()[n] is not None and globals()[n] < 0:
+            out.append(f'{n} must be >= 0, got {globals()[n]}')
     if not 0 <= seed < 2**64:  # torch.manual_seed's range; numpy's generators take any int >= 0
         out.append(f'seed must be in [0, 2**64), got {seed}')
     if init_from not in ('scratch', 'resume'):
