@@ -16,6 +16,7 @@ accepted; an unannotated None default takes any value.
 import ast
 import difflib
 import sys
+import traceback
 import typing
 
 SETTING_TYPES = (bool, int, float, str, tuple, list, dict, type(None))
@@ -65,12 +66,22 @@ def configure(config, argv=None):
             updates = {key: (value, f"'{arg}'")}
         elif arg.endswith(".py"):
             try:
-                with open(arg) as f:
+                with open(arg, encoding="utf-8") as f:
                     source = f.read()
             except OSError as err:
                 _fail(f"cannot read config file '{arg}': {err.strerror}")
+            except UnicodeDecodeError as err:
+                _fail(f"config file '{arg}' is not UTF-8 text ({err.reason} at byte {err.start})")
             scope = {}
-            exec(compile(source, arg, "exec"), scope)
+            try:
+                exec(compile(source, arg, "exec"), scope)
+            except (SyntaxError, ValueError) as err:  # (ValueError: a NUL byte in the source)
+                where = f", line {err.lineno}" if getattr(err, "lineno", None) else ""
+                _fail(f"config file '{arg}'{where} is not valid Python: {getattr(err, 'msg', err)}")
+            except Exception as err:  # the file runs, and fails on a line of its own
+                lines = [f.lineno for f in traceback.extract_tb(err.__traceback__) if f.filename == arg]
+                where = f", line {lines[-1]}" if lines else ""
+                _fail(f"config file '{arg}'{where} failed: {type(err).__name__}: {err}")
             updates = {k: (v, f"config file {arg}") for k, v in scope.items()
                        if not k.startswith("_") and isinstance(v, SETTING_TYPES)}
         else:

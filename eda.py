@@ -18,6 +18,9 @@ then the usual delta correction and write at k_t (Eq. eda_two_stage).
 3. eda_triton:    the same signature, running the fused Triton kernels of kernel.py (eda_triton_decode: the
                   fused recurrent kernel for decoding). eda.py checks the inputs; kernel.py imports nothing
                   of the repo.
+The three take the same inputs and agree on them, or refuse them with the same ValueError (check_inputs,
+check_values): g > 0 is refused everywhere; a NaN or inf input by the reference paths 1 and 2 (the kernels
+do not look: a host sync per call; nor does the model, which checks its loss instead: check=False).
 GDN-2's rule (gdn2_recurrent, gdn2_chunk; Eq. gdn2_prelim), the comparison mixer, follows the chunked form,
 whose engine (chunk_delta_rule) it shares.
 
@@ -29,6 +32,8 @@ HV is a multiple of H: value head i reads query/key head i // (HV // H) (grouped
 e=None, gamma=None is KDA exactly; a per-head g is GDN; g = 0 is DeltaNet. Inputs are used as given
 (the layer normalizes q, k, e); `scale` (default K^-0.5) multiplies q.
 """
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -106,6 +111,10 @@ def check_inputs(q, k, v, e, g, beta, gamma, initial_state=None):
     if v.dim() != 4:
         raise ValueError(f"v must be [B, T, HV, V], got shape {tuple(v.shape)}")
     HV, V = v.shape[2], v.shape[3]
+    for name, d, where in (("H", H, "q.shape[2]"), ("K", K, "q.shape[3]"), ("HV", HV, "v.shape[2]"),
+                           ("V", V, "v.shape[3]")):
+        if d == 0:  # (no heads or no channels: nothing to compute, and K = 0 has no default scale K^-0.5)
+            raise ValueError(f"{name} = {where} = 0: every dimension but T must be >= 1")
 
     def expect(name, x, shape):
         if tuple(x.shape) != tuple(shape):
@@ -128,9 +137,30 @@ def check_inputs(q, k, v, e, g, beta, gamma, initial_state=None):
     return B, T, H, HV, K, V
 
 
-def _prepare(q, k, v, e, g, beta, gamma, scale, initial_state):
-    """Common preamble: checks, compute dtype, grouped heads expanded, channel-wise g, initial state."""
+def check_values(g, finite=None):
+    """The checks that read values, shared by the three versions: g is a log decay, every value <= 0 (-inf,
+    which clears the memory, included); no NaN or inf in the tensors of `finite` ({name: tensor or None}).
+    A ValueError names the argument. One host sync; skipped while torch.compile traces or a CUDA graph
+    captures, where no value can be read back."""
+    if torch.compiler.is_compiling() or (g.is_cuda and torch.cuda.is_current_stream_capturing()):
+        return
+    finite = {n: x for n, x in (finite or {}).items() if x is not None}
+    ok = torch.stack([(g <= 0).all(), *(torch.isfinite(x).all() for x in finite.values())]).tolist()
+    if not ok[0]:
+        bad = g[~(g <= 0)]
+        got = "NaN" if bad.isnan().any() else f"values up to {bad.max().item():.3g}"
+        raise ValueError(f"g is a log decay and must be ≤ 0 (-inf included), got {got}")
+    for (name, x), fine in zip(finite.items(), ok[1:]):
+        if not fine:
+            raise ValueError(f"{name} holds NaN or inf values; every value must be finite")
+
+
+def _prepare(q, k, v, e, g, beta, gamma, scale, initial_state, check=True):
+    """Common preamble of the reference paths: checks (values too, unless check=False), compute dtype, grouped
+    heads expanded, channel-wise g, initial state."""
     B, T, H, HV, K, V = check_inputs(q, k, v, e, g, beta, gamma, initial_state)
+    if check:
+        check_values(g, dict(q=q, k=k, v=v, e=e, beta=beta, gamma=gamma, initial_state=initial_state))
     # fp64 in -> fp64 math (the reference for tests); anything else accumulates in fp32
     acc = torch.float64 if q.dtype == torch.float64 else torch.float32
     scale = K ** -0.5 if scale is None else scale
@@ -153,16 +183,18 @@ def _prepare(q, k, v, e, g, beta, gamma, scale, initial_state):
 
 
 def eda_recurrent(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False,
-                  trace=None):
+                  trace=None, check=True):
     """Step-by-step EDA (Eq. ed in its two-stage form, Eq. decayed_memory, erase_step, eda_two_stage).
 
     Returns (o [B, T, HV, V] in v's dtype, final_state [B, HV, K, V] or None).
+    check: check_values (g <= 0, no NaN or inf input: a ValueError naming it; a host sync). False for callers
+    that check what comes out instead (model.py: train.py stops on a non-finite loss, with its own message).
     trace: None, or called after each token as trace(t, S_hat, S_tilde, S) with the states [B, HV, K, V]
     (compute dtype) after the decay, after the erase (S_hat itself without one) and after the write; the
     memory-state probes (probe.py) read what they need from them.
     """
     out_dtype = v.dtype
-    q, k, v, e, g, beta, gamma, S = _prepare(q, k, v, e, g, beta, gamma, scale, initial_state)
+    q, k, v, e, g, beta, gamma, S = _prepare(q, k, v, e, g, beta, gamma, scale, initial_state, check)
     T = q.shape[1]
     outs = []
     for t in range(T):
@@ -261,6 +293,12 @@ def chunk_delta_rule(q, k, v, g, beta, S, chunk_size, read=None):
     """
     B, N, HV, K = k.shape
     V = v.shape[-1]
+    if N == 0:  # an empty sequence: no outputs, the state as it was
+        return v.new_zeros(B, 0, HV, V), S
+    # g = -inf clears the memory (exp(g) = 0); the differences of cumulative sums below would make it
+    # -inf - (-inf) = NaN, so g is floored where exp underflows to exactly 0 in the compute dtype anyway
+    fi = torch.finfo(g.dtype)
+    g = g.clamp(min=math.log(fi.tiny * fi.eps) - 2)
     C = chunk_size
     pad = (-N) % C
     read = k if read is None else read
@@ -294,16 +332,16 @@ def chunk_delta_rule(q, k, v, g, beta, S, chunk_size, read=None):
 
 
 def eda_chunk(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False,
-              chunk_size=64):
+              chunk_size=64, check=True):
     """Chunk-parallel EDA (Sec. 3.4): the delta rule over the doubled sequence (Eq. double_data) in chunks
     of `chunk_size` tokens (2 * chunk_size sub-steps), outputs read at the write sub-steps.
 
-    Same arguments and results as eda_recurrent. With e=None no sub-steps are doubled (KDA / GDN).
+    Same arguments (check too) and results as eda_recurrent. With e=None no sub-steps are doubled (KDA / GDN).
     """
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
     out_dtype = v.dtype
-    q, k, v, e, g, beta, gamma, S = _prepare(q, k, v, e, g, beta, gamma, scale, initial_state)
+    q, k, v, e, g, beta, gamma, S = _prepare(q, k, v, e, g, beta, gamma, scale, initial_state, check)
     if e is None:
         o, S = chunk_delta_rule(q, k, v, g, beta, S, chunk_size)
     else:
@@ -372,20 +410,27 @@ def gdn2_chunk(q, k, v, g, b, w, scale=None, initial_state=None, output_final_st
 def eda_triton(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False,
                check_g=True, chunk_size=None, launch=None, recompute_states=False):
     """Fused Triton EDA: same arguments and results as eda_recurrent (kernels in kernel.py; the final state
-    is fp32). Differentiable in q, k, v, e, g, beta, gamma and initial_state. check_g=False skips the range
-    check of a channel-wise g (a device sync per call) for callers whose gate bounds it (kernel.G_MIN).
-    chunk_size, launch, recompute_states: kernel.eda_fused's (None: the kernel module's defaults)."""
+    is fp32). Differentiable in q, k, v, e, g, beta, gamma and initial_state. check_g=True checks g's values
+    (a device sync per call, after the launch): g <= 0 as in the reference paths (check_values), finite (the
+    kernels take no -inf) and, channel-wise, >= kernel.G_MIN. check_g=False skips them for callers whose gate
+    bounds g. The other inputs' values are not looked at (NaN in, NaN out): a sync per call for a check
+    the reference paths make. chunk_size, launch, recompute_states: kernel.eda_fused's (None: the kernel
+    module's defaults)."""
     check_inputs(q, k, v, e, g, beta, gamma, initial_state)
     from kernel import eda_fused  # imported here so that eda.py needs no Triton
-    return eda_fused(q, k, v, e, g, beta, gamma, scale=scale, initial_state=initial_state,
-                     output_final_state=output_final_state, check_g=check_g, chunk_size=chunk_size, launch=launch,
-                     recompute_states=recompute_states)
+    out = eda_fused(q, k, v, e, g, beta, gamma, scale=scale, initial_state=initial_state,
+                    output_final_state=output_final_state, check_g=check_g, chunk_size=chunk_size, launch=launch,
+                    recompute_states=recompute_states)
+    if check_g:  # after the launch: the sync waits for queued work, the GPU does not idle
+        check_values(g, dict(g=g))
+    return out
 
 
 def eda_triton_decode(q, k, v, e, g, beta, gamma, state, scale=None, inplace=True):
     """A few tokens ([B, T, ...], T small: decoding) against the recurrent state [B, HV, K, V] (fp32) in the
     fused recurrent Triton kernel (Eq. ed token by token). Returns (o, the new state); inplace=True updates
-    `state` itself (and returns it). Inference only: no autograd."""
+    `state` itself (and returns it). Inference only: no autograd. Values are not checked (a sync per token):
+    g <= 0 and finite inputs are the caller's (the model's gates give them)."""
     check_inputs(q, k, v, e, g, beta, gamma, state)
     from kernel import eda_decode
     return eda_decode(q, k, v, e, g, beta, gamma, state, scale=scale, inplace=inplace)

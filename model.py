@@ -422,9 +422,12 @@ class LinearAttention(nn.Module):
                                   recompute_states=self.cfg.la_recompute_states)
         if backend == "decode":  # fused recurrent kernel, the cached fp32 state updated in place
             return eda.eda_triton_decode(*args, state=state.contiguous(), inplace=True)
+        # (the reference paths' value checks, a host sync per call, are off: the gates give g <= 0, and a NaN
+        # shows in the loss, which train.py checks with its own message)
         if backend == "recurrent":
-            return eda.eda_recurrent(*args, initial_state=state, output_final_state=keep)
-        return eda.eda_chunk(*args, initial_state=state, output_final_state=keep, chunk_size=self.cfg.la_chunk_size)
+            return eda.eda_recurrent(*args, initial_state=state, output_final_state=keep, check=False)
+        return eda.eda_chunk(*args, initial_state=state, output_final_state=keep, chunk_size=self.cfg.la_chunk_size,
+                             check=False)
 
     def project(self, x):
         """Every projection of x [B, T, d] by name: 'qkv' (the [q | k | v] slice the conv reads), then the others

@@ -75,3 +75,24 @@ def test_annotated_none_default_rejects_a_value_of_another_type():
                          ("--top_p=high", r"setting 'top_p' .* expects float or None, got str")]:
         with pytest.raises(SystemExit, match=message):
             configure(annotated(), [arg])
+
+
+@pytest.mark.parametrize("text,message", [
+    ("max_iters = 7\nlearning_rate = 3e-3\nout_dir = 'out\n", r"'.*broken.py', line 3 is not valid Python: "),
+    ("max_iters = 7\n  learning_rate = 3e-3\n", r"'.*broken.py', line 2 is not valid Python: unexpected indent"),
+    ("max_iters = 7\nlearning_rate = 3e-3 / zero\n", r"'.*broken.py', line 2 failed: NameError: name 'zero'"),
+    ("max_iters = 7\0\n", r"'.*broken.py' is not valid Python: .*null bytes"),
+], ids=["syntax error", "indentation", "error when run", "NUL byte"])
+def test_a_config_file_that_does_not_run_is_one_line_naming_the_file_and_line(tmp_path, text, message):
+    cfg = tmp_path / "broken.py"
+    cfg.write_text(text)
+    with pytest.raises(SystemExit, match=message) as err:
+        configure(settings(), [str(cfg)])
+    assert "\n" not in str(err.value.code)
+
+
+def test_a_config_file_that_is_not_utf8_is_named(tmp_path):
+    cfg = tmp_path / "latin1.py"
+    cfg.write_bytes(b"out_dir = 'caf\xe9'\n")
+    with pytest.raises(SystemExit, match=r"config file '.*latin1.py' is not UTF-8 text"):
+        configure(settings(), [str(cfg)])

@@ -306,6 +306,73 @@ def test_empty_batch_is_a_clear_value_error():
             fn(**x)
 
 
+@pytest.mark.parametrize("scalar_g", [False, True])
+def test_reference_paths_refuse_a_positive_log_decay_naming_g(scalar_g):
+    x = make_inputs(B, 9, H, HV, K, V, scalar_g=scalar_g, seed=2031, dtype=F64)
+    for g, got in ((x["g"].abs() * 0.01, "values up to"), (x["g"].clone().fill_(float("nan")), "NaN")):
+        for fn in (eda_recurrent, eda_chunk):
+            with pytest.raises(ValueError, match=f"g is a log decay and must be ≤ 0.*{got}"):
+                fn(**dict(x, g=g))
+
+
+@pytest.mark.parametrize("erase", [True, False])
+@pytest.mark.parametrize("scalar_g", [False, True])
+def test_a_minus_inf_log_decay_clears_the_memory_in_the_chunked_form_as_in_the_reference(erase, scalar_g):
+    x = make_inputs(B, 37, H, HV, K, V, erase=erase, scalar_g=scalar_g, seed=2032 + 2 * erase + scalar_g, dtype=F64)
+    for t in (0, 5, 6, 16, 36):  # first token, two in a row, a chunk's first token, the last token
+        x["g"][0, t] = float("-inf")
+    x["g"][1, 20, 1] = float("-inf")  # one head of one sequence
+    o_ref, s_ref = eda_recurrent(**x, output_final_state=True)
+    assert torch.isfinite(o_ref).all() and torch.isfinite(s_ref).all()
+    for chunk_size in (4, 16):
+        o, s = eda_chunk(**x, output_final_state=True, chunk_size=chunk_size)
+        assert rel(o, o_ref) < 1e-12 and rel(s, s_ref) < 1e-12
+    x32 = {n: None if t is None else t.float() for n, t in x.items()}
+    o, s = eda_chunk(**x32, output_final_state=True, chunk_size=16)
+    assert rel(o, o_ref) < 1e-4 and rel(s, s_ref) < 1e-4
+    # after the reset nothing of what came before is left: the last token's outputs ignore the earlier ones
+    x2 = dict(x, v=x["v"].clone(), initial_state=x["initial_state"] * 7)
+    x2["v"][:, :36] += 1.0
+    assert torch.equal(eda_chunk(**x2, chunk_size=16)[0][0, 36], eda_chunk(**x, chunk_size=16)[0][0, 36])
+
+
+@pytest.mark.parametrize("dim,shape", [("H", (B, 5, 0, K)), ("K", (B, 5, H, 0)), ("HV", (B, 5, 0, V)),
+                                       ("V", (B, 5, HV, 0))])
+def test_a_zero_head_or_channel_dimension_is_the_same_value_error_in_every_version(dim, shape):
+    from eda import eda_triton
+    Bq, Tq, Hq, Kq = shape if dim in ("H", "K") else (B, 5, H, K)
+    HVv, Vv = (shape[2], shape[3]) if dim in ("HV", "V") else (HV, V)
+    x = dict(q=torch.zeros(Bq, Tq, Hq, Kq), k=torch.zeros(Bq, Tq, Hq, Kq), v=torch.zeros(B, 5, HVv, Vv),
+             e=torch.zeros(B, 5, HVv, Kq), g=torch.zeros(B, 5, HVv, Kq), beta=torch.zeros(B, 5, HVv),
+             gamma=torch.zeros(B, 5, HVv))
+    for fn in (eda_recurrent, eda_chunk, eda_triton):  # eda_triton: checked before it needs a device
+        with pytest.raises(ValueError, match=f"^{dim} = .* = 0: every dimension but T must be >= 1"):
+            fn(**x)
+
+
+@pytest.mark.parametrize("fn", [eda_recurrent, eda_chunk])
+def test_nan_or_inf_in_an_input_is_a_value_error_naming_it(fn):
+    x = make_inputs(B, 11, H, HV, K, V, seed=2034, dtype=F64)
+    for name in ("q", "k", "v", "e", "beta", "gamma", "initial_state"):
+        for bad in (float("nan"), float("inf")):
+            t = x[name].clone()
+            t.view(-1)[7] = bad
+            with pytest.raises(ValueError, match=f"^{name} holds NaN or inf values"):
+                fn(**dict(x, **{name: t}))
+    fn(**x)  # (the unchanged inputs pass)
+
+
+@pytest.mark.parametrize("fn", [eda_recurrent, eda_chunk])
+def test_check_false_skips_the_value_checks_and_changes_nothing_else(fn):
+    # for callers that check what comes out (the model: train.py stops on a non-finite loss)
+    x = make_inputs(B, 11, H, HV, K, V, seed=2035, dtype=F64)
+    assert all(torch.equal(a, b) for a, b in zip(fn(**x, output_final_state=True),
+                                                 fn(**x, output_final_state=True, check=False)))
+    x["v"][0, 3, 0, 0] = float("nan")
+    o, _ = fn(**x, check=False)
+    assert o[0, 3:, 0, 0].isnan().all() and not o[1].isnan().any()  # NaN in, NaN out, no word
+
+
 # ----------------------------------------------------------------------------------------------------
 # GDN-2's rule (Eq. gdn2_prelim): the chunked form against its recurrence, and the recurrence against KDA's
 

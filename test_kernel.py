@@ -378,6 +378,32 @@ def test_check_g_false_skips_the_decay_check_and_still_matches_in_range():
     assert torch.equal(o1, o2)
 
 
+@pytest.mark.parametrize("scalar_g", [False, True])
+def test_a_positive_or_nan_log_decay_is_the_same_value_error_in_every_version(scalar_g):
+    x = make_inputs(B=1, T=9, H=1, HV=1, K=16, V=16, scalar_g=scalar_g, seed=2041, device=DEV)
+    for g, got in ((x["g"].abs() * 0.01, "values up to"), (x["g"].clone().fill_(float("nan")), "NaN")):
+        for fn in (eda.eda_recurrent, eda.eda_chunk, eda.eda_triton):
+            with pytest.raises(ValueError, match=f"^g is a log decay and must be ≤ 0.*{got}"):
+                fn(**dict(x, g=g))
+
+
+def test_a_minus_inf_per_head_log_decay_is_refused_by_the_kernels_naming_g():
+    # the reference paths take -inf (the memory cleared: test_eda.py); the kernels take a finite g
+    x = make_inputs(B=1, T=9, H=1, HV=1, K=16, V=16, scalar_g=True, seed=2042, device=DEV)
+    x["g"][0, 4] = float("-inf")
+    with pytest.raises(ValueError, match="^g holds NaN or inf values"):
+        eda.eda_triton(**x)
+
+
+def test_an_empty_sequence_gives_empty_outputs_and_the_initial_state_in_every_version():
+    x = make_inputs(B=2, T=0, H=1, HV=2, K=16, V=16, seed=2043, device=DEV)
+    for fn in (eda.eda_recurrent, eda.eda_chunk, eda.eda_triton):
+        o, s = fn(**x, output_final_state=True)
+        assert o.shape == (2, 0, 2, 16) and torch.equal(s, x["initial_state"]), fn.__name__
+        o, s = fn(**dict(x, e=None, gamma=None, initial_state=None), output_final_state=True)
+        assert o.shape == (2, 0, 2, 16) and not s.any(), fn.__name__
+
+
 def test_launch_settings_are_arguments_and_an_unknown_name_is_a_value_error():
     # bench.py and the tests pass launch settings to the call (kernel.py's module values stay the defaults)
     x = make_inputs(B=1, T=9, H=1, HV=1, K=16, V=16, seed=79, device=DEV)

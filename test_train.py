@@ -25,9 +25,13 @@ TINY = ['--n_layer=2', '--attn_every=2', '--n_embd=32', '--ffn_hidden=64', '--bl
         '--eval_iters=2', '--la_chunk_size=16', '--log_interval=1', '--warmup_iters=2', '--progress=False']
 
 
-def train(out_dir, *args, check=True, timeout=300):
-    """Run `python train.py <TINY> <args> --out_dir=<out_dir>`; return the CompletedProcess."""
+def train(out_dir, *args, check=True, timeout=300, prelude=None):
+    """Run `python train.py <TINY> <args> --out_dir=<out_dir>`; return the CompletedProcess. prelude: Python
+    code run first in the same interpreter (a fault injected there), then train.py as if run directly."""
     cmd = [sys.executable, os.path.join(ROOT, 'train.py'), *TINY, f'--out_dir={out_dir}', *args]
+    if prelude is not None:
+        cmd[1:1] = ['-c', prelude + '\nimport runpy, sys\nsys.argv = sys.argv[1:]  # [train.py, settings...]\n'
+                                    'runpy.run_path(sys.argv[0], run_name="__main__")\n']
     env = dict(os.environ, OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '2'))
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
     if check and p.returncode != 0:
@@ -183,29 +187,129 @@ def test_out_dir_that_cannot_be_created_fails_before_the_model_is_built(tmp_path
     assert 'model:' not in p.stdout and 'Traceback' not in p.stderr
 
 
-def test_full_disk_while_saving_removes_the_temp_file_and_keeps_the_last_checkpoint(tmp_path):
-    # train.py run in a Python whose torch.save fails like a full disk on the 2nd checkpoint, half written
-    runner = (
-        'import errno, runpy, sys, torch\n'
-        'real, calls = torch.save, []\n'
-        'def save(obj, f, *a, **k):\n'
-        '    calls.append(f)\n'
-        '    if len(calls) < 2:\n'
-        '        return real(obj, f, *a, **k)\n'
-        '    open(f, "wb").write(b"half a checkpoint")\n'
-        '    raise OSError(errno.ENOSPC, "No space left on device")\n'
-        'torch.save = save\n'
-        'sys.argv = sys.argv[1:]  # [train.py, settings...], as if run directly\n'
-        'runpy.run_path(sys.argv[0], run_name="__main__")\n')
-    cmd = [sys.executable, '-c', runner, os.path.join(ROOT, 'train.py'), *TINY, f'--out_dir={tmp_path}',
-           '--max_iters=4', '--eval_interval=2']
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
-                       env=dict(os.environ, OMP_NUM_THREADS='2'))
+# torch.save fails on the 2nd checkpoint as on a full disk: half a file written, then torch's own error (no
+# errno), and 4 KiB left on the disk
+FULL_DISK = '''
+import shutil, types, torch
+real, calls = torch.save, []
+def save(obj, f, *a, **k):
+    calls.append(f)
+    if len(calls) < 2:
+        return real(obj, f, *a, **k)
+    open(f, "wb").write(b"half a checkpoint")
+    shutil.disk_usage = lambda path: types.SimpleNamespace(total=2**30, used=2**30 - 4096, free=4096)
+    raise RuntimeError("[enforce fail at inline_container.cc:672] . PytorchStreamWriter failed writing file "
+                       "data/0: file write failed")
+torch.save = save
+'''
+
+
+def test_full_disk_while_saving_says_so_removes_the_temp_file_and_keeps_the_last_checkpoint(tmp_path):
+    p = train(tmp_path, '--max_iters=4', '--eval_interval=2', check=False, prelude=FULL_DISK)
     assert p.returncode != 0 and 'could not write the checkpoint' in p.stderr, p.stderr[-3000:]
-    assert 'No space left on device' in p.stderr and 'Traceback' not in p.stderr
+    assert 'the disk is full (0.0 MiB free, the checkpoint takes' in p.stderr and 'Traceback' not in p.stderr
+    assert 'enforce fail' not in p.stderr
     assert f'the last good checkpoint {tmp_path / "ckpt.pt"} (step 2) is unchanged' in p.stderr
     assert not os.path.exists(tmp_path / 'ckpt.pt.tmp')
     assert torch.load(tmp_path / 'ckpt.pt', weights_only=True)['iter_num'] == 2
+
+
+def test_resuming_into_another_runs_out_dir_refuses_to_replace_it_unless_told_to(tmp_path, good_run):
+    a, b = copy_run(good_run, tmp_path / 'a'), copy_run(good_run, tmp_path / 'b')  # b: another run
+    before = {f: (b / f).read_bytes() for f in os.listdir(b)}
+    p = train(b, '--init_from=resume', f'--resume_dir={a}', '--max_iters=4', check=False)
+    assert p.returncode != 0 and f'{b / "ckpt.pt"} holds an earlier run' in p.stderr, p.stderr
+    assert f'--resume_dir={b}' in p.stderr and '--overwrite=True' in p.stderr and 'Traceback' not in p.stderr
+    assert {f: (b / f).read_bytes() for f in os.listdir(b)} == before
+
+
+def test_resuming_does_not_rewrite_the_checkpoint_before_a_step_is_trained(tmp_path, good_run):
+    run = copy_run(good_run, tmp_path / 'run')
+    before = (run / 'ckpt.pt').read_bytes()
+    train(run, '--init_from=resume', '--max_iters=2', '--eval_interval=2', '--learning_rate=0.5')
+    assert [r['step'] for r in records(run) if r.get('eval')] == [0, 2]  # it evaluated at step 2 again
+    assert (run / 'ckpt.pt').read_bytes() == before  # and left step 2's weights with the config that made them
+
+
+def test_eval_only_scores_the_checkpoint_and_writes_nothing(tmp_path, good_run):
+    run = copy_run(good_run, tmp_path / 'run')
+    before = {f: (run / f).read_bytes() for f in os.listdir(run)}
+    p = train(run, '--eval_only=True', check=False)  # a checkpoint to score is named, or nothing is scored
+    assert p.returncode != 0 and '--init_from=resume' in p.stderr and 'Traceback' not in p.stderr, p.stderr
+    assert 'eval step' not in p.stdout
+    p = train(run, '--eval_only=True', '--init_from=resume')
+    final = [r for r in records(run) if r.get('eval')][-1]  # the run's own evaluation of the same weights
+    assert f'eval step 2: train loss {final["train_loss"]:.4f} | val loss {final["val_loss"]:.4f}' in p.stdout
+    assert {f: (run / f).read_bytes() for f in os.listdir(run)} == before
+
+
+# out_dir read-only: creating, writing, renaming or removing anything in RO fails with EACCES (as for a
+# user without write permission; the tests may run as root, whom a chmod does not stop)
+READ_ONLY = '''
+import builtins, errno, os, torch
+def _inside(p):
+    try:
+        p = os.path.abspath(os.fspath(p))
+    except TypeError:  # a file descriptor
+        return False
+    return p == RO or p.startswith(RO + os.sep)
+def _deny(p):
+    raise PermissionError(errno.EACCES, "Permission denied", os.fspath(p))
+_open, _os_open, _save = builtins.open, os.open, torch.save
+def _open_ro(file, mode="r", *a, **k):
+    if _inside(file) and set(mode) & set("wax+"):
+        _deny(file)
+    return _open(file, mode, *a, **k)
+def _os_open_ro(path, flags, *a, **k):
+    if _inside(path) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+        _deny(path)
+    return _os_open(path, flags, *a, **k)
+def _save_ro(obj, f, *a, **k):
+    if _inside(f):
+        _deny(f)
+    return _save(obj, f, *a, **k)
+def _change_ro(real):
+    def change(p, *a, **k):
+        if _inside(p):
+            _deny(p)
+        return real(p, *a, **k)
+    return change
+builtins.open, os.open, torch.save = _open_ro, _os_open_ro, _save_ro
+for _name in ("replace", "rename", "remove", "unlink", "mkdir", "rmdir"):
+    setattr(os, _name, _change_ro(getattr(os, _name)))
+'''
+
+
+def test_a_read_only_out_dir_is_one_line_naming_it_scratch_or_resume(tmp_path, good_run):
+    os.makedirs(tmp_path / 'empty')
+    for run, args in ((tmp_path / 'empty', ()), (copy_run(good_run, tmp_path / 'run'), ('--init_from=resume',))):
+        before = {f: (run / f).read_bytes() for f in os.listdir(run)}
+        p = train(run, *args, '--max_iters=4', check=False, prelude=f'RO = {str(run)!r}\n' + READ_ONLY)
+        assert p.returncode != 0 and f"cannot write in out_dir '{run}': Permission denied" in p.stderr, p.stderr
+        assert 'Traceback' not in p.stderr and 'model:' not in p.stdout  # before anything is built
+        assert {f: (run / f).read_bytes() for f in os.listdir(run)} == before
+
+
+# Ctrl-C (a real SIGINT, to itself) while the 2nd checkpoint is being written
+CTRL_C_WHILE_SAVING = '''
+import os, signal, torch
+real, calls = torch.save, []
+def save(obj, f, *a, **k):
+    calls.append(f)
+    if len(calls) == 2:
+        os.kill(os.getpid(), signal.SIGINT)
+    return real(obj, f, *a, **k)
+torch.save = save
+'''
+
+
+def test_ctrl_c_finishes_the_checkpoint_being_written_then_stops_with_one_line_naming_the_step(tmp_path):
+    p = train(tmp_path, '--max_iters=8', '--eval_interval=2', check=False, prelude=CTRL_C_WHILE_SAVING)
+    assert p.returncode == 130, p.stderr  # the shell's code for a SIGINT
+    assert p.stderr.strip() == (f'train: interrupted (Ctrl-C) at step 4; the last good checkpoint '
+                                f'{tmp_path / "ckpt.pt"} (step 4) is unchanged'), p.stderr
+    assert torch.load(tmp_path / 'ckpt.pt', weights_only=True)['iter_num'] == 4
+    assert not os.path.exists(tmp_path / 'ckpt.pt.tmp') and max(step_losses(tmp_path)) == 3
 
 
 def test_resumed_run_logs_each_step_once(tmp_path):
@@ -328,15 +432,25 @@ def test_token_ids_outside_the_header_vocab_are_rejected(tmp_path):
     assert len(load_tokens(str(ds / 'val.bin'), vocab_size=300)[0]) == 1000  # in-vocab files still load
 
 
-def test_prepare_local_text_files_as_bytes(tmp_path):
+def offline_env(tmp_path):
+    """The environment of a machine without network: no tiktoken files cached, every download refused at once."""
+    os.makedirs(tmp_path / 'empty_cache', exist_ok=True)
+    proxy = 'http://127.0.0.1:9'  # the discard port: nothing listens, a connection fails at once
+    return dict(os.environ, TIKTOKEN_CACHE_DIR=str(tmp_path / 'empty_cache'), HTTP_PROXY=proxy, HTTPS_PROXY=proxy,
+                http_proxy=proxy, https_proxy=proxy, HF_HUB_OFFLINE='1', HF_DATASETS_OFFLINE='1')
+
+
+def test_prepare_local_text_files_as_bytes_by_default_and_offline(tmp_path):
     src = tmp_path / 'texts'
     os.makedirs(src / 'sub')
     docs = {f'doc{i}.txt': f'document {i}: ' + 'the quick brown fox. ' * (i + 1) for i in range(20)}
     for name, text in docs.items():
         (src / name).write_text(text)
     (src / 'sub' / 'notes.md').write_text('# héllo\n')  # folders are walked; utf-8 is kept byte for byte
-    p = subprocess.run([sys.executable, 'data/prepare.py', 'text', f'--input={src}', f'--out={tmp_path / "ds"}',
-                        '--encoding=bytes', '--num_proc=1'], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    # the user's-guide command, with --out for --name: no --encoding, and no network
+    p = subprocess.run([sys.executable, 'data/prepare.py', 'text', f'--input={src}/', f'--out={tmp_path / "ds"}',
+                        '--num_proc=1'], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env=offline_env(tmp_path))
     assert p.returncode == 0, p.stderr[-3000:]
     train_toks, val_toks = (load_tokens(str(tmp_path / 'ds' / f'{s}.bin'), vocab_size=256)[0] for s in ('train', 'val'))
     text = (bytes(train_toks) + bytes(val_toks)).split(b'\0')  # byte 0 ends each document
@@ -345,6 +459,19 @@ def test_prepare_local_text_files_as_bytes(tmp_path):
     meta = json.loads((tmp_path / 'ds' / 'meta.json').read_text())
     assert meta['command'].startswith('python data/prepare.py text') and meta['vocab_size'] == 256
     train(tmp_path / 'out', f'--dataset={tmp_path / "ds"}', '--max_iters=1', '--block_size=16')
+
+
+def test_a_binary_file_given_as_text_is_one_line_naming_it(tmp_path):
+    (tmp_path / 'good.txt').write_text('hello world\n' * 20)
+    (tmp_path / 'image.txt').write_bytes(bytes(range(256)) * 4)  # binary bytes under a .txt name
+    (tmp_path / 'latin1.txt').write_bytes('café\n'.encode('latin-1'))
+    for bad, why in (('image.txt', 'a NUL byte at byte 0'),
+                     ('latin1.txt', 'not UTF-8 text: invalid continuation byte at byte 3')):
+        p = subprocess.run([sys.executable, 'data/prepare.py', 'text', f'--input={tmp_path / "good.txt"}',
+                            f'--input={tmp_path / bad}', f'--out={tmp_path / "ds"}', '--encoding=bytes'],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert p.returncode != 0 and p.stderr.strip().startswith(f'prepare: {tmp_path / bad}: {why}'), p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1 and not os.path.exists(tmp_path / 'ds')
 
 
 def test_prepare_local_text_files_with_tiktoken(tmp_path):
@@ -585,6 +712,15 @@ def test_bad_settings_stop_before_any_work_with_a_message_naming_them(tmp_path, 
     p = train(tmp_path, *args, check=False)
     assert p.returncode != 0 and message in p.stderr, p.stderr
     assert 'Traceback' not in p.stderr
+
+
+def test_numeric_settings_no_run_can_use_are_named_one_line_each_before_anything_is_built(tmp_path):
+    bad = dict(learning_rate='-1', min_lr='1e999', weight_decay='-0.1', grad_clip='-1', beta1='1.0', beta2='-0.5',
+               warmup_iters='-1', lr_schedule_start='-1', lr_decay_iters='-1', seed='-1', init_from='resum')
+    p = train(tmp_path / 'out', *(f'--{k}={v}' for k, v in bad.items()), check=False)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode != 0 and [line.split()[:2] for line in lines] == [['train:', k] for k in bad], p.stderr
+    assert not os.path.exists(tmp_path / 'out')  # nothing made
 
 
 def test_train_lists_every_model_setting_with_a_value_of_its_type():

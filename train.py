@@ -11,11 +11,15 @@ Distributed: torchrun sets RANK/WORLD_SIZE; parallel='ddp' replicates the model 
 parallel='fsdp' shards it per block with FSDP2 (torch.distributed.fsdp.fully_shard).
 """
 import dataclasses
+import errno
 import json
 import math
 import os
 import random
+import shutil
+import signal
 import sys
+import tempfile
 import time
 from contextlib import nullcontext
 
@@ -39,11 +43,11 @@ out_dir = 'out'
 eval_interval = 100           # evaluate (and maybe checkpoint) every this many steps, and at the end
 log_interval = 10             # one log line (and one JSONL record) every this many steps
 eval_iters = 10               # batches per split per evaluation, shared out across ranks
-eval_only = False             # evaluate once and exit
+eval_only = False             # evaluate the checkpoint once (needs init_from='resume') and exit, writing nothing
 always_save_checkpoint = True  # else only when val loss improves
 save_ckpt = True              # False: never write a checkpoint (benchmark runs)
 init_from = 'scratch'         # 'scratch' or 'resume' (from resume_dir/ckpt.pt)
-overwrite = False             # a scratch run stops rather than replace out_dir's ckpt.pt; True: replace it (and log.jsonl)
+overwrite = False             # a run stops rather than replace another run's out_dir/ckpt.pt; True: replace it (and log)
 resume_dir: str | None = None  # None: out_dir. Midtraining reads the pretraining run here, writes to out_dir
 wandb_log = False             # optional; needs `pip install wandb`
 wandb_project = 'nanoeda'
@@ -182,6 +186,30 @@ for _name in ('batch_size', 'gradient_accumulation_steps', 'eval_iters', 'eval_i
         sys.exit(f'train: {_name} must be >= 1, got {globals()[_name]}')
 if max_iters < 0:
     sys.exit(f'train: max_iters must be >= 0, got {max_iters}')
+
+
+def settings_problems():
+    """The settings no run can use, one sentence each: torch or numpy would stop on them only once the model
+    is built, or silently misbehave (a negative grad_clip flips the gradients)."""
+    out = []
+    for n in ('learning_rate', 'min_lr', 'weight_decay', 'grad_clip'):
+        if not (math.isfinite(globals()[n]) and globals()[n] >= 0):
+            out.append(f'{n} must be a finite number >= 0, got {globals()[n]}')
+    for n in ('beta1', 'beta2'):
+        if not 0 <= globals()[n] < 1:
+            out.append(f'{n} must be in [0, 1), got {globals()[n]}')
+    for n in ('warmup_iters', 'lr_schedule_start', 'lr_decay_iters'):
+        if globals()[n] is not None and globals()[n] < 0:
+            out.append(f'{n} must be >= 0, got {globals()[n]}')
+    if not 0 <= seed < 2**64:  # torch.manual_seed's range; numpy's generators take any int >= 0
+        out.append(f'seed must be in [0, 2**64), got {seed}')
+    if init_from not in ('scratch', 'resume'):
+        out.append(f"init_from must be 'scratch' or 'resume', got {init_from!r}")
+    return out
+
+
+if settings_problems():
+    sys.exit('\n'.join(f'train: {p}' for p in settings_problems()))
 if dtype not in ('auto', 'float32', 'bfloat16', 'float16'):
     sys.exit(f"train: dtype must be 'auto', 'float32', 'bfloat16' or 'float16', got {dtype!r}")
 if not (device in ('auto', 'cpu') or device.startswith('cuda')):
@@ -260,26 +288,42 @@ def say(*args):
         sys.stdout.flush()
 
 
-def fail(msg):
+def fail(msg, code=1):
     """Stop every rank with a message (rank 0 prints it)."""
     if master:
         print(f'train: {msg}', file=sys.stderr, flush=True)
-    sys.exit(1)
+    sys.exit(code)
 
 
 # ----------------------------------------------------------------------------------------------------
-# Output: out_dir is made (every rank: a shared file system) before any data or model work, and a scratch
-# run does not replace an earlier run's files unless asked to.
+# Output: out_dir is made and tried for writing (every rank: a shared file system) before any data or model
+# work, and a run does not replace another run's files unless asked to. A run continues the one in out_dir
+# only when it resumes from out_dir's own checkpoint; resumed from another folder (midtraining) it is a new
+# run there. An evaluation (eval_only) writes nothing.
 ckpt_path = os.path.join(out_dir, 'ckpt.pt')
 log_path = os.path.join(out_dir, 'log.jsonl')
-try:
-    os.makedirs(out_dir, exist_ok=True)
-except OSError as err:
-    fail(f'cannot create out_dir {out_dir!r}: {err.strerror or err}')
-if init_from == 'scratch' and not overwrite:
-    if save_ckpt and not eval_only and os.path.exists(ckpt_path):
-        fail(f'{ckpt_path} holds an earlier run; this scratch run would replace it. Continue that run with '
-             f'--init_from=resume, start over with --overwrite=True, or choose another --out_dir')
+src = os.path.join(resume_dir or out_dir, 'ckpt.pt')  # what init_from='resume' loads
+if init_from == 'resume' and not os.path.exists(src):
+    fail(f'init_from=resume: no checkpoint at {src}')
+continuing = init_from == 'resume' and os.path.exists(ckpt_path) and os.path.samefile(src, ckpt_path)
+if eval_only and init_from != 'resume':
+    fail(f'eval_only=True evaluates a checkpoint: add --init_from=resume (it reads {src})')
+if not eval_only:
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as err:
+        fail(f'cannot create out_dir {out_dir!r}: {err.strerror or err}')
+    try:  # a read-only folder stops here, not at the first log line or checkpoint
+        fd, probe = tempfile.mkstemp(dir=out_dir, prefix='.write-test-')
+        os.close(fd)
+        os.remove(probe)
+    except OSError as err:
+        fail(f'cannot write in out_dir {out_dir!r}: {err.strerror or err}')
+    if save_ckpt and not overwrite and not continuing and os.path.exists(ckpt_path):
+        how = ('Continue that run with --init_from=resume' if init_from == 'scratch' else
+               f'Continue the run in it with --resume_dir={out_dir}')
+        fail(f'{ckpt_path} holds an earlier run; this {init_from} run would replace it. {how}, start over with '
+             f'--overwrite=True, or choose another --out_dir')
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -345,9 +389,6 @@ def get_batch(split, purpose, step, index):
 # loaded from a checkpoint, then moved to the device or sharded.
 iter_num, best_val_loss, checkpoint = 0, float('inf'), None
 if init_from == 'resume':
-    src = os.path.join(resume_dir or out_dir, 'ckpt.pt')
-    if not os.path.exists(src):
-        fail(f'init_from=resume: no checkpoint at {src}')
     try:
         checkpoint = load_checkpoint(src, keys=('model', 'optimizer', 'model_args', 'iter_num', 'best_val_loss',
                                                 'rng', 'data_position'), mmap=True)
@@ -364,7 +405,7 @@ if init_from == 'resume':
         fail(f"the checkpoint's vocab_size {arch['vocab_size']} is smaller than the dataset's ({data_vocab})")
     settings.update(arch)
     iter_num = checkpoint['iter_num']
-    if max_iters < iter_num:
+    if max_iters < iter_num and not eval_only:
         fail(f'max_iters={max_iters} is below the step {iter_num} that {src} is at: resuming needs '
              f'--max_iters={iter_num} or more')
     same_data = checkpoint['data_position']['dataset'] == dataset
@@ -372,10 +413,8 @@ if init_from == 'resume':
     if not same_data or checkpoint['data_position']['block_size'] != block_size:
         say(f"new stage from step {iter_num}: dataset {checkpoint['data_position']['dataset']} -> {dataset}, "
             f"block_size {checkpoint['data_position']['block_size']} -> {block_size}")
-elif init_from != 'scratch':
-    fail(f"init_from must be 'scratch' or 'resume', got {init_from!r}")
 # the step of the checkpoint now at ckpt_path that this run knows to be good (wrote, or resumed from)
-last_saved = iter_num if init_from == 'resume' and os.path.exists(ckpt_path) and os.path.samefile(src, ckpt_path) else None
+last_saved = iter_num if continuing else None
 
 cfg = model_config()
 if cfg.auto_backend_problem(device_type == 'cuda'):
@@ -529,14 +568,33 @@ def save_checkpoint(path):
         except (OSError, RuntimeError) as err:  # torch.save reports a failed write as a RuntimeError
             if os.path.exists(tmp):
                 os.remove(tmp)  # a full disk: give the space back, leave no half file behind
-            problem = (f'could not write the checkpoint {tmp}: {getattr(err, "strerror", None) or err} '
-                       f'(the partial file was removed)')
+            why = disk_full(err, ckpt) or getattr(err, 'strerror', None) or err
+            problem = f'could not write the checkpoint {tmp}: {why} (the partial file was removed)'
     failed = torch.tensor(float(problem is not None), device=device)
     if distributed:  # rank 0's verdict for every rank
         dist.all_reduce(failed, op=dist.ReduceOp.MAX)
     if failed.item():
         return problem or 'rank 0 could not write the checkpoint'
     last_saved = iter_num
+    return None
+
+
+def disk_full(err, ckpt):
+    """'the disk is full (...)' when that is why writing `ckpt` failed, else None: an ENOSPC, or less free
+    space than its tensors take (torch.save's RuntimeError carries no errno, only '[enforce fail at ...]')."""
+    def nbytes(x):
+        if isinstance(x, torch.Tensor):
+            return x.numel() * x.element_size()
+        if isinstance(x, dict):
+            x = list(x.values())
+        return sum(map(nbytes, x)) if isinstance(x, (list, tuple)) else 0
+    try:
+        free = shutil.disk_usage(os.path.dirname(os.path.abspath(ckpt_path))).free
+    except OSError:
+        return None
+    need = nbytes(ckpt)
+    if getattr(err, 'errno', None) == errno.ENOSPC or free < need:
+        return f'the disk is full ({free / 2**20:.1f} MiB free, the checkpoint takes {need / 2**20:.1f} MiB)'
     return None
 
 
@@ -592,37 +650,54 @@ def trim_log(path, step):
         os.replace(path + '.tmp', path)
 
 
-if master:
-    if init_from == 'resume':
-        trim_log(log_path, iter_num)
-    elif os.path.exists(log_path) and not overwrite:  # a scratch run keeps an earlier run's log, renamed
-        kept_log = next(p for i in range(1, 10**6) if not os.path.exists(p := os.path.join(out_dir, f'log.{i}.jsonl')))
-        os.replace(log_path, kept_log)
-        say(f'note: the earlier {log_path} was kept as {kept_log}')
-    log_file = open(log_path, 'a' if init_from == 'resume' else 'w')
-    # the run's first record, what a reader of the log needs before any evaluation (sweep.py's rows take it)
-    log_file.write(json.dumps({'step': iter_num, 'start': True, 'params': summary['total'],
-                               'params_active': summary['active'], 'dataset': dataset,
-                               'data_tokens': [len(splits['train']), len(splits['val'])] if splits else None,
-                               'device': torch.cuda.get_device_name(device) if device_type == 'cuda' else device_type})
-                   + '\n')
-    log_file.flush()
+if master and not eval_only:
+    try:
+        if continuing:
+            trim_log(log_path, iter_num)
+        elif os.path.exists(log_path) and not overwrite:  # a new run keeps an earlier run's log, renamed
+            kept_log = next(p for i in range(1, 10**6)
+                            if not os.path.exists(p := os.path.join(out_dir, f'log.{i}.jsonl')))
+            os.replace(log_path, kept_log)
+            say(f'note: the earlier {log_path} was kept as {kept_log}')
+        log_file = open(log_path, 'a' if continuing else 'w')
+        # the run's first record, what a reader of the log needs before any evaluation (sweep.py's rows take it)
+        log_file.write(json.dumps({'step': iter_num, 'start': True, 'params': summary['total'],
+                                   'params_active': summary['active'], 'dataset': dataset,
+                                   'data_tokens': [len(splits['train']), len(splits['val'])] if splits else None,
+                                   'device': torch.cuda.get_device_name(device) if device_type == 'cuda'
+                                   else device_type}) + '\n')
+        log_file.flush()
+    except OSError as err:
+        fail(f'cannot write the log in out_dir {out_dir!r}: {err.strerror or err}')
     if wandb_log:
         import wandb
         wandb.init(project=wandb_project, name=wandb_run_name, config=settings)
 
 
 def log(record):
-    if master:
+    if master and not eval_only:
         log_file.write(json.dumps(record) + '\n')
         log_file.flush()
         if wandb_log:
             wandb.log(record, step=record['step'])
 
 
+def on_ctrl_c(signum, frame):
+    """Ctrl-C: one line saying where the run stopped and which checkpoint holds, no traceback, exit 130 (the
+    shell's code for SIGINT). A checkpoint being written is finished first (the loop stops after it)."""
+    global interrupted
+    if saving:
+        interrupted = True
+        return
+    bar.close()
+    fail(f'interrupted (Ctrl-C) at step {iter_num}; {kept_checkpoint()}', code=130)
+
+
 # ----------------------------------------------------------------------------------------------------
 # Training loop: at step `iter_num` evaluate/checkpoint if due, then take optimizer step `iter_num`.
 saves = 0
+saving = interrupted = False
+signal.signal(signal.SIGINT, on_ctrl_c)
 bar = tqdm(total=max_iters, initial=iter_num, disable=not (master and progress) or None, unit='step',
            dynamic_ncols=True)
 t_start = t_last = time.time()
@@ -648,11 +723,16 @@ while True:
                  f'{losses["val"]}); stopping without saving. {kept_checkpoint()}')
         improved = losses['val'] < best_val_loss
         best_val_loss = min(best_val_loss, losses['val'])
-        if save_ckpt and iter_num > 0 and (improved or always_save_checkpoint):
+        # (not at the step this run started from: a checkpoint holds the config that trained its weights)
+        if save_ckpt and iter_num > first_iter and (improved or always_save_checkpoint):
+            saving = True
             problem = save_checkpoint(ckpt_path)
+            saving = False
             if problem:
                 bar.close()
                 fail(f'{problem}; stopping. {kept_checkpoint()}')
+            if interrupted:  # Ctrl-C while it was written: stop now that it is in place
+                on_ctrl_c(signal.SIGINT, None)
         t_last = time.time()  # evaluation and saving do not count in the step time
     if iter_num >= max_iters:
         break
@@ -726,7 +806,7 @@ if not eval_only and master:
     acc = f', val acc {losses["val_acc"]:.4f}' if is_synthetic else ''
     print(f'done: {iter_num} steps, val loss {losses["val"]:.4f} nats/token{ref}{acc}, '
           f'{time.time() - t_start:.0f}s', flush=True)
-if master:
+if master and not eval_only:
     log_file.close()
 if distributed:
     dist.barrier()  # no rank tears its gloo/NCCL pairs down while a peer may still be talking to it

@@ -6,6 +6,8 @@
 # the checkpoint, and the learning-rate schedule restarts at lr_schedule_start with its own warmup and decay.
 # The numbers below continue config/eda_125m.py (5000 steps); for another run set lr_schedule_start to the
 # step its checkpoint was saved at, and max_iters / lr_decay_iters to that plus the stage's length.
+# Once the stage has saved a checkpoint, the same command stops rather than replace it: continue the stage
+# with --resume_dir=out/eda_125m_midtrain_32k, or start it over with --overwrite=True.
 
 init_from = 'resume'
 resume_dir = 'out/eda_125m'

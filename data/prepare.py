@@ -4,10 +4,13 @@ Prepare token files for train.py: <out>/train.bin, <out>/val.bin and <out>/meta.
     python data/prepare.py stdlib                  # the default corpus: this Python's stdlib source, bytes
     python data/prepare.py fineweb_edu             # HuggingFaceFW/fineweb-edu, sample-10BT, gpt2 tokens
     python data/prepare.py openwebtext             # Skylion007/openwebtext, gpt2 tokens
-    python data/prepare.py text --input=notes/ --input=more.txt --name=mytext --encoding=bytes
+    python data/prepare.py text --input=notes/ --input=more.txt --name=mytext   # UTF-8 files, bytes
+    python data/prepare.py text --input=notes/ --name=mytext --encoding=gpt2    # gpt2 tokens
 
 then `python train.py --dataset=<name>` (a name is data/<name>/; a path with a '/' is used as it is).
-train.py prepares `stdlib` by itself on first use; it needs no network and no tokenizer download.
+stdlib and text need no network (text's default encoding is bytes); the hub corpora and tiktoken
+encodings download on first use (tiktoken caches its files, in TIKTOKEN_CACHE_DIR if set).
+train.py prepares `stdlib` by itself on first use.
 
 Token files: a 64-byte header, then the tokens as one flat array (numpy memmap on load).
     header = magic b"EDATOKS\\0" | version u32 | itemsize u32 (1, 2 or 4) | vocab_size u64 | n_tokens u64 | zeros
@@ -16,6 +19,7 @@ encoding (NUL never occurs in text). load_tokens() checks the header and the fil
 truncated or mismatched file is an error naming the file and the command that rebuilds it.
 """
 import argparse
+import codecs
 import glob
 import json
 import os
@@ -279,10 +283,36 @@ def text_files(inputs, exts):
     return files
 
 
-def prepare_text(inputs, out, encoding="gpt2", num_proc=None, val_fraction=0.02, exts=("txt", "md", "py")):
+def check_text_file(path):
+    """Exit naming `path` unless it is text: readable, UTF-8 (what the text loader reads), no NUL byte (the
+    byte encoding's end of document; in a file, a sign of binary data). Read in 1 MiB pieces."""
+    decoder, pos, held, problem = codecs.getincrementaldecoder("utf-8")(), 0, 0, None
+    try:
+        with open(path, "rb") as f:
+            while piece := f.read(1 << 20):
+                if (nul := piece.find(b"\0")) >= 0:
+                    problem = f"a NUL byte at byte {pos + nul}: binary data, not text"
+                    break
+                held = len(decoder.getstate()[0])  # bytes of a character cut by the previous piece
+                decoder.decode(piece)
+                pos += len(piece)
+            else:
+                held = len(decoder.getstate()[0])
+                decoder.decode(b"", final=True)
+    except UnicodeDecodeError as err:
+        problem = f"not UTF-8 text: {err.reason} at byte {pos - held + err.start}"
+    except OSError as err:
+        problem = f"cannot be read: {err.strerror}"
+    if problem:
+        raise SystemExit(f"prepare: {path}: {problem}; convert it to UTF-8 text or leave it out of --input")
+
+
+def prepare_text(inputs, out, encoding="bytes", num_proc=None, val_fraction=0.02, exts=("txt", "md", "py")):
     """Local text files or folders through datasets' text loader, one document per file, split by file."""
-    import datasets
     files = text_files(inputs, exts)
+    for path in files:
+        check_text_file(path)
+    import datasets
     get_encoder(encoding)  # fail early (and clearly) if the tokenizer cannot be loaded
     val = [f for f in files if is_val(os.path.basename(f), val_fraction)]
     if not val:  # tiny corpora: make sure val is not empty, deterministically
@@ -304,7 +334,8 @@ if __name__ == "__main__":
     parser.add_argument("--input", action="append", default=[], help="text: a file, folder or glob (repeat)")
     parser.add_argument("--name", help="output folder data/<name> (default: the source's name)")
     parser.add_argument("--out", help="output folder (overrides --name)")
-    parser.add_argument("--encoding", help="'bytes' or a tiktoken encoding (default: gpt2; stdlib: bytes)")
+    parser.add_argument("--encoding", help="'bytes' or a tiktoken encoding, e.g. gpt2 (default: bytes for stdlib "
+                        "and text, gpt2 for the hub corpora)")
     parser.add_argument("--num_proc", type=int, default=max(1, (os.cpu_count() or 2) // 2))
     parser.add_argument("--val_fraction", type=float, help="share of documents held out for val")
     parser.add_argument("--ext", default="txt,md,py", help="text: file extensions taken from folders")
@@ -318,6 +349,6 @@ if __name__ == "__main__":
     elif args.source == "text":
         if not args.input:
             sys.exit("prepare: text needs --input=<file, folder or glob> (repeatable)")
-        prepare_text(args.input, out, args.encoding or "gpt2", args.num_proc, exts=tuple(args.ext.split(",")), **vf)
+        prepare_text(args.input, out, args.encoding or "bytes", args.num_proc, exts=tuple(args.ext.split(",")), **vf)
     else:
         prepare_hub(args.source, out, args.encoding, args.num_proc, **vf)
