@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import rel, tiny_gpt, tokens
-from decode import GraphDecoder, generate, linear_states_snapshot
+from decode import GraphDecoder, decode_step, generate, linear_states_snapshot, new_cache, prefill
 from model import GPT, MIXERS, GPTConfig
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -39,8 +39,8 @@ def test_static_shape_greedy_decoding_emits_the_tokens_of_repeated_full_forwards
     model = tiny_gpt(mixer, **TINY).double()
     prompt = torch.randint(0, 97, (2, 21), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
-        cache = model.new_cache(2, max_len=33)
-        logits, _ = model.prefill(prompt, cache)
+        cache = new_cache(model, 2, max_len=33)
+        logits, _ = prefill(model, prompt, cache)
         step = GraphDecoder(model, cache, capture=False)
         seq = prompt
         for _ in range(12):
@@ -54,28 +54,28 @@ def test_chunked_prefill_gives_the_logits_and_tokens_of_a_one_shot_prefill(mixer
     model = tiny_gpt(mixer, **TINY).double()
     prompt = torch.randint(0, 97, (2, 21), generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
-        ref_cache = model.new_cache(2, max_len=40)
-        ref, _ = model.prefill(prompt, ref_cache, all_logits=True)
+        ref_cache = new_cache(model, 2, max_len=40)
+        ref, _ = prefill(model, prompt, ref_cache, all_logits=True)
         for chunk in (5, 8, 21, 64):  # pieces that split the linear layers' chunks, align with them, or hold all
-            cache = model.new_cache(2, max_len=40)
-            logits, _ = model.prefill(prompt, cache, all_logits=True, chunk_size=chunk)
+            cache = new_cache(model, 2, max_len=40)
+            logits, _ = prefill(model, prompt, cache, all_logits=True, chunk_size=chunk)
             # the linear layers' cached state is fp32 whatever the model's dtype: between pieces it is rounded
             assert logits.shape == ref.shape and rel(logits, ref) < 1e-6, chunk
             assert cache["pos"] == 21
-            last, _ = model.prefill(prompt, model.new_cache(2, max_len=40), chunk_size=chunk)
+            last, _ = prefill(model, prompt, new_cache(model, 2, max_len=40), chunk_size=chunk)
             assert rel(last, ref[:, -1:]) < 1e-6, chunk
         tokens = generate(model, prompt, 8, temperature=0, prefill_chunk=6)
     assert torch.equal(tokens, generate(model, prompt, 8, temperature=0))
     with pytest.raises(ValueError, match="chunk_size must be a positive int"):
-        model.prefill(prompt, model.new_cache(2, max_len=40), chunk_size=0)
+        prefill(model, prompt, new_cache(model, 2, max_len=40), chunk_size=0)
 
 
 @pytest.mark.parametrize("mixer", ["eda", "gdn2"])
 def test_linear_layer_state_does_not_grow_with_length(mixer):
     model = tiny_gpt(mixer, **TINY).double()
     prompt = torch.randint(0, 97, (1, 5), generator=torch.Generator().manual_seed(2))
-    cache = model.new_cache(1)
-    _, cache = model.prefill(prompt, cache)
+    cache = new_cache(model, 1)
+    _, cache = prefill(model, prompt, cache)
     linear = [i for i, b in enumerate(model.blocks) if not b.is_attention]
     assert linear, "the hybrid has linear-attention layers"
 
@@ -88,7 +88,7 @@ def test_linear_layer_state_does_not_grow_with_length(mixer):
     after_prompt, s0 = sizes(), states()
     tok = prompt[:, -1]
     for _ in range(60):
-        logits, cache = model.decode_step(tok, cache)
+        logits, cache = decode_step(model, tok, cache)
         tok = logits[:, -1].argmax(-1)
     assert cache["pos"] == 65
     assert sizes() == after_prompt  # same tensors, same shapes, after 12x more tokens
@@ -204,15 +204,15 @@ def test_a_linear_states_snapshot_restored_replays_the_same_decode_step(mixer):
     step from the same cache gives the same logits and leaves the same linear-layer cache (attention's K/V slot
     past pos keeps the extra step's write, which nothing reads)."""
     model = tiny_gpt(mixer).double()
-    cache = model.new_cache(2, max_len=16, dtype=torch.float64)
-    model.prefill(tokens(B=2, T=5, vocab=model.config.vocab_size), cache)
+    cache = new_cache(model, 2, max_len=16, dtype=torch.float64)
+    prefill(model, tokens(B=2, T=5, vocab=model.config.vocab_size), cache)
     tok = torch.tensor([[3], [7]])
     restore = linear_states_snapshot(model, cache)
-    first = model.decode_step(tok, cache)[0]
+    first = decode_step(model, tok, cache)[0]
     linear = [layer for layer, block in zip(cache["layers"], model.blocks) if not block.is_attention]
     after = [{n: t.clone() for n, t in layer.items()} for layer in linear]
-    model.decode_step(tok, cache)  # a second step moves the linear states on
+    decode_step(model, tok, cache)  # a second step moves the linear states on
     restore()
     cache["pos"] = 5
-    assert torch.equal(model.decode_step(tok, cache)[0], first)
+    assert torch.equal(decode_step(model, tok, cache)[0], first)
     assert all(torch.equal(layer[n], a[n]) for layer, a in zip(linear, after) for n in a)
