@@ -18,7 +18,7 @@ import warnings
 
 import torch
 
-from model import check_kv_room
+from model import check_compile, check_kv_room
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -115,12 +115,6 @@ def cuda_graph_problem(model):
         return ("autocast is on: the weight casts it caches would be freed while the graph still reads "
                 "them; cast the model instead (model.to(torch.bfloat16))")
     return None
-
-
-def check_compile(compile):
-    """GraphDecoder's and generate's `compile`: False, True (Inductor) or a torch.compile backend name."""
-    if not isinstance(compile, (bool, str)):
-        raise ValueError(f"compile must be a bool or a torch.compile backend name, got {compile!r}")
 
 
 def linear_states_snapshot(model, cache):

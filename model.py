@@ -285,6 +285,13 @@ def causal_conv(u, weight, tail=None):
 _compiled = {}  # (fn, backend) -> torch.compile(fn), built on first use (importing the compiler costs ~2 s)
 
 
+def check_compile(compile):
+    """A `compile` argument (GPT's, decode.GraphDecoder's, decode.generate's): False, True (Inductor) or a
+    torch.compile backend name."""
+    if not isinstance(compile, (bool, str)):
+        raise ValueError(f"compile must be a bool or a torch.compile backend name, got {compile!r}")
+
+
 def maybe_compiled(fn, compile):
     """fn as written (compile False), or torch.compile(fn, fullgraph=True) with Inductor (True) or the named
     torch.compile backend (the tests trace the CPU path with 'aot_eager')."""
@@ -456,7 +463,7 @@ class LinearAttention(nn.Module):
         compile = self.compile if cache is None else False
         p = self.project(x)  # every projection of x, one matmul
         # short causal conv + SiLU on [q | k | v], q and k L2-normalized per head
-        if rule == "triton" and cache is None:  # the Triton rule comes with the fused conv (zero left context)
+        if rule == "triton" and cache is None:  # the Triton rule comes with the fused conv, which takes no tail
             from kernel import short_conv  # (here: model.py itself needs no Triton)
             q, k, v = short_conv(p["qkv"], self.conv_weight, heads)
         else:
@@ -747,12 +754,12 @@ def _head_chunk(logits, classes, valid, n):
 
 class _HeadLoss(torch.autograd.Function):
     """Mean cross-entropy of h @ weight^T against targets (-1: ignored), its gradients formed in the forward,
-    `rows` rows at a time (GPTConfig.head_chunk_rows): no [N, vocab] logits (nor their fp32 copy, softmax and gradient) outlive a
-    chunk, and the backward only scales the stored dh, dweight. The plain head's FLOPs (three matmuls) and
-    precisions: the products in autocast's dtype (or the inputs'), softmax and loss in at least fp32, dweight
-    summed in at least fp32. Shapes stay static (ignored rows are masked, not dropped): torch.compile traces it.
-    grads=False (evaluation): the loss alone, the gradients' two matmuls skipped. compile: _head_chunk's, as
-    maybe_compiled takes it."""
+    `rows` rows at a time (GPTConfig.head_chunk_rows): no [N, vocab] logits (nor their fp32 copy, softmax and
+    gradient) outlive a chunk, and the backward only scales the stored dh, dweight. The plain head's FLOPs
+    (three matmuls) and precisions: the products in autocast's dtype (or the inputs'), softmax and loss in at
+    least fp32, dweight summed in at least fp32. Shapes stay static (ignored rows are masked, not dropped):
+    torch.compile traces it. grads=False (evaluation): the loss alone, the gradients' two matmuls skipped.
+    compile: _head_chunk's, as maybe_compiled takes it."""
 
     @staticmethod
     def forward(ctx, h, weight, targets, grads, rows, compile):
@@ -784,16 +791,15 @@ class _HeadLoss(torch.autograd.Function):
 class GPT(nn.Module):
     """The language model: embedding, n_layer blocks, final RMSNorm, lm_head (untied by default). Each block takes
     an optional cache, its layer's state: decode.py runs the model on one (new_cache, prefill, decode_step) and
-    samples from it (generate). compile: False runs everything as
-    written; True (Inductor) or a torch.compile backend name compiles the elementwise pieces (maybe_compiled:
-    la_conv, la_gates, la_output, the chunked loss head's softmax) of every forward without a cache. train.py
-    passes its `compile` setting (and then also compiles each block whole)."""
+    samples from it (generate). compile: False runs everything as written; True (Inductor) or a torch.compile
+    backend name compiles the elementwise pieces (maybe_compiled: la_conv, la_gates, la_output, the chunked loss
+    head's softmax) of every forward without a cache. train.py passes its `compile` setting (and then also
+    compiles each block whole)."""
 
     def __init__(self, config: GPTConfig, compile=False):
         super().__init__()
         self.config = cfg = config
-        if not isinstance(compile, (bool, str)):
-            raise ValueError(f"GPT: compile must be a bool or a torch.compile backend name, got {compile!r}")
+        check_compile(compile)
         self.compile = compile
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.blocks = nn.ModuleList([Block(cfg, i, compile) for i in range(cfg.n_layer)])

@@ -667,6 +667,21 @@ def test_flops_per_token_exceeds_six_times_matmul_params_and_grows_with_length()
     assert f1 > 6 * (s["active"] - s["breakdown"]["embedding"]) and f2 > f1
 
 
+def test_flops_per_token_counts_the_chunk_the_rule_runs_with():
+    """la_chunk_size is the chunked PyTorch rule's chunk: on CUDA the Triton rule runs kernel.CHUNK_TOKENS whatever
+    it says, and the MFU estimate counts the chunk that runs; GDN-2 (no Triton rule) and la_backend='chunk' run,
+    and count, la_chunk_size everywhere."""
+    from kernel import CHUNK_TOKENS
+    assert CHUNK_TOKENS != 64  # else the check below cannot fail
+    eda64, eda_kernel = (build(tiny("eda", la_chunk_size=c)) for c in (64, CHUNK_TOKENS))
+    assert (eda64.config.rule_chunk(on_cuda=True), eda64.config.rule_chunk(on_cuda=False)) == (CHUNK_TOKENS, 64)
+    assert eda64.flops_per_token(512, on_cuda=True) == eda_kernel.flops_per_token(512, on_cuda=True)
+    assert eda64.flops_per_token(512, on_cuda=False) != eda_kernel.flops_per_token(512, on_cuda=False)
+    for cfg in (tiny("gdn2", la_chunk_size=64), tiny("eda", la_chunk_size=64, la_backend="chunk")):
+        assert cfg.rule_chunk(on_cuda=True) == cfg.rule_chunk(on_cuda=False) == 64
+    assert tiny("eda", la_backend="recurrent").rule_chunk(on_cuda=True) == 1
+
+
 @pytest.mark.parametrize("bad,match", [
     (dict(mixer="mamba"), "unknown mixer"),
     (dict(la_backend="cuda"), "unknown la_backend"),
@@ -684,6 +699,11 @@ def test_flops_per_token_exceeds_six_times_matmul_params_and_grows_with_length()
 def test_bad_config_raises_a_clear_value_error(bad, match):
     with pytest.raises(ValueError, match=match):
         GPTConfig(**bad)
+
+
+def test_a_compile_argument_that_is_neither_a_bool_nor_a_backend_name_is_a_clear_value_error():
+    with pytest.raises(ValueError, match="compile must be a bool or a torch.compile backend name, got 1"):
+        GPT(tiny("eda"), compile=1)
 
 
 def test_config_fields_are_plain_types_and_ints_are_accepted_for_floats():
