@@ -8,7 +8,8 @@ Paper: "Erase-then-Delta Attention" (Sec. 2-3 for the update rules, Appendix A, 
                         defaults are train.py's toy model
     RMSNorm, SwiGLU     the usual pieces
     LinearAttention     the recipe shared by EDA / KDA / GDN / GDN-2, differences named inline: forward reads
-                        projections -> short conv -> gates -> the update rule (eda.py) -> norm, gate, o_proj
+                        projections -> short conv -> gates -> the update rule (eda.py) -> norm, gate, o_proj;
+                        its elementwise work (la_conv, la_gates, la_output) compiled when GPT's compile asks
     GatedAttention      full attention: GQA, q/k RMSNorm, RoPE, SDPA, sigmoid output gate
     MoE                 fp32 softmax router, top-k, shared expert, load-balancing loss, sorted dispatch
     _HeadLoss           the loss head in row chunks: training never holds the whole [tokens, vocab] logits
