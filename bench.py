@@ -490,7 +490,7 @@ def decode_modes_of(cfg, ctx_len, B, copy_bw, rows, launches, checks):
     """Every mode of decode_modes on one model from one cache (ctx_len positions of random content, batch B).
     Appends to rows (mixer, mode, ctx, B, ms/step, tok/s, MiB/seq, floor), launches ({(mixer, mode): kernels
     per step}) and checks (mixer, mode, ctx, B, the first step's logits' error against eager decode_step's)."""
-    from decode import GraphDecoder, decode_step, linear_states_snapshot, new_cache
+    from decode import GraphDecoder, decode_state_snapshot, decode_step, new_cache
     from model import GPT
     torch.cuda.empty_cache()
     model = GPT(cfg).to(DEV, DTYPE).eval()
@@ -509,9 +509,9 @@ def decode_modes_of(cfg, ctx_len, B, copy_bw, rows, launches, checks):
             part = ctx_len / t.shape[2] if block.is_attention and name in ("k", "v") else 1.0
             need += t.numel() * t.element_size() * part
     tok = torch.randint(0, cfg.vocab_size, (B,), device=DEV)
-    # the check: every mode's first step from the same cache gives eager decode_step's logits (the linear
-    # layers' states, which a step advances in place, restored before each mode)
-    restore = linear_states_snapshot(model, cache)
+    # the check: every mode's first step from the same cache gives eager decode_step's logits (what a step
+    # advances in place, the conv tails and linear states, restored before each mode)
+    restore = decode_state_snapshot(model, cache)
     cache["pos"] = ctx_len
     with torch.no_grad():
         ref = decode_step(model, tok.view(B, 1), cache)[0].float()

@@ -117,15 +117,15 @@ def cuda_graph_problem(model):
     return None
 
 
-def linear_states_snapshot(model, cache):
-    """A copy of what a decode step advances in place in the linear layers' cache (conv tails, states); returns
-    a function that puts it back. (An attention layer's step only writes K/V at slot pos, which the next real
-    step at that position rewrites before anything reads it.)"""
-    linear = [c for c, b in zip(cache["layers"], model.blocks) if not b.is_attention]
-    saved = [{n: t.clone() for n, t in c.items()} for c in linear]
+def decode_state_snapshot(model, cache):
+    """A copy of what a decode step advances in place (the linear layers' conv tails and states, the attention
+    layers' conv tails with attn_conv_size); returns a function that puts it back. (An attention layer's step
+    also writes K/V at slot pos, which the next real step at that position rewrites before anything reads it.)"""
+    saved = [(c, {n: t.clone() for n, t in c.items() if not (b.is_attention and n in ("k", "v"))})
+             for c, b in zip(cache["layers"], model.blocks)]
 
     def restore():
-        for c, s in zip(linear, saved):
+        for c, s in saved:
             for n, t in s.items():
                 c[n].copy_(t)
     return restore
@@ -175,7 +175,7 @@ class GraphDecoder:
         # Warm up outside the capture (Triton and torch.compile compile, cuBLAS allocates its workspace on
         # first use; none of it may happen while capturing), on a side stream as torch.cuda.graph asks. The
         # warm-up runs real steps at cache['pos'], so the linear layers' conv tails and states are restored after.
-        restore = linear_states_snapshot(model, cache)
+        restore = decode_state_snapshot(model, cache)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):

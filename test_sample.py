@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import rel, tiny_gpt, tokens
-from decode import GraphDecoder, decode_step, generate, linear_states_snapshot, new_cache, prefill
+from decode import GraphDecoder, decode_state_snapshot, decode_step, generate, new_cache, prefill
 from model import GPT, MIXERS, GPTConfig
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -198,21 +198,24 @@ def test_generate_refuses_to_compile_a_decode_step_it_cannot_graph():
     assert generate(model, idx, 4, temperature=0).shape == (1, 7)  # compile=False: the plain path still decodes
 
 
-@pytest.mark.parametrize("mixer", ["eda", "transformer"])
-def test_a_linear_states_snapshot_restored_replays_the_same_decode_step(mixer):
+@pytest.mark.parametrize("mixer, attn_conv_size", [("eda", 0), ("transformer", 0), ("eda", 4), ("transformer", 4)])
+def test_a_decode_state_snapshot_restored_replays_the_same_decode_step(mixer, attn_conv_size):
     """What GraphDecoder's warm-up and bench.py's decode check rely on: after restoring the snapshot (and pos), a
-    step from the same cache gives the same logits and leaves the same linear-layer cache (attention's K/V slot
-    past pos keeps the extra step's write, which nothing reads)."""
-    model = tiny_gpt(mixer).double()
+    step from the same cache gives the same logits and leaves the same cache, the attention layers' conv tails
+    (attn_conv_size) included; only attention's K/V slot past pos keeps the extra step's write, which nothing
+    reads."""
+    model = tiny_gpt(mixer, attn_conv_size=attn_conv_size).double()
     cache = new_cache(model, 2, max_len=16, dtype=torch.float64)
     prefill(model, tokens(B=2, T=5, vocab=model.config.vocab_size), cache)
     tok = torch.tensor([[3], [7]])
-    restore = linear_states_snapshot(model, cache)
+    restore = decode_state_snapshot(model, cache)
     first = decode_step(model, tok, cache)[0]
-    linear = [layer for layer, block in zip(cache["layers"], model.blocks) if not block.is_attention]
-    after = [{n: t.clone() for n, t in layer.items()} for layer in linear]
-    decode_step(model, tok, cache)  # a second step moves the linear states on
+    advanced = [(layer, {n: t.clone() for n, t in layer.items() if not (block.is_attention and n in ("k", "v"))})
+                for layer, block in zip(cache["layers"], model.blocks)]
+    decode_step(model, tok, cache)  # a second step moves the conv tails and linear states on
+    moved = [n for layer, a in advanced for n in a if not torch.equal(layer[n], a[n])]
+    assert len(moved) == sum(len(a) for _, a in advanced)  # (the plain Transformer has none: K/V only)
     restore()
     cache["pos"] = 5
     assert torch.equal(decode_step(model, tok, cache)[0], first)
-    assert all(torch.equal(layer[n], a[n]) for layer, a in zip(linear, after) for n in a)
+    assert all(torch.equal(layer[n], a[n]) for layer, a in advanced for n in a)
