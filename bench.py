@@ -47,7 +47,7 @@ decode_model_batches = [1, 8, 64]
 decode_steps = 32
 decode_modes = ["graph", "compiled", "eager"]  # model_decode: decode.GraphDecoder (generate's path on CUDA), the
                            # same with the step torch.compile'd inside the graph, and plain decode_step
-decode_attention = "auto"  # model_decode: model.DECODE_ATTENTION for the run ('auto', model.py's default: the split-KV
+decode_attention = "auto"  # model_decode: GPTConfig.attn_decode for the run ('auto', the default: the split-KV
                            # kernel where it applies; 'sdpa': PyTorch's kernels, the comparison)
 compile_eda_chunk = False
 train_config = "config/eda_125m.py"  # model_train: the EDA hybrid of this config vs its Transformer
@@ -453,7 +453,7 @@ def print_tables(krows, drows):
 # decoded one at a time and timed with CUDA events, in each of `decode_modes`: 'graph' replays the step from
 # a CUDA graph (decode.GraphDecoder, what decode.generate and sample.py run on a GPU), 'compiled' the same
 # with the step compiled by Inductor inside the graph (GraphDecoder(compile=True): fewer, fused kernels),
-# 'eager' calls GPT.decode_step (one launch per operator: CPU-bound). Every mode runs the same cache from ctx.
+# 'eager' calls decode.decode_step (one launch per operator: CPU-bound). Every mode runs the same cache from ctx.
 
 
 DECODE_TOL = 5e-2  # relative L2 error of a decode step's logits against eager's, bf16
@@ -463,12 +463,8 @@ def model_decode_table():
     import runpy
     import triton.testing
     import dataclasses
-    from torch.profiler import ProfilerActivity, profile as torch_profile
-    import model as model_py
-    from decode import GraphDecoder, linear_states_snapshot
-    from model import GPT, GPTConfig
-    model_py.DECODE_ATTENTION = decode_attention
-    print(f"model_decode: attention decode steps through {decode_attention!r} (model.DECODE_ATTENTION)")
+    from model import GPTConfig
+    print(f"model_decode: attention decode steps through {decode_attention!r} (GPTConfig.attn_decode)")
     fields = {f.name for f in dataclasses.fields(GPTConfig)}
     base = {k: v for k, v in runpy.run_path(decode_config).items() if k in fields}
     if not decode_modes or set(decode_modes) - {"graph", "compiled", "eager"}:
@@ -484,81 +480,109 @@ def model_decode_table():
     for mixer in ("eda", "transformer"):
         for ctx_len in decode_contexts:
             for B in decode_model_batches:
-                cfg = GPTConfig(**dict(base, mixer=mixer, block_size=ctx_len + decode_steps + 8))
-                torch.cuda.empty_cache()
-                model = GPT(cfg).to(DEV, DTYPE).eval()
-                cache = model.new_cache(B, device=DEV, dtype=DTYPE)
-                for layer in cache["layers"]:  # random memory content, as if ctx_len tokens had been read
-                    for t in layer.values():
-                        t.normal_()
-                # decode memory per sequence: the cache (KV for attention layers, conv tail + fp32 state for
-                # linear layers); the KV part grows with ctx_len, the linear part does not
-                per_seq = sum(t.numel() * t.element_size() for layer in cache["layers"] for t in layer.values()) / B
-                # what a step must read at least: every weight once, the linear layers' states and conv tails,
-                # and the ctx_len cached positions of each attention layer's K and V
-                need = sum(p.numel() * p.element_size() for p in model.parameters())
-                for layer, block in zip(cache["layers"], model.blocks):
-                    for name, t in layer.items():
-                        part = ctx_len / t.shape[2] if block.is_attention and name in ("k", "v") else 1.0
-                        need += t.numel() * t.element_size() * part
-                tok = torch.randint(0, cfg.vocab_size, (B,), device=DEV)
-                # the check: every mode's first step from the same cache gives eager decode_step's logits (the
-                # linear layers' states, which a step advances in place, restored before each mode)
-                restore = linear_states_snapshot(model, cache)
-                cache["pos"] = ctx_len
-                with torch.no_grad():
-                    ref = model.decode_step(tok.view(B, 1), cache)[0].float()
-                for mode in decode_modes:
-                    restore()
-                    cache["pos"] = ctx_len
-                    if mode == "compiled":  # a fresh compile per model: no recompile limit, no stale graph
-                        torch._dynamo.reset()
-                    t_build = time.perf_counter()
-                    step = (GraphDecoder(model, cache, compile=mode == "compiled") if mode != "eager"
-                            else (lambda t: model.decode_step(t, cache)[0]))
-                    if mode == "compiled":
-                        print(f"{mixer} ctx {ctx_len} B {B}: compiled and captured in "
-                              f"{time.perf_counter() - t_build:.1f}s", flush=True)
-                    with torch.no_grad():
-                        err = rel(step(tok.view(B, 1)).float(), ref)
-                        cache["pos"] -= 1
-                        checks.append((mixer, mode, ctx_len, B, err))
-                        for _ in range(2):  # warm-up (kernels compile on first use), each at position ctx_len
-                            step(tok)
-                            cache["pos"] -= 1
-                        torch.cuda.synchronize()
-                        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                        start.record()
-                        for _ in range(decode_steps):
-                            step(tok)
-                        end.record()
-                        torch.cuda.synchronize()
-                    ms = start.elapsed_time(end) / decode_steps
-                    rows.append((mixer, mode, ctx_len, B, ms, B * 1000 / ms, per_seq / 2**20,
-                                 need / (ms * 1e-3) / copy_bw))
-                    if profile and ctx_len == decode_contexts[-1] and B == decode_model_batches[-1]:
-                        # where a step's time goes: CPU (launch-bound) vs GPU time per operator / kernel
-                        print(f"\nprofile of one {mixer} decode step ({mode}), ctx {ctx_len}, B {B}:")
-                        try:
-                            activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
-                            with torch.no_grad(), torch_profile(activities=activities) as prof:
-                                step(tok)
-                                torch.cuda.synchronize()
-                            print(prof.key_averages().table(
-                                sort_by="cuda_time_total" if mode != "eager" else "cpu_time_total", row_limit=12))
-                        except Exception as err:  # a profiler failure must not cost the table
-                            print(f"profile failed: {type(err).__name__}: {str(err)[:200]}")
-                    if (mixer, mode) not in launches and mode != "eager":
-                        # kernels one step launches (what the CUDA graph replays): the static step once,
-                        # outside the graph, after the warm-up (no compiling or autotuning in the count)
-                        with torch.no_grad(), torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
-                            step.pos.fill_(ctx_len)
-                            step.step_fn(step.tok, cache, step.pos)
-                            torch.cuda.synchronize()
-                        launches[mixer, mode] = sum(e.device_type == torch.autograd.DeviceType.CUDA
-                                                    for e in prof.events())
-                    del step
-                del model, cache
+                cfg = GPTConfig(**dict(base, mixer=mixer, block_size=ctx_len + decode_steps + 8,
+                                       attn_decode=decode_attention))
+                decode_modes_of(cfg, ctx_len, B, copy_bw, rows, launches, checks)
+    print_decode_tables(rows, launches, checks)
+
+
+def decode_modes_of(cfg, ctx_len, B, copy_bw, rows, launches, checks):
+    """Every mode of decode_modes on one model from one cache (ctx_len positions of random content, batch B).
+    Appends to rows (mixer, mode, ctx, B, ms/step, tok/s, MiB/seq, floor), launches ({(mixer, mode): kernels
+    per step}) and checks (mixer, mode, ctx, B, the first step's logits' error against eager decode_step's)."""
+    from decode import GraphDecoder, decode_state_snapshot, decode_step, new_cache
+    from model import GPT
+    torch.cuda.empty_cache()
+    model = GPT(cfg).to(DEV, DTYPE).eval()
+    cache = new_cache(model, B, device=DEV, dtype=DTYPE)
+    for layer in cache["layers"]:  # random memory content, as if ctx_len tokens had been read
+        for t in layer.values():
+            t.normal_()
+    # decode memory per sequence: the cache (KV for attention layers, conv tail + fp32 state for linear layers);
+    # the KV part grows with ctx_len, the linear part does not
+    per_seq = sum(t.numel() * t.element_size() for layer in cache["layers"] for t in layer.values()) / B
+    # what a step must read at least: every weight once, the linear layers' states and conv tails, and the
+    # ctx_len cached positions of each attention layer's K and V
+    need = sum(p.numel() * p.element_size() for p in model.parameters())
+    for layer, block in zip(cache["layers"], model.blocks):
+        for name, t in layer.items():
+            part = ctx_len / t.shape[2] if block.is_attention and name in ("k", "v") else 1.0
+            need += t.numel() * t.element_size() * part
+    tok = torch.randint(0, cfg.vocab_size, (B,), device=DEV)
+    # the check: every mode's first step from the same cache gives eager decode_step's logits (what a step
+    # advances in place, the conv tails and linear states, restored before each mode)
+    restore = decode_state_snapshot(model, cache)
+    cache["pos"] = ctx_len
+    with torch.no_grad():
+        ref = decode_step(model, tok.view(B, 1), cache)[0].float()
+    for mode in decode_modes:
+        restore()
+        cache["pos"] = ctx_len
+        if mode == "compiled":  # a fresh compile per model: no recompile limit, no stale graph
+            torch._dynamo.reset()
+        t_build = time.perf_counter()
+        step = (GraphDecoder(model, cache, compile=mode == "compiled") if mode != "eager"
+                else (lambda t: decode_step(model, t, cache)[0]))
+        if mode == "compiled":
+            print(f"{cfg.mixer} ctx {ctx_len} B {B}: compiled and captured in {time.perf_counter() - t_build:.1f}s",
+                  flush=True)
+        with torch.no_grad():
+            err = rel(step(tok.view(B, 1)).float(), ref)
+            cache["pos"] -= 1
+        checks.append((cfg.mixer, mode, ctx_len, B, err))
+        ms = decode_step_ms(step, tok, cache)
+        rows.append((cfg.mixer, mode, ctx_len, B, ms, B * 1000 / ms, per_seq / 2**20, need / (ms * 1e-3) / copy_bw))
+        if profile and ctx_len == decode_contexts[-1] and B == decode_model_batches[-1]:
+            profile_decode_step(step, tok, f"{cfg.mixer} decode step ({mode}), ctx {ctx_len}, B {B}", mode)
+        if (cfg.mixer, mode) not in launches and mode != "eager":
+            launches[cfg.mixer, mode] = kernels_per_step(step, model, cache, ctx_len)
+        del step  # (its graph's memory, before the next mode captures one)
+
+
+@torch.no_grad()
+def decode_step_ms(step, tok, cache):
+    """ms per step of `decode_steps` steps of step(tok) (CUDA events), after two warm-up steps at the same
+    position (kernels compile on first use)."""
+    for _ in range(2):
+        step(tok)
+        cache["pos"] -= 1
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(decode_steps):
+        step(tok)
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / decode_steps
+
+
+def profile_decode_step(step, tok, what, mode):
+    """Where a step's time goes: CPU (launch-bound) vs GPU time per operator / kernel."""
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+    print(f"\nprofile of one {what}:")
+    try:
+        with torch.no_grad(), torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            step(tok)
+            torch.cuda.synchronize()
+        print(prof.key_averages().table(sort_by="cuda_time_total" if mode != "eager" else "cpu_time_total",
+                                        row_limit=12))
+    except Exception as err:  # a profiler failure must not cost the table
+        print(f"profile failed: {type(err).__name__}: {str(err)[:200]}")
+
+
+@torch.no_grad()
+def kernels_per_step(step, model, cache, ctx_len):
+    """Kernels one step launches (what the CUDA graph replays): the static step once, outside the graph, after
+    the warm-up (no compiling or autotuning in the count)."""
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+    with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step.pos.fill_(ctx_len)
+        step.step_fn(model, step.tok, cache, step.pos)
+        torch.cuda.synchronize()
+    return sum(e.device_type == torch.autograd.DeviceType.CUDA for e in prof.events())
+
+
+def print_decode_tables(rows, launches, checks):
     print(f"\nmodel decode ({decode_config}, {dtype}, {decode_steps} steps after a context of ctx tokens)")
     print("floor: the bytes a step must read (weights, linear states, the cached K/V of ctx tokens) over the time, "
           "as a fraction of the copy bandwidth above")
@@ -615,8 +639,6 @@ def device_us(evt):
 def model_train_table():
     import runpy
     import dataclasses
-    from triton.testing import do_bench
-    from torch.profiler import ProfilerActivity, profile as torch_profile
     from model import GPT, GPTConfig
     fields = {f.name for f in dataclasses.fields(GPTConfig)}
     base = {k: v for k, v in runpy.run_path(train_config).items() if k in fields}
@@ -624,127 +646,161 @@ def model_train_table():
     if unknown:
         sys.exit(f"bench.py: train_overrides names {unknown}, which are not GPTConfig fields")
     base.update(train_overrides)
-    autocast = torch.autocast(DEV, dtype=DTYPE)
-
-    def fwd_bwd_ms(fn, params):
-        return do_bench(fn, warmup=warmup, rep=rep, grad_to_none=params, return_mode="median")
-
     for B, T in train_shapes:
         layer_rows, step_rows, kinds, tables = [], [], {}, {}
         for mixer in ("eda", "transformer"):
             cfg = GPTConfig(**dict(base, mixer=mixer, block_size=T))
             torch.cuda.empty_cache()
-            model = GPT(cfg).to(DEV)
+            model = GPT(cfg, compile=train_compile).to(DEV)  # as train.py's compile: the loss head's softmax ...
             if train_compile:
                 for blk in model.blocks:
-                    blk.compile()  # as train.py: in place, one graph reused by every block of a kind
-            # per layer type: the whole layer against its core alone
-            seen = {}
-            for blk in model.blocks:
-                for layer in (blk.mixer, blk.ffn):
-                    name = type(layer).__name__ + (f" ({mixer})" if type(layer).__name__ == "LinearAttention" else "")
-                    seen.setdefault(name, [layer, 0])[1] += 1
-            for name, (layer, count) in seen.items():
-                h = torch.randn(B, T, cfg.n_embd, device=DEV, requires_grad=True)  # the fp32 residual stream
-                dy = torch.randn(B, T, cfg.n_embd, device=DEV, dtype=DTYPE)
-                params = [h] + list(layer.parameters())
+                    blk.compile()  # ... and each block in place, one graph reused by every block of a kind
+            layer_rows += layer_costs(model, B, T)
+            step_rows.append(step_cost(model, B, T))
+            kinds[mixer], tables[mixer] = profile_train_step(model, B, T)
+            del model
+        print_train_tables(B, T, layer_rows, step_rows, kinds, tables)
 
-                layer_fn = torch.compile(layer) if train_compile else layer
 
-                def run_layer():
-                    with autocast:
-                        out = layer_fn(h)
-                    out.backward(dy)
-                whole = fwd_bwd_ms(run_layer, params)
-                # what the layer keeps from its forward for its backward (saved tensors, under compile what
-                # Inductor chose to save), per token: the memory its forward leaves allocated, less its output
-                torch.cuda.synchronize()
-                before = torch.cuda.memory_allocated()
-                with autocast:
-                    out = layer_fn(h)
-                torch.cuda.synchronize()
-                kept = (torch.cuda.memory_allocated() - before - out.numel() * out.element_size()) / (B * T)
-                del out
-                core = float("nan")
-                if name.startswith("LinearAttention"):
-                    ins = make_inputs(B, T, cfg.la_n_head, cfg.la_n_v_head, cfg.la_head_dim, cfg.la_v_head_dim,
-                                      erase=mixer == "eda")
-                    core = measure(lambda *a: eda.eda_triton(  # as the layer runs it
-                        *a, check_g=False, recompute_states=cfg.la_recompute_states)[0], ins)[1]
-                elif name == "GatedAttention":
-                    q = torch.randn(B, cfg.n_head, T, cfg.head_dim, device=DEV, dtype=DTYPE, requires_grad=True)
-                    k, v = (torch.randn(B, cfg.kv_heads, T, cfg.head_dim, device=DEV, dtype=DTYPE,
-                                        requires_grad=True) for _ in range(2))
-                    do = torch.randn_like(q)
+def fwd_bwd_ms(fn, params):
+    from triton.testing import do_bench
+    return do_bench(fn, warmup=warmup, rep=rep, grad_to_none=params, return_mode="median")
 
-                    def run_sdpa():
-                        F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                                       enable_gqa=cfg.kv_heads != cfg.n_head).backward(do)
-                    core = fwd_bwd_ms(run_sdpa, [q, k, v])
-                layer_rows.append((mixer, name, count, whole, core, kept))
-                print(f"  [{time.time() - T0:5.0f}s] {mixer} {name} x{count}: fwd+bwd {whole:.3f} ms, "
-                      f"core {core:.3f} ms, kept {kept:,.0f} B/token", flush=True)
-                del h, dy, params
-            # the whole step
-            x = torch.randint(0, cfg.vocab_size, (B, T), device=DEV)
-            y = torch.randint(0, cfg.vocab_size, (B, T), device=DEV)
 
-            def step():
-                with autocast:  # the loss head as train.py's language-model step runs it
-                    _, loss, aux = model(x, y, chunked_loss=True)
-                (loss + aux).backward()
-                model.zero_grad(set_to_none=True)
-            for _ in range(2):  # warm-up: Triton and torch.compile build their kernels on first use
-                step()
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            n = 3
-            start.record()
-            for _ in range(n):
-                step()
-            end.record()
-            torch.cuda.synchronize()
-            ms = start.elapsed_time(end) / n
-            step_rows.append((mixer, ms, B * T * 1000 / ms, torch.cuda.max_memory_allocated() / 2**30))
-            with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
-                step()
-                torch.cuda.synchronize()
-            events = prof.key_averages()
-            kinds[mixer] = {}
-            # GPU-side entries (kernels, copies) only, so that nothing counts twice
-            for evt in [e for e in events if str(getattr(e, "device_type", "")).endswith("CUDA")] or events:
-                kinds[mixer][kernel_kind(evt.key)] = kinds[mixer].get(kernel_kind(evt.key), 0.0) + device_us(evt) / 1e3
-            try:
-                tables[mixer] = events.table(sort_by="self_device_time_total", row_limit=15)
-            except Exception:  # older torch names the column after CUDA
-                tables[mixer] = events.table(sort_by="self_cuda_time_total", row_limit=15)
-            del model, x, y
-        print(f"\nmodel train step ({train_config}{', ' + str(train_overrides) if train_overrides else ''}, B={B}, "
-              f"T={T}, {dtype} autocast, fp32 weights; fwd+bwd, no optimizer; "
-              f"{'compiled' if train_compile else 'eager'})")
-        print("per layer, fwd+bwd ms (do_bench medians): the layer | its core alone (eda_triton / SDPA) | rest;\n"
-              "kept: bytes a token the layer's forward keeps for its backward (all layers of the kind: x count)")
-        print(f"{'model':<12}{'layer':<26}{'count':>6}{'layer ms':>10}{'core ms':>10}{'rest ms':>10}"
-              f"{'rest x count':>14}{'kept B/tok':>12}{'x count':>10}")
-        for mixer, name, count, whole, core, kept in layer_rows:
-            rest = whole - core if core == core else whole
-            print(f"{mixer:<12}{name:<26}{count:>6}{whole:>10.3f}{core:>10.3f}{rest:>10.3f}{rest * count:>14.1f}"
-                  f"{kept:>12,.0f}{kept * count:>10,.0f}")
-        print(f"\n{'model':<12}{'ms/step':>10}{'tok/s':>12}{'peak GiB':>10}")
-        for mixer, ms, tok, mem in step_rows:
-            print(f"{mixer:<12}{ms:>10.1f}{tok:>12,.0f}{mem:>10.1f}")
-        print(f"EDA hybrid / Transformer tok/s: {step_rows[0][2] / step_rows[1][2]:.2f}x")
-        total = {m: max(sum(k.values()), 1e-9) for m, k in kinds.items()}
-        print("\nGPU time of one profiled step by kernel kind, ms (share of the step's kernel time)")
-        print(f"{'kind':<50}{'eda':>18}{'transformer':>18}")
-        for kind in [k for k, _ in KERNEL_KINDS] + ["other (PyTorch elementwise, copies, reductions)"]:
-            cells = "".join(f"{kinds[m].get(kind, 0.0):>11.1f} ({kinds[m].get(kind, 0.0) / total[m]:4.0%})"
-                            for m in ("eda", "transformer"))
-            print(f"{kind:<50}{cells}")
-        print(f"{'total':<50}{total['eda']:>11.1f}{'':>7}{total['transformer']:>11.1f}")
-        for mixer, table in tables.items():
-            print(f"\ntop kernels of one {mixer} step (B={B}, T={T}):\n{table}")
+def layer_costs(model, B, T):
+    """Per layer type of model: rows (mixer, layer name, count, the layer's fwd+bwd ms, its core's alone
+    (eda_triton / SDPA on inputs of the same shapes), bytes a token its forward keeps for its backward)."""
+    cfg, mixer, rows = model.config, model.config.mixer, []
+    autocast = torch.autocast(DEV, dtype=DTYPE)
+    seen = {}
+    for blk in model.blocks:
+        for layer in (blk.mixer, blk.ffn):
+            name = type(layer).__name__ + (f" ({mixer})" if type(layer).__name__ == "LinearAttention" else "")
+            seen.setdefault(name, [layer, 0])[1] += 1
+    for name, (layer, count) in seen.items():
+        h = torch.randn(B, T, cfg.n_embd, device=DEV, requires_grad=True)  # the fp32 residual stream
+        dy = torch.randn(B, T, cfg.n_embd, device=DEV, dtype=DTYPE)
+        params = [h] + list(layer.parameters())
+        layer_fn = torch.compile(layer) if train_compile else layer
+
+        def run_layer():
+            with autocast:
+                out = layer_fn(h)
+            out.backward(dy)
+        whole = fwd_bwd_ms(run_layer, params)
+        # what the layer keeps from its forward for its backward (saved tensors, under compile what Inductor
+        # chose to save), per token: the memory its forward leaves allocated, less its output
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        with autocast:
+            out = layer_fn(h)
+        torch.cuda.synchronize()
+        kept = (torch.cuda.memory_allocated() - before - out.numel() * out.element_size()) / (B * T)
+        del out
+        core = core_ms(cfg, name, B, T)
+        rows.append((mixer, name, count, whole, core, kept))
+        print(f"  [{time.time() - T0:5.0f}s] {mixer} {name} x{count}: fwd+bwd {whole:.3f} ms, "
+              f"core {core:.3f} ms, kept {kept:,.0f} B/token", flush=True)
+        del h, dy, params
+    return rows
+
+
+def core_ms(cfg, name, B, T):
+    """fwd+bwd ms of a layer's core alone on inputs of the layer's shapes: eda_triton as the linear layer runs it,
+    SDPA for the attention layer; NaN for the rest."""
+    if name.startswith("LinearAttention"):
+        ins = make_inputs(B, T, cfg.la_n_head, cfg.la_n_v_head, cfg.la_head_dim, cfg.la_v_head_dim,
+                          erase=cfg.mixer == "eda")
+        return measure(lambda *a: eda.eda_triton(*a, check_g=False, recompute_states=cfg.la_recompute_states)[0],
+                       ins)[1]
+    if name == "GatedAttention":
+        q = torch.randn(B, cfg.n_head, T, cfg.head_dim, device=DEV, dtype=DTYPE, requires_grad=True)
+        k, v = (torch.randn(B, cfg.kv_heads, T, cfg.head_dim, device=DEV, dtype=DTYPE, requires_grad=True)
+                for _ in range(2))
+        do = torch.randn_like(q)
+
+        def run_sdpa():
+            F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=cfg.kv_heads != cfg.n_head).backward(do)
+        return fwd_bwd_ms(run_sdpa, [q, k, v])
+    return float("nan")
+
+
+def train_step_fn(model, B, T):
+    """One training forward+backward on random tokens, the loss head as train.py's language-model step runs it."""
+    x = torch.randint(0, model.config.vocab_size, (B, T), device=DEV)
+    y = torch.randint(0, model.config.vocab_size, (B, T), device=DEV)
+
+    def step():
+        with torch.autocast(DEV, dtype=DTYPE):
+            _, loss, aux = model(x, y, chunked_loss=True)
+        (loss + aux).backward()
+        model.zero_grad(set_to_none=True)
+    return step
+
+
+def step_cost(model, B, T):
+    """(mixer, ms per step, tokens/s, peak GiB) of the whole step (CUDA events, after two warm-up steps)."""
+    step = train_step_fn(model, B, T)
+    for _ in range(2):  # warm-up: Triton and torch.compile build their kernels on first use
+        step()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    n = 3
+    start.record()
+    for _ in range(n):
+        step()
+    end.record()
+    torch.cuda.synchronize()
+    ms = start.elapsed_time(end) / n
+    return model.config.mixer, ms, B * T * 1000 / ms, torch.cuda.max_memory_allocated() / 2**30
+
+
+def profile_train_step(model, B, T):
+    """One profiled step: ({kernel kind: GPU ms}, the table of its top kernels)."""
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+    step = train_step_fn(model, B, T)
+    with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    events = prof.key_averages()
+    kinds = {}
+    # GPU-side entries (kernels, copies) only, so that nothing counts twice
+    for evt in [e for e in events if str(getattr(e, "device_type", "")).endswith("CUDA")] or events:
+        kinds[kernel_kind(evt.key)] = kinds.get(kernel_kind(evt.key), 0.0) + device_us(evt) / 1e3
+    try:
+        table = events.table(sort_by="self_device_time_total", row_limit=15)
+    except Exception:  # older torch names the column after CUDA
+        table = events.table(sort_by="self_cuda_time_total", row_limit=15)
+    return kinds, table
+
+
+def print_train_tables(B, T, layer_rows, step_rows, kinds, tables):
+    print(f"\nmodel train step ({train_config}{', ' + str(train_overrides) if train_overrides else ''}, B={B}, "
+          f"T={T}, {dtype} autocast, fp32 weights; fwd+bwd, no optimizer; "
+          f"{'compiled' if train_compile else 'eager'})")
+    print("per layer, fwd+bwd ms (do_bench medians): the layer | its core alone (eda_triton / SDPA) | rest;\n"
+          "kept: bytes a token the layer's forward keeps for its backward (all layers of the kind: x count)")
+    print(f"{'model':<12}{'layer':<26}{'count':>6}{'layer ms':>10}{'core ms':>10}{'rest ms':>10}"
+          f"{'rest x count':>14}{'kept B/tok':>12}{'x count':>10}")
+    for mixer, name, count, whole, core, kept in layer_rows:
+        rest = whole - core if core == core else whole
+        print(f"{mixer:<12}{name:<26}{count:>6}{whole:>10.3f}{core:>10.3f}{rest:>10.3f}{rest * count:>14.1f}"
+              f"{kept:>12,.0f}{kept * count:>10,.0f}")
+    print(f"\n{'model':<12}{'ms/step':>10}{'tok/s':>12}{'peak GiB':>10}")
+    for mixer, ms, tok, mem in step_rows:
+        print(f"{mixer:<12}{ms:>10.1f}{tok:>12,.0f}{mem:>10.1f}")
+    print(f"EDA hybrid / Transformer tok/s: {step_rows[0][2] / step_rows[1][2]:.2f}x")
+    total = {m: max(sum(k.values()), 1e-9) for m, k in kinds.items()}
+    print("\nGPU time of one profiled step by kernel kind, ms (share of the step's kernel time)")
+    print(f"{'kind':<50}{'eda':>18}{'transformer':>18}")
+    for kind in [k for k, _ in KERNEL_KINDS] + ["other (PyTorch elementwise, copies, reductions)"]:
+        cells = "".join(f"{kinds[m].get(kind, 0.0):>11.1f} ({kinds[m].get(kind, 0.0) / total[m]:4.0%})"
+                        for m in ("eda", "transformer"))
+        print(f"{kind:<50}{cells}")
+    print(f"{'total':<50}{total['eda']:>11.1f}{'':>7}{total['transformer']:>11.1f}")
+    for mixer, table in tables.items():
+        print(f"\ntop kernels of one {mixer} step (B={B}, T={T}):\n{table}")
 
 
 def main():

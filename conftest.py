@@ -42,15 +42,15 @@ def tiny_config(mixer="eda", **kw):
     from model import GPTConfig
     base = dict(mixer=mixer, vocab_size=256, block_size=128, n_layer=4, n_embd=32, n_head=2, n_kv_head=1,
                 head_dim=16, la_n_head=2, la_n_v_head=4, la_head_dim=16, la_v_head_dim=8, la_chunk_size=16,
-                init_std=0.1, la_backend="chunk")
+                ffn_hidden=128, init_std=0.1, la_backend="chunk")
     return GPTConfig(**dict(base, **kw))
 
 
-def build(cfg, seed=0):
-    """GPT(cfg), initialized from `seed`."""
+def build(cfg, seed=0, compile=False):
+    """GPT(cfg, compile), initialized from `seed`."""
     from model import GPT
     torch.manual_seed(seed)
-    return GPT(cfg)
+    return GPT(cfg, compile)
 
 
 def tiny_gpt(mixer="eda", seed=0, **kw):

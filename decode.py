@@ -1,19 +1,106 @@
 """
-Generation: the decode loop, sampling from logits, and decode steps replayed from a CUDA graph.
+Decoding with a model of model.py: the cache, prefill and decode steps, decode steps replayed from a CUDA
+graph, sampling from logits, and the decode loop.
 
     out = generate(model, idx, max_new_tokens, temperature=0.8)   # idx [B, T] -> [B, T + max_new_tokens]
-    step = GraphDecoder(model, cache)    # after model.prefill(idx, cache)
+    cache = new_cache(model, B)
+    logits, cache = prefill(model, idx, cache)                      # the prompt, through the chunked path
+    logits, cache = decode_step(model, next_tokens, cache)          # one token per row, one recurrent step
+    step = GraphDecoder(model, cache)    # after prefill(model, idx, cache)
     logits = step(next_tokens)           # [B] or [B,1] -> [B,1,vocab]; advances cache['pos'] like decode_step
 
-The model (model.py) owns the decoding cache and the steps on it: GPT.new_cache, prefill, decode_step and
-static_decode_step, the step in which nothing depends on the position but a device tensor's contents, so
-that a CUDA graph can capture it once and replay it at every position. sample.py is the command line.
+Every layer's forward takes its part of the cache (LinearAttention: conv tail and recurrent state; GatedAttention:
+the KV cache), so prefill and decoding run the model's one forward path. static_decode_step is the step in which
+nothing depends on the position but a device tensor's contents, so that a CUDA graph can capture it once and
+replay it at every position. sample.py is the command line.
 """
 import warnings
 
 import torch
 
-from model import check_kv_room
+from model import check_compile, check_kv_room
+
+
+# ----------------------------------------------------------------------------------------------------
+# The cache and the steps on it
+
+
+def new_cache(model, batch_size, max_len=None, device=None, dtype=None):
+    """An empty decoding cache for model, {"pos": tokens consumed so far, "layers": one dict per block}:
+        linear layer:    {"conv": [B, la_conv_size-1, 2*H*K + HV*V] the last conv inputs (dtype),
+                          "state": [B, HV, K, V] the fp32 recurrent state}      -- constant size
+        attention layer: {"k", "v": [B, n_kv_head, max_len, head_dim]}, slots < pos valid (and with
+                          attn_conv_size, "conv": [B, attn_conv_size-1, n_embd] the last inputs)
+    max_len defaults to block_size, device and dtype to the model's. prefill / decode_step update every
+    tensor in place, never replace it (GraphDecoder relies on it). All rows share pos (left-pad prompts of
+    unequal length yourself)."""
+    cfg = model.config
+    max_len = cfg.block_size if max_len is None else max_len
+    device = model.wte.weight.device if device is None else device
+    dtype = model.wte.weight.dtype if dtype is None else dtype
+    layers = []
+    for b in model.blocks:
+        m = b.mixer
+        if b.is_attention:
+            c = {n: torch.zeros(batch_size, m.nkv, max_len, m.hd, device=device, dtype=dtype) for n in "kv"}
+            if cfg.attn_conv_size:
+                c["conv"] = torch.zeros(batch_size, cfg.attn_conv_size - 1, cfg.n_embd, device=device, dtype=dtype)
+        else:
+            c = {"conv": torch.zeros(batch_size, cfg.la_conv_size - 1, m.conv_dim, device=device, dtype=dtype),
+                 "state": torch.zeros(batch_size, m.HV, m.K, m.V, device=device, dtype=torch.float32)}
+        layers.append(c)
+    return {"pos": 0, "layers": layers}
+
+
+def _cached_blocks(model, idx, cache, pos):
+    """The model's blocks on idx after pos cached tokens (pos: an int, or a device tensor for static_decode_step)."""
+    x = model.wte(idx)
+    for block, c in zip(model.blocks, cache["layers"]):
+        x, _ = block(x, c, pos)
+    return x
+
+
+@torch.no_grad()
+def prefill(model, idx, cache, all_logits=False, chunk_size=None):
+    """Run the prompt idx [B,T] through the chunked path from the cache's state (pos may be > 0).
+    chunk_size: that many tokens at a time, each piece continuing from the cache, so that a long prompt's
+    activations and attention scores are those of one piece; None: all T at once.
+    Returns (logits [B,1,vocab] for the last position, or [B,T,vocab] with all_logits, cache)."""
+    if chunk_size is not None and (type(chunk_size) is not int or chunk_size < 1):  # a bool is no size
+        raise ValueError(f"prefill: chunk_size must be a positive int or None, got {chunk_size!r}")
+    step = idx.shape[1] if chunk_size is None else chunk_size
+    outs = []
+    for t0 in range(0, idx.shape[1], step):
+        piece = idx[:, t0:t0 + step]
+        x = _cached_blocks(model, piece, cache, cache["pos"])
+        cache["pos"] += piece.shape[1]
+        outs.append(x if all_logits else x[:, -1:])
+    x = torch.cat(outs, dim=1) if all_logits else outs[-1]
+    return model.lm_head(model.norm_f(x)), cache
+
+
+@torch.no_grad()
+def decode_step(model, idx_next, cache):
+    """One token per row, idx_next [B] or [B,1]: one recurrent step per linear layer, one KV-cache
+    attention step per full layer. Returns (logits [B,1,vocab], cache)."""
+    x = _cached_blocks(model, idx_next.view(-1, 1), cache, cache["pos"])
+    cache["pos"] += 1
+    return model.lm_head(model.norm_f(x)), cache
+
+
+@torch.no_grad()
+def static_decode_step(model, idx, cache, pos):
+    """decode_step with nothing depending on the position but the contents of pos, a long tensor [1] on the
+    model's device equal to cache['pos'] (no shape, Python number or host sync does), so that a CUDA graph
+    can replay it at every position (GraphDecoder). idx [B,1]; returns logits [B,1,vocab]; advances pos in
+    place and leaves cache['pos'] to the caller."""
+    x = _cached_blocks(model, idx, cache, pos)
+    pos.add_(1)
+    return model.lm_head(model.norm_f(x))
+
+
+# ----------------------------------------------------------------------------------------------------
+# CUDA-graph replay of decode steps
 
 
 def cuda_graph_problem(model):
@@ -30,28 +117,22 @@ def cuda_graph_problem(model):
     return None
 
 
-def check_compile(compile):
-    """GraphDecoder's and generate's `compile`: False, True (Inductor) or a torch.compile backend name."""
-    if not isinstance(compile, (bool, str)):
-        raise ValueError(f"compile must be a bool or a torch.compile backend name, got {compile!r}")
-
-
-def linear_states_snapshot(model, cache):
-    """A copy of what a decode step advances in place in the linear layers' cache (conv tails, states); returns
-    a function that puts it back. (An attention layer's step only writes K/V at slot pos, which the next real
-    step at that position rewrites before anything reads it.)"""
-    linear = [c for c, b in zip(cache["layers"], model.blocks) if not b.is_attention]
-    saved = [{n: t.clone() for n, t in c.items()} for c in linear]
+def decode_state_snapshot(model, cache):
+    """A copy of what a decode step advances in place (the linear layers' conv tails and states, the attention
+    layers' conv tails with attn_conv_size); returns a function that puts it back. (An attention layer's step
+    also writes K/V at slot pos, which the next real step at that position rewrites before anything reads it.)"""
+    saved = [(c, {n: t.clone() for n, t in c.items() if not (b.is_attention and n in ("k", "v"))})
+             for c, b in zip(cache["layers"], model.blocks)]
 
     def restore():
-        for c, s in zip(linear, saved):
+        for c, s in saved:
             for n, t in s.items():
                 c[n].copy_(t)
     return restore
 
 
 class GraphDecoder:
-    """GPT.decode_step for one cache, captured once as a CUDA graph and replayed per token: the ~1000 kernel
+    """decode_step for one cache, captured once as a CUDA graph and replayed per token: the ~1000 kernel
     launches of a step (more CPU time than the GPU work, measured) become one graph launch.
 
     The graph replays static_decode_step on fixed addresses: the cache tensors (updated in place), a token
@@ -70,10 +151,10 @@ class GraphDecoder:
             raise ValueError(f"GraphDecoder: cannot replay decode steps from a CUDA graph: {problem}")
         check_compile(compile)
         self.model, self.cache = model, cache
-        self.step_fn = model.static_decode_step
+        self.step_fn = static_decode_step  # called as step_fn(model, tokens, cache, pos)
         if compile:
             backend = {} if compile is True else {"backend": compile}
-            self.step_fn = torch.compile(model.static_decode_step, fullgraph=True, **backend)
+            self.step_fn = torch.compile(static_decode_step, fullgraph=True, **backend)
         dev = model.wte.weight.device
         self.batch = next(iter(cache["layers"][0].values())).shape[0]
         self.kv = [c for c, b in zip(cache["layers"], model.blocks) if b.is_attention]
@@ -94,18 +175,18 @@ class GraphDecoder:
         # Warm up outside the capture (Triton and torch.compile compile, cuBLAS allocates its workspace on
         # first use; none of it may happen while capturing), on a side stream as torch.cuda.graph asks. The
         # warm-up runs real steps at cache['pos'], so the linear layers' conv tails and states are restored after.
-        restore = linear_states_snapshot(model, cache)
+        restore = decode_state_snapshot(model, cache)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             for _ in range(2):
                 self.pos.fill_(cache["pos"])
-                self.step_fn(self.tok, cache, self.pos)
+                self.step_fn(model, self.tok, cache, self.pos)
         torch.cuda.current_stream().wait_stream(side)
         restore()
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph):  # records, runs nothing
-            self.logits = self.step_fn(self.tok, cache, self.pos)
+            self.logits = self.step_fn(model, self.tok, cache, self.pos)
         self.pos_is = None
 
     @torch.no_grad()
@@ -121,10 +202,14 @@ class GraphDecoder:
             self.graph.replay()
             logits = self.logits
         else:
-            logits = self.step_fn(self.tok, cache, self.pos)
+            logits = self.step_fn(self.model, self.tok, cache, self.pos)
         cache["pos"] += 1
         self.pos_is = cache["pos"]
         return logits
+
+
+# ----------------------------------------------------------------------------------------------------
+# Sampling and the decode loop
 
 
 def sample_next(logits, temperature=1.0, top_k=None, top_p=None):
@@ -149,7 +234,7 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None
              prefill_chunk=None, compile=False):
     """Sample max_new_tokens after idx [B,T] (temperature 0: greedy); returns [B, T + max_new_tokens].
     on_token(tokens [B,1]) is called for each new token batch (streaming), the first time right after the
-    prefill. prefill_chunk: GPT.prefill's chunk_size. cuda_graph: replay decode steps from a CUDA graph
+    prefill. prefill_chunk: prefill's chunk_size. cuda_graph: replay decode steps from a CUDA graph
     (GraphDecoder; the same tokens). None: on a CUDA device when possible, else a warning says why not; True:
     a ValueError if not possible; False: plain decode_step (the reference, and the CPU's path). compile:
     GraphDecoder's (Inductor fuses the step's small kernels before the capture: 3-4x fewer kernels and ~2.5x
@@ -166,7 +251,7 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None
     # under autocast the cache holds the compute dtype: a float32 cache would be converted back at every step
     dev = model.wte.weight.device.type
     dtype = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else None
-    cache = model.new_cache(B, max_len=T + max_new_tokens, dtype=dtype)
+    cache = new_cache(model, B, max_len=T + max_new_tokens, dtype=dtype)
     use_graph = False
     if max_new_tokens > 1 and cuda_graph is not False:
         problem = cuda_graph_problem(model)
@@ -178,7 +263,7 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None
             raise ValueError(f"generate(compile=...) compiles the CUDA-graph decode step, which cannot run: {problem}")
         elif dev == "cuda":
             warnings.warn(f"generate: decoding without a CUDA graph, one launch per operator: {problem}")
-    logits, cache = model.prefill(idx, cache, chunk_size=prefill_chunk)
+    logits, cache = prefill(model, idx, cache, chunk_size=prefill_chunk)
     step = None
     out = [idx]
     for i in range(max_new_tokens):
@@ -189,6 +274,6 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None
         if i + 1 < max_new_tokens:
             if use_graph and step is None:  # captured after the first token is out: its time is the prefill's
                 step = GraphDecoder(model, cache, compile=compile)
-            logits = step(nxt) if step is not None else model.decode_step(nxt, cache)[0]
+            logits = step(nxt) if step is not None else decode_step(model, nxt, cache)[0]
     model.train(was_training)
     return torch.cat(out, dim=1)

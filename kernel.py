@@ -4,6 +4,17 @@ Fused Triton kernels for Erase-then-Delta Attention (EDA), forward, backward and
 Paper: "Erase-then-Delta Attention", Method section (Eq. labels below refer to it); eda.py holds the
 reference (`eda_recurrent`, the spec) and the chunked PyTorch form (`eda_chunk`).
 
+Chapters, in file order:
+    Triton building blocks      sub-step tiles of a chunk, the unit-lower inverse, anchored decay products
+    Forward                     _eda_prep_kernel (per chunk), _eda_fwd_kernel (the chunk walk)
+    Backward                    _eda_dh_prep_kernel, _eda_bwd_dh_kernel (the reverse walk), _eda_bwd_kernel
+    Decode                      _eda_decode_kernel: Eq. ed token by token, the state in HBM
+    Short conv                  the linear layers' input path, conv + SiLU + L2 norm, forward and backward
+    Python side                 host checks, launch settings (LAUNCH), the launch sequences
+    PyTorch operators           torch.library custom ops (nanoeda::...), fake implementations, autograd
+    Entry points                eda_fused, eda_decode, short_conv: host checks, then the ops
+    Split-KV attention decode   attention_decode: one query token per row against a KV cache
+
 Design (chunked training kernels, Sec. 3.4):
 - A chunk of C tokens is BT = 2C sub-steps of the doubled sequence (Eq. double_data). The sub-step
   tiles k' = [e_1, k_1, e_2, k_2, ...], q' = [0, q_1, 0, q_2, ...], v', beta', g' are *built by masked
@@ -56,8 +67,9 @@ import torch
 import triton
 import triton.language as tl
 
-# tokens per chunk, and tokens per anchor block inside a chunk: anchors at the middle of 16-token blocks
-# keep every anchored decay factor within exp(5 * 8) = exp(40) under the safe gate (-5 per step)
+# tokens per chunk (eda_fused's chunk unless its caller passes one: the model's Triton rule passes none), and
+# tokens per anchor block inside a chunk: anchors at the middle of 16-token blocks keep every anchored decay
+# factor within exp(5 * 8) = exp(40) under the safe gate (-5 per step)
 CHUNK_TOKENS = 16
 ANCHOR_TOKENS = 16
 # Channel-wise log decays must stay above this: an anchored factor spans up to ANCHOR_TOKENS // 2 steps,

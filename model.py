@@ -4,18 +4,20 @@ dense (SwiGLU) or MoE, in one file read top to bottom.
 
 Paper: "Erase-then-Delta Attention" (Sec. 2-3 for the update rules, Appendix A, Tables 6-7 for the sizes).
 
-    GPTConfig           the architecture: plain bool/int/float/str fields, validated in __post_init__
+    GPTConfig           the architecture: plain bool/int/float/str fields, validated in __post_init__; the
+                        defaults are train.py's toy model
     RMSNorm, SwiGLU     the usual pieces
-    LinearAttention     the recipe shared by EDA / KDA / GDN / GDN-2, differences named inline; the update
-                        rules live in eda.py
+    LinearAttention     the recipe shared by EDA / KDA / GDN / GDN-2, differences named inline: forward reads
+                        projections -> short conv -> gates -> the update rule (eda.py) -> norm, gate, o_proj;
+                        its elementwise work (la_conv, la_gates, la_output) compiled when GPT's compile asks
     GatedAttention      full attention: GQA, q/k RMSNorm, RoPE, SDPA, sigmoid output gate
     MoE                 fp32 softmax router, top-k, shared expert, load-balancing loss, sorted dispatch
     _HeadLoss           the loss head in row chunks: training never holds the whole [tokens, vocab] logits
-    Block, GPT          pre-norm residual blocks; forward, the decoding cache (prefill / decode_step),
-                        param_summary, configure_optimizers, flops_per_token
+    Block, GPT          pre-norm residual blocks (each takes an optional cache: its layer's decoding state);
+                        forward, param_summary, configure_optimizers, flops_per_token
     load_checkpoint     reading train.py's checkpoints safely
 
-Generation (sampling, the decode loop, CUDA-graph replay of decode steps) is decode.py. Layer pattern with
+Decoding (the cache, prefill, decode steps, their CUDA-graph replay, sampling) is decode.py. Layer pattern with
 attn_every = 4: linear, linear, linear, full, linear, ... (mixer='transformer': full attention everywhere).
 Open choices follow the closest published recipe (Kimi Linear's KDA, Gated DeltaNet / Qwen3-Next), checked
 against Table 7's parameter counts (notes/params.md); measurements behind the code: notes/model.md.
@@ -39,6 +41,11 @@ DEFAULT_GATE = {"eda": "safe", "kda": "kda", "gdn": "log", "gdn2": "log"}
 # A's init (LinearAttention.init_gates): 'unit' A = 1, 'mamba2' A ~ U(1, 16); la_A_init='auto' takes the gate's
 LA_A_INITS = ("auto", "unit", "mamba2")
 DEFAULT_A_INIT = {"safe": "unit", "kda": "mamba2", "log": "unit"}
+# the attention decode step (GatedAttention.decode_attention): 'auto' runs kernel.attention_decode (split-KV: the
+# cached sequence is cut across programs, so one sequence fills the GPU) on CUDA where it takes the inputs and SDPA
+# elsewhere; 'split_kv' always (a ValueError where it cannot; the CPU needs TRITON_INTERPRET=1); 'sdpa' never. On
+# an H100 'auto' was as fast or faster at every context and batch measured (bench.py --what=model_decode).
+ATTN_DECODES = ("auto", "split_kv", "sdpa")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -47,16 +54,17 @@ DEFAULT_A_INIT = {"safe": "unit", "kda": "mamba2", "log": "unit"}
 
 @dataclass
 class GPTConfig:
-    """The architecture (defaults: a tiny CPU model; config/*.py hold the paper's sizes). Three fields choose only
-    how the same function is computed: la_backend, la_chunk_size and la_recompute_states (the Triton rule's
+    """The architecture. The defaults are the toy model that `python train.py` trains on a CPU (train.py's model
+    settings are these fields, at these defaults); config/*.py hold the paper's sizes. Five fields choose only
+    how the same function is computed: la_backend, la_chunk_size, la_recompute_states (the Triton rule's
     memory for time trade, kernel.eda_fused's recompute_states; the PyTorch forms keep what their autograd
-    keeps). Plain bool/int/float/str fields, so that train.py exposes them as settings and checkpoints store
-    them as plain values. (Activation checkpointing is the model's `grad_checkpoint` attribute, a training
-    choice.)"""
+    keeps), attn_decode and head_chunk_rows. Plain bool/int/float/str fields, so that train.py exposes them as
+    settings and checkpoints store them as plain values. (Activation checkpointing, the model's `grad_checkpoint`
+    attribute, and torch.compile, GPT's `compile` argument, are training choices.)"""
     vocab_size: int = 256
     block_size: int = 128          # max sequence length: KV-cache size and the generate() limit
     n_layer: int = 4
-    n_embd: int = 64
+    n_embd: int = 128
     mixer: str = "eda"             # eda | kda | gdn | gdn2 | transformer
     attn_every: int = 4            # every attn_every-th layer is full attention (3:1 hybrid)
     norm_eps: float = 1e-6
@@ -71,6 +79,7 @@ class GPTConfig:
     qk_norm: bool = True           # RMSNorm on q and k per head (Qwen3-Next); False: plain q.k / sqrt(head_dim)
     attn_conv_size: int = 0        # >0: a short causal depthwise conv on the attention layer's input (0: the paper's
                                    # attention). 4 gives attention the local mixing the linear layers' conv gives them
+    attn_decode: str = "auto"      # auto | split_kv | sdpa: the attention decode step's kernel (GatedAttention)
     # linear attention
     la_n_head: int = 2             # H: query/key heads
     la_n_v_head: int = 4           # HV: value heads, a multiple of H (grouped value heads)
@@ -83,11 +92,15 @@ class GPTConfig:
     la_gate_lower_bound: float = -5.0  # l of the safe / KDA gates
     la_A_init: str = "auto"        # auto | unit | mamba2: the gate's A at init (auto: kda mamba2, safe/log unit)
     la_erase_bias: float = 0.0     # EDA: a constant added to the erase gate's logit, gamma = sigmoid(W_g x + this)
-    la_backend: str = "auto"       # auto | triton | chunk | recurrent  (auto: triton on CUDA, chunk on CPU)
-    la_chunk_size: int = 64
+    la_backend: str = "auto"       # auto | triton | chunk | recurrent  (auto: triton on CUDA, chunk on CPU; GDN-2
+                                   # has no Triton rule: chunk)
+    la_chunk_size: int = 16        # tokens per chunk of the chunked PyTorch rule (la_backend 'chunk', 'auto' on the
+                                   # CPU, GDN-2 everywhere; 16 is ~6x faster than 64 on a CPU, 64 faster on a GPU).
+                                   # The Triton rule runs kernel.CHUNK_TOKENS = 16 tokens a chunk (a launch setting of
+                                   # the kernels) whatever this says: rule_chunk() says which chunk runs
     la_recompute_states: bool = False  # Triton rule: keep no chunk states for the backward, which recomputes them
     # FFN: SwiGLU of width ffn_hidden, or MoE
-    ffn_hidden: int = 128
+    ffn_hidden: int = 256
     moe: bool = False
     n_expert: int = 8
     moe_topk: int = 2
@@ -98,6 +111,9 @@ class GPTConfig:
     # n_kv_head / ffn_hidden when mixer == 'transformer'; 0 keeps the common value.
     transformer_n_kv_head: int = 0
     transformer_ffn_hidden: int = 0
+    # the chunked loss head (GPT.forward(chunked_loss=True)) forms this many rows of logits at a time: 4096 x a
+    # 50k vocab is ~0.8 GB in fp32
+    head_chunk_rows: int = 4096
 
     def __post_init__(self):
         for f in fields(self):  # plain types only (an int is fine for a float)
@@ -114,12 +130,12 @@ class GPTConfig:
                 raise ValueError(f"GPTConfig: {msg}")
 
         for name, choices in (("mixer", MIXERS), ("la_backend", LA_BACKENDS), ("la_gate", LA_GATES),
-                              ("la_A_init", LA_A_INITS)):
+                              ("la_A_init", LA_A_INITS), ("attn_decode", ATTN_DECODES)):
             need(getattr(self, name) in choices,
                  f"unknown {name} {getattr(self, name)!r}; choose one of {', '.join(choices)}")
         for name in ("vocab_size", "block_size", "n_layer", "n_embd", "attn_every", "n_head", "n_kv_head",
                      "head_dim", "la_n_head", "la_n_v_head", "la_head_dim", "la_v_head_dim", "la_conv_size",
-                     "la_gate_rank", "la_erase_rank", "la_chunk_size"):
+                     "la_gate_rank", "la_erase_rank", "la_chunk_size", "head_chunk_rows"):
             need(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
         for name in ("transformer_n_kv_head", "transformer_ffn_hidden", "shared_expert_hidden"):
             need(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
@@ -173,6 +189,21 @@ class GPTConfig:
 
     def is_attention_layer(self, i):
         return self.mixer == "transformer" or (i + 1) % self.attn_every == 0
+
+    def rule_backend(self, on_cuda):
+        """The update rule's implementation for a forward without a cache: 'triton', 'chunk' or 'recurrent'."""
+        if self.la_backend == "auto":
+            return "triton" if on_cuda and self.mixer != "gdn2" else "chunk"
+        return self.la_backend
+
+    def rule_chunk(self, on_cuda):
+        """Tokens per chunk of the update rule as it runs (what flops_per_token counts): the Triton kernels' own
+        kernel.CHUNK_TOKENS, la_chunk_size for the chunked PyTorch form, 1 for the recurrent form."""
+        backend = self.rule_backend(on_cuda)
+        if backend == "triton":
+            from kernel import CHUNK_TOKENS  # here: model.py itself needs no Triton
+            return CHUNK_TOKENS
+        return self.la_chunk_size if backend == "chunk" else 1
 
     def triton_problem(self):
         """Why the linear layers cannot run the Triton kernels (a head dim they do not take), or None."""
@@ -247,24 +278,30 @@ def causal_conv(u, weight, tail=None):
 # Linear attention: one recipe, the mixers' differences named where they occur.
 #
 # LinearAttention.forward is one path for training, evaluation, prefill and decoding, the cache an argument.
-# Its elementwise work is three functions of plain tensors, la_conv, la_gates and la_output: on CUDA without
-# a cache they run through torch.compile (fullgraph: a graph break is an error), which fuses each into a few
-# kernels; with a cache (launch-bound decoding, a new shape per prompt) and on the CPU they run as written.
-# With the Triton rule, la_conv's work is kernel.short_conv, fused by hand (why: notes/model.md). The chunked
-# loss head's per-chunk softmax (_head_chunk) goes the same way.
-# LA_COMPILE = (where: 'cuda' | 'always' | 'never', torch.compile backend); the tests trace the CPU path.
-LA_COMPILE = ("cuda", "inductor")
-_la_compiled = {}
+# Its elementwise work is three functions of plain tensors, la_conv, la_gates and la_output, which a compiler
+# fuses into a few kernels each: GPT(cfg, compile=True) runs them through torch.compile (fullgraph: a graph break
+# is an error) when there is no cache; with a cache (launch-bound decoding, a new shape per prompt) they run as
+# written. With the Triton rule, la_conv's work is kernel.short_conv, fused by hand (why: notes/model.md). The
+# chunked loss head's per-chunk softmax (_head_chunk) goes the same way.
+_compiled = {}  # (fn, backend) -> torch.compile(fn), built on first use (importing the compiler costs ~2 s)
 
 
-def _la_fn(fn, x, cache=None):
-    """fn, or its compiled version, built on first use (importing the compiler costs CPU-only runs ~2 s)."""
-    where, backend = LA_COMPILE
-    if where == "never" or cache is not None or (where == "cuda" and not x.is_cuda):
+def check_compile(compile):
+    """A `compile` argument (GPT's, decode.GraphDecoder's, decode.generate's): False, True (Inductor) or a
+    torch.compile backend name."""
+    if not isinstance(compile, (bool, str)):
+        raise ValueError(f"compile must be a bool or a torch.compile backend name, got {compile!r}")
+
+
+def maybe_compiled(fn, compile):
+    """fn as written (compile False), or torch.compile(fn, fullgraph=True) with Inductor (True) or the named
+    torch.compile backend (the tests trace the CPU path with 'aot_eager')."""
+    if not compile:
         return fn
-    if (fn, backend) not in _la_compiled:
-        _la_compiled[fn, backend] = torch.compile(fn, fullgraph=True, backend=backend)
-    return _la_compiled[fn, backend]
+    backend = "inductor" if compile is True else compile
+    if (fn, backend) not in _compiled:
+        _compiled[fn, backend] = torch.compile(fn, fullgraph=True, backend=backend)
+    return _compiled[fn, backend]
 
 
 def la_conv(u, conv_weight, heads, tail=None):
@@ -330,10 +367,11 @@ class LinearAttention(nn.Module):
     The shapes are the ones that reproduce Table 7's counts (notes/params.md).
     """
 
-    def __init__(self, cfg: GPTConfig):
+    def __init__(self, cfg: GPTConfig, compile=False):
         super().__init__()
         self.cfg = cfg
         self.mixer = cfg.mixer
+        self.compile = compile  # la_conv, la_gates, la_output through torch.compile (maybe_compiled)
         d, H, HV, K, V = cfg.n_embd, cfg.la_n_head, cfg.la_n_v_head, cfg.la_head_dim, cfg.la_v_head_dim
         self.H, self.HV, self.K, self.V = H, HV, K, V
         self.q_proj = nn.Linear(d, H * K, bias=False)
@@ -393,41 +431,14 @@ class LinearAttention(nn.Module):
         bound = 1 / math.sqrt(self.cfg.la_conv_size)
         nn.init.uniform_(self.conv_weight, -bound, bound)
 
-    def _backend(self, x, cache):
-        """Which implementation runs this call: one token with a cache -> a recurrent step (decode)."""
-        be = self.cfg.la_backend
+    def rule_for(self, x, cache):
+        """Which implementation of the update rule runs on x: 'triton', 'chunk' or 'recurrent' (cfg.rule_backend),
+        or for one token with a cache a recurrent step: 'decode' (the fused kernel, where the Triton rule runs)
+        or 'recurrent'."""
+        backend = self.cfg.rule_backend(x.is_cuda)
         if cache is not None and x.shape[1] == 1:
-            fused = self.mixer != "gdn2" and (be == "triton" or (be == "auto" and x.is_cuda))
-            return "decode" if fused else "recurrent"
-        if be == "auto":
-            be = "triton" if (x.is_cuda and self.mixer != "gdn2") else "chunk"
-        return be
-
-    def _rule(self, backend, state, q, k, v, e, g, beta, gamma, b, w):
-        """The update rule from `state` (None: zeros). Returns (o, the final state, or None without a state to
-        continue: training and evaluation keep none)."""
-        keep = state is not None
-        if self.mixer == "gdn2":
-            if backend == "recurrent":
-                return eda.gdn2_recurrent(q, k, v, g, b, w, initial_state=state, output_final_state=keep)
-            return eda.gdn2_chunk(q, k, v, g, b, w, initial_state=state, output_final_state=keep,
-                                  chunk_size=self.cfg.la_chunk_size)
-        args = (q, k, v, e, g, beta, gamma)
-        if backend == "triton":
-            from kernel import G_MIN
-            # the safe and KDA gates keep g >= la_gate_lower_bound: when that is >= G_MIN the kernel's range
-            # check of g (a host sync per call) can only pass, so it is skipped
-            bounded = self.cfg.gate in ("safe", "kda") and self.cfg.la_gate_lower_bound >= G_MIN
-            return eda.eda_triton(*args, initial_state=state, output_final_state=keep, check_g=not bounded,
-                                  recompute_states=self.cfg.la_recompute_states)
-        if backend == "decode":  # fused recurrent kernel, the cached fp32 state updated in place
-            return eda.eda_triton_decode(*args, state=state.contiguous(), inplace=True)
-        # (the reference paths' value checks, a host sync per call, are off: the gates give g <= 0, and a NaN
-        # shows in the loss, which train.py checks with its own message)
-        if backend == "recurrent":
-            return eda.eda_recurrent(*args, initial_state=state, output_final_state=keep, check=False)
-        return eda.eda_chunk(*args, initial_state=state, output_final_state=keep, chunk_size=self.cfg.la_chunk_size,
-                             check=False)
+            return "decode" if backend == "triton" else "recurrent"
+        return backend
 
     def project(self, x):
         """Every projection of x [B, T, d] by name: 'qkv' (the [q | k | v] slice the conv reads), then the others
@@ -443,41 +454,64 @@ class LinearAttention(nn.Module):
             outs = [torch.cat([m(x) for m in mods[:3]], dim=-1)] + [m(x) for m in mods[3:]]
         return dict(zip(("qkv",) + self.x_projs[3:], outs))  # (the zero-padding slice dropped)
 
-    def rule_inputs(self, x, cache=None, proj=None):
-        """The update rule's inputs from x [B, T, d], as forward passes them to _rule: a dict of q, k, v, e, g, beta,
-        gamma, b, w (None where the mixer has none). With a cache the conv continues from (and advances, in place)
-        cache['conv']; without one its left context is zeros. proj: self.project(x), if the caller has it."""
-        cfg = self.cfg
-        p = self.project(x) if proj is None else proj
-        heads = (self.H, self.HV, self.K, self.V)
-        if cache is None and self._backend(x, None) == "triton":  # the Triton rule comes with the fused conv
-            from kernel import short_conv  # (which takes no left context: the cached path runs la_conv)
+    def forward(self, x, cache=None, return_rule_inputs=False):
+        """x [B,T,d] -> [B,T,d]. cache: this layer's {'conv', 'state'} (prefill, decoding: read and updated in place)
+        or None (training, evaluation: zero left context and initial state). return_rule_inputs: stop before the
+        update rule and return its inputs by name, q, k, v, e, g, beta, gamma, b, w (None where the mixer has
+        none): what probe.py replays."""
+        cfg, heads = self.cfg, (self.H, self.HV, self.K, self.V)
+        rule = self.rule_for(x, cache)
+        compile = self.compile if cache is None else False
+        p = self.project(x)  # every projection of x, one matmul
+        # short causal conv + SiLU on [q | k | v], q and k L2-normalized per head
+        if rule == "triton" and cache is None:  # the Triton rule comes with the fused conv, which takes no tail
+            from kernel import short_conv  # (here: model.py itself needs no Triton)
             q, k, v = short_conv(p["qkv"], self.conv_weight, heads)
         else:
-            q, k, v, tail = _la_fn(la_conv, x, cache)(p["qkv"], self.conv_weight, heads,
-                                                      None if cache is None else cache["conv"])
+            q, k, v, tail = maybe_compiled(la_conv, compile)(p["qkv"], self.conv_weight, heads,
+                                                             None if cache is None else cache["conv"])
             if cache is not None:  # in place, as every cache update (a CUDA graph replays on the same tensors)
                 cache["conv"].copy_(tail)
+        # the gates: the log decay g, beta; EDA's erase address e and gamma; GDN-2's b, w
         a = p["a_proj"] if self.mixer == "gdn" else self.f_b(p["f_a"])
         e_low = self.e_b(p["e_a"]) if self.mixer == "eda" else None
         b_low, w_low = (self.b_b(p["b_a"]), self.w_b(p["w_a"])) if self.mixer == "gdn2" else (None, None)
         gamma_logit = p.get("gamma_proj")  # plus the constant la_erase_bias (no parameter: Table 7's counts)
         if gamma_logit is not None and cfg.la_erase_bias != 0:
             gamma_logit = gamma_logit + cfg.la_erase_bias
-        g, beta, gamma, e, b, w = _la_fn(la_gates, x, cache)(
+        g, beta, gamma, e, b, w = maybe_compiled(la_gates, compile)(
             a, p.get("beta_proj"), gamma_logit, e_low, b_low, w_low, self.A_log, self.dt_bias, heads, cfg.gate,
             cfg.la_gate_lower_bound, p["qkv"].dtype)
-        return dict(q=q, k=k, v=v, e=e, g=g, beta=beta, gamma=gamma, b=b, w=w)
-
-    def forward(self, x, cache=None):
-        """x [B,T,d]; cache: this layer's {'conv', 'state'} (prefill, decoding: read and updated in place) or None
-        (training, evaluation: zero left context and initial state)."""
-        p = self.project(x)
-        state = None if cache is None else cache["state"]
-        o, S = self._rule(self._backend(x, cache), state, **self.rule_inputs(x, cache, proj=p))
-        if cache is not None and S is not state:  # the fused decode kernel has updated `state` in place already
+        if return_rule_inputs:
+            return dict(q=q, k=k, v=v, e=e, g=g, beta=beta, gamma=gamma, b=b, w=w)
+        # the update rule (eda.py) from the cached state, or zeros; the final state only to continue a cache
+        state, keep = (None, False) if cache is None else (cache["state"], True)
+        if self.mixer == "gdn2" and rule == "recurrent":
+            o, S = eda.gdn2_recurrent(q, k, v, g, b, w, initial_state=state, output_final_state=keep)
+        elif self.mixer == "gdn2":
+            o, S = eda.gdn2_chunk(q, k, v, g, b, w, initial_state=state, output_final_state=keep,
+                                  chunk_size=cfg.la_chunk_size)
+        elif rule == "triton":
+            from kernel import G_MIN
+            # the safe and KDA gates keep g >= la_gate_lower_bound: when that is >= G_MIN the kernel's range
+            # check of g (a host sync per call) can only pass, so it is skipped
+            bounded = cfg.gate in ("safe", "kda") and cfg.la_gate_lower_bound >= G_MIN
+            o, S = eda.eda_triton(q, k, v, e, g, beta, gamma, initial_state=state, output_final_state=keep,
+                                  check_g=not bounded, recompute_states=cfg.la_recompute_states)
+        elif rule == "decode":  # the fused recurrent kernel, the cached fp32 state updated in place
+            o, S = eda.eda_triton_decode(q, k, v, e, g, beta, gamma, state=state.contiguous(), inplace=True)
+        # (the reference paths' value checks, a host sync per call, are off: the gates give g <= 0, and a NaN
+        # shows in the loss, which train.py checks with its own message)
+        elif rule == "recurrent":
+            o, S = eda.eda_recurrent(q, k, v, e, g, beta, gamma, initial_state=state, output_final_state=keep,
+                                     check=False)
+        else:
+            o, S = eda.eda_chunk(q, k, v, e, g, beta, gamma, initial_state=state, output_final_state=keep,
+                                 chunk_size=cfg.la_chunk_size, check=False)
+        if cache is not None and S is not state:  # (the decode kernel has updated `state` in place already)
             state.copy_(S)
-        return self.o_proj(_la_fn(la_output, x, cache)(o, self.o_norm.weight, self.o_norm.eps, p["g_proj"]))
+        # per-head RMSNorm times the sigmoid output gate, then o_proj
+        return self.o_proj(maybe_compiled(la_output, compile)(o, self.o_norm.weight, self.o_norm.eps, p["g_proj"]))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -498,23 +532,6 @@ def apply_rope(x, cos, sin):
     x1, x2 = xr.chunk(2, dim=-1)
     xr = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
     return torch.cat([xr, xp], dim=-1)
-
-
-# Attention decode steps: 'auto' runs kernel.attention_decode (split-KV: the cached sequence is cut across
-# programs, so one sequence fills the GPU) on CUDA where it takes the inputs and SDPA elsewhere; 'split_kv'
-# always (a ValueError where it cannot; the CPU needs TRITON_INTERPRET=1); 'sdpa' never. On an H100 'auto'
-# was as fast or faster at every context and batch measured (bench.py --what=model_decode, notes/decode.md).
-DECODE_ATTENTION = "auto"
-
-
-def split_kv_decode(q, cache_k, cache_v, pos):
-    """Whether GatedAttention's decode step runs kernel.attention_decode (DECODE_ATTENTION) for q against the cache."""
-    if DECODE_ATTENTION not in ("auto", "split_kv", "sdpa"):
-        raise ValueError(f"model.DECODE_ATTENTION must be 'auto', 'split_kv' or 'sdpa', got {DECODE_ATTENTION!r}")
-    if DECODE_ATTENTION == "auto":  # on CUDA wherever the kernel's own check takes the inputs
-        from kernel import attention_decode_problem
-        return q.is_cuda and attention_decode_problem(q, cache_k, cache_v, pos) is None
-    return DECODE_ATTENTION == "split_kv"
 
 
 def check_kv_room(cache, n):
@@ -545,7 +562,7 @@ class GatedAttention(nn.Module):
 
     def forward(self, x, cache=None, pos=0):
         """x [B,T,d]; cache: this layer's {'k', 'v'} of [B, nkv, max_len, hd] or None; pos: tokens before x, an
-        int, or a long tensor [1] on x's device (GPT.static_decode_step: T == 1, no shape depends on pos)."""
+        int, or a long tensor [1] on x's device (decode.static_decode_step: T == 1, no shape depends on pos)."""
         B, T, _ = x.shape
         static = isinstance(pos, torch.Tensor)
         if static and (cache is None or T != 1):
@@ -599,7 +616,11 @@ class GatedAttention(nn.Module):
             check_kv_room(cache, pos + 1)
             ck[:, :, pos:pos + 1] = k.to(ck.dtype)
             cv[:, :, pos:pos + 1] = v.to(cv.dtype)
-        if split_kv_decode(q, ck, cv, pos):  # the whole cache and pos as they are: the kernel reads slots 0..pos only
+        split_kv = self.cfg.attn_decode == "split_kv"  # (ATTN_DECODES: which kernel, and why)
+        if self.cfg.attn_decode == "auto" and q.is_cuda:  # wherever the kernel's own check takes the inputs
+            from kernel import attention_decode_problem
+            split_kv = attention_decode_problem(q, ck, cv, pos) is None
+        if split_kv:  # the whole cache and pos as they are: the kernel reads slots 0..pos only
             from kernel import attention_decode
             return attention_decode(q, ck, cv, pos)
         if isinstance(pos, torch.Tensor):
@@ -625,21 +646,17 @@ class GatedAttention(nn.Module):
 # Mixture of experts
 
 
-_GROUPED_MM_OK = hasattr(F, "grouped_mm")
-
-
 def grouped_matmul(x, w, counts):
     """x [N, a] sorted by expert, w [E, a, b], counts [E] -> [N, b]: rows of expert i times w[i]. torch's grouped
     GEMM on CUDA in bf16 (one launch), else one matmul per expert (torch's CPU grouped_mm is ~100x slower than
     the loop at toy sizes, and takes only bf16 under torch.compile)."""
-    global _GROUPED_MM_OK
     w = w.to(x.dtype)
     aligned = all((s * x.element_size()) % 16 == 0 for s in (w.shape[1], w.shape[2]))
-    if _GROUPED_MM_OK and aligned and x.is_cuda and x.dtype == torch.bfloat16:
+    if hasattr(F, "grouped_mm") and aligned and x.is_cuda and x.dtype == torch.bfloat16:
         try:
             return F.grouped_mm(x, w, offs=counts.cumsum(0).to(torch.int32))
-        except RuntimeError:
-            _GROUPED_MM_OK = False  # unsupported here: the loop from now on
+        except RuntimeError:  # a GPU (or torch build) without it, which torch documents for sm80 and later
+            pass
     # the split's sizes are read on the host (torch.compile traces them as data-dependent sizes)
     return torch.cat([xi @ w[i] for i, xi in enumerate(x.split(counts.tolist()))])
 
@@ -708,11 +725,11 @@ class MoE(nn.Module):
 class Block(nn.Module):
     """Pre-norm residual block: x + mixer(norm(x)), then x + ffn(norm(x)). Returns (x, the MoE aux loss or 0)."""
 
-    def __init__(self, cfg: GPTConfig, layer_idx):
+    def __init__(self, cfg: GPTConfig, layer_idx, compile=False):
         super().__init__()
         self.is_attention = cfg.is_attention_layer(layer_idx)
         self.norm1 = RMSNorm(cfg.n_embd, cfg.norm_eps)
-        self.mixer = GatedAttention(cfg) if self.is_attention else LinearAttention(cfg)
+        self.mixer = GatedAttention(cfg) if self.is_attention else LinearAttention(cfg, compile)
         self.norm2 = RMSNorm(cfg.n_embd, cfg.norm_eps)
         self.ffn = MoE(cfg) if cfg.moe else SwiGLU(cfg.n_embd, cfg.ffn_width)
 
@@ -727,14 +744,10 @@ class Block(nn.Module):
         return x + h, aux
 
 
-# rows of the chunked loss head's logits formed at a time (_HeadLoss): 4096 x a 50k vocab is ~0.8 GB in fp32
-HEAD_CHUNK_ROWS = 4096
-
-
 def _head_chunk(logits, classes, valid, n):
     """One chunk of _HeadLoss from its logits [rows, vocab]: (the sum of its rows' cross-entropies, the valid rows
     only; the gradient of the mean over all n valid rows, softmax - onehot, in the logits' dtype). Plain
-    functional ops: compiled on CUDA (_la_fn) this is two passes over the logits, a reduction and one pointwise."""
+    functional ops: compiled (maybe_compiled) this is two passes over the logits, a reduction and one pointwise."""
     lf = logits.to(torch.promote_types(logits.dtype, torch.float32))
     lse = torch.logsumexp(lf, dim=-1)
     loss = ((lse - lf.gather(1, classes[:, None]).squeeze(1)) * valid).sum()
@@ -745,28 +758,29 @@ def _head_chunk(logits, classes, valid, n):
 
 class _HeadLoss(torch.autograd.Function):
     """Mean cross-entropy of h @ weight^T against targets (-1: ignored), its gradients formed in the forward,
-    HEAD_CHUNK_ROWS rows at a time: no [N, vocab] logits (nor their fp32 copy, softmax and gradient) outlive a
-    chunk, and the backward only scales the stored dh, dweight. The plain head's FLOPs (three matmuls) and
-    precisions: the products in autocast's dtype (or the inputs'), softmax and loss in at least fp32, dweight
-    summed in at least fp32. Shapes stay static (ignored rows are masked, not dropped): torch.compile traces it.
-    grads=False (evaluation): the loss alone, the gradients' two matmuls skipped."""
+    `rows` rows at a time (GPTConfig.head_chunk_rows): no [N, vocab] logits (nor their fp32 copy, softmax and
+    gradient) outlive a chunk, and the backward only scales the stored dh, dweight. The plain head's FLOPs
+    (three matmuls) and precisions: the products in autocast's dtype (or the inputs'), softmax and loss in at
+    least fp32, dweight summed in at least fp32. Shapes stay static (ignored rows are masked, not dropped):
+    torch.compile traces it. grads=False (evaluation): the loss alone, the gradients' two matmuls skipped.
+    compile: _head_chunk's, as maybe_compiled takes it."""
 
     @staticmethod
-    def forward(ctx, h, weight, targets, grads):
+    def forward(ctx, h, weight, targets, grads, rows, compile):
         acc = torch.promote_types(weight.dtype, torch.float32)
         valid, classes = targets != -1, targets.clamp(min=0)  # (an ignored row's class: any, masked below)
         n = valid.sum()
         loss = torch.zeros((), device=h.device, dtype=acc)
         dh = torch.empty_like(h) if grads else h.new_empty(0)
         dw = torch.zeros(weight.shape if grads else 0, device=weight.device, dtype=acc)
-        chunk = _la_fn(_head_chunk, h)
-        for i in range(0, h.shape[0], HEAD_CHUNK_ROWS):
-            hc, tc, vc = (x[i:i + HEAD_CHUNK_ROWS] for x in (h, classes, valid))
+        chunk = maybe_compiled(_head_chunk, compile)
+        for i in range(0, h.shape[0], rows):
+            hc, tc, vc = (x[i:i + rows] for x in (h, classes, valid))
             logits = F.linear(hc, weight)  # in the product's dtype: autocast's, else the inputs'
             chunk_loss, grad = chunk(logits, tc, vc, n)
             loss += chunk_loss
             if grads:
-                dh[i:i + HEAD_CHUNK_ROWS] = grad @ weight.to(grad.dtype)
+                dh[i:i + rows] = grad @ weight.to(grad.dtype)
                 dw += grad.t() @ hc.to(grad.dtype)
         ctx.save_for_backward(dh, dw)
         ctx.weight_dtype = weight.dtype
@@ -775,18 +789,24 @@ class _HeadLoss(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dloss):
         dh, dw = ctx.saved_tensors
-        return dh * dloss.to(dh.dtype), (dw * dloss).to(ctx.weight_dtype), None, None
+        return dh * dloss.to(dh.dtype), (dw * dloss).to(ctx.weight_dtype), None, None, None, None
 
 
 class GPT(nn.Module):
-    """The language model: embedding, n_layer blocks, final RMSNorm, lm_head (untied by default). Decoding runs
-    on a cache (new_cache, prefill, decode_step); sampling is decode.generate."""
+    """The language model: embedding, n_layer blocks, final RMSNorm, lm_head (untied by default). Each block takes
+    an optional cache, its layer's state: decode.py runs the model on one (new_cache, prefill, decode_step) and
+    samples from it (generate). compile: False runs everything as written; True (Inductor) or a torch.compile
+    backend name compiles the elementwise pieces (maybe_compiled: la_conv, la_gates, la_output, the chunked loss
+    head's softmax) of every forward without a cache. train.py passes its `compile` setting (and then also
+    compiles each block whole)."""
 
-    def __init__(self, config: GPTConfig):
+    def __init__(self, config: GPTConfig, compile=False):
         super().__init__()
         self.config = cfg = config
+        check_compile(compile)
+        self.compile = compile
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
-        self.blocks = nn.ModuleList([Block(cfg, i) for i in range(cfg.n_layer)])
+        self.blocks = nn.ModuleList([Block(cfg, i, compile) for i in range(cfg.n_layer)])
         self.norm_f = RMSNorm(cfg.n_embd, cfg.norm_eps)
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
@@ -816,12 +836,12 @@ class GPT(nn.Module):
                 nn.init.uniform_(m.conv_weight, -bound, bound)
 
     def forward(self, idx, targets=None, chunked_loss=False):
-        """idx [B,T] -> (logits, mean CE loss or None, aux_loss). Without targets: logits [B,T,vocab]. With
-        targets [B,T]: positions whose target is -1 are ignored and the head runs only at the others, so logits
-        are [N, vocab] for the N kept positions in row-major order (the synthetic tasks answer at a few).
-        chunked_loss=True (train.py's language-model steps and evaluation): logits None, the loss from _HeadLoss
-        at every position, which never holds the whole logits (at 64k tokens and a 50k vocab: 13 GB in fp32, a
-        long context step's largest tensor)."""
+        """idx [B,T] -> (logits [B,T,vocab], mean CE loss or None, aux_loss). With targets [B,T] the loss is the
+        mean cross-entropy over the positions whose target is not -1 (the synthetic tasks answer at a few): all
+        positions go through the head, so that no shape depends on the data (one graph under torch.compile).
+        chunked_loss=True (train.py's language-model steps and evaluation): logits None, the loss from _HeadLoss,
+        which never holds the whole logits (at 64k tokens and a 50k vocab: 13 GB in fp32, a long context step's
+        largest tensor)."""
         x = self.wte(idx)
         aux = torch.zeros((), device=idx.device, dtype=torch.float32)
         for block in self.blocks:
@@ -835,81 +855,10 @@ class GPT(nn.Module):
         if chunked_loss:
             h, w = self.norm_f(x).flatten(0, 1), self.lm_head.weight
             grads = torch.is_grad_enabled() and (h.requires_grad or w.requires_grad)
-            return None, _HeadLoss.apply(h, w, targets.flatten(), grads), aux
-        keep = targets != -1
-        logits = self.lm_head(self.norm_f(x[keep]))
-        return logits, F.cross_entropy(logits.float(), targets[keep]), aux
-
-    # -- decoding: the cache ------------------------------------------------------------------------
-
-    def new_cache(self, batch_size, max_len=None, device=None, dtype=None):
-        """An empty decoding cache, {"pos": tokens consumed so far, "layers": one dict per block}:
-            linear layer:    {"conv": [B, la_conv_size-1, 2*H*K + HV*V] the last conv inputs (dtype),
-                              "state": [B, HV, K, V] the fp32 recurrent state}      -- constant size
-            attention layer: {"k", "v": [B, n_kv_head, max_len, head_dim]}, slots < pos valid (and with
-                              attn_conv_size, "conv": [B, attn_conv_size-1, n_embd] the last inputs)
-        max_len defaults to block_size, device and dtype to the model's. prefill / decode_step update every
-        tensor in place, never replace it (decode.GraphDecoder relies on it). All rows share pos (left-pad
-        prompts of unequal length yourself)."""
-        cfg = self.config
-        max_len = cfg.block_size if max_len is None else max_len
-        device = self.wte.weight.device if device is None else device
-        dtype = self.wte.weight.dtype if dtype is None else dtype
-        layers = []
-        for b in self.blocks:
-            m = b.mixer
-            if b.is_attention:
-                c = {n: torch.zeros(batch_size, m.nkv, max_len, m.hd, device=device, dtype=dtype) for n in "kv"}
-                if cfg.attn_conv_size:
-                    c["conv"] = torch.zeros(batch_size, cfg.attn_conv_size - 1, cfg.n_embd, device=device, dtype=dtype)
-            else:
-                c = {"conv": torch.zeros(batch_size, cfg.la_conv_size - 1, m.conv_dim, device=device, dtype=dtype),
-                     "state": torch.zeros(batch_size, m.HV, m.K, m.V, device=device, dtype=torch.float32)}
-            layers.append(c)
-        return {"pos": 0, "layers": layers}
-
-    def _cached_blocks(self, idx, cache, pos):
-        """The blocks on idx after pos cached tokens (pos: an int, or a device tensor for static_decode_step)."""
-        x = self.wte(idx)
-        for block, c in zip(self.blocks, cache["layers"]):
-            x, _ = block(x, c, pos)
-        return x
-
-    @torch.no_grad()
-    def prefill(self, idx, cache, all_logits=False, chunk_size=None):
-        """Run the prompt idx [B,T] through the chunked path from the cache's state (pos may be > 0).
-        chunk_size: that many tokens at a time, each piece continuing from the cache, so that a long prompt's
-        activations and attention scores are those of one piece; None: all T at once.
-        Returns (logits [B,1,vocab] for the last position, or [B,T,vocab] with all_logits, cache)."""
-        if chunk_size is not None and (type(chunk_size) is not int or chunk_size < 1):  # a bool is no size
-            raise ValueError(f"prefill: chunk_size must be a positive int or None, got {chunk_size!r}")
-        step = idx.shape[1] if chunk_size is None else chunk_size
-        outs = []
-        for t0 in range(0, idx.shape[1], step):
-            piece = idx[:, t0:t0 + step]
-            x = self._cached_blocks(piece, cache, cache["pos"])
-            cache["pos"] += piece.shape[1]
-            outs.append(x if all_logits else x[:, -1:])
-        x = torch.cat(outs, dim=1) if all_logits else outs[-1]
-        return self.lm_head(self.norm_f(x)), cache
-
-    @torch.no_grad()
-    def decode_step(self, idx_next, cache):
-        """One token per row, idx_next [B] or [B,1]: one recurrent step per linear layer, one KV-cache
-        attention step per full layer. Returns (logits [B,1,vocab], cache)."""
-        x = self._cached_blocks(idx_next.view(-1, 1), cache, cache["pos"])
-        cache["pos"] += 1
-        return self.lm_head(self.norm_f(x)), cache
-
-    @torch.no_grad()
-    def static_decode_step(self, idx, cache, pos):
-        """decode_step with nothing depending on the position but the contents of pos, a long tensor [1] on the
-        model's device equal to cache['pos'] (no shape, Python number or host sync does), so that a CUDA graph
-        can replay it at every position (decode.GraphDecoder). idx [B,1]; returns logits [B,1,vocab]; advances
-        pos in place and leaves cache['pos'] to the caller."""
-        x = self._cached_blocks(idx, cache, pos)
-        pos.add_(1)
-        return self.lm_head(self.norm_f(x))
+            loss = _HeadLoss.apply(h, w, targets.flatten(), grads, self.config.head_chunk_rows, self.compile)
+            return None, loss, aux
+        logits = self.lm_head(self.norm_f(x))
+        return logits, F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-1), aux
 
     # -- bookkeeping --------------------------------------------------------------------------------
 
@@ -963,18 +912,19 @@ class GPT(nn.Module):
         groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=device_type == "cuda")
 
-    def flops_per_token(self, seq_len):
+    def flops_per_token(self, seq_len, on_cuda=False):
         """Training FLOPs per token (forward + backward = 3x forward), an estimate for MFU: 6 x the active matmul
         params, plus full attention's QK^T and AV over seq_len/2 keys on average, plus linear attention's chunk
         form per value head (EDA: 2 sub-steps per token, chunk 2C): intra-chunk A and Q.Gamma.K^T, Tril(.)U, the
-        triangular solve, W S_0, Q S_0 and the state update."""
+        triangular solve, W S_0, Q S_0 and the state update, with C the chunk of the rule that runs on the device
+        (GPTConfig.rule_chunk: the Triton kernels' own on CUDA)."""
         cfg = self.config
         s = self.param_summary()
         n_mat = s["active"] - s["breakdown"]["embedding"]  # the lookup is not a matmul ...
         if cfg.tie_embeddings:
             n_mat += s["breakdown"]["embedding"]               # ... but a tied lm_head still is
         flops = 6.0 * n_mat
-        C, K, V = cfg.la_chunk_size, cfg.la_head_dim, cfg.la_v_head_dim
+        C, K, V = cfg.rule_chunk(on_cuda), cfg.la_head_dim, cfg.la_v_head_dim
         for b in self.blocks:
             if b.is_attention:
                 flops += 3 * 2 * 2 * cfg.n_head * cfg.head_dim * seq_len / 2

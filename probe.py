@@ -20,9 +20,9 @@ trained checkpoint: held-out text runs through the model, and for every EDA laye
                                    it. Any delta-rule model has it: EDA beside a KDA checkpoint (--compare)
 
 notes/probe.md derives each definition and the choices the paper leaves open. The replay is eda.eda_recurrent
-(the spec), traced token by token, on the rule inputs the layer itself computes (LinearAttention.rule_inputs),
-in float64; the replayed readout, put through the layer's output norm, gate and projection, is checked against
-the layer's own output (printed as the replay check).
+(the spec), traced token by token, on the rule inputs the layer itself computes (LinearAttention.forward with
+return_rule_inputs=True), in float64; the replayed readout, put through the layer's output norm, gate and
+projection, is checked against the layer's own output (printed as the replay check).
 
     python probe.py --out_dir=out/stdlib_26m                                # the checkpoint's val split
     python probe.py --out_dir=out/eda --compare=out/kda --num_tokens=16384  # recall beside a KDA model
@@ -161,9 +161,10 @@ def replay(inputs, e=None, lags=()):
 
 
 def probe_inputs(inputs, lags=(), seed=0):
-    """Every probe on one layer's rule inputs (a dict as LinearAttention.rule_inputs returns). Returns a dict
-    of CPU float64 tensors: abar, shares (probe a), perturbation {strategy: [B,T,HV] or None} and cos (b, c;
-    None without an erase), recall [len(lags), HV] (d), o (the replayed rule output, [B,T,HV,V])."""
+    """Every probe on one layer's rule inputs (the dict LinearAttention.forward returns with
+    return_rule_inputs=True). Returns a dict of CPU float64 tensors: abar, shares (probe a), perturbation
+    {strategy: [B,T,HV] or None} and cos (b, c; None without an erase), recall [len(lags), HV] (d), o (the
+    replayed rule output, [B,T,HV,V])."""
     abar, shares = gate_allocation(inputs['g'], inputs['beta'], inputs['gamma'])
     actual = replay(inputs, lags=lags)
     res = dict(abar=abar, shares=shares, recall=actual['recall'], o=actual['o'], perturbation=None, cos=None)
@@ -202,7 +203,7 @@ def probe_model(model, idx, lags=(), seed=0):
     results = []
     for i, layer in layers:
         x, out = seen.pop(i)
-        res = probe_inputs(layer.rule_inputs(x), lags, seed=seed * 1000 + i)
+        res = probe_inputs(layer(x, return_rule_inputs=True), lags, seed=seed * 1000 + i)
         o = res['o'].to(x.device, x.dtype)
         replayed = layer.o_proj(la_output(o, layer.o_norm.weight, layer.o_norm.eps, layer.g_proj(x)))
         res['replay_err'] = rel(replayed, out)

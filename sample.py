@@ -4,7 +4,7 @@ Sample from a trained model, streaming tokens to stdout as they are made.
     python sample.py                                        # out/ckpt.pt, a newline as the prompt
     python sample.py --out_dir=out-eda125m --start="def main(" --num_samples=3 --max_new_tokens=200
     python sample.py --start=FILE:prompt.txt --temperature=0        # greedy, prompt read from a file
-    python sample.py --init_from=scratch                    # an untrained toy model: a smoke test
+    python sample.py --init_from=scratch                    # train.py's toy model, untrained: a smoke test
 
 The prompt is prefilled through the chunked (or Triton) path, prefill_chunk tokens at a time (so memory does
 not grow with the prompt's length beyond its KV cache); then each new token costs one
@@ -26,7 +26,7 @@ from decode import cuda_graph_problem, generate
 from model import GPT, CheckpointError, GPTConfig, model_from_checkpoint
 
 # -----------------------------------------------------------------------------
-init_from = 'resume'       # 'resume': load out_dir/ckpt.pt; 'scratch': a fresh GPTConfig() model (smoke test)
+init_from = 'resume'       # 'resume': out_dir/ckpt.pt; 'scratch': GPTConfig(), train.py's toy untrained (a smoke test)
 out_dir = 'out'            # where train.py wrote ckpt.pt
 start = '\n'               # the prompt, or FILE:path to read it from a file
 num_samples = 2            # samples, one after another

@@ -17,7 +17,7 @@ import torch.nn.functional as F  # noqa: E402
 import kernel  # noqa: E402
 import model as M  # noqa: E402
 from conftest import rel, tiny_gpt  # noqa: E402
-from decode import GraphDecoder  # noqa: E402
+from decode import GraphDecoder, decode_step, new_cache, prefill  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2}  # bf16: the cache and P are rounded to 8 bits of mantissa
@@ -143,26 +143,25 @@ def test_split_kv_decode_on_cpu_without_the_interpreter_is_a_value_error(monkeyp
 def decode_logits(model, prompt, steps, static):
     """Logits of `steps` greedy decode steps after the prompt, through decode_step or the static (graph) step."""
     with torch.no_grad():
-        cache = model.new_cache(prompt.shape[0], max_len=prompt.shape[1] + steps + 3)
-        logits, _ = model.prefill(prompt, cache)
+        cache = new_cache(model, prompt.shape[0], max_len=prompt.shape[1] + steps + 3)
+        logits, _ = prefill(model, prompt, cache)
         step = GraphDecoder(model, cache, capture=False) if static else None
         out = []
         for _ in range(steps):
             nxt = logits[:, -1].argmax(-1)
-            logits = step(nxt).clone() if static else model.decode_step(nxt, cache)[0]
+            logits = step(nxt).clone() if static else decode_step(model, nxt, cache)[0]
             out.append(logits)
     return torch.cat(out, dim=1)
 
 
 @pytest.mark.parametrize("static", [False, True])
-def test_model_decode_with_split_kv_matches_the_sdpa_path(monkeypatch, static):
-    model = tiny_gpt("eda", vocab_size=97, block_size=96, n_embd=64, n_head=4, n_kv_head=2, la_v_head_dim=16,
-                     la_chunk_size=8, init_std=0.02).to(DEV)
+def test_model_decode_with_split_kv_matches_the_sdpa_path(static):
+    """The same weights (same seed), attn_decode='sdpa' against 'split_kv': the same logits step after step."""
+    kw = dict(vocab_size=97, block_size=96, n_embd=64, n_head=4, n_kv_head=2, la_v_head_dim=16, la_chunk_size=8,
+              init_std=0.02)
     prompt = torch.randint(0, 97, (2, 11), generator=torch.Generator().manual_seed(1)).to(DEV)
-    monkeypatch.setattr(M, "DECODE_ATTENTION", "sdpa")
-    ref = decode_logits(model, prompt, 5, static)
-    monkeypatch.setattr(M, "DECODE_ATTENTION", "split_kv")
-    out = decode_logits(model, prompt, 5, static)
+    ref = decode_logits(tiny_gpt("eda", attn_decode="sdpa", **kw).to(DEV), prompt, 5, static)
+    out = decode_logits(tiny_gpt("eda", attn_decode="split_kv", **kw).to(DEV), prompt, 5, static)
     assert rel(out, ref) < 1e-5
 
 
@@ -174,21 +173,20 @@ def test_attention_decode_operator_passes_torch_library_opcheck():
                           (q, k, v, torch.tensor([100], device=DEV), 16 ** -0.5, 64))
 
 
-def test_graphed_decode_step_compiles_as_one_graph_and_matches_eager(monkeypatch):
-    """model.static_decode_step through torch.compile(fullgraph=True) with the kernels in it (the hybrid's
+def test_graphed_decode_step_compiles_as_one_graph_and_matches_eager():
+    """decode.static_decode_step through torch.compile(fullgraph=True) with the kernels in it (the hybrid's
     split-KV attention layer and its linear layers' Triton decode step), as decode.GraphDecoder(compile=...)
     runs it (here without the CUDA graph, and AOT autograd's eager backend in place of Inductor): one graph,
     the same logits and the same cache as the eager static step, step after step."""
-    monkeypatch.setattr(M, "DECODE_ATTENTION", "split_kv")
     torch._dynamo.reset()
-    model = tiny_gpt("eda", vocab_size=97, la_v_head_dim=16, la_backend="triton").to(DEV)
+    model = tiny_gpt("eda", vocab_size=97, la_v_head_dim=16, la_backend="triton", attn_decode="split_kv").to(DEV)
     assert any(b.is_attention for b in model.blocks) and not all(b.is_attention for b in model.blocks)
     prompt = torch.randint(0, 97, (2, 9), generator=torch.Generator().manual_seed(2)).to(DEV)
     runs = []
     for compile in (False, "aot_eager"):
         with torch.no_grad():
-            cache = model.new_cache(2, max_len=16)
-            model.prefill(prompt, cache)
+            cache = new_cache(model, 2, max_len=16)
+            prefill(model, prompt, cache)
             step = GraphDecoder(model, cache, capture=False, compile=compile)
             logits = [step(prompt[:, i]).clone() for i in range(3)]
         runs.append((torch.stack(logits), cache, cache["pos"]))
@@ -202,7 +200,6 @@ def test_graphed_decode_step_compiles_as_one_graph_and_matches_eager(monkeypatch
             assert rel(layer_c[name], layer_e[name]) < 1e-6, name
 
 
-def test_decode_attention_setting_is_checked(monkeypatch):
-    monkeypatch.setattr(M, "DECODE_ATTENTION", "flash")
-    with pytest.raises(ValueError, match="DECODE_ATTENTION must be"):
-        M.split_kv_decode(torch.zeros(1, 2, 1, 16), torch.zeros(1, 1, 4, 16), torch.zeros(1, 1, 4, 16), 0)
+def test_decode_attention_setting_is_checked():
+    with pytest.raises(ValueError, match="unknown attn_decode 'flash'; choose one of auto, split_kv, sdpa"):
+        M.GPTConfig(attn_decode="flash")

@@ -19,7 +19,7 @@ torch.set_num_threads(1)
 import eda
 import model as M
 from conftest import build, rel, tiny_config, tokens
-from decode import GraphDecoder, generate
+from decode import GraphDecoder, decode_step, generate, new_cache, prefill
 from model import GPT, MIXERS, GPTConfig
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -49,7 +49,7 @@ def test_forward_backward_shapes_and_finite_grads(mixer, moe):
     targets = idx.clone()
     targets[:, :3] = -1  # ignored positions
     logits, loss, aux = m(idx, targets)
-    assert logits.shape == (2 * 17, 64)  # the head runs at the kept positions only
+    assert logits.shape == (2, 20, 64)  # the head runs at every position, the ignored ones too
     assert loss.dim() == 0 and torch.isfinite(loss)
     assert aux.dim() == 0 and torch.isfinite(aux) and (aux > 0 if moe else aux == 0)
     (loss + aux).backward()
@@ -61,13 +61,14 @@ def test_forward_backward_shapes_and_finite_grads(mixer, moe):
 
 
 def test_loss_ignores_targets_equal_minus_one():
+    """The loss is the mean cross-entropy of the kept positions alone (gathered here, as the head once did)."""
     m = build(tiny("eda"))
     idx = tokens()
     targets = idx.clone()
     targets[:, 10:] = -1
     logits, loss, _ = m(idx, targets)
     full, _, _ = m(idx)
-    assert torch.allclose(logits, full[:, :10].reshape(-1, 64), atol=1e-5)
+    assert torch.allclose(logits, full, atol=1e-5)
     ref = torch.nn.functional.cross_entropy(full[:, :10].reshape(-1, 64), idx[:, :10].reshape(-1))
     assert torch.allclose(loss, ref, rtol=1e-5)
 
@@ -90,8 +91,8 @@ def head_loss_and_grads(fn, h, w, t, autocast=False):
     return loss.detach(), h.grad, w.grad
 
 
-def chunked_head(h, w, t):
-    return M._HeadLoss.apply(h, w, t, True)
+def chunked_head(h, w, t, rows=7):
+    return M._HeadLoss.apply(h, w, t, True, rows, False)
 
 
 def plain_head(h, w, t):
@@ -99,10 +100,9 @@ def plain_head(h, w, t):
     return F.cross_entropy(logits if logits.dtype == torch.float64 else logits.float(), t, ignore_index=-1)
 
 
-def test_the_chunked_loss_head_gives_cross_entropys_loss_and_gradients(monkeypatch):
+def test_the_chunked_loss_head_gives_cross_entropys_loss_and_gradients():
     """_HeadLoss (train.py's language-model loss) against F.cross_entropy on the whole logits: float64 to rounding,
     ignored targets (-1) and a last chunk shorter than the others (30 rows in chunks of 7)."""
-    monkeypatch.setattr(M, "HEAD_CHUNK_ROWS", 7)
     case = head_case(torch.float64)
     ours, ref = (head_loss_and_grads(fn, *case) for fn in (chunked_head, plain_head))
     assert all(rel(a, b) < 1e-12 for a, b in zip(ours, ref)), [rel(a, b) for a, b in zip(ours, ref)]
@@ -110,11 +110,10 @@ def test_the_chunked_loss_head_gives_cross_entropys_loss_and_gradients(monkeypat
 
 
 @pytest.mark.parametrize("autocast", [False, True])
-def test_the_chunked_loss_head_in_bf16_errs_no_more_than_the_plain_head(monkeypatch, autocast):
+def test_the_chunked_loss_head_in_bf16_errs_no_more_than_the_plain_head(autocast):
     """bf16 weights, or fp32 weights under bf16 autocast (train.py's mixed precision): the chunked head rounds the
     logits' gradient to the product dtype where autograd does, so its errors against float64 are the plain
     head's, not larger (3 seeds)."""
-    monkeypatch.setattr(M, "HEAD_CHUNK_ROWS", 7)
     for seed in range(3):
         exact = head_loss_and_grads(plain_head, *head_case(torch.float64, seed))
         low = head_case(torch.float32 if autocast else torch.bfloat16, seed)
@@ -125,17 +124,15 @@ def test_the_chunked_loss_head_in_bf16_errs_no_more_than_the_plain_head(monkeypa
             assert err <= 1.5 * err_plain + 1e-6, (seed, name, err, err_plain)
 
 
-@pytest.mark.parametrize("where", ["never", "always"])
-def test_the_chunked_loss_gives_the_plain_heads_loss_and_gradients(monkeypatch, where):
+@pytest.mark.parametrize("compile", [False, "aot_eager"])
+def test_the_chunked_loss_gives_the_plain_heads_loss_and_gradients(monkeypatch, compile):
     """model(idx, targets, chunked_loss=True), train.py's language-model call: logits None, and the loss and every
     parameter gradient of the plain head, ignored (-1) targets included, over several head chunks (the last one
-    shorter). where='always': the per-chunk softmax traced by torch.compile (fullgraph, backend aot_eager) as on
-    CUDA."""
+    shorter). compile='aot_eager': the per-chunk softmax traced by torch.compile (fullgraph) as GPT(cfg,
+    compile=True) runs it, without Inductor's code generation; compile=False traces nothing."""
     torch._dynamo.reset()
-    monkeypatch.setattr(M, "_la_compiled", {})
-    monkeypatch.setattr(M, "LA_COMPILE", (where, "aot_eager"))
-    monkeypatch.setattr(M, "HEAD_CHUNK_ROWS", 5)
-    m = build(tiny("eda"))
+    monkeypatch.setattr(M, "_compiled", {})
+    m = build(tiny("eda", head_chunk_rows=5), compile=compile)
     idx = tokens()
     targets = idx.clone()
     targets[:, :3] = -1
@@ -148,7 +145,8 @@ def test_the_chunked_loss_gives_the_plain_heads_loss_and_gradients(monkeypatch, 
         results.append((loss.item(), torch.cat([p.grad.flatten() for p in m.parameters()])))
     assert results[1][0] == pytest.approx(results[0][0], rel=1e-6)
     assert rel(results[1][1], results[0][1]) < 1e-5
-    assert ((M._head_chunk, "aot_eager") in M._la_compiled) == (where == "always")
+    traced = {(f, "aot_eager") for f in (M.la_conv, M.la_gates, M.la_output, M._head_chunk)}
+    assert set(M._compiled) == (traced if compile else set())
     with torch.no_grad():  # evaluation: the loss alone (no gradient products), the same value
         assert m(idx, targets, chunked_loss=True)[1].item() == pytest.approx(results[0][0], rel=1e-6)
 
@@ -192,31 +190,33 @@ def test_grad_checkpoint_recomputes_each_block_and_gives_the_same_loss_and_grads
 
 @pytest.mark.parametrize("mixer", LINEAR_MIXERS)
 def test_linear_layer_elementwise_work_traces_without_graph_breaks(mixer, monkeypatch):
-    """On CUDA, la_conv / la_gates / la_output run through torch.compile(fullgraph=True). Here dynamo and AOT autograd
-    trace them on the CPU (backend aot_eager: the same graphs, no code generation), so an untraceable op
-    fails here rather than on the GPU; traced and plain give the same loss and gradients."""
+    """With GPT(cfg, compile=True) la_conv / la_gates / la_output run through torch.compile(fullgraph=True). Here
+    dynamo and AOT autograd trace them on the CPU (backend aot_eager: the same graphs, no code generation), so
+    an untraceable op fails here rather than on the GPU; traced and plain give the same loss and gradients, and
+    compile=False traces nothing."""
     torch._dynamo.reset()  # no graphs (or recompile counts) left over from other tests
-    monkeypatch.setattr(M, "_la_compiled", {})
+    monkeypatch.setattr(M, "_compiled", {})
     idx = tokens()
     grads, losses = [], []
-    for where in ("never", "always"):
-        monkeypatch.setattr(M, "LA_COMPILE", (where, "aot_eager"))
-        m = build(tiny(mixer))
+    for compile in (False, "aot_eager"):
+        m = build(tiny(mixer), compile=compile)
         _, loss, _ = m(idx, idx)
         loss.backward()
         losses.append(loss.item())
         grads.append(torch.cat([p.grad.flatten() for p in m.parameters()]))
-    assert set(M._la_compiled) == {(f, "aot_eager") for f in (M.la_conv, M.la_gates, M.la_output)}  # it did trace
+        if not compile:
+            assert not M._compiled
+    assert set(M._compiled) == {(f, "aot_eager") for f in (M.la_conv, M.la_gates, M.la_output)}  # it did trace
     assert losses[1] == pytest.approx(losses[0], rel=1e-6)
     assert rel(grads[1], grads[0]) < 1e-5
 
 
-def compiled_step_matches_eager(m, idx, loss_tol=1e-6, grad_tol=1e-5, chunked_loss=False):
+def compiled_step_matches_eager(m, idx, loss_tol=1e-6, grad_tol=1e-5, chunked_loss=False, targets=None):
     """One training step of m (loss + aux, backward) eagerly, then through torch.compile(m, fullgraph=True):
     the compiled step must be one graph (fullgraph raises on a break; the backend also counts the graphs)
     with the eager loss and parameter gradients. The backend is AOT autograd with Inductor's decompositions,
     run eagerly: the graphs Inductor would get, without its code generation (about a minute per model on the
-    CPU). Returns the graph dynamo traced."""
+    CPU). targets: idx unless given. Returns the graph dynamo traced."""
     from torch._dynamo.backends.registry import lookup_backend
     graphs = []
 
@@ -228,7 +228,7 @@ def compiled_step_matches_eager(m, idx, loss_tol=1e-6, grad_tol=1e-5, chunked_lo
     results = []
     for step in (m, torch.compile(m, fullgraph=True, backend=backend)):
         m.zero_grad(set_to_none=True)
-        _, loss, aux = step(idx, idx, chunked_loss=chunked_loss)
+        _, loss, aux = step(idx, idx if targets is None else targets, chunked_loss=chunked_loss)
         (loss + aux).backward()
         results.append(((loss + aux).item(), torch.cat([p.grad.flatten() for p in m.parameters()])))
     (l_eager, g_eager), (l_comp, g_comp) = results
@@ -248,11 +248,26 @@ def test_a_training_step_compiles_as_one_graph_with_the_eager_loss_and_gradients
     compiled_step_matches_eager(m, tokens(T=12))
 
 
-def test_the_chunked_loss_head_compiles_into_the_same_graph(monkeypatch):
+def test_a_step_with_ignored_targets_traces_as_one_graph_without_breaks():
+    """GPT.forward(idx, targets) with ignored (-1) targets: the head runs at every position and the loss skips the
+    ignored ones, so no shape depends on the data and dynamo traces the step as one graph with no graph break (not
+    only under fullgraph=True, with which newer torch captures a data-dependent shape instead of breaking), with
+    the eager loss and gradients."""
+    m = build(tiny("eda", n_layer=2, attn_every=2))
+    idx = tokens(T=12)
+    targets = idx.clone()
+    targets[:, :5] = -1
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(m)(idx, targets)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+    compiled_step_matches_eager(m, idx, targets=targets)
+
+
+def test_the_chunked_loss_head_compiles_into_the_same_graph():
     """The language-model training call (chunked_loss=True: _HeadLoss's loop over row chunks) traced by
     torch.compile: still one graph, with the eager loss and gradients."""
-    monkeypatch.setattr(M, "HEAD_CHUNK_ROWS", 10)
-    compiled_step_matches_eager(build(tiny("transformer", n_layer=1)), tokens(T=12), chunked_loss=True)
+    compiled_step_matches_eager(build(tiny("transformer", n_layer=1, head_chunk_rows=10)), tokens(T=12),
+                                chunked_loss=True)
 
 
 @pytest.mark.parametrize("recompute", [False, True])
@@ -292,7 +307,7 @@ def test_cached_decoding_reproduces_full_forward_logits(mixer, moe):
     assert_cached_decoding_matches_full_forward(m, idx, 1e-4)
     with torch.no_grad():
         full, _, _ = m(idx)
-    last, _ = m.prefill(idx, m.new_cache(2))
+    last, _ = prefill(m, idx, new_cache(m, 2))
     assert last.shape == (2, 1, 64) and rel(last, full[:, -1:]) <= 1e-4
 
 
@@ -301,21 +316,21 @@ def assert_cached_decoding_matches_full_forward(m, idx, tol):
     the logits of the full forward."""
     with torch.no_grad():
         full, _, _ = m(idx)
-        cache = m.new_cache(idx.shape[0])
-        l1, cache = m.prefill(idx[:, :13], cache, all_logits=True)
-        l2, cache = m.prefill(idx[:, 13:16], cache, all_logits=True)
-        steps = [m.decode_step(idx[:, t], cache)[0] for t in range(16, idx.shape[1])]
+        cache = new_cache(m, idx.shape[0])
+        l1, cache = prefill(m, idx[:, :13], cache, all_logits=True)
+        l2, cache = prefill(m, idx[:, 13:16], cache, all_logits=True)
+        steps = [decode_step(m, idx[:, t], cache)[0] for t in range(16, idx.shape[1])]
     assert cache["pos"] == idx.shape[1]
     assert rel(torch.cat([l1, l2] + steps, dim=1), full) <= tol
 
 
 def test_linear_layer_cache_has_constant_size():
     m = build(tiny("eda")).eval()
-    cache = m.new_cache(2)
+    cache = new_cache(m, 2)
     shapes0 = [(c["conv"].shape, c["state"].shape) for c, b in zip(cache["layers"], m.blocks) if not b.is_attention]
-    m.prefill(tokens(T=20), cache)
+    prefill(m, tokens(T=20), cache)
     for t in range(5):
-        m.decode_step(torch.zeros(2, dtype=torch.long), cache)
+        decode_step(m, torch.zeros(2, dtype=torch.long), cache)
     shapes1 = [(c["conv"].shape, c["state"].shape) for c, b in zip(cache["layers"], m.blocks) if not b.is_attention]
     assert shapes0 == shapes1
     assert all(c["state"].dtype == torch.float32 for c, b in zip(cache["layers"], m.blocks) if not b.is_attention)
@@ -350,17 +365,17 @@ def test_generate_greedy_matches_argmax_of_full_forward_and_streams():
 def _decode_side_by_side(m, idx, step_of, tol):
     """decode_step on one cache, GraphDecoder (built by step_of) on another, from the same 9-token prefill;
     a 3-token prefill in the middle advances both caches outside the decoder. Returns both caches."""
-    ref, new = m.new_cache(idx.shape[0]), m.new_cache(idx.shape[0])
+    ref, new = new_cache(m, idx.shape[0]), new_cache(m, idx.shape[0])
     with torch.no_grad():
         for c in (ref, new):
-            m.prefill(idx[:, :9], c)
+            prefill(m, idx[:, :9], c)
         step = step_of(m, new)
         for t in list(range(9, 14)) + [None] + list(range(17, idx.shape[1])):
             if t is None:
                 for c in (ref, new):
-                    m.prefill(idx[:, 14:17], c)
+                    prefill(m, idx[:, 14:17], c)
                 continue
-            want, _ = m.decode_step(idx[:, t], ref)
+            want, _ = decode_step(m, idx[:, t], ref)
             assert rel(step(idx[:, t]), want) <= tol, t
     assert ref["pos"] == new["pos"] == idx.shape[1]
     return ref, new
@@ -402,8 +417,8 @@ def test_cuda_graph_requests_that_cannot_be_met_raise_and_say_why():
 
 def test_graph_decoder_checks_batch_and_room_on_the_host():
     m = build(tiny("eda")).eval()
-    cache = m.new_cache(2, max_len=6)
-    m.prefill(tokens(T=5), cache)
+    cache = new_cache(m, 2, max_len=6)
+    prefill(m, tokens(T=5), cache)
     step = GraphDecoder(m, cache, capture=False)
     with pytest.raises(ValueError, match="batch 2"):
         step(torch.zeros(3, dtype=torch.long))
@@ -478,9 +493,9 @@ def test_fused_decode_kernel_reproduces_full_forward_logits(mixer):
     idx = tokens(T=19).to(device)
     with torch.no_grad():
         full, _, _ = m(idx)
-        cache = m.new_cache(idx.shape[0])
-        first, cache = m.prefill(idx[:, :11], cache, all_logits=True)
-        steps = [m.decode_step(idx[:, t], cache)[0] for t in range(11, 19)]
+        cache = new_cache(m, idx.shape[0])
+        first, cache = prefill(m, idx[:, :11], cache, all_logits=True)
+        steps = [decode_step(m, idx[:, t], cache)[0] for t in range(11, 19)]
     cached = torch.cat([first] + steps, dim=1)
     assert rel(cached, full) <= 1e-4
 
@@ -652,6 +667,21 @@ def test_flops_per_token_exceeds_six_times_matmul_params_and_grows_with_length()
     assert f1 > 6 * (s["active"] - s["breakdown"]["embedding"]) and f2 > f1
 
 
+def test_flops_per_token_counts_the_chunk_the_rule_runs_with():
+    """la_chunk_size is the chunked PyTorch rule's chunk: on CUDA the Triton rule runs kernel.CHUNK_TOKENS whatever
+    it says, and the MFU estimate counts the chunk that runs; GDN-2 (no Triton rule) and la_backend='chunk' run,
+    and count, la_chunk_size everywhere."""
+    from kernel import CHUNK_TOKENS
+    assert CHUNK_TOKENS != 64  # else the check below cannot fail
+    eda64, eda_kernel = (build(tiny("eda", la_chunk_size=c)) for c in (64, CHUNK_TOKENS))
+    assert (eda64.config.rule_chunk(on_cuda=True), eda64.config.rule_chunk(on_cuda=False)) == (CHUNK_TOKENS, 64)
+    assert eda64.flops_per_token(512, on_cuda=True) == eda_kernel.flops_per_token(512, on_cuda=True)
+    assert eda64.flops_per_token(512, on_cuda=False) != eda_kernel.flops_per_token(512, on_cuda=False)
+    for cfg in (tiny("gdn2", la_chunk_size=64), tiny("eda", la_chunk_size=64, la_backend="chunk")):
+        assert cfg.rule_chunk(on_cuda=True) == cfg.rule_chunk(on_cuda=False) == 64
+    assert tiny("eda", la_backend="recurrent").rule_chunk(on_cuda=True) == 1
+
+
 @pytest.mark.parametrize("bad,match", [
     (dict(mixer="mamba"), "unknown mixer"),
     (dict(la_backend="cuda"), "unknown la_backend"),
@@ -669,6 +699,11 @@ def test_flops_per_token_exceeds_six_times_matmul_params_and_grows_with_length()
 def test_bad_config_raises_a_clear_value_error(bad, match):
     with pytest.raises(ValueError, match=match):
         GPTConfig(**bad)
+
+
+def test_a_compile_argument_that_is_neither_a_bool_nor_a_backend_name_is_a_clear_value_error():
+    with pytest.raises(ValueError, match="compile must be a bool or a torch.compile backend name, got 1"):
+        GPT(tiny("eda"), compile=1)
 
 
 def test_config_fields_are_plain_types_and_ints_are_accepted_for_floats():
@@ -727,7 +762,7 @@ def test_a_init_override_and_erase_bias_reach_the_layer():
     with torch.no_grad():
         assert rel(m3(idx)[0], m0(idx)[0]) > 1e-3  # the bias changes gamma, so the output
         full, _, _ = m3(idx)
-        inc, _ = m3.prefill(idx, m3.new_cache(2), all_logits=True)
+        inc, _ = prefill(m3, idx, new_cache(m3, 2), all_logits=True)
     assert rel(inc, full) <= 1e-4  # the cached path adds the same bias
 
 

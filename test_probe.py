@@ -35,7 +35,7 @@ def rule_inputs(mixer="eda", **kw):
     model = tiny_gpt(mixer, **kw).double()
     _, layer, x, _ = linear_layers(model, tokens(T=96, vocab=256, seed=0))[0]
     with torch.no_grad():
-        return layer.rule_inputs(x)
+        return layer(x, return_rule_inputs=True)
 
 
 def test_zero_erase_gate_gives_zero_erase_share_and_zero_perturbation():
@@ -128,7 +128,7 @@ def test_replayed_readout_equals_the_layers_own_output(mixer):
     idx = tokens(T=96, vocab=256, seed=0)
     for _, layer, x, out in linear_layers(model, idx):
         with torch.no_grad():
-            o = probe.probe_inputs(layer.rule_inputs(x))['o']
+            o = probe.probe_inputs(layer(x, return_rule_inputs=True))['o']
             replayed = layer.o_proj(la_output(o, layer.o_norm.weight, layer.o_norm.eps, layer.g_proj(x)))
         assert rel(replayed, out) < 1e-10
         assert rel(out, torch.zeros_like(out)) > 0  # a real output, not two zeros

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import rel, tiny_gpt, tokens
-from decode import GraphDecoder, generate, linear_states_snapshot
+from decode import GraphDecoder, decode_state_snapshot, decode_step, generate, new_cache, prefill
 from model import GPT, MIXERS, GPTConfig
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -39,8 +39,8 @@ def test_static_shape_greedy_decoding_emits_the_tokens_of_repeated_full_forwards
     model = tiny_gpt(mixer, **TINY).double()
     prompt = torch.randint(0, 97, (2, 21), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
-        cache = model.new_cache(2, max_len=33)
-        logits, _ = model.prefill(prompt, cache)
+        cache = new_cache(model, 2, max_len=33)
+        logits, _ = prefill(model, prompt, cache)
         step = GraphDecoder(model, cache, capture=False)
         seq = prompt
         for _ in range(12):
@@ -54,28 +54,28 @@ def test_chunked_prefill_gives_the_logits_and_tokens_of_a_one_shot_prefill(mixer
     model = tiny_gpt(mixer, **TINY).double()
     prompt = torch.randint(0, 97, (2, 21), generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
-        ref_cache = model.new_cache(2, max_len=40)
-        ref, _ = model.prefill(prompt, ref_cache, all_logits=True)
+        ref_cache = new_cache(model, 2, max_len=40)
+        ref, _ = prefill(model, prompt, ref_cache, all_logits=True)
         for chunk in (5, 8, 21, 64):  # pieces that split the linear layers' chunks, align with them, or hold all
-            cache = model.new_cache(2, max_len=40)
-            logits, _ = model.prefill(prompt, cache, all_logits=True, chunk_size=chunk)
+            cache = new_cache(model, 2, max_len=40)
+            logits, _ = prefill(model, prompt, cache, all_logits=True, chunk_size=chunk)
             # the linear layers' cached state is fp32 whatever the model's dtype: between pieces it is rounded
             assert logits.shape == ref.shape and rel(logits, ref) < 1e-6, chunk
             assert cache["pos"] == 21
-            last, _ = model.prefill(prompt, model.new_cache(2, max_len=40), chunk_size=chunk)
+            last, _ = prefill(model, prompt, new_cache(model, 2, max_len=40), chunk_size=chunk)
             assert rel(last, ref[:, -1:]) < 1e-6, chunk
         tokens = generate(model, prompt, 8, temperature=0, prefill_chunk=6)
     assert torch.equal(tokens, generate(model, prompt, 8, temperature=0))
     with pytest.raises(ValueError, match="chunk_size must be a positive int"):
-        model.prefill(prompt, model.new_cache(2, max_len=40), chunk_size=0)
+        prefill(model, prompt, new_cache(model, 2, max_len=40), chunk_size=0)
 
 
 @pytest.mark.parametrize("mixer", ["eda", "gdn2"])
 def test_linear_layer_state_does_not_grow_with_length(mixer):
     model = tiny_gpt(mixer, **TINY).double()
     prompt = torch.randint(0, 97, (1, 5), generator=torch.Generator().manual_seed(2))
-    cache = model.new_cache(1)
-    _, cache = model.prefill(prompt, cache)
+    cache = new_cache(model, 1)
+    _, cache = prefill(model, prompt, cache)
     linear = [i for i, b in enumerate(model.blocks) if not b.is_attention]
     assert linear, "the hybrid has linear-attention layers"
 
@@ -88,7 +88,7 @@ def test_linear_layer_state_does_not_grow_with_length(mixer):
     after_prompt, s0 = sizes(), states()
     tok = prompt[:, -1]
     for _ in range(60):
-        logits, cache = model.decode_step(tok, cache)
+        logits, cache = decode_step(model, tok, cache)
         tok = logits[:, -1].argmax(-1)
     assert cache["pos"] == 65
     assert sizes() == after_prompt  # same tensors, same shapes, after 12x more tokens
@@ -198,21 +198,24 @@ def test_generate_refuses_to_compile_a_decode_step_it_cannot_graph():
     assert generate(model, idx, 4, temperature=0).shape == (1, 7)  # compile=False: the plain path still decodes
 
 
-@pytest.mark.parametrize("mixer", ["eda", "transformer"])
-def test_a_linear_states_snapshot_restored_replays_the_same_decode_step(mixer):
+@pytest.mark.parametrize("mixer, attn_conv_size", [("eda", 0), ("transformer", 0), ("eda", 4), ("transformer", 4)])
+def test_a_decode_state_snapshot_restored_replays_the_same_decode_step(mixer, attn_conv_size):
     """What GraphDecoder's warm-up and bench.py's decode check rely on: after restoring the snapshot (and pos), a
-    step from the same cache gives the same logits and leaves the same linear-layer cache (attention's K/V slot
-    past pos keeps the extra step's write, which nothing reads)."""
-    model = tiny_gpt(mixer).double()
-    cache = model.new_cache(2, max_len=16, dtype=torch.float64)
-    model.prefill(tokens(B=2, T=5, vocab=model.config.vocab_size), cache)
+    step from the same cache gives the same logits and leaves the same cache, the attention layers' conv tails
+    (attn_conv_size) included; only attention's K/V slot past pos keeps the extra step's write, which nothing
+    reads."""
+    model = tiny_gpt(mixer, attn_conv_size=attn_conv_size).double()
+    cache = new_cache(model, 2, max_len=16, dtype=torch.float64)
+    prefill(model, tokens(B=2, T=5, vocab=model.config.vocab_size), cache)
     tok = torch.tensor([[3], [7]])
-    restore = linear_states_snapshot(model, cache)
-    first = model.decode_step(tok, cache)[0]
-    linear = [layer for layer, block in zip(cache["layers"], model.blocks) if not block.is_attention]
-    after = [{n: t.clone() for n, t in layer.items()} for layer in linear]
-    model.decode_step(tok, cache)  # a second step moves the linear states on
+    restore = decode_state_snapshot(model, cache)
+    first = decode_step(model, tok, cache)[0]
+    advanced = [(layer, {n: t.clone() for n, t in layer.items() if not (block.is_attention and n in ("k", "v"))})
+                for layer, block in zip(cache["layers"], model.blocks)]
+    decode_step(model, tok, cache)  # a second step moves the conv tails and linear states on
+    moved = [n for layer, a in advanced for n in a if not torch.equal(layer[n], a[n])]
+    assert len(moved) == sum(len(a) for _, a in advanced)  # (the plain Transformer has none: K/V only)
     restore()
     cache["pos"] = 5
-    assert torch.equal(model.decode_step(tok, cache)[0], first)
-    assert all(torch.equal(layer[n], a[n]) for layer, a in zip(linear, after) for n in a)
+    assert torch.equal(decode_step(model, tok, cache)[0], first)
+    assert all(torch.equal(layer[n], a[n]) for layer, a in advanced for n in a)

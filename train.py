@@ -75,9 +75,10 @@ lr_schedule_start = 0         # the step at which warmup starts: a midtraining s
 # system
 device = 'auto'               # 'auto' (cuda if available, else cpu), 'cpu', 'cuda', 'cuda:1', ...
 dtype = 'auto'                # 'auto' (bfloat16 autocast on GPUs that have it, else float32), 'float32', 'bfloat16', 'float16'
-compile: bool | None = None   # torch.compile each block (one graph reused by every layer); None: on one CUDA GPU,
-                              # where the 125M hybrid and Transformer train 1.3x / 1.7x faster with it
-                              # (notes/train.md); not under torchrun, where compile is not yet measured
+compile: bool | None = None   # torch.compile each block (one graph reused by every layer) and the loss head's
+                              # softmax; False: nothing compiled. None: on one CUDA GPU, where the 125M hybrid
+                              # and Transformer train 1.3x / 1.7x faster with it (notes/train.md); not under
+                              # torchrun, where compile is not yet measured
 grad_checkpoint = False       # recompute each block in backward (less activation memory, ~a forward more time)
 parallel = 'ddp'              # under torchrun: 'ddp' or 'fsdp'
 fsdp_meta_init = False        # fsdp: build on the meta device, initialise each shard on its GPU (for models too
@@ -90,48 +91,11 @@ progress = True               # tqdm progress bar (rank 0, on a terminal)
 debug_nan_at = -1             # make the loss NaN at this step (test of the non-finite stop)
 debug_crash_on_save = 0       # die halfway through writing the Nth checkpoint (test of atomic saves)
 
-# model: every model.GPTConfig field, each documented there (test_train.py checks that this list is exactly
-# GPTConfig's fields). The defaults are the toy model (plain `python train.py`): a 3:1 EDA hybrid, byte-level,
-# that trains on a 2-core CPU in under 5 minutes (notes/train.md); config files set their own sizes.
+# model: every model.GPTConfig field is a setting here (block_size, n_layer, n_embd, mixer, la_backend, ...; model.py
+# documents each), its default GPTConfig's: the toy model of plain `python train.py`, a 3:1 EDA hybrid, byte-level,
+# that trains on a 2-core CPU in under 5 minutes (notes/train.md). Config files set their own sizes.
+globals().update(dataclasses.asdict(GPTConfig()))
 vocab_size: int | None = None  # None: the dataset's vocab (256 for bytes); set it larger to pad (e.g. 50304)
-block_size = 128
-n_layer = 4
-n_embd = 128
-mixer = 'eda'                 # eda | kda | gdn | gdn2 | transformer
-attn_every = 4                # every attn_every-th layer is full attention (3:1 hybrid)
-norm_eps = 1e-6
-init_std = 0.02
-tie_embeddings = False
-n_head = 4                    # full attention
-n_kv_head = 2
-head_dim = 16
-rope_theta = 10000.0
-rope_frac = 1.0
-qk_norm = True
-attn_conv_size = 0            # >0: a short causal conv on attention's input (the synthetic Transformer)
-la_n_head = 2                 # linear attention
-la_n_v_head = 4
-la_head_dim = 16
-la_v_head_dim = 16
-la_conv_size = 4
-la_gate_rank = 4
-la_erase_rank = 4
-la_gate = 'auto'              # auto | safe | kda | log
-la_gate_lower_bound = -5.0
-la_A_init = 'auto'            # auto | unit | mamba2
-la_erase_bias = 0.0
-la_backend = 'auto'           # auto | triton | chunk | recurrent
-la_chunk_size = 16            # on CPU the chunked form is ~6x faster with 16-token chunks than with 64
-la_recompute_states = False   # Triton rule: its chunk states recomputed in backward (less memory, ~a kernel forward more)
-ffn_hidden = 256              # FFN: SwiGLU, or MoE
-moe = False
-n_expert = 8
-moe_topk = 2
-expert_hidden = 32
-shared_expert_hidden = 32
-moe_aux_coef = 0.001
-transformer_n_kv_head = 0     # the Transformer baseline's own KV heads / FFN width (0: the common value)
-transformer_ffn_hidden = 0
 configure(globals())
 # ----------------------------------------------------------------------------------------------------
 
@@ -245,7 +209,8 @@ if dry_run:
     # fp32 master weights (4 B), fp32 grads (4 B), AdamW exp_avg + exp_avg_sq (8 B); activations not included
     print(f'memory: weights {4 * n / GiB:.2f} GiB + grads {4 * n / GiB:.2f} GiB + AdamW state {8 * n / GiB:.2f} GiB '
           f'= {16 * n / GiB:.2f} GiB (fp32; FSDP over N GPUs: / N each; activations extra)')
-    print(f'flops/token at block_size {cfg.block_size}: {model.flops_per_token(cfg.block_size):.4g}')
+    print(f'flops/token at block_size {cfg.block_size}, the rule as it runs on CUDA: '
+          f'{model.flops_per_token(cfg.block_size, on_cuda=True):.4g}')
     print(f'params total={s["total"]} active={s["active"]}')
     sys.exit(0)
 
@@ -394,9 +359,10 @@ if init_from == 'resume':
                                                 'rng', 'data_position'), mmap=True)
     except CheckpointError as err:
         fail(err)
-    # the architecture comes from the checkpoint; block_size (midtraining), the backend and activation
-    # checkpointing are run-time choices and come from the current settings
-    runtime = ('block_size', 'la_backend')  # (grad_checkpoint, in older checkpoints, is no GPTConfig field)
+    # the architecture comes from the checkpoint; block_size (midtraining), the backends, the loss head's chunk
+    # and activation checkpointing are run-time choices and come from the current settings
+    runtime = ('block_size', 'la_backend', 'attn_decode', 'head_chunk_rows')  # (grad_checkpoint, in older
+    # checkpoints, is no GPTConfig field)
     arch = {k: v for k, v in checkpoint['model_args'].items() if k not in runtime and k in model_fields}
     for k, v in arch.items():
         if settings[k] != v and k != 'vocab_size':
@@ -422,13 +388,13 @@ if cfg.auto_backend_problem(device_type == 'cuda'):
 meta_init = distributed and parallel == 'fsdp' and fsdp_meta_init
 torch.manual_seed(seed)
 with torch.device('meta') if meta_init else nullcontext():
-    model = GPT(cfg)
+    model = GPT(cfg, compile=compile)  # compile: the loss head's softmax (and each block whole, below)
 model.grad_checkpoint = grad_checkpoint
 if checkpoint is not None and not meta_init:
     model.load_state_dict(checkpoint['model'])
 raw_model = model  # the uncompiled, unwrapped module: its state_dict is what checkpoints hold
 summary = raw_model.param_summary()
-flops_per_token = raw_model.flops_per_token(cfg.block_size)
+flops_per_token = raw_model.flops_per_token(cfg.block_size, on_cuda=device_type == 'cuda')
 if compile:
     say('compile: torch.compile builds its graphs in the first evaluation and step (--compile=False: eager)')
     for block in raw_model.blocks:

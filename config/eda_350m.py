@@ -19,7 +19,7 @@ la_head_dim = 128
 la_v_head_dim = 128
 la_gate_rank = 16
 la_erase_rank = 16
-la_chunk_size = 64           # the model default (train.py's toy uses 16, which is faster on CPU)
+la_chunk_size = 64           # the chunked PyTorch rule's (GDN-2's only one): faster on GPUs with 64 (16 on CPU)
 ffn_hidden = 2688            # 2.62 d (paper 3.62 d): the hybrid lands at ~350M
 
 # -- training: ~7B tokens (20 per parameter), 0.5M tokens per step

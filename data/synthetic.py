@@ -222,11 +222,11 @@ def final_bindings(tokens, unique_values=False):
 
 def accuracy_counts(logits, y):
     """(correct, total, correct where the answer is NONE, answers that are NONE) over the answer positions
-    (y != -1): argmax prediction == target. logits: [N, vocab] at those N positions, in row-major order (what
-    GPT.forward returns when given targets y). The NONE split tells a model that answers NONE everywhere (the
-    reassign and evict tasks' floor) from one that recalls values."""
+    (y != -1): argmax prediction == target. logits: [B, T, vocab], y: [B, T] (what GPT.forward takes and
+    returns). The NONE split tells a model that answers NONE everywhere (the reassign and evict tasks' floor)
+    from one that recalls values."""
     mask = y != -1
     target = y[mask]
-    hit = logits.argmax(-1) == target
+    hit = logits[mask].argmax(-1) == target
     none = target == NONE
     return hit.sum(), mask.sum(), (hit & none).sum(), none.sum()

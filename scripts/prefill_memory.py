@@ -22,17 +22,18 @@ def one(T, chunk):
     (equal across chunkings: the same computation)."""
     import torch
     sys.path.insert(0, HERE)
+    from decode import new_cache, prefill
     from model import GPT, GPTConfig
     fields = {f.name for f in dataclasses.fields(GPTConfig)}
     base = {k: v for k, v in runpy.run_path(CONFIG).items() if k in fields}
     torch.manual_seed(0)
     model = GPT(GPTConfig(**dict(base, block_size=T + 8, la_backend='chunk'))).eval()
     idx = torch.randint(0, model.config.vocab_size, (1, T))
-    cache = model.new_cache(1, max_len=T + 8)
+    cache = new_cache(model, 1, max_len=T + 8)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     t0 = time.time()
     with torch.no_grad():
-        logits, _ = model.prefill(idx, cache, chunk_size=chunk)
+        logits, _ = prefill(model, idx, cache, chunk_size=chunk)
     added = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 2**10
     print(f"prefill_chunk={str(chunk):>5}  T={T}: peak RSS +{added:,.0f} MiB over the model and cache, "
           f"{time.time() - t0:.1f} s, last logits' norm {logits.float().norm():.4f}", flush=True)

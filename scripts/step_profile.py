@@ -37,7 +37,7 @@ print(f'{"mixer":12s} {"wall ms/step":>13s} {"GPU kernel ms/step":>19s} {"launch
 for mixer in mixers:
     cfg = GPTConfig(**{k: v for k, v in conf.items() if k in fields}, mixer=mixer)
     torch.manual_seed(0)
-    model = GPT(cfg).to(dev)
+    model = GPT(cfg, compile=opts['compile']).to(dev)
     if opts['compile']:  # as train.py's compile=True: each block compiled in place
         for block in model.blocks:
             block.compile()
