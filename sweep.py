@@ -237,16 +237,17 @@ def fmt_time(s):
 
 
 def commit():
-    """The repository's commit (short hash, '-dirty' with uncommitted changes to tracked files), or None."""
+    """The code's commit: $NANOEDA_COMMIT where set (a copy of the tree whose .git, if any, is not its history),
+    else git's short hash ('-dirty' with uncommitted changes to tracked files), else None."""
+    if os.environ.get('NANOEDA_COMMIT'):
+        return os.environ['NANOEDA_COMMIT']
     try:
         head = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=HERE, capture_output=True, text=True)
         dirty = subprocess.run(['git', 'status', '--porcelain', '--untracked-files=no'], cwd=HERE,
                                capture_output=True, text=True)
     except OSError:
         return None
-    if head.returncode != 0:  # a copy of the tree without git (a lent machine): the caller may say which commit
-        return os.environ.get('NANOEDA_COMMIT')
-    return head.stdout.strip() + ('-dirty' if dirty.stdout.strip() else '')
+    return head.stdout.strip() + ('-dirty' if dirty.stdout.strip() else '') if head.returncode == 0 else None
 
 
 # ----------------------------------------------------------------------------------------------------

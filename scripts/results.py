@@ -271,6 +271,8 @@ def lm_status(sw, rows):
     corpora = sorted({tuple(r['data_tokens']) for r in rows if r.get('data_tokens')})
     epochs = ', '.join(f'{tokens / train:.1f} epochs of {train:,} train tokens' for train, _ in corpora)
     whole = done_first == len(first) and done_later == n_later
+    lrs = sorted(sw.learning_rates)
+    edge = [f'{m} ({lr:g})' for (_, _, m), lr in sorted(sw.best_lrs(rows).items()) if lr in (lrs[0], lrs[-1])]
     return [f"The grid is fixed in `config/sweep/lm.py` before any run: {len(sw.mixers)} mixers x lr "
             f"{', '.join(f'{lr:g}' for lr in sw.learning_rates)} on seed {sw.seeds[0]}, then seeds "
             f"{', '.join(map(str, sw.best_seeds))} and {sw.best_repeats} same-seed repeat at each mixer's best lr. "
@@ -278,7 +280,9 @@ def lm_status(sw, rows):
             f"Each run trains {tokens:,} tokens ({epochs or 'corpus not recorded'}; the corpus is the running "
             "Python's standard library, so its size depends on the Python that prepared it)."
             + ('' if whole else ' **The comparison is incomplete: no verdict until the grid is whole.** A failed '
-               'run (out of GPU memory at too many jobs) is no result and runs again.')]
+               'run (out of GPU memory at too many jobs) is no result and runs again.')
+            + (f" Best lr at an edge of the grid (a better one may lie outside it): {', '.join(edge)}." if edge
+               else '')]
 
 
 def probe_numbers(lines):

@@ -2,7 +2,8 @@
 # same tokens for every run of a seed) for every mixer the paper compares, each at its own best learning rate.
 # The grid is fixed before any run: lrs 5e-4, 1e-3, 2e-3 on seed 0; at each mixer's best lr (chosen on seed 0),
 # seeds 1 and 2, and seed 0 once more (same data, same init: the run-to-run noise beside the seed spread).
-#   python sweep.py config/sweep/lm.py --jobs=10   (12 runs of ~7 GiB each overfill an 80 GB GPU)
+#   python sweep.py config/sweep/lm.py --jobs=10   (12 runs of ~7 GiB each overfill an 80 GB GPU; gdn2,
+#   run with the chunked PyTorch rule, ran out of memory beside 4 other runs and the GPU tests: give it room)
 name = 'lm'
 results_dir = 'results'
 tasks = {'stdlib': {'config': 'config/stdlib_26m.py', 'x': 'model', 'levels': [['26M', []]]}}
