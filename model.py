@@ -557,7 +557,7 @@ class GatedAttention(nn.Module):
         self.o_proj = nn.Linear(self.nh * self.hd, d, bias=False)
         self.o_proj.residual = True
         # attn_conv_size > 0: each position sees its few predecessors before q, k, v are made, so a lookup can
-        # match "the token after key k" without first learning a previous-token head (notes/synthetic.md §9)
+        # match "the token after key k" without first learning a previous-token head (notes/synthetic.md §3)
         self.conv_weight = nn.Parameter(torch.empty(d, cfg.attn_conv_size)) if cfg.attn_conv_size else None
 
     def forward(self, x, cache=None, pos=0):
