@@ -58,6 +58,7 @@ paired_from = {}              # {task: another sweep's name}: a mixer of `pairs`
                               # only; the config must say that those runs had this sweep's commands but the mixer
 extra = []                    # train.py args for every run, e.g. ['--max_iters=1000']
 jobs = 4                      # runs at a time; on CUDA each starts on the visible GPU running the fewest
+mixer_jobs = {}               # {mixer: most runs of it at a time}, for a mixer whose runs take more memory
 run_timeout = 1800            # seconds; a run still going then is killed and recorded as 'timeout'
 start_until = 0.0             # seconds into the sweep after which no new run starts (0: no limit): on a
                               # machine held for a fixed time, start only what can finish in it
@@ -78,6 +79,8 @@ if jobs < 1 or run_timeout <= 0:
     sys.exit(f'sweep: jobs must be at least 1 and run_timeout positive, got jobs={jobs}, run_timeout={run_timeout}')
 if any(n < 1 for n in (repeats.values() if isinstance(repeats, dict) else [repeats])):
     sys.exit(f'sweep: repeats must be at least 1 run (per seed), got {repeats!r}')
+if any(not isinstance(n, int) or n < 1 for n in mixer_jobs.values()) or set(mixer_jobs) - set(mixers):
+    sys.exit(f'sweep: mixer_jobs must map mixers of this grid to at least 1 run, got {mixer_jobs!r}')
 if best_repeats < 0:
     sys.exit(f'sweep: best_repeats must be 0 or more, got {best_repeats}')
 # ----------------------------------------------------------------------------------------------------
@@ -376,9 +379,10 @@ def sweep():
                 break
             if todo and past_time(todo, running, took, t0):
                 todo, stopped = [], True
-            while todo and len(running) < jobs:  # on CUDA the GPU with the fewest runs: unequal runs pile up
+            while len(running) < jobs and (i := next_startable(todo, running)) is not None:
+                # on CUDA the GPU with the fewest runs: unequal runs pile up
                 gpu = min(range(n_gpu), key=lambda g: sum(r.gpu == g for r in running)) if n_gpu else None
-                row, args = todo.pop(0)
+                row, args = todo.pop(i)
                 tried.add(key(row))
                 running.append(Run(row, args, gpu))
             time.sleep(0.5)
@@ -399,6 +403,15 @@ def sweep():
     finally:
         for run in running:
             run.stop()
+
+
+def next_startable(todo, running):
+    """The index of the first run of todo whose mixer is under its mixer_jobs cap, or None."""
+    for i, (row, _) in enumerate(todo):
+        cap = mixer_jobs.get(row['mixer'])
+        if cap is None or sum(r.row['mixer'] == row['mixer'] for r in running) < cap:
+            return i
+    return None
 
 
 def progress(row, n, total, left, durations, t0):

@@ -372,3 +372,29 @@ def test_a_run_cut_off_resumes_from_its_checkpoint_with_checkpoints_on(tmp_path)
     again = rows(tmp_path)[-1]
     assert again['status'] == 'ok' and again['step'] == 6 and [c[0] for c in again['curve']] == [0, 3, 6]
     assert '--init_from=resume' in again['command']
+
+
+def test_mixer_jobs_caps_how_many_runs_of_a_mixer_run_at_once_and_rejects_unknown_mixers(tmp_path):
+    """A mixer whose runs take more memory (GDN-2's chunked PyTorch rule) is capped: the next run to start is the
+    first in grid order whose mixer is under its cap, and none when every waiting run's mixer is at it."""
+    import importlib.util
+    argv = sys.argv
+    sys.argv = ['sweep.py', TINY_TASK, "--mixers={'eda': ['--mixer=eda'], 'kda': ['--mixer=kda']}",
+                "--mixer_jobs={'eda': 1}", f'--results_dir={tmp_path}']
+    try:
+        spec = importlib.util.spec_from_file_location('sweep_capped', os.path.join(ROOT, 'sweep.py'))
+        sw = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sw)
+    finally:
+        sys.argv = argv
+
+    class Running:
+        def __init__(self, mixer):
+            self.row = {'mixer': mixer}
+
+    todo = [({'mixer': m}, []) for m in ('eda', 'eda', 'kda')]
+    assert sw.next_startable(todo, []) == 0
+    assert sw.next_startable(todo, [Running('eda')]) == 2  # eda at its cap: kda, behind it, starts
+    assert sw.next_startable(todo[:2], [Running('eda')]) is None
+    p = subprocess.run(sweep_cmd(tmp_path, "--mixer_jobs={'gdn2': 1}"), cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode != 0 and 'mixer_jobs' in p.stderr and 'Traceback' not in p.stderr

@@ -2,8 +2,9 @@
 # same tokens for every run of a seed) for every mixer the paper compares, each at its own best learning rate.
 # The grid is fixed before any run: lrs 5e-4, 1e-3, 2e-3 on seed 0; at each mixer's best lr (chosen on seed 0),
 # seeds 1 and 2, and seed 0 once more (same data, same init: the run-to-run noise beside the seed spread).
-#   python sweep.py config/sweep/lm.py --jobs=10   (12 runs of ~7 GiB each overfill an 80 GB GPU; gdn2,
-#   run with the chunked PyTorch rule, ran out of memory beside 4 other runs and the GPU tests: give it room)
+#   python sweep.py config/sweep/lm.py --jobs=7       # one 80 GB GPU
+#   python sweep.py config/sweep/lm.py --jobs=12 "--mixer_jobs={'gdn2': 3}"   # one 141 GB GPU
+# A run takes ~7 GiB, gdn2's (its chunked PyTorch rule, eager) ~26 GiB: notes/train.md, "GPU measurements".
 name = 'lm'
 results_dir = 'results'
 tasks = {'stdlib': {'config': 'config/stdlib_26m.py', 'x': 'model', 'levels': [['26M', []]]}}
@@ -24,4 +25,5 @@ best_repeats = 1
 metric = 'val_loss'
 checkpoints = True             # a run cut off resumes from its last evaluation's checkpoint
 run_timeout = 7200
+mixer_jobs = {'gdn2': 1}
 pairs = [['eda', 'kda safe-gate'], ['eda kda-gate', 'kda']]  # the erase at each gate, seed by seed
