@@ -26,8 +26,8 @@ la_chunk_size = 64           # the chunked PyTorch form (GDN-2's only one) is fa
 attn_conv_size = 4           # the Transformer's recipe (no effect on the 2-layer linear models: no attention
                              # layer): without it attention plateaus on recall (notes/synthetic.md §3)
 out_dir = 'out/mqar'
-compile = False              # eager, as every recorded run: the step is launch-bound (EDA 18.6 ms eager, 16.7 ms
-                             # compiled, scripts/step_profile.py) and compiling costs ~35 s of a ~1-minute run
+compile = False              # eager: the step is launch-bound, and compiling costs more of a ~1-minute run than it
+                             # saves (notes/synthetic.md §5)
 batch_size = 256             # Zoology's MQAR batch; at 64, EDA/GDN/Transformer learned on some seeds only
 max_iters = 3000             # EDA was at 98.8-99.99% by step 1800 on 3 seeds; 3000 for margin
 warmup_iters = 100

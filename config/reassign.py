@@ -26,8 +26,8 @@ la_chunk_size = 64           # the chunked PyTorch form (GDN-2's only one) is fa
 attn_conv_size = 4           # the Transformer's recipe (no effect on the 2-layer linear models: no attention
                              # layer): without it attention plateaus on recall (notes/synthetic.md §3)
 out_dir = 'out/reassign'
-compile = False              # eager, as every recorded run: the step is launch-bound (EDA 18.6 ms eager, 16.7 ms
-                             # compiled, scripts/step_profile.py) and compiling costs ~35 s of a ~1-minute run
+compile = False              # eager: the step is launch-bound, and compiling costs more of a ~1-minute run than it
+                             # saves (notes/synthetic.md §5)
 batch_size = 256             # Zoology's MQAR batch; at 64, EDA/GDN/Transformer learned on some seeds only
 max_iters = 3000             # EDA learned by 1000-1250 steps; the Transformer (with the conv) needs 3000 on
                              # 1 seed of 4 (94.1% at 2000, 99.7% at 3000: notes/synthetic.md §3)
