@@ -248,7 +248,7 @@ def lm_section():
     rows = sw.read_results(sw.results_path)
     head = ['## The language-model comparison', '']
     if not rows:
-        return head + ['Not run yet. `python sweep.py config/sweep/lm.py --jobs=8` trains `config/stdlib_26m.py` '
+        return head + ['Not run yet. `python sweep.py config/sweep/lm.py --jobs=7` trains `config/stdlib_26m.py` '
                        '(~26M parameters, bytes of the stdlib corpus) for every mixer of the grid and writes '
                        f'`{rel(sw.results_path)}`; this section is then that sweep\'s report.', '']
     sw.report(rows)
@@ -312,7 +312,9 @@ def probe_section():
             "The paper's memory-state probes (its Sec. 4.4; definitions and the choices the paper leaves open: "
             '`notes/probe.md`) on an EDA and a KDA model of `config/stdlib_26m.py` (~26M parameters, 6 linear '
             'layers, bytes of the stdlib corpus, seed 0), 8 x 1024 held-out tokens. Means over the linear layers.', '',
-            '```sh', *meta['command'].split('; '), '```', '', made(meta), '',
+            '```sh', *meta['command'].split('; '), '```', '', made(meta) + ' At that commit `config/stdlib_26m.py` '
+            'trained 800 steps at lr 2e-3 and the decay amplitude A was one per value head; run the commands at that '
+            'commit to reproduce these figures.', '',
             *table(['probe', 'paper (Sec. 4.4)', 'ours (26M, stdlib bytes)'], rows),
             f'![probe figure]({rel(os.path.join(results_dir, "probe_lm.png"))})', '',
             'What holds at this scale: the erase address is nearly orthogonal to the write key, the erase takes a '
