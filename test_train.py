@@ -736,3 +736,46 @@ def test_trains_model_settings_are_gptconfigs_fields_at_its_defaults():
         assert printed.get(f.name) == repr(f.default), (f.name, printed.get(f.name), f.default)
     assert int(re.search(r'params total=(\d+)', p.stdout).group(1)) == GPT(GPTConfig()).param_summary()['total']
 
+
+
+CTRL_C_WHILE_BUILDING = '''
+import os, signal, model
+built = model.GPT.__init__
+def init(self, *a, **k):
+    built(self, *a, **k)
+    os.kill(os.getpid(), signal.SIGINT)
+model.GPT.__init__ = init
+'''
+
+
+def test_ctrl_c_before_the_first_step_is_one_line_and_exit_130(tmp_path):
+    p = train(tmp_path, '--max_iters=2', check=False, prelude=CTRL_C_WHILE_BUILDING)
+    assert p.returncode == 130, p.stderr
+    assert p.stderr.strip() == 'train: interrupted (Ctrl-C) before the first step; no checkpoint written', p.stderr
+
+
+LOG_DISK_FULL_AT_STEP_3 = '''
+import builtins, errno
+real_open = builtins.open
+def open_(path, mode='r', *a, **k):
+    f = real_open(path, mode, *a, **k)
+    if str(path).endswith('log.jsonl') and ('a' in mode or 'w' in mode):
+        write = f.write
+        def write_(text):
+            if '"step": 3,' in text and '"loss"' in text:
+                raise OSError(errno.ENOSPC, 'No space left on device')
+            return write(text)
+        f.write = write_
+    return f
+builtins.open = open_
+'''
+
+
+def test_a_full_disk_while_logging_stops_with_one_line_and_keeps_the_last_checkpoint(tmp_path):
+    p = train(tmp_path, '--max_iters=6', '--eval_interval=2', '--log_interval=1', check=False,
+              prelude=LOG_DISK_FULL_AT_STEP_3)
+    assert p.returncode == 1 and 'Traceback' not in p.stderr, p.stderr
+    assert p.stderr.strip() == (f'train: cannot write the log {tmp_path / "log.jsonl"}: No space left on device '
+                                f'(the disk is full); the last good checkpoint {tmp_path / "ckpt.pt"} (step 2) is '
+                                f'unchanged'), p.stderr
+    assert torch.load(tmp_path / 'ckpt.pt', weights_only=True)['iter_num'] == 2

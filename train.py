@@ -260,6 +260,17 @@ def fail(msg, code=1):
     sys.exit(code)
 
 
+def ctrl_c_before_training(signum, frame):
+    """Ctrl-C while the data, the model or the compiler is being set up: one line, exit 130 (the training loop
+    installs on_ctrl_c, which also names the step and the checkpoint)."""
+    held = os.path.join(out_dir, 'ckpt.pt')
+    fail('interrupted (Ctrl-C) before the first step; no checkpoint written'
+         + (f', {held} is unchanged' if os.path.exists(held) else ''), code=130)
+
+
+signal.signal(signal.SIGINT, ctrl_c_before_training)
+
+
 # ----------------------------------------------------------------------------------------------------
 # Output: out_dir is made and tried for writing (every rank: a shared file system) before any data or model
 # work, and a run does not replace another run's files unless asked to. A run continues the one in out_dir
@@ -642,8 +653,12 @@ if master and not eval_only:
 
 def log(record):
     if master and not eval_only:
-        log_file.write(json.dumps(record) + '\n')
-        log_file.flush()
+        try:
+            log_file.write(json.dumps(record) + '\n')
+            log_file.flush()
+        except OSError as err:  # a full disk, a removed folder: stop with what holds, not a traceback
+            full = ' (the disk is full)' if err.errno == errno.ENOSPC else ''
+            fail(f"cannot write the log {log_path}: {err.strerror or err}{full}; {kept_checkpoint()}")
         if wandb_log:
             wandb.log(record, step=record['step'])
 
