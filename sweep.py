@@ -42,12 +42,11 @@ tasks = {'mqar': {'config': 'config/mqar.py', 'x': 'num_kv_pairs',
 mixers = {m: [f'--mixer={m}'] for m in ('eda', 'kda', 'gdn', 'gdn2', 'transformer')}  # label -> train.py args
 learning_rates = [1e-3]       # [] : the task config's own
 seeds = [0, 1, 2]
-repeats: int | dict = 1       # runs of each (mixer, lr, seed), or {seed: runs} for some seeds: on a GPU the same
-                              # command trains a little differently each time (atomic adds, bf16), and the report
-                              # sets that run-to-run spread beside the spread over seeds
 best_seeds = []               # more seeds, run only at each mixer's best lr (chosen on `seeds`) once all of its
                               # `seeds` x lrs have a result: in the same invocation, as they come in
-best_repeats = 0              # more runs of seeds[0] at each mixer's best lr (as best_seeds): run-to-run noise
+best_repeats = 0              # more runs of seeds[0] at each mixer's best lr (as best_seeds): on a GPU the same
+                              # command trains a little differently each time (atomic adds, bf16), and the report
+                              # sets that run-to-run spread beside the spread over seeds
                               # measured where the comparison is made, without repeating every lr
 checkpoints = False           # True: each run saves a checkpoint at every evaluation, and a run cut off (its sweep
                               # or machine stopped) goes on from it when the same command is run again
@@ -77,8 +76,6 @@ if metric not in ('val_acc', 'val_loss'):
     sys.exit(f"sweep: metric must be 'val_acc' or 'val_loss', got {metric!r}")
 if jobs < 1 or run_timeout <= 0:
     sys.exit(f'sweep: jobs must be at least 1 and run_timeout positive, got jobs={jobs}, run_timeout={run_timeout}')
-if any(n < 1 for n in (repeats.values() if isinstance(repeats, dict) else [repeats])):
-    sys.exit(f'sweep: repeats must be at least 1 run (per seed), got {repeats!r}')
 if any(not isinstance(n, int) or n < 1 for n in mixer_jobs.values()) or set(mixer_jobs) - set(mixers):
     sys.exit(f'sweep: mixer_jobs must map mixers of this grid to at least 1 run, got {mixer_jobs!r}')
 if best_repeats < 0:
@@ -164,16 +161,15 @@ def run_args(spec, level_args, mixer, lr, seed):
 
 
 def grid(results=()):
-    """Every run of the grid, in a fixed order (task, level, seed, lr, mixer, repeat: a half-done sweep has whole
+    """Every run of the grid, in a fixed order (task, level, seed, lr, mixer: a half-done sweep has whole
     levels, and every mixer's runs at a level finish close together); then, for each (task, level, mixer) whose
     `seeds` x lrs all have a result in `results`, its best_seeds and best_repeats at its best lr."""
     lrs = learning_rates or [None]
     best = best_lrs(results)
     for task, spec in tasks.items():
         for (x, level_args), seed, lr, mixer in itertools.product(spec['levels'], seeds, lrs, mixer_args):
-            args = run_args(spec, level_args, mixer, lr, seed)
-            for rep in range(repeats.get(seed, 1) if isinstance(repeats, dict) else repeats):
-                yield {'task': task, 'x': x, 'mixer': mixer, 'lr': lr, 'seed': seed, 'repeat': rep}, args
+            yield ({'task': task, 'x': x, 'mixer': mixer, 'lr': lr, 'seed': seed, 'repeat': 0},
+                   run_args(spec, level_args, mixer, lr, seed))
         for (x, level_args), mixer in itertools.product(spec['levels'], mixer_args):
             if (task, x, mixer) in best:
                 lr = best[task, x, mixer]
@@ -192,10 +188,16 @@ def best_lrs(rows):
     by = {}
     for r in rows:
         if r['seed'] in seeds and not r.get('repeat') and r['status'] in ('ok', 'diverged'):
-            by.setdefault((r['task'], r['x'], r['mixer']), {}).setdefault(r['lr'], []).append(value(r))
+            by.setdefault((r['task'], r['x'], r['mixer']), {}).setdefault(r['lr'], []).append(r)
     pick = max if metric == 'val_acc' else min
-    return {k: pick(lrs, key=lambda lr: mean([v for v in per_lr[lr] if v is not None]))
+    return {k: pick(lrs, key=lambda lr: lr_score(per_lr[lr]))
             for k, per_lr in by.items() if all(len(per_lr.get(lr, ())) == len(seeds) for lr in lrs)}
+
+
+def lr_score(runs):
+    """What an lr is chosen on: the mean of its first runs (repeat 0) of `seeds` (best_seeds and best_repeats ran
+    at one lr only, and would tip the choice)."""
+    return mean([value(r) for r in runs if r['seed'] in seeds and not r.get('repeat') and value(r) is not None])
 
 
 def read_log(out_dir):
@@ -458,16 +460,13 @@ def summarize(rows):
     out = {}
     best = max if metric == 'val_acc' else min
     for k, per_lr in by.items():
-        # the best lr on the first runs of `seeds`: best_seeds and best_repeats ran at one lr only
-        lr, runs = best(per_lr.items(), key=lambda kv: mean([a for a, r in kv[1] if a is not None
-                                                              and r['seed'] in seeds and not r.get('repeat')]))
+        lr, runs = best(per_lr.items(), key=lambda kv: lr_score([r for _, r in kv[1]]))
         # one value per seed (its repeats averaged): the spread over seeds; repeats_table shows the rest
         accs = [mean(v) for v in by_seed([r for _, r in runs]).values()] or [float('nan')]  # nan: all failed
         params = next((r['params'] for _, r in runs if r.get('params')), None)
         out[k] = dict(lr=lr, accs=accs, mean=sum(accs) / len(accs), std=std(accs), min=min(accs), max=max(accs),
                       params=params, n_failed=sum(r['status'] != 'ok' for _, r in runs), runs=[r for _, r in runs],
-                      lrs={l: mean([a for a, r in v if a is not None and r['seed'] in seeds and not r.get('repeat')])
-                           for l, v in per_lr.items()},
+                      lrs={l: lr_score([r for _, r in v]) for l, v in per_lr.items()},
                       per_lr={l: [r for _, r in v] for l, v in per_lr.items()})
     return out
 

@@ -234,22 +234,12 @@ def test_same_seed_repeats_are_reported_as_run_to_run_spread_beside_the_spread_o
              'val_acc': acc, 'params': 1} for seed, accs in ((0, [0.70, 0.72]), (1, [0.80, 0.84]))
             for rep, acc in enumerate(accs)]
     (tmp_path / 't.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in runs))
-    sweep(tmp_path, '--report_only=True', '--seeds=[0, 1]', '--repeats=2', "--mixers={'eda': ['--mixer=eda']}")
+    sweep(tmp_path, '--report_only=True', '--seeds=[0, 1]', "--mixers={'eda': ['--mixer=eda']}")
     md = (tmp_path / 't.md').read_text()
     assert '| eda | 1 | 76.5 ± 7.8 [71.0, 82.0] lr 0.001 |' in md  # over seeds, a seed's repeats averaged
     # the seeds' means 71 and 82 (std 7.8) beside the spread of runs of one seed (pooled std 2.2)
     assert '| mqar | 4 | eda | 0.001 | 2 | 7.8 | 2.2 | seed 0: 70.0, 72.0; seed 1: 80.0, 84.0 |' in md
     assert '| mqar | 4 | eda | 0.001 | 0: 70.0, 72.0; 1: 80.0, 84.0 |' in md  # every run
-
-
-def test_a_repeated_seed_runs_again_under_its_own_name_and_resumes_as_one_run_each(tmp_path):
-    out = sweep(tmp_path, "--mixers={'eda': ['--mixer=eda']}", '--repeats={0: 2}')
-    assert '2 to run' in out and sorted(r['repeat'] for r in rows(tmp_path)) == [0, 1]
-    assert {p.name for p in (tmp_path / 'runs').iterdir() if p.is_dir()} == {'mqar_4_eda_lr0.001_s0',
-                                                                             'mqar_4_eda_lr0.001_s0_r1'}
-    same = {' '.join(w for w in r['command'].split() if not w.startswith('--out_dir=')) for r in rows(tmp_path)}
-    assert len(same) == 1  # the same command again: on a GPU it trains a little differently
-    assert '0 to run' in sweep(tmp_path, "--mixers={'eda': ['--mixer=eda']}", '--repeats={0: 2}')
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -348,6 +338,11 @@ def test_best_seeds_and_repeats_run_at_each_mixers_best_lr_chosen_on_the_first_s
     assert len(got) == 4 and sorted(first) == [1e-3, 3e-2] and later == sorted([(best, 1, 0), (best, 0, 1)])
     table = (tmp_path / 't.md').read_text()
     assert 'Same-seed repeats' in table and f'| mqar | 4 | eda | {best:g} |' in table
+    # the repeat runs under its own name, with the same command: on a GPU it trains a little differently
+    assert (tmp_path / 'runs' / f'mqar_4_eda_lr{best:g}_s0_r1').is_dir()
+    same = {' '.join(w for w in r['command'].split() if not w.startswith('--out_dir=')) for r in got
+            if r['lr'] == best and r['seed'] == 0}
+    assert len(same) == 1
     # nothing left: a rerun of the command runs nothing
     assert '0 to run' in sweep(tmp_path, '--learning_rates=[1e-3, 3e-2]', "--mixers={'eda': ['--mixer=eda']}",
                                '--best_seeds=[1]', '--best_repeats=1', '--metric=val_loss')

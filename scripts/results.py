@@ -334,8 +334,7 @@ def param_counts():
     names = {f.name for f in fields(GPTConfig)}
     out = {}
     for scale, path in (('dense', 'config/dense_2p5b.py'), ('moe', 'config/moe_25b_a2p8b.py')):
-        scope = {}
-        exec(compile(open(path).read(), path, 'exec'), scope)
+        scope = config_values(path)
         for mixer in MIXER_NAMES:
             with torch.device('meta'):
                 out[scale, mixer] = GPT(GPTConfig(**{**{k: v for k, v in scope.items() if k in names},
