@@ -547,6 +547,8 @@ def cell(s, n_unfinished):
     if s is None:
         return more.strip() or '—'
     bad = f" !{s['n_failed']}" if s['n_failed'] else ''
+    if len(s['accs']) == 1:  # one seed: no spread to show (± 0 [x, x] would read as a measured one)
+        return f"{fmt(s['mean'])} (1 seed) lr {fmt_lr(s['lr'])}{bad}{more}"
     spread = f"{100 * s['std']:.1f}" if metric == 'val_acc' else f"{s['std']:.4f}"
     return f"{fmt(s['mean'])} ± {spread} [{fmt(s['min'])}, {fmt(s['max'])}] lr {fmt_lr(s['lr'])}{bad}{more}"
 
@@ -612,6 +614,14 @@ def paired_table(summary):
     return lines + ['| task | x | A vs B | A ahead (seeds) | mean A - B |', '|---|---|---|---|---|', *paired, '']
 
 
+def run_to_run(s):
+    """The pooled sample std of runs of the same seed (a summarize() entry's repeats), None where no seed ran twice."""
+    again = [v for v in by_seed(s['runs']).values() if len(v) > 1]
+    if not again:
+        return None
+    return math.sqrt(sum(std(v) ** 2 * (len(v) - 1) for v in again) / sum(len(v) - 1 for v in again))
+
+
 def repeats_table(summary):
     """Run-to-run noise beside the seed spread, where a seed ran more than once (at the best lr): the sample std
     of the seeds' means, and the pooled sample std of runs of the same seed."""
@@ -621,8 +631,7 @@ def repeats_table(summary):
         again = {seed: v for seed, v in seeds_.items() if len(v) > 1}
         if not again:
             continue
-        pooled = math.sqrt(sum(std(v) ** 2 * (len(v) - 1) for v in again.values()) /
-                           sum(len(v) - 1 for v in again.values()))
+        pooled = run_to_run(s)
         each = '; '.join(f'seed {seed}: ' + ', '.join(fmt(a) for a in v) for seed, v in sorted(again.items()))
         lines.append(f"| {task} | {x} | {m} | {fmt_lr(s['lr'])} | {len(seeds_)} | "
                      f"{fmt(std([mean(v) for v in seeds_.values()]))} | {fmt(pooled)} | {each} |")
@@ -639,9 +648,16 @@ def lr_table(summary):
              '| task | x | mixer | ' + ' | '.join(f'lr {l:g}' if l is not None else 'cfg' for l in lrs) + ' |',
              '|---|---|---|' + '---|' * len(lrs)]
     for (task, x, m), s in ordered(summary):
-        lines.append(f'| {task} | {x} | {m} | ' + ' | '.join(fmt(s['lrs'][l]) if l in s['lrs'] else '—' for l in lrs)
-                     + ' |')
+        lines.append(f'| {task} | {x} | {m} | ' + ' | '.join(lr_cell(s['lrs'].get(l, None), l in s['lrs'])
+                                                             for l in lrs) + ' |')
     return lines + ['']
+
+
+def lr_cell(score, ran):
+    """An lr's mean, '! failed' where its runs left no value (a failed run is no result), '—' where none ran."""
+    if not ran:
+        return '—'
+    return fmt(score) if score is not None and math.isfinite(score) else '! failed'
 
 
 def runs_table(summary):

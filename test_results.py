@@ -140,3 +140,55 @@ def test_the_lm_section_is_the_lm_sweeps_own_report_once_its_results_exist(tmp_p
     assert 'Not run yet' not in text and str(tmp_path) not in text
     assert f'| {a} | 26,000,000 | 0.7950 ± 0.0071 [0.7900, 0.8000] lr 0.001 |' in text  # its best lr, both seeds
     assert text == '\n'.join(results.lm_section())  # the same file gives the same section
+
+
+def test_t_two_sided_p_gives_the_tables_critical_values():
+    """The closed forms against Student's t tables: p = 0.05 at the two-sided 5% critical values, 0.01 at 1%."""
+    results = load_results_module(['results.py'])
+    for t, dof, p in ((12.706, 1, 0.05), (4.303, 2, 0.05), (3.182, 3, 0.05), (2.776, 4, 0.05), (2.228, 10, 0.05),
+                      (9.925, 2, 0.01), (4.032, 5, 0.01)):
+        assert abs(results.t_two_sided_p(t, dof) - p) < 2e-4, (t, dof, results.t_two_sided_p(t, dof))
+    assert results.t_two_sided_p(0.0, 3) == 1.0
+
+
+def test_the_lm_verdict_decides_an_erase_pair_only_where_a_paired_t_test_says_so(tmp_path):
+    """With every run of a pair's two mixers in: one lower by 0.01 on every seed (differences that barely vary)
+    is decided; a larger mean difference whose sign flips from seed to seed is a tie. A mixer with runs
+    still to come is named and left out of the verdict."""
+    import json
+    results = load_results_module(['results.py', f'--results_dir={tmp_path}'])
+    grid = results.sweep_of('config/sweep/lm.py')
+    task, (x, _) = next(iter(grid.tasks)), grid.tasks[next(iter(grid.tasks))]['levels'][0]
+    a, b = grid.pairs[0]
+    lrs, best = grid.learning_rates, grid.learning_rates[1]
+
+    def runs(m, per_seed):  # every lr on seed 0 (best lowest), then the best lr's seeds and repeat
+        out = [(lr, 0, 0, per_seed[0] + (0.0 if lr == best else 0.05)) for lr in lrs]
+        out += [(best, s, 0, per_seed[s]) for s in grid.best_seeds] + [(best, 0, 1, per_seed[0] + 0.0005)]
+        return [{'task': task, 'x': x, 'mixer': m, 'lr': lr, 'seed': s, 'repeat': r, 'status': 'ok',
+                 'params': 1, 'val_loss': v} for lr, s, r, v in out]
+
+    def verdict(b_by_seed):
+        rows = runs(a, {0: 0.70, 1: 0.72, 2: 0.74}) + runs(b, b_by_seed)
+        (tmp_path / 'lm.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows))
+        return '\n'.join(results.lm_section())
+
+    text = verdict({0: 0.7100, 1: 0.7302, 2: 0.7498})
+    assert f'**{a} vs {b}**' in text and f'**{a} ahead**' in text and f'{a} lower on 3 of 3 seeds' in text
+    text = verdict({0: 0.7300, 1: 0.7100, 2: 0.7700})  # a larger mean difference, but not seed by seed
+    assert f'**{a} vs {b}**' in text and '**a tie at 3 seeds**' in text and f'{a} lower on 2 of 3 seeds' in text
+    others = sorted(set(grid.mixers) - {a, b})
+    assert f"runs of {', '.join(others)} are still to come" in text
+
+
+def load_results_module(argv):
+    import importlib.util
+    old = sys.argv
+    sys.argv = argv
+    try:
+        spec = importlib.util.spec_from_file_location('results_under_test', os.path.join(ROOT, 'scripts', 'results.py'))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.argv = old
+    return module

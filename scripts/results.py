@@ -10,6 +10,7 @@ RESULTS.md: test_results.py rebuilds it and fails when the committed file differ
 """
 import importlib.util
 import json
+import math
 import os
 import re
 import sys
@@ -254,7 +255,8 @@ def lm_section():
     sw.report(rows)
     md = open(os.path.join(results_dir, f'{sw.name}.md')).read().replace(results_dir + '/', 'results/')
     body = [('##' + line) if line.startswith('## ') else line for line in md.splitlines()[1:]]  # its title dropped
-    return head + ['```sh', 'python sweep.py config/sweep/lm.py --jobs=10', '```', '', *lm_status(sw, rows), *body,
+    return head + ['```sh', 'python sweep.py config/sweep/lm.py --jobs=7', '```', '', *lm_status(sw, rows),
+                   *lm_verdict(sw, rows), *body,
                    '', f'![validation loss curves]({rel(os.path.join(results_dir, sw.name + ".png"))})', '']
 
 
@@ -271,6 +273,7 @@ def lm_status(sw, rows):
     corpora = sorted({tuple(r['data_tokens']) for r in rows if r.get('data_tokens')})
     epochs = ', '.join(f'{tokens / train:.1f} epochs of {train:,} train tokens' for train, _ in corpora)
     whole = done_first == len(first) and done_later == n_later
+    missing = set(sw.mixers) - complete_mixers(sw, rows)
     lrs = sorted(sw.learning_rates)
     edge = [f'{m} ({lr:g})' for (_, _, m), lr in sorted(sw.best_lrs(rows).items()) if lr in (lrs[0], lrs[-1])]
     return [f"The grid is fixed in `config/sweep/lm.py` before any run: {len(sw.mixers)} mixers x lr "
@@ -279,10 +282,82 @@ def lm_status(sw, rows):
             f"Done: {done_first} of {len(first)} learning-rate runs, {done_later} of {n_later} seed and repeat runs. "
             f"Each run trains {tokens:,} tokens ({epochs or 'corpus not recorded'}; the corpus is the running "
             "Python's standard library, so its size depends on the Python that prepared it)."
-            + ('' if whole else ' **The comparison is incomplete: no verdict until the grid is whole.** A failed '
-               'run (out of GPU memory at too many jobs) is no result and runs again.')
+            + ('' if whole else f" **The grid is not whole:** runs of {', '.join(sorted(missing))} are still to "
+               'come, so the verdict below leaves them out. A failed run (out of GPU memory, stopped before its end) '
+               'is no result and runs again.')
             + (f" Best lr at an edge of the grid (a better one may lie outside it): {', '.join(edge)}." if edge
                else '')]
+
+
+def complete_mixers(sw, rows):
+    """The mixers whose every run of the grid has a result: their lrs, and the seeds and repeats at their best."""
+    ok = {sw.key(r) for r in rows if r['status'] in ('ok', 'diverged')}
+    best = sw.best_lrs(rows)
+    return {m for m in sw.mixers if all((t, x, m) in best for t, spec in sw.tasks.items() for x, _ in spec['levels'])
+            and all(sw.key(row) in ok for row, _ in sw.grid(rows) if row['mixer'] == m)}
+
+
+def t_two_sided_p(t, dof):
+    """P(|T| >= |t|) for Student's t with an integer number of degrees of freedom (the closed forms of Abramowitz &
+    Stegun 26.7.3-4), so that the report needs no scipy."""
+    th = math.atan(abs(t) / math.sqrt(dof))
+    c2, term, total = math.cos(th) ** 2, 1.0, 1.0
+    if dof % 2 == 0:
+        for j in range(2, dof, 2):
+            term *= c2 * (j - 1) / j
+            total += term
+        inside = math.sin(th) * total
+    else:
+        for j in range(3, dof, 2):
+            term *= c2 * (j - 1) / j
+            total += term
+        inside = 2 / math.pi * (th + (math.sin(th) * math.cos(th) * total if dof > 1 else 0.0))
+    return max(0.0, 1.0 - inside)
+
+
+def paired_t(sw, sa, sb):
+    """Mixer A against mixer B seed by seed (a seed's repeats averaged): (t, two-sided p), or None below 2 seeds."""
+    va, vb = ({seed: sw.mean(v) for seed, v in sw.by_seed(s['runs']).items()} for s in (sa, sb))
+    d = [va[seed] - vb[seed] for seed in sorted(set(va) & set(vb))]
+    if len(d) < 2:
+        return None
+    sd = sw.std(d)
+    if sd == 0:
+        return (math.copysign(math.inf, sw.mean(d)) if sw.mean(d) else 0.0), (0.0 if sw.mean(d) else 1.0)
+    t = sw.mean(d) / (sd / math.sqrt(len(d)))
+    return t, t_two_sided_p(t, len(d) - 1)
+
+
+def lm_verdict(sw, rows):
+    """What the runs say. A pair of the grid (two mixers that differ by the erase alone) is decided where a paired
+    t-test over seeds gives p < 0.05 (same seed: same data and init, so the seed's share of the spread cancels);
+    otherwise it is a tie at this many seeds, its numbers given. Then every complete mixer by its mean at its best
+    lr, beside the lowest: unpaired, so the spread over seeds is the yardstick."""
+    summary, done = sw.summarize(rows), complete_mixers(sw, rows)
+    lines = []
+    for task, spec in sw.tasks.items():
+        for x, _ in spec['levels']:
+            s = {m: summary[(task, x, m)] for m in sw.mixers if m in done and (task, x, m) in summary}
+            for a, b in sw.pairs:
+                if a not in s or b not in s or not (test := paired_t(sw, s[a], s[b])):
+                    continue
+                ahead, n, diff = sw.pair_stats(s[a], s[b])
+                (t, p), noise = test, max(v for v in (sw.run_to_run(s[a]), sw.run_to_run(s[b]), 0.0) if v is not None)
+                word = f'{a if diff < 0 else b} ahead' if p < 0.05 else f'a tie at {n} seeds'
+                lines.append(f'- **{a} vs {b}** (the erase alone differs): {a} lower on {ahead} of {n} seeds, mean '
+                             f'{a} − {b} = {diff:+.4f} (paired t = {t:+.2f}, p = {p:.2f}); run-to-run spread '
+                             f"{noise:.4f}, spread over seeds {s[a]['std']:.4f} / {s[b]['std']:.4f}: **{word}**.")
+            if s:
+                order = sorted(s, key=lambda m: s[m]['mean'])
+                low = s[order[0]]['mean']
+                lines.append('- Every complete mixer at its best lr, mean over seeds (difference to the lowest): '
+                             + ', '.join(f"{m} {s[m]['mean']:.4f}" + (f' ({s[m]["mean"] - low:+.4f})' if i else '')
+                                         for i, m in enumerate(order))
+                             + f". Unpaired, against a spread over seeds of {min(v['std'] for v in s.values()):.4f} "
+                             f"to {max(v['std'] for v in s.values()):.4f}: a difference smaller than that is not one.")
+    if not lines:
+        return []
+    return ['', '**Verdict** (a pair is decided where a paired t-test over its seeds gives p < 0.05):', '', *lines, '']
 
 
 def probe_numbers(lines):
