@@ -755,12 +755,16 @@ def figure_accuracy(plt, summary):
 
 
 def figure_curves(plt, summary):
-    """Validation loss against step, one panel per (task, level): per mixer (best lr) the mean over seeds of
-    the runs' evaluations, a band from the lowest to the highest seed, and each seed as a thin line."""
+    """Per (task, level) two panels: validation loss against step (per mixer at its best lr the mean over seeds of
+    the runs' evaluations, a band from the lowest to the highest run, each run a thin line), and beside it each
+    run's final loss as a dot per mixer with the mean as a bar: the differences the table reports, at a scale
+    where they show."""
     panels = [(task, x) for task, spec in tasks.items() for x, _ in spec['levels']]
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.0), squeeze=False)
-    for ax, (task, x) in zip(axes[0], panels):
-        lows, highs = [], []
+    fig, axes = plt.subplots(1, 2 * len(panels), figsize=(10 * len(panels), 4.2), squeeze=False,
+                             gridspec_kw={'width_ratios': [1.4, 1] * len(panels)})
+    for n, (task, x) in enumerate(panels):
+        ax, strip = axes[0][2 * n], axes[0][2 * n + 1]
+        lows, highs, names = [], [], []
         for i, m in enumerate(mixer_args):
             s = summary.get((task, x, m))
             curves = [r['curve'] for r in (s['runs'] if s else []) if r.get('curve')]
@@ -770,12 +774,18 @@ def figure_curves(plt, summary):
                 continue
             per = [[dict((c[0], c[1]) for c in cv)[t] for cv in curves] for t in steps]
             color = f'C{i % 10}'
-            ax.plot(steps, [sum(v) / len(v) for v in per], color=color, label=f'{m} ({len(curves)} runs)')
+            ax.plot(steps, [sum(v) / len(v) for v in per], color=color,
+                    label=f"{m} ({len(curves)} run{'s' if len(curves) > 1 else ''})")
             ax.fill_between(steps, [min(v) for v in per], [max(v) for v in per], color=color, alpha=0.2)
             for cv in curves:
                 ax.plot([c[0] for c in cv if c[0] > 0], [c[1] for c in cv if c[0] > 0], color=color, lw=0.5, alpha=0.5)
             lows.append(min(min(v) for v in per[len(per) // 3:]))
             highs.append(max(max(v) for v in per[len(per) // 3:]))
+            finals = [value(r) for r in s['runs'] if value(r) is not None]
+            k = len(names)
+            strip.scatter([k] * len(finals), finals, color=color, s=14, alpha=0.7)
+            strip.hlines(s['mean'], k - 0.3, k + 0.3, color=color)
+            names.append(m)
         if lows:  # zoom on the last two thirds, where the mixers separate
             pad = 0.1 * (max(highs) - min(lows) or 1.0)
             ax.set_ylim(min(lows) - pad, max(highs) + pad)
@@ -784,6 +794,9 @@ def figure_curves(plt, summary):
         ax.set_xlabel('step')
         ax.set_ylabel('validation loss (nats/token)')
         ax.grid(alpha=0.3)
+        strip.set_xticks(range(len(names)), names, rotation=35, ha='right', fontsize=8)
+        strip.set_title(f'{task} ({x}): final loss, each run (bar: mean over seeds)', fontsize=9)
+        strip.grid(alpha=0.3, axis='y')
     fig.tight_layout()
     return fig
 
