@@ -8,6 +8,7 @@ tasks = {
     'mqar': {'config': 'config/mqar.py', 'x': 'config', 'levels': [['default', []]]},
     'reassign': {'config': 'config/reassign.py', 'x': 'config', 'levels': [['default', []]]},
 }
-mixers = {m: [f'--mixer={m}'] for m in ('eda', 'kda', 'gdn', 'gdn2', 'transformer')}
+mixers = {**{m: [f'--mixer={m}'] for m in ('eda', 'kda', 'gdn', 'gdn2')},
+          'transformer conv4': ['--mixer=transformer']}  # the task configs set attn_conv_size = 4
 learning_rates = []
 seeds = [1337]

@@ -15,7 +15,7 @@ mixers = {
     'kda safe-gate': ['--mixer=kda', '--la_gate=safe'],   # EDA minus the erase
     'eda kda-gate': ['--mixer=eda', '--la_gate=kda'],     # KDA plus the erase
     'gdn': ['--mixer=gdn'],
-    'transformer': ['--mixer=transformer'],                # the paper's baseline: no conv
+    'transformer no-conv': ['--mixer=transformer'],        # the paper's baseline: no conv
     'transformer conv4': ['--mixer=transformer', '--attn_conv_size=4'],  # local mixing, as the hybrids' short conv
 }
 learning_rates = [5e-4, 1e-3, 2e-3]
