@@ -585,11 +585,16 @@ def split_table(summary):
             '| task | x | mixer | values (%) | NONE answers (%) |', '|---|---|---|---|---|', *split, '']
 
 
+def seed_diffs(sa, sb):
+    """A - B seed by seed over their shared seeds, given two summarize() entries (a seed's repeats: their mean)."""
+    va, vb = ({seed: mean(v) for seed, v in by_seed(s['runs']).items()} for s in (sa, sb))
+    return [va[seed] - vb[seed] for seed in sorted(set(va) & set(vb))]
+
+
 def pair_stats(sa, sb):
     """Mixer A against mixer B seed by seed, given their summarize() entries (each at its best lr; a seed's
     repeats: their mean): (seeds on which A is ahead, seeds compared, mean A - B), or None without a shared seed."""
-    va, vb = ({seed: mean(v) for seed, v in by_seed(s['runs']).items()} for s in (sa, sb))
-    diffs = [va[seed] - vb[seed] for seed in sorted(set(va) & set(vb))]
+    diffs = seed_diffs(sa, sb)
     if not diffs:
         return None
     return sum(d > 0 if metric == 'val_acc' else d < 0 for d in diffs), len(diffs), mean(diffs)

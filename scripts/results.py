@@ -317,8 +317,7 @@ def t_two_sided_p(t, dof):
 
 def paired_t(sw, sa, sb):
     """Mixer A against mixer B seed by seed (a seed's repeats averaged): (t, two-sided p), or None below 2 seeds."""
-    va, vb = ({seed: sw.mean(v) for seed, v in sw.by_seed(s['runs']).items()} for s in (sa, sb))
-    d = [va[seed] - vb[seed] for seed in sorted(set(va) & set(vb))]
+    d = sw.seed_diffs(sa, sb)
     if len(d) < 2:
         return None
     sd = sw.std(d)
@@ -481,18 +480,18 @@ def train_section():
         (e, em), (r, rm), (t, tm) = runs['eda'][T], runs['eda_recompute'][T], runs['transformer'][T]
         rows.append([T, f'{e:,.0f} ({r:,.0f})', f'{t:,.0f}', f'{e / t:.2f}x ({r / t:.2f}x)', f'{em} ({rm}) / {tm}'])
     lay = json.load(open(os.path.join(results_dir, 'train_layers.json')))
-    named = lambda m: 'transformer (no conv)' if m == 'transformer' else m  # noqa: E731 (config/eda_125m.py's)
+    named = lambda m: MIXER_NAMES[m] if m == 'transformer' else m  # noqa: E731 (config/eda_125m.py's: no conv)
     lrows = [[named(r['model']), r['layer'], r['count'], f"{r['fwd_bwd_ms']:.3f}", '—' if r['core_ms'] is None else
               f"{r['core_ms']:.3f}", f"{r['kept_bytes_per_token']:,}"] for r in lay['layers']]
     srows = [[named(s['model']), f"{s['ms']:.1f}", f"{s['tok_s']:,}", s['peak_gib']] for s in lay['steps']]
     return ['## Training speed', '',
             'The ~125M EDA hybrid (`config/eda_125m.py`: 3:1, 9 linear and 3 attention layers) against the ~125M '
-            'Transformer (the paper’s, no conv), compiled, 32,768 tokens a step (batch = 32768 / block_size; one sequence at 65536), '
-            'tok/s and MFU the mean of steps 3-7 of 8; in brackets the hybrid with `la_recompute_states=True` (the '
+            f"{MIXER_NAMES['transformer']}, compiled, 32,768 tokens a step (batch = 32768 / block_size; one "
+            'sequence at 65536), tok/s and MFU the mean of steps 3-7 of 8; in brackets the hybrid with `la_recompute_states=True` (the '
             'backward recomputes the chunk states instead of keeping them).', '',
             '```sh', *meta['command'].split('; '), '```', '', made(meta), '',
-            *table(['block_size', 'EDA hybrid tok/s (recomputed states)', 'Transformer (no conv) tok/s', 'ratio (recomputed)',
-                    'peak GiB: hybrid (recomputed) / Transformer'], rows),
+            *table(['block_size', 'EDA hybrid tok/s (recomputed states)', f"{MIXER_NAMES['transformer']} tok/s",
+                    'ratio (recomputed)', 'peak GiB: hybrid (recomputed) / Transformer'], rows),
             f'![training tok/s by block_size]({rel(os.path.join(results_dir, "train_context.png"))})', '',
             'The hybrid overtakes the Transformer where an attention layer costs more than a linear one: an attention '
             "layer's cost grows with the context, a linear layer's does not. Per layer, forward + backward (the core: "
@@ -525,7 +524,8 @@ def decode_section():
             'step in the graph (`sample.py --compile=True`). "floor": the bytes a step must read (weights, linear '
             "states, the cached K/V) over the time, as a fraction of the device's measured copy bandwidth.", '',
             '```sh', meta['command'], '```', '', made(meta), '',
-            *table(['ctx', 'B', 'hybrid compiled', 'hybrid graph', 'Transformer (no conv) compiled', 'Transformer (no conv) graph',
+            *table(['ctx', 'B', 'hybrid compiled', 'hybrid graph', f"{MIXER_NAMES['transformer']} compiled",
+                    f"{MIXER_NAMES['transformer']} graph",
                     "hybrid tok/s / Transformer's (compiled)", 'hybrid floor (compiled)', 'cache per sequence, '
                     'hybrid / Transformer'], rows),
             f'From the same run: {kernels}; {check}. The output as printed: '
