@@ -7,7 +7,8 @@ Registers and spills of kernel.py's Triton kernels, compiled for Hopper (sm_90a)
 Prints cuobjdump's resource line per kernel (REG: registers per thread, STACK: bytes per thread, mostly
 spills). At 255 registers x 256 threads one program fills an SM's register file; STACK > 0 means local-memory
 traffic inside the loop. A way to compare kernel versions before running them on a GPU: the figures come from
-the local Triton (the device's may allocate differently), and they say nothing about time.
+the local Triton and its ptxas (another version allocates differently: notes/kernel.md, "Registers", installs
+the GPU machine's beside yours), and they say nothing about time.
 """
 import inspect
 import os
