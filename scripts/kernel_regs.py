@@ -3,15 +3,20 @@ Registers and spills of kernel.py's Triton kernels, compiled for Hopper (sm_90a)
 
     python scripts/kernel_regs.py                      # every kernel, EDA, bf16, K = V = 128, module settings
     python scripts/kernel_regs.py --warps=4 fwd        # one kernel, other num_warps
+    python scripts/kernel_regs.py --sass fwd bwd       # also their machine instructions: in all, in the loop
 
 Prints cuobjdump's resource line per kernel (REG: registers per thread, STACK: bytes per thread, mostly
 spills). At 255 registers x 256 threads one program fills an SM's register file; STACK > 0 means local-memory
-traffic inside the loop. A way to compare kernel versions before running them on a GPU: the figures come from
-the local Triton and its ptxas (another version allocates differently: notes/kernel.md, "Registers", installs
-the GPU machine's beside yours), and they say nothing about time.
+traffic inside the loop. --sass adds the SASS instruction count of each kernel and of its largest loop (a walk's
+chunk step, the per-chunk backward's V-block step) with that loop's commonest opcodes: what one warp issues per
+step. A way to compare kernel versions before running them on a GPU: the figures come from the local Triton
+and its ptxas (another version allocates differently: notes/kernel.md, "Registers", installs the GPU
+machine's beside yours), and they say nothing about time.
 """
+import collections
 import inspect
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -40,17 +45,45 @@ def signature(fn, consts):
     return sig
 
 
-def resources(fn, consts, warps, stages):
+def aligned(sig):
+    """What Triton's launcher tells the compiler at a real call: every pointer 16-byte aligned (torch's
+    allocations are), and T, NT multiples of 16 (T = 4096 and its 256 chunks). Without it the compiler must
+    assume unaligned rows and emits one load per element."""
+    return {(i,): [["tt.divisibility", 16]] for i, (p, t) in enumerate(sig.items())
+            if t.startswith("*") or p in ("T", "NT")}
+
+
+def cuobjdump(fn, consts, warps, stages, flag):
+    """cuobjdump's output (flag: what to dump) for fn compiled for sm_90a as a real launch would compile it."""
     params = inspect.signature(fn.fn).parameters
     consts = {n: c for n, c in consts.items() if n in params}  # one table serves kernel versions that differ
-    src = ASTSource(fn=fn, signature=signature(fn, consts), constexprs=consts)
+    sig = signature(fn, consts)
+    src = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=aligned(sig))
     compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, num_stages=stages))
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(compiled.asm["cubin"])
     tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
-    out = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+    out = subprocess.run([tool, flag, f.name], capture_output=True, text=True).stdout
     os.unlink(f.name)
+    return out
+
+
+def resources(fn, consts, warps, stages):
+    out = cuobjdump(fn, consts, warps, stages, "--dump-resource-usage")
     return next((line.strip() for line in out.splitlines() if "REG:" in line), out.strip()[-300:])
+
+
+def instruction_mix(fn, consts, warps, stages, top=12):
+    """SASS instructions of the kernel, of its largest loop (the span of its longest backward branch), and the
+    loop's commonest opcodes (predicates and modifiers dropped)."""
+    sass = cuobjdump(fn, consts, warps, stages, "-sass")
+    ins = [(int(a, 16), t.strip()) for a, t in re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", sass)]
+    spans = [(int(m.group(1), 16), a) for a, t in ins
+             for m in [re.search(r"BRA\s+0x([0-9a-f]+)", t)] if m and int(m.group(1), 16) < a]
+    lo, hi = max(spans, key=lambda s: s[1] - s[0], default=(0, -1))
+    loop = [re.sub(r"^@!?U?P\w+\s+", "", t).split()[0].split(".")[0] for a, t in ins if lo <= a <= hi]
+    mix = ", ".join(f"{op} {n}" for op, n in collections.Counter(loop).most_common(top))
+    return f"{len(ins)} instructions, largest loop {len(loop)}: {mix}"
 
 
 def main():
@@ -82,6 +115,8 @@ def main():
             continue
         w = warps or w
         print(f"{name:10s} warps {w} stages {s}: {resources(fn, consts, w, s)}", flush=True)
+        if "--sass" in sys.argv[1:]:
+            print(f"{'':10s} {instruction_mix(fn, consts, w, s)}", flush=True)
 
 
 if __name__ == "__main__":
