@@ -795,5 +795,6 @@ if distributed:
     # Leave without interpreter teardown: objects still holding the process group (DDP's reducer) are freed
     # there in no fixed order, and 2-rank gloo CPU runs aborted now and then with 'terminate called without
     # an active exception' (a C++ thread destroyed while running). Everything is written and closed by now.
-    sys.stdout.flush(), sys.stderr.flush()
+    sys.stdout.flush()
+    sys.stderr.flush()
     os._exit(0)

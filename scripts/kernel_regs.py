@@ -5,13 +5,13 @@ Registers and spills of kernel.py's Triton kernels, compiled for Hopper (sm_90a)
     python scripts/kernel_regs.py --warps=4 fwd        # one kernel, other num_warps
     python scripts/kernel_regs.py --sass fwd bwd       # also their machine instructions: in all, in the loop
 
-Prints cuobjdump's resource line per kernel (REG: registers per thread, STACK: bytes per thread, mostly
-spills). At 255 registers x 256 threads one program fills an SM's register file; STACK > 0 means local-memory
-traffic inside the loop. --sass adds the SASS instruction count of each kernel and of its largest loop (a walk's
-chunk step, the per-chunk backward's V-block step) with that loop's commonest opcodes: what one warp issues per
-step. A way to compare kernel versions before running them on a GPU: the figures come from the local Triton
-and its ptxas (another version allocates differently: notes/kernel.md, "Registers", installs the GPU
-machine's beside yours), and they say nothing about time.
+Prints cuobjdump's resource line per kernel (REG: registers per thread, STACK: bytes per thread, mostly spills).
+At 255 registers x 256 threads one program fills an SM's register file; STACK > 0 means local-memory traffic
+(spilled values stored and loaded back). --sass adds the SASS instruction count of each kernel and of its largest
+loop (a walk's chunk step, the per-chunk backward's V-block step) with that loop's commonest opcodes: what one
+warp issues per step. A way to compare kernel versions before running them on a GPU: the figures come from the
+local Triton and its ptxas (another version allocates differently: notes/kernel.md, "Registers and instructions",
+installs the GPU machine's beside yours), and they say nothing about time.
 """
 import collections
 import inspect
