@@ -205,14 +205,19 @@ def erase_section():
 
 
 def erase_rerun():
-    """The square where the erase helps, rerun on the model as shipped (A per channel), or that it is not run."""
+    """The square where the erase helps, rerun on the model as shipped (A per channel), or how far it is."""
     sw, rows, _ = sweep_report('config/sweep/erase.py')
     head = ['### The same square on the model as shipped (A per channel)', '',
             'The runs above were made when the decay amplitude A was one per value head; the channel-wise gates now '
-            'keep one per channel (Eq. safe_gate\'s A_i). `python sweep.py config/sweep/erase.py --jobs=12` reruns '
+            'keep one per channel (Eq. safe_gate\'s A_i). `python sweep.py config/sweep/erase.py --jobs=4` reruns '
             'capacity and evict at the levels, steps and seeds above with the four mixers of the square.', '']
     if not rows:
         return head + ['Not run yet.', '']
+    ok = {sw.key(r) for r in rows if r['status'] == 'ok'}
+    n = sum(1 for _ in sw.grid(rows))
+    if len(ok) < n:  # a failed run of a half-done grid is one still to run again, not a result: no tables yet
+        return head + [f'Not whole yet: {len(ok)} of its {n} runs are in `{rel(sw.results_path)}` (the same command '
+                       f'runs the rest, failed ones included); the tables come when the grid is whole.', '']
     md = open(os.path.join(results_dir, f'{sw.name}.md')).read().replace(results_dir + '/', 'results/')
     return head + [('###' + line) if line.startswith('## ') else line for line in md.splitlines()[1:]] + ['']
 
