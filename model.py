@@ -761,15 +761,24 @@ class _HeadLoss(torch.autograd.Function):
     `rows` rows at a time (GPTConfig.head_chunk_rows): no [N, vocab] logits (nor their fp32 copy, softmax and
     gradient) outlive a chunk, and the backward only scales the stored dh, dweight. The plain head's FLOPs
     (three matmuls) and precisions: the products in autocast's dtype (or the inputs'), softmax and loss in at
-    least fp32, dweight summed in at least fp32. Shapes stay static (ignored rows are masked, not dropped):
-    torch.compile traces it. grads=False (evaluation): the loss alone, the gradients' two matmuls skipped.
-    compile: _head_chunk's, as maybe_compiled takes it."""
+    least fp32, dweight summed in at least fp32. Ignored rows: eager, they are dropped before the head (the
+    synthetic tasks answer at one position in several, and the head's logits are most of their step); compiled
+    (`compile` set, or traced by torch.compile), masked instead, so that no shape depends on the data.
+    grads=False (evaluation): the loss alone, the gradients' two matmuls skipped. compile: _head_chunk's, as
+    maybe_compiled takes it."""
 
     @staticmethod
     def forward(ctx, h, weight, targets, grads, rows, compile):
         acc = torch.promote_types(weight.dtype, torch.float32)
         valid, classes = targets != -1, targets.clamp(min=0)  # (an ignored row's class: any, masked below)
         n = valid.sum()
+        all_rows, kept = h, None
+        if not compile and not torch.compiler.is_compiling():
+            kept = valid.nonzero().squeeze(1)  # (one host sync a step: eager only)
+            if len(kept) < len(valid):
+                h, classes, valid = h[kept], classes[kept], valid[kept]
+            else:
+                kept = None
         loss = torch.zeros((), device=h.device, dtype=acc)
         dh = torch.empty_like(h) if grads else h.new_empty(0)
         dw = torch.zeros(weight.shape if grads else 0, device=weight.device, dtype=acc)
@@ -782,6 +791,8 @@ class _HeadLoss(torch.autograd.Function):
             if grads:
                 dh[i:i + rows] = grad @ weight.to(grad.dtype)
                 dw += grad.t() @ hc.to(grad.dtype)
+        if grads and kept is not None:  # the dropped rows' gradient is zero
+            dh = torch.zeros_like(all_rows).index_copy_(0, kept, dh)
         ctx.save_for_backward(dh, dw)
         ctx.weight_dtype = weight.dtype
         return loss / n
@@ -839,9 +850,9 @@ class GPT(nn.Module):
         """idx [B,T] -> (logits [B,T,vocab], mean CE loss or None, aux_loss). With targets [B,T] the loss is the
         mean cross-entropy over the positions whose target is not -1 (the synthetic tasks answer at a few): all
         positions go through the head, so that no shape depends on the data (one graph under torch.compile).
-        chunked_loss=True (train.py's language-model steps and evaluation): logits None, the loss from _HeadLoss,
-        which never holds the whole logits (at 64k tokens and a 50k vocab: 13 GB in fp32, a long context step's
-        largest tensor)."""
+        chunked_loss=True (train.py's training steps, and its language models' evaluation): logits None, the loss
+        from _HeadLoss, which never holds the whole logits (at 64k tokens and a 50k vocab: 13 GB in fp32, a long
+        context step's largest tensor) and, eager, skips the positions without a target."""
         x = self.wte(idx)
         aux = torch.zeros((), device=idx.device, dtype=torch.float32)
         for block in self.blocks:

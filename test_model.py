@@ -109,6 +109,26 @@ def test_the_chunked_loss_head_gives_cross_entropys_loss_and_gradients():
     assert ours[1].dtype == ours[2].dtype == torch.float64
 
 
+def test_the_eager_loss_head_forms_logits_only_where_a_target_is(monkeypatch):
+    """A synthetic task's batch (targets at 5 of 60 rows): eager, _HeadLoss forms logits for those 5 rows only,
+    and gives the plain head's loss and gradients (float64, to rounding; the skipped rows' dh is zero)."""
+    seen = []
+
+    def spy(logits, *rest):
+        seen.append(logits.shape[0])
+        return head_chunk(logits, *rest)
+
+    head_chunk = M._head_chunk
+    monkeypatch.setattr(M, "_head_chunk", spy)
+    h, w, t = head_case(torch.float64, N=60)
+    t[:] = -1
+    t[torch.tensor([3, 17, 18, 40, 59])] = torch.tensor([1, 2, 3, 4, 5])
+    ours, ref = (head_loss_and_grads(fn, h, w, t) for fn in (chunked_head, plain_head))
+    assert sum(seen) == 5
+    assert all(rel(a, b) < 1e-12 for a, b in zip(ours, ref)), [rel(a, b) for a, b in zip(ours, ref)]
+    assert (ours[1][t == -1] == 0).all()
+
+
 @pytest.mark.parametrize("autocast", [False, True])
 def test_the_chunked_loss_head_in_bf16_errs_no_more_than_the_plain_head(autocast):
     """bf16 weights, or fp32 weights under bf16 autocast (train.py's mixed precision): the chunked head rounds the

@@ -103,9 +103,10 @@ settings = {k: v for k, v in globals().items()
             if not k.startswith('_') and isinstance(v, (bool, int, float, str, tuple, list, dict, type(None)))}
 model_fields = [f.name for f in dataclasses.fields(GPTConfig)]
 is_synthetic = dataset in SYNTHETIC_TASKS
-# language models take their loss through the chunked head (GPT.forward): the whole logits, a long context's
-# largest tensor, never exist; the synthetic tasks answer at a few positions, where the plain head runs only
-chunked_loss = not is_synthetic
+# training takes its loss through the chunked head (GPT.forward): the whole logits, a long context's largest
+# tensor, never exist, and an eager step skips the positions without a target (most of a synthetic task's).
+# Evaluation scores the synthetic tasks' answers, so there it takes their logits from the plain head.
+eval_chunked_loss = not is_synthetic
 
 # peak dense bf16 tensor FLOP/s per GPU (datasheets, without sparsity), for MFU; matched in order
 PEAK_FLOPS = [('H100 PCIe', 756e12), ('H100 NVL', 835e12), ('H100', 989e12), ('H200', 989e12),
@@ -482,7 +483,7 @@ def estimate_loss():
         for i in range(per_rank):
             x, y = get_batch(split, 1, 0, rank * per_rank + i)
             with autocast:  # (the chunked head gives no logits: the language models have none to score)
-                logits, loss, _ = model(x, y, chunked_loss=chunked_loss)
+                logits, loss, _ = model(x, y, chunked_loss=eval_chunked_loss)
             n = (y != -1).sum()
             counts = accuracy_counts(logits, y) if is_synthetic else (n.new_zeros(()),) * 4
             sums += torch.stack([loss.double() * n, n, *counts]).double()
@@ -730,7 +731,7 @@ while True:
         sync = nullcontext() if not (distributed and parallel == 'ddp') or micro == accum_local - 1 else model.no_sync()
         with sync:
             with autocast:
-                _, loss, aux_loss = model(x, y, chunked_loss=chunked_loss)
+                _, loss, aux_loss = model(x, y, chunked_loss=True)
                 if iter_num == debug_nan_at:
                     loss = loss * float('nan')
                 objective = (loss + aux_loss) / accum_local  # mean over micro-steps; ranks average in the reduction

@@ -4,6 +4,9 @@ launches per step, for each mixer alone on the GPU. If wall >> kernel time the s
 (Python and launches); N runs sharing a GPU then scale until the CPU cores or the summed kernel time run out.
 
     python scripts/step_profile.py config/mqar.py eda kda gdn2 transformer [--steps=30] [--top=10] [--compile=True] [--la_chunk_size=64 ...]
+
+--chunked_loss=True (the default) takes the loss as train.py's training step does (the chunked head, which skips
+the positions without a target when eager); False, through the plain head's whole [tokens, vocab] logits.
 """
 import ast
 import sys
@@ -18,7 +21,7 @@ from data.synthetic import mqar  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
 
 args = [a for a in sys.argv[1:] if not a.startswith('--')]
-opts = {'steps': 30, 'top': 0, 'compile': False}  # --top=N: the N kernels with the most GPU time; --compile=True
+opts = {'steps': 30, 'top': 0, 'compile': False, 'chunked_loss': True}  # --top=N: the N kernels with the most GPU time
 for a in sys.argv[1:]:
     k = a[2:].split('=')[0]
     if a.startswith('--') and k in opts:
@@ -48,7 +51,7 @@ for mixer in mixers:
         x, y = mqar(rng, conf['batch_size'], conf['block_size'], conf['vocab_size'], conf['num_kv_pairs'])
         x, y = (torch.from_numpy(t).to(dev) for t in (x, y))
         with torch.autocast(dev, torch.bfloat16):
-            _, loss, aux = model(x, y)
+            _, loss, aux = model(x, y, chunked_loss=opts['chunked_loss'])
         (loss + aux).backward()
         gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         bad = (~torch.isfinite(loss) | ~torch.isfinite(gn)).float().item()  # train.py's one sync a step
