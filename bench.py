@@ -57,6 +57,7 @@ train_overrides = {}       # model_train: GPTConfig fields over the config's, e.
 # the kernel tables' chunk size and launch settings (kernel.eda_fused's launch=; model_decode and model_train
 # run the model as it ships, on kernel.py's defaults)
 chunk_size = kernel.CHUNK_TOKENS
+shared_gpu = False   # True: time even while other processes hold the GPU (their work shares its time)
 fwd_bv, fwd_warps, fwd_stages = (kernel.LAUNCH[n] for n in ("FWD_BV", "FWD_WARPS", "FWD_STAGES"))
 bwd_bv, bwd_warps, bwd_stages = (kernel.LAUNCH[n] for n in ("BWD_BV", "BWD_WARPS", "BWD_STAGES"))
 from configurator import configure  # noqa: E402
@@ -74,6 +75,11 @@ def versions():
     import triton
     name = torch.cuda.get_device_name() if torch.cuda.is_available() else "no CUDA device"
     return f"device: {name} | torch {torch.__version__} | triton {triton.__version__}"
+
+
+def others_gib(free, total, ours):
+    """GiB of the GPU held beyond this process's: total - free - ours, less ~1 GiB for our CUDA context."""
+    return max(0.0, (total - free - ours) / 2**30 - 1.0)
 
 
 def load_fla():
@@ -809,6 +815,12 @@ def main():
     if what not in ("kernels", "model_decode", "model_train", "all"):
         sys.exit(f"bench.py: what must be 'kernels', 'model_decode', 'model_train' or 'all', got {what!r}")
     print(versions(), flush=True)
+    held = others_gib(*torch.cuda.mem_get_info(), torch.cuda.memory_reserved())
+    if held > 1.0:  # timings taken beside other work are of the two together, not of the kernels
+        if not shared_gpu:
+            sys.exit(f"bench.py: other processes hold {held:.1f} GiB of this GPU, so the timings would share it "
+                     f"with their work; run alone, or pass --shared_gpu=True to time anyway")
+        print(f"NOTE: other processes hold {held:.1f} GiB of this GPU (--shared_gpu=True): the timings share it")
     if what in ("model_train", "all"):
         model_train_table()
         if what == "model_train":

@@ -477,12 +477,15 @@ def test_gpu_short_conv_bf16_125m_layer_shape():
     check_short_conv(u, w, heads, 1e-2)
 
 
-def run_bench_stubbed(argv, stubs=""):
-    """bench.py's main in a subprocess on the CPU, with argv, CUDA reported present, versions() stubbed and the
-    lines `stubs` run first: its control flow without a GPU. Returns the completed process."""
+def run_bench_stubbed(argv, stubs="", others_hold_gib=0):
+    """bench.py's main in a subprocess on the CPU, with argv, CUDA reported present (an 80 GiB GPU of which
+    other processes hold others_hold_gib), versions() stubbed and the lines `stubs` run first: its control flow
+    without a GPU. Returns the completed process."""
     import subprocess
     import sys
     code = (f"import sys, torch; sys.argv = {['bench.py'] + argv!r}; torch.cuda.is_available = lambda: True\n"
+            f"torch.cuda.mem_get_info = lambda: ((79 - {others_hold_gib}) * 2**30, 80 * 2**30)\n"
+            "torch.cuda.memory_reserved = lambda: 0\n"
             "import bench\nbench.versions = lambda: 'stub'\n" + stubs + "bench.main()\n")
     return subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(os.path.abspath(__file__)),
                           capture_output=True, text=True, timeout=120)
@@ -495,6 +498,21 @@ def test_bench_exits_non_zero_without_timing_when_its_correctness_check_fails():
                           "def timed(*a, **k): raise AssertionError('timing ran after a failed check')\n"
                           "bench.bench_decode = bench.bench_kernels = timed\n")
     assert p.returncode != 0 and "correctness check failed" in p.stderr, p.stdout + p.stderr
+
+
+def test_bench_refuses_to_time_a_gpu_that_other_processes_hold_unless_told():
+    """Other processes holding 12 GiB of the GPU (a training run beside it): bench.py stops before any check or
+    timing and says why; --shared_gpu=True times anyway and says the timings share the GPU. 1 GiB held by others
+    passes (what a CUDA context and driver take)."""
+    stop = ("def timed(*a, **k): raise SystemExit('reached the checks')\n"
+            "bench.check_all = timed\n")
+    p = run_bench_stubbed(["--use_fla=False"], stop, others_hold_gib=12)
+    assert p.returncode != 0 and "other processes hold 12.0 GiB" in p.stderr, p.stdout + p.stderr
+    assert "reached the checks" not in p.stderr
+    p = run_bench_stubbed(["--use_fla=False", "--shared_gpu=True"], stop, others_hold_gib=12)
+    assert "reached the checks" in p.stderr and "the timings share it" in p.stdout, p.stdout + p.stderr
+    p = run_bench_stubbed(["--use_fla=False"], stop, others_hold_gib=1)
+    assert "reached the checks" in p.stderr, p.stdout + p.stderr
 
 
 def test_bench_rejects_a_train_override_that_is_not_a_model_setting():
