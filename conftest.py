@@ -71,3 +71,20 @@ def save_checkpoint(model, out_dir, encoding="bytes", dataset="stdlib"):
                 "data_position": {"dataset": dataset, "block_size": model.config.block_size, "iter": 0}},
                os.path.join(out_dir, "ckpt.pt"))
     return out_dir
+
+
+def load_script(path, argv=None):
+    """A script of the repository (its path from the root) as a module, run with sys.argv = argv (or just its
+    name): the scripts read their settings from the command line when they load."""
+    import importlib.util
+    import sys
+    old = sys.argv
+    sys.argv = argv or [os.path.basename(path)]
+    try:
+        name = os.path.basename(path)[:-3] + '_under_test'
+        spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(os.path.abspath(__file__)), path))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.argv = old
+    return module

@@ -21,6 +21,7 @@ import itertools
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -232,8 +233,16 @@ def outcome(proc_rc, out_dir, log_path, seconds, timed_out):
         res['status'] = 'ok'
     else:
         res['status'] = 'diverged' if 'non-finite loss' in text else 'failed'
-        res['error'] = text.strip().splitlines()[-1][:300] if text.strip() else f'exit {proc_rc}, no output'
+        res['error'] = error_line(text) or f'exit {proc_rc}, no output'
     return res
+
+
+def error_line(text):
+    """What a failed run's log says went wrong: its last exception line (a CUDA error is followed by hints such as
+    'Compile with TORCH_USE_CUDA_DSA...', which name nothing), else its last line; '' for no output."""
+    lines = text.strip().splitlines()
+    raised = [line for line in lines if re.match(r'[\w.]*(Error|Exception|Interrupt)\b.*:', line)]
+    return (raised or lines or [''])[-1][:300]
 
 
 def fmt_time(s):

@@ -7,6 +7,8 @@ import shutil
 import subprocess
 import sys
 
+from conftest import load_script
+
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -33,20 +35,6 @@ def test_every_grid_in_config_sweep_is_cited_in_results_md():
     assert 0 < len(grids) <= 6
     for g in grids:
         assert f'config/sweep/{g}' in results_md(), g
-
-
-def load_script(name, argv=None):
-    """scripts/<name>.py as a module, run with sys.argv = argv (results.py reads its settings from it)."""
-    import importlib.util
-    old = sys.argv
-    sys.argv = argv or [f'{name}.py']
-    try:
-        spec = importlib.util.spec_from_file_location(f'{name}_under_test', os.path.join(ROOT, 'scripts', f'{name}.py'))
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.argv = old
-    return module
 
 
 def table_rows(text, first_cells):
@@ -99,7 +87,7 @@ def test_the_erase_tables_are_the_grids_reports_cell_by_cell():
 def test_the_context_table_is_the_report_as_printed_cell_by_cell():
     """RESULTS.md's training tok/s and peak memory by block_size against results/train_context.txt, read by
     scripts/plot_context.py (the figure's reader)."""
-    plot_context = load_script('plot_context')
+    plot_context = load_script('scripts/plot_context.py')
     runs = plot_context.read(os.path.join(ROOT, 'results', 'train_context.txt'))
     section = results_md().split('## Training speed')[1]
     rows = re.findall(r'^\| (\d+) \| ([\d,]+) \(([\d,]+)\) \| ([\d,]+) \| ([\d.]+)x \(([\d.]+)x\) \| '
@@ -134,7 +122,7 @@ def test_the_lm_section_is_the_lm_sweeps_own_report_once_its_results_exist(tmp_p
     """Until results/lm.jsonl exists the section says the comparison has not been run; then it is sweep.py's
     report of that file (every mixer at its best lr, the seeds, the pairs), not a table written elsewhere."""
     import json
-    results = load_script('results', ['results.py', f'--results_dir={tmp_path}'])
+    results = load_script('scripts/results.py', ['results.py', f'--results_dir={tmp_path}'])
     assert 'Not run yet' in '\n'.join(results.lm_section())
     grid = results.sweep_of('config/sweep/lm.py')  # whatever the grid's task, level and mixers are
     task, (x, _) = next(iter(grid.tasks)), grid.tasks[next(iter(grid.tasks))]['levels'][0]
@@ -151,7 +139,7 @@ def test_the_lm_section_is_the_lm_sweeps_own_report_once_its_results_exist(tmp_p
 
 def test_t_two_sided_p_gives_the_tables_critical_values():
     """The closed forms against Student's t tables: p = 0.05 at the two-sided 5% critical values, 0.01 at 1%."""
-    results = load_script('results')
+    results = load_script('scripts/results.py')
     for t, dof, p in ((12.706, 1, 0.05), (4.303, 2, 0.05), (3.182, 3, 0.05), (2.776, 4, 0.05), (2.228, 10, 0.05),
                       (9.925, 2, 0.01), (4.032, 5, 0.01)):
         assert abs(results.t_two_sided_p(t, dof) - p) < 2e-4, (t, dof, results.t_two_sided_p(t, dof))
@@ -163,7 +151,7 @@ def test_the_lm_verdict_decides_an_erase_pair_only_where_a_paired_t_test_says_so
     is decided; a larger mean difference whose sign flips from seed to seed is a tie. A mixer with runs
     still to come is named and left out of the verdict."""
     import json
-    results = load_script('results', ['results.py', f'--results_dir={tmp_path}'])
+    results = load_script('scripts/results.py', ['results.py', f'--results_dir={tmp_path}'])
     grid = results.sweep_of('config/sweep/lm.py')
     task, (x, _) = next(iter(grid.tasks)), grid.tasks[next(iter(grid.tasks))]['levels'][0]
     a, b = grid.pairs[0]

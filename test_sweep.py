@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+from conftest import load_script
+
 ROOT = os.path.dirname(os.path.abspath(__file__))
 TINY_TASK = ("--tasks={'mqar': {'config': 'config/mqar.py', 'x': 'num_kv_pairs', 'levels': [[4, ["
              "'--num_kv_pairs=4', '--vocab_size=64', '--block_size=32', '--n_embd=32', '--ffn_hidden=64', "
@@ -150,12 +152,8 @@ def test_loss_metric_takes_the_lowest_mean_loss_and_leaves_failed_runs_out_of_th
     assert '| lm | d | eda | 2.0000 | 1.6000 |' in table  # every lr's mean
 
 
-def test_a_run_stopped_by_the_time_limit_after_its_final_evaluation_counts_as_finished(tmp_path, monkeypatch):
-    import importlib.util
-    monkeypatch.setattr(sys, 'argv', ['sweep.py'])  # sweep.py's settings block reads the command line
-    spec = importlib.util.spec_from_file_location('sweep_under_test', os.path.join(ROOT, 'sweep.py'))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+def test_a_run_stopped_by_the_time_limit_after_its_final_evaluation_counts_as_finished(tmp_path):
+    mod = load_script('sweep.py')
     (tmp_path / 'run').mkdir()
     evals = [{'step': 0, 'eval': True, 'val_loss': 2.0, 'val_acc': 0.1},
              {'step': 100, 'eval': True, 'val_loss': 0.5, 'val_acc': 0.9}]
@@ -165,6 +163,22 @@ def test_a_run_stopped_by_the_time_limit_after_its_final_evaluation_counts_as_fi
         (tmp_path / 'run' / 'log.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in evals))
         res = mod.outcome(-9, str(tmp_path / 'run'), str(tmp_path / 'run.log'), 10.0, True)
         assert res['status'] == status and res['val_acc'] == 0.9
+
+
+def test_a_failed_runs_error_is_its_exception_not_the_hints_after_it(tmp_path):
+    mod = load_script('sweep.py')
+    log = tmp_path / 'run.log'
+    log.write_text('step 0\nTraceback (most recent call last):\n  File "train.py", line 1\n'
+                   'torch.AcceleratorError: CUDA error: out of memory\n'
+                   'CUDA kernel errors might be asynchronously reported at some other API call.\n'
+                   'For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n'
+                   'Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n\n')
+    res = mod.outcome(1, str(tmp_path / 'run'), str(log), 3.0, False)
+    assert res['status'] == 'failed' and res['error'] == 'torch.AcceleratorError: CUDA error: out of memory'
+    log.write_text('killed by the machine\n')  # no exception line: the last line
+    assert mod.outcome(1, str(tmp_path / 'run'), str(log), 3.0, False)['error'] == 'killed by the machine'
+    log.write_text('')
+    assert mod.outcome(1, str(tmp_path / 'run'), str(log), 3.0, False)['error'] == 'exit 1, no output'
 
 
 def test_the_synthetic_grids_none_floors_are_what_answering_none_scores_on_the_generated_tasks():
