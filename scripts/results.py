@@ -173,10 +173,10 @@ def erase_section():
             'key k, which the current token never names). Models: `config/mqar.py`\'s, 2 layers, 2 linear-attention '
             'heads of 64 x 64 state (~2.5M parameters). EDA with KDA\'s decay gate differs from KDA only by the erase: '
             'that pair is the erase\'s own effect; EDA\'s default (the safe gate) differs from KDA by the gate too.', '',
-            '```sh', 'python sweep.py config/sweep/synthetic.py --jobs=12   # 4 tasks x 2 levels x 3 mixers x lr 1e-3, '
+            '```sh', 'python sweep.py config/sweep/synthetic.py --jobs=4    # 4 tasks x 2 levels x 3 mixers x lr 1e-3, '
             '3e-3 x seeds 0-2, 2000 steps: 144 runs',
-            'python sweep.py config/sweep/evict_long.py --jobs=10  # evict at 6000 steps, lr 1e-3: 18 runs',
-            'python sweep.py config/sweep/safe_gate.py --jobs=6    # KDA with the safe gate (EDA minus the erase): 12 runs',
+            'python sweep.py config/sweep/evict_long.py --jobs=4   # evict at 6000 steps, lr 1e-3: 18 runs',
+            'python sweep.py config/sweep/safe_gate.py --jobs=4    # KDA with the safe gate (EDA minus the erase): 12 runs',
             '```', '',
             *[f'`{g}`: {s[0].provenance(s[1])}' for g, s in (('synthetic', grid), ('evict_long', ev), ('safe_gate', sg))],
             '', 'Validation accuracy (%) at each mixer\'s best lr (1e-3 for every mixer and level), mean ± std over '
@@ -241,7 +241,7 @@ def defaults_section():
             "config/reassign.py --mixer=X` (train.py's seed 1337, batch 256, 3000 steps; the Transformer with a "
             '4-tap causal conv on attention\'s input, `attn_conv_size = 4`, the local mixing the linear layers\' conv '
             'gives them). Validation accuracy (%) at the last evaluation.', '',
-            '```sh', 'python sweep.py config/sweep/defaults.py --jobs=10', '```', '', sw.provenance(rows), '',
+            '```sh', 'python sweep.py config/sweep/defaults.py --jobs=4', '```', '', sw.provenance(rows), '',
             *table(['mixer', 'mqar', 'reassign'], cells),
             *(['† the run\'s last evaluation at its final step; the process was stopped before it exited, so the '
                'sweep lists the run as unfinished.', ''] if stopped else []),

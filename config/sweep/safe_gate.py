@@ -3,7 +3,7 @@
 # EDA's default gate? Same levels, step counts, lr (1e-3, the best for every mixer there) and seeds as the
 # grid's runs, so each row pairs by seed with the 'eda' rows of results/synthetic.jsonl (capacity) and
 # results/evict_long.jsonl (evict), whose commands are this sweep's but the mixer: 12 runs, fixed before any ran.
-#   python sweep.py config/sweep/safe_gate.py --jobs=6
+#   python sweep.py config/sweep/safe_gate.py --jobs=4
 exec(open('config/sweep/synthetic.py').read())
 name = 'safe_gate'
 _steps = {'capacity': ['--max_iters=2000', '--eval_interval=500'], 'evict': ['--max_iters=6000', '--eval_interval=1000']}

@@ -5,7 +5,9 @@
 # 'floor': the accuracy of answering NONE at every query (each move or new owner leaves one key reading NONE:
 # u / (n + u) for evict, moves / (n + moves) for reassign, on average); test_sweep.py checks it against the
 # generators. Resumable: rerun the same command and it goes on where it stopped.
-#   python sweep.py config/sweep/synthetic.py --jobs=12
+#   python sweep.py config/sweep/synthetic.py --jobs=4
+# --jobs counts runs at once over all GPUs; on one, a run holds up to ~19 GB, and beyond a few at once they only
+# share its time (notes/synthetic.md, "Runs at once"). The other synthetic grids say 4 for the same reason.
 name = 'synthetic'
 results_dir = 'results'
 tasks = {
