@@ -101,7 +101,7 @@ def plain_head(h, w, t):
 
 
 def test_the_chunked_loss_head_gives_cross_entropys_loss_and_gradients():
-    """_HeadLoss (train.py's language-model loss) against F.cross_entropy on the whole logits: float64 to rounding,
+    """_HeadLoss (train.py's training loss) against F.cross_entropy on the whole logits: float64 to rounding,
     ignored targets (-1) and a last chunk shorter than the others (30 rows in chunks of 7)."""
     case = head_case(torch.float64)
     ours, ref = (head_loss_and_grads(fn, *case) for fn in (chunked_head, plain_head))
@@ -146,7 +146,7 @@ def test_the_chunked_loss_head_in_bf16_errs_no_more_than_the_plain_head(autocast
 
 @pytest.mark.parametrize("compile", [False, "aot_eager"])
 def test_the_chunked_loss_gives_the_plain_heads_loss_and_gradients(monkeypatch, compile):
-    """model(idx, targets, chunked_loss=True), train.py's language-model call: logits None, and the loss and every
+    """model(idx, targets, chunked_loss=True), train.py's training call: logits None, and the loss and every
     parameter gradient of the plain head, ignored (-1) targets included, over several head chunks (the last one
     shorter). compile='aot_eager': the per-chunk softmax traced by torch.compile (fullgraph) as GPT(cfg,
     compile=True) runs it, without Inductor's code generation; compile=False traces nothing."""
@@ -284,7 +284,7 @@ def test_a_step_with_ignored_targets_traces_as_one_graph_without_breaks():
 
 
 def test_the_chunked_loss_head_compiles_into_the_same_graph():
-    """The language-model training call (chunked_loss=True: _HeadLoss's loop over row chunks) traced by
+    """train.py's training call (chunked_loss=True: _HeadLoss's loop over row chunks) traced by
     torch.compile: still one graph, with the eager loss and gradients."""
     compiled_step_matches_eager(build(tiny("transformer", n_layer=1, head_chunk_rows=10)), tokens(T=12),
                                 chunked_loss=True)
