@@ -57,7 +57,8 @@ paired_from = {}              # {task: another sweep's name}: a mixer of `pairs`
                               # read from that sweep's results file (same task, level and lr), for the pairing
                               # only; the config must say that those runs had this sweep's commands but the mixer
 extra = []                    # train.py args for every run, e.g. ['--max_iters=1000']
-jobs = 4                      # runs at a time; on CUDA each starts on the visible GPU running the fewest
+jobs = 4                      # runs at a time; on CUDA each starts on the visible GPU running the fewest. A run
+                              # that runs out of GPU memory beside others runs again, and fewer run at once
 mixer_jobs = {}               # {mixer: most runs of it at a time}, for a mixer whose runs take more memory
 run_timeout = 1800            # seconds; a run still going then is killed and recorded as 'timeout'
 start_until = 0.0             # seconds into the sweep after which no new run starts (0: no limit): on a
@@ -283,7 +284,7 @@ class Run:
     """A started train.py process and what the sweep needs to record it."""
 
     def __init__(self, row, args, gpu):
-        self.row, self.gpu, self.start = row, gpu, time.time()
+        self.row, self.args, self.gpu, self.start = row, args, gpu, time.time()
         self.out_dir = os.path.join(runs_dir, run_id(row))
         self.log_path = self.out_dir + '.log'
         self.cmd = [python, os.path.join(HERE, 'train.py'), *args, f'--out_dir={self.out_dir}', '--progress=False']
@@ -300,6 +301,11 @@ class Run:
         self.log = open(self.log_path, 'a' if resume else 'w')
         self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=HERE,
                                      preexec_fn=die_with_sweep if sys.platform.startswith('linux') else None)
+
+    def out_of_memory(self):
+        """The run died of an allocation on its GPU (torch's OutOfMemoryError, or a CUDA error saying so)."""
+        text = open(self.log_path, errors='replace').read() if os.path.exists(self.log_path) else ''
+        return self.proc.returncode != 0 and ('OutOfMemoryError' in text or 'CUDA error: out of memory' in text)
 
     def rejected(self):
         """train.py's configurator refused a setting: the grid is wrong, and every run of it would fail so."""
@@ -374,6 +380,7 @@ def sweep():
     os.makedirs(results_dir, exist_ok=True)
     os.makedirs(runs_dir, exist_ok=True)
     n_gpu, code, running, durations, t0 = gpu_count(), commit(), [], [], time.time()
+    at_once = jobs  # falls when runs sharing a GPU run out of its memory
     took = {}  # (task, x) -> seconds of its finished runs, for the deadline
     for r in read_results(results_path):
         if r['status'] == 'ok' and r.get('seconds'):
@@ -390,7 +397,7 @@ def sweep():
                 break
             if todo and past_time(todo, running, took, t0):
                 todo, stopped = [], True
-            while len(running) < jobs and (i := next_startable(todo, running)) is not None:
+            while len(running) < at_once and (i := next_startable(todo, running)) is not None:
                 # on CUDA the GPU with the fewest runs: unequal runs pile up
                 gpu = min(range(n_gpu), key=lambda g: sum(r.gpu == g for r in running)) if n_gpu else None
                 row, args = todo.pop(i)
@@ -406,6 +413,14 @@ def sweep():
                              f'grid would fail: {open(run.log_path).read().strip().splitlines()[-1]}\n  command: '
                              f'{" ".join(run.cmd)}\nnothing more was started and no row recorded; fix the grid and '
                              f'run the same command again')
+                beside = [r for r in running if r.gpu == run.gpu]
+                if not timed_out and beside and run.out_of_memory():  # too many at once: not the run's result
+                    at_once = max(1, min(at_once - 1, len(running)))
+                    todo.insert(0, (run.row, run.args))
+                    stopped = False
+                    print(f'sweep: {run_id(run.row)} ran out of GPU memory beside {len(beside)} other runs; it runs '
+                          f'again, and from now on at most {at_once} at once', flush=True)
+                    continue
                 row = record(run, timed_out, code)
                 durations.append(row['seconds'])
                 if row['status'] == 'ok':

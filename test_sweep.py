@@ -165,6 +165,39 @@ def test_a_run_stopped_by_the_time_limit_after_its_final_evaluation_counts_as_fi
         assert res['status'] == status and res['val_acc'] == 0.9
 
 
+FAKE_TRAIN = """#!{python}
+# A stand-in for `python train.py ... --out_dir=D`: the GPU holds one run; a run started while another holds it
+# dies as torch does when the memory runs out.
+import json, os, sys, time
+out_dir = [a.split('=', 1)[1] for a in sys.argv if a.startswith('--out_dir=')][0]
+lock = os.path.join(os.path.dirname(out_dir), 'gpu.lock')
+try:
+    fd = os.open(lock, os.O_CREAT | os.O_EXCL)
+except FileExistsError:
+    print('torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 5.00 GiB.')
+    sys.exit(1)
+time.sleep(1.0)
+os.makedirs(out_dir, exist_ok=True)
+with open(os.path.join(out_dir, 'log.jsonl'), 'w') as f:
+    f.write(json.dumps({{'start': True, 'params': 1}}) + '\\n')
+    f.write(json.dumps({{'eval': True, 'step': 3, 'val_loss': 1.0, 'val_acc': 0.5, 'final': True}}) + '\\n')
+os.close(fd)
+os.remove(lock)
+"""
+
+
+def test_runs_that_run_out_of_gpu_memory_beside_others_run_again_with_fewer_at_once(tmp_path):
+    """Three runs at once on a GPU that holds one: those that run out of memory beside another are not recorded
+    as failed but run again, the sweep lowering how many run at once, until every run has its result."""
+    fake = tmp_path / 'fake_train.py'
+    fake.write_text(FAKE_TRAIN.format(python=sys.executable))
+    fake.chmod(0o755)
+    out = sweep(tmp_path, f'--python={fake}', '--jobs=3', '--learning_rates=[1e-3, 2e-3, 3e-3]',
+                "--mixers={'eda': ['--mixer=eda']}")
+    assert 'ran out of GPU memory beside' in out, out
+    assert sorted((r['lr'], r['status']) for r in rows(tmp_path)) == [(1e-3, 'ok'), (2e-3, 'ok'), (3e-3, 'ok')]
+
+
 def test_a_failed_runs_error_is_its_exception_not_the_hints_after_it(tmp_path):
     mod = load_script('sweep.py')
     log = tmp_path / 'run.log'
