@@ -5,13 +5,14 @@ a figure from that file. Zoology's protocol: each mixer is reported at its best 
 over seeds), with the spread over seeds and every run kept in the file.
 
     python sweep.py config/sweep/synthetic.py             # the erase benchmark of RESULTS.md
-    python sweep.py config/sweep/synthetic.py --jobs=16   # 16 runs at a time (one GPU holds many small runs)
+    python sweep.py config/sweep/synthetic.py --jobs=4    # 4 runs at a time (small runs share a GPU's time)
     python sweep.py config/sweep/synthetic.py --report_only=True   # table + figure from the results file
 
 A run is one `python train.py <task config> <level args> --mixer=.. --learning_rate=.. --seed=..` process,
-so a sweep trains exactly what a user's command trains. Rerunning the same command resumes: rows already in
-the results file (finished, failed or diverged) are not run again; a failed run is recorded and the sweep
-goes on, but a setting train.py rejects (a typo in the grid) stops the sweep at once. Each row records the
+so a sweep trains exactly what a user's command trains. Rerunning the same command resumes: runs already in
+the results file are not run again, but failed ones are (retry_failed); a failed run is recorded and the sweep
+goes on, one that ran out of GPU memory beside others runs again with fewer at once, and a setting train.py
+rejects (a typo in the grid) stops the sweep at once. Each row records the
 run's date, the repository's commit and the device (from the first record of the run's log.jsonl).
 Stopping the sweep (Ctrl-C, SIGTERM, even SIGKILL on Linux) stops its runs. matplotlib is optional: without
 it the table is still written.
@@ -331,14 +332,14 @@ def gpu_count():
         return 0
 
 
-def past_time(todo, running, took, t0):
+def past_time(todo, running, took, t0, at_once):
     """True when no more runs should start: start_until has passed, or the deadline would (says why)."""
     if start_until and time.time() - t0 > start_until:
         print(f'sweep: start_until={start_until}s passed; {len(todo)} runs left for the next invocation '
               f'(the same command resumes)', flush=True)
         return True
     level = (todo[0][0]['task'], todo[0][0]['x'])
-    if deadline and took.get(level) and len(running) < jobs:
+    if deadline and took.get(level) and len(running) < at_once:
         need = sorted(took[level])[len(took[level]) // 2]
         if time.time() - t0 + need > deadline:
             print(f'sweep: the next run ({level[0]} {level[1]}, ~{need:.0f}s as its finished runs took) would '
@@ -395,7 +396,7 @@ def sweep():
                 total = max(total, len(done) + len(durations) + len(running) + len(todo))
             if not todo and not running:
                 break
-            if todo and past_time(todo, running, took, t0):
+            if todo and past_time(todo, running, took, t0, at_once):
                 todo, stopped = [], True
             while len(running) < at_once and (i := next_startable(todo, running)) is not None:
                 # on CUDA the GPU with the fewest runs: unequal runs pile up
@@ -425,7 +426,7 @@ def sweep():
                 durations.append(row['seconds'])
                 if row['status'] == 'ok':
                     took.setdefault((row['task'], row['x']), []).append(row['seconds'])
-                progress(row, len(done) + len(durations), total, len(todo) + len(running), durations, t0)
+                progress(row, len(done) + len(durations), total, len(todo) + len(running), durations, t0, at_once)
     finally:
         for run in running:
             run.stop()
@@ -440,9 +441,10 @@ def next_startable(todo, running):
     return None
 
 
-def progress(row, n, total, left, durations, t0):
-    """One line per finished run; the ETA is the runs left, in waves of `jobs`, at the mean duration so far."""
-    eta = math.ceil(left / jobs) * (sum(durations) / len(durations)) if left else 0
+def progress(row, n, total, left, durations, t0, at_once):
+    """One line per finished run; the ETA is the runs left, in waves of `at_once` (the runs at once), at the mean
+    duration so far."""
+    eta = math.ceil(left / at_once) * (sum(durations) / len(durations)) if left else 0
     acc = (f"{metric} {fmt(row[metric]) if row.get(metric) is not None else 'none'}" if row['status'] == 'ok'
            else f"{row['status']}: {row.get('error', '')[:80]}")
     print(f"[{n}/{total}] {run_id(row)}: {acc} ({row['seconds']:.0f}s) | elapsed {fmt_time(time.time() - t0)} | "
