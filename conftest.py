@@ -82,7 +82,8 @@ def load_script(path, argv=None):
     sys.argv = argv or [os.path.basename(path)]
     try:
         name = os.path.basename(path)[:-3] + '_under_test'
-        spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(os.path.abspath(__file__)), path))
+        full = os.path.join(os.path.dirname(os.path.abspath(__file__)), path)
+        spec = importlib.util.spec_from_file_location(name, full)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     finally:

@@ -204,6 +204,11 @@ def erase_section():
                         for g in ('synthetic', 'evict_long', 'safe_gate')) + '.', '', *erase_rerun()]
 
 
+def with_result(sw, rows):
+    """The keys of the grid's runs that have a result: finished, or diverged (a result too, not run again)."""
+    return {sw.key(r) for r in rows if r['status'] in ('ok', 'diverged')}
+
+
 def erase_rerun():
     """The square where the erase helps, rerun on the model as shipped (A per channel), or how far it is."""
     sw, rows, _ = sweep_report('config/sweep/erase.py')
@@ -213,7 +218,7 @@ def erase_rerun():
             'capacity and evict at the levels, steps and seeds above with the four mixers of the square.', '']
     if not rows:
         return head + ['Not run yet.', '']
-    ok = {sw.key(r) for r in rows if r['status'] == 'ok'}
+    ok = with_result(sw, rows)
     n = sum(1 for _ in sw.grid(rows))
     if len(ok) < n:  # a failed run of a half-done grid is one still to run again, not a result: no tables yet
         return head + [f'Not whole yet: {len(ok)} of its {n} runs are in `{rel(sw.results_path)}` (the same command '
@@ -267,7 +272,7 @@ def lm_section():
 
 def lm_status(sw, rows):
     """How much of the fixed grid has a result, and the corpus's size in epochs; no verdict until it is whole."""
-    ok = {sw.key(r) for r in rows if r['status'] in ('ok', 'diverged')}
+    ok = with_result(sw, rows)
     first = [row for row, _ in sw.grid()]
     later_each = len([s for s in sw.best_seeds if s not in sw.seeds]) + sw.best_repeats
     n_later = later_each * len(sw.mixers) * sum(len(spec['levels']) for spec in sw.tasks.values())
@@ -296,7 +301,7 @@ def lm_status(sw, rows):
 
 def complete_mixers(sw, rows):
     """The mixers whose every run of the grid has a result: their lrs, and the seeds and repeats at their best."""
-    ok = {sw.key(r) for r in rows if r['status'] in ('ok', 'diverged')}
+    ok = with_result(sw, rows)
     best = sw.best_lrs(rows)
     return {m for m in sw.mixers if all((t, x, m) in best for t, spec in sw.tasks.items() for x, _ in spec['levels'])
             and all(sw.key(row) in ok for row, _ in sw.grid(rows) if row['mixer'] == m)}
