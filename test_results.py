@@ -1,6 +1,7 @@
 """RESULTS.md is what scripts/results.py writes from the results files, and its tables say what the reports and
 outputs they are made from say: a hand-edited cell, a table left behind by newer results, or a README figure
 that RESULTS.md does not back fails here."""
+import json
 import os
 import re
 import shutil
@@ -175,3 +176,29 @@ def test_the_lm_verdict_decides_an_erase_pair_only_where_a_paired_t_test_says_so
     others = sorted(set(grid.mixers) - {a, b})
     assert f"runs of {', '.join(others)} are still to come" in text
 
+
+
+def test_a_half_done_erase_rerun_shows_its_whole_levels_only_and_as_its_report_says():
+    """While the erase rerun is not whole, RESULTS.md shows the levels whose every run has a result, each cell as
+    the grid's own report has it; a level with a run still to go is not shown."""
+    part = results_md().split('### The same square on the model as shipped', 1)[1].split('\n## ', 1)[0]
+    if 'Not whole yet' not in part:  # whole: the grid's own report is there instead
+        assert '### capacity (difficulty: num_kv_pairs)' in part and '### evict (difficulty: num_updates)' in part
+        return
+    newest = {}
+    for line in open(os.path.join(ROOT, 'results', 'erase.jsonl')):
+        r = json.loads(line)
+        newest[r['task'], r['x'], r['mixer'], r['seed']] = r['status']
+    levels = {(t, x) for t, x, _, _ in newest}
+    whole = {lv for lv in levels if sum(newest.get((*lv, m, s)) == 'ok' for m in
+                                        ('eda', 'kda', 'eda kda-gate', 'kda safe-gate') for s in (0, 1, 2)) == 12}
+    shown = table_rows(part, ('capacity ', 'evict '))
+    assert {(c[0].split()[0], int(c[0].split()[1])) for c in shown} == whole
+    md = open(os.path.join(ROOT, 'results', 'erase.md')).read()
+    for level, *cells in shown:
+        task, x = level.split()[0], int(level.split()[1])
+        for (a, b), (mean_a, mean_b, ahead) in zip((('eda kda-gate', 'kda'), ('eda', 'kda safe-gate')),
+                                                    (cells[:3], cells[3:])):
+            assert report_cell(md, task, x, a).split(' ± ')[0] == mean_a and \
+                report_cell(md, task, x, b).split(' ± ')[0] == mean_b, (level, a, b)
+            assert ', '.join(report_pair(md, task, x, a, b)) == ahead, (level, a, b)

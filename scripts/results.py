@@ -222,9 +222,34 @@ def erase_rerun():
     n = sum(1 for _ in sw.grid(rows))
     if len(ok) < n:  # a failed run of a half-done grid is one still to run again, not a result: no tables yet
         return head + [f'Not whole yet: {len(ok)} of its {n} runs are in `{rel(sw.results_path)}` (the same command '
-                       f'runs the rest, failed ones included); the tables come when the grid is whole.', '']
+                       f'runs the rest, failed ones included); the full tables come when the grid is whole.', '',
+                       *whole_levels(sw, rows, ok)]
     md = open(os.path.join(results_dir, f'{sw.name}.md')).read().replace(results_dir + '/', 'results/')
     return head + [('###' + line) if line.startswith('## ') else line for line in md.splitlines()[1:]] + ['']
+
+
+def whole_levels(sw, rows, ok):
+    """A half-done grid's levels whose runs all have a result, as the square: each pair of the grid by seed. A
+    level is shown whole or not at all, so that no mixer is read from the seeds that happened to finish first."""
+    have = {}
+    for row, _ in sw.grid(rows):
+        have.setdefault((row['task'], row['x']), []).append(sw.key(row) in ok)
+    whole = [level for level, runs in have.items() if all(runs)]
+    if not whole:
+        return []
+    summary = sw.summarize([r for r in rows if sw.key(r) in ok])
+    out = []
+    for task, x in whole:
+        cells = []
+        for a, b in sw.pairs:
+            sa, sb = summary[task, x, a], summary[task, x, b]
+            ahead, m, d = sw.pair_stats(sa, sb)
+            cells += [sw.fmt(sa['mean']), sw.fmt(sb['mean']), f'{ahead} of {m}, {sw.fmt_diff(d)}']
+        out.append([f'{task} {x} {LEVEL[task]}', *cells])
+    header = ['level'] + [c for a, b in sw.pairs for c in (a, b, f'{a} ahead')]
+    return ['The levels whose runs are all in so far, mean accuracy (%) over seeds 0-2 and the pairs by seed (every '
+            f'run: [`results/{sw.name}.md`](results/{sw.name}.md)); no verdict until the grid is whole:', '',
+            *table(header, out)]
 
 
 def defaults_section():
