@@ -168,6 +168,9 @@ def check_all(fla):
                           fused, 1e-2, h0_seed=h0_seed)
     ok &= check_grads("KDA path (e=None) bf16 T=512", make_inputs(2, 512, 2, 4, erase=False, seed=2),
                       fused, 1e-2)
+    for variant in sweep:  # the launch variants the sweep times compute the same thing
+        ok &= check_grads(f"EDA bf16 B=2 T=512 H=2 HV=4, launch {variant}", make_inputs(2, 512, 2, 4, seed=1),
+                          lambda *a, variant=variant, **kw: fused(*a, launch=variant, **kw), 1e-2)
     if check >= 2:  # fp32 and GDN compile their own kernel variants (about 10 s each on the device)
         ok &= check_fp32_and_gdn()
     # decode: 64 tokens one at a time, state updated in place

@@ -122,6 +122,15 @@ def test_key_columns_in_several_prep_blocks_match_recurrence(erase, scalar_g):
     compare(x, kernel.eda_fused, 1e-4, chunk_size=8 if erase else 16, launch=dict(PREP_BK=32, DH_PREP_BK=32))
 
 
+@pytest.mark.parametrize("erase,scalar_g", [(True, False), (False, False), (True, True)])
+def test_the_two_phase_backward_in_key_column_blocks_matches_recurrence(erase, scalar_g):
+    # launch BWD_BKC: the per-chunk backward's second phase in blocks of key columns (K = 48 in 32-column
+    # blocks, the second partial), its persistent programs taking several chunks each (3 under the
+    # interpreter), grouped value heads, two V-blocks, a partial last chunk, an initial state
+    x = make_inputs(1, 37, 1, 2, 48, 64, erase=erase, scalar_g=scalar_g, seed=21, device=DEV)
+    compare(x, kernel.eda_fused, 1e-4, chunk_size=8 if erase else 16, launch=dict(BWD_BKC=32, BWD_BV=32, BWD_MAXNREG=128))
+
+
 def test_head_dims_not_powers_of_two():
     compare(make_inputs(1, 12, 1, 1, 48, 80, seed=7, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8)
 
@@ -317,9 +326,11 @@ def test_kernel_py_imports_nothing_of_this_repo():
 
 
 @needs_gpu
-def test_gpu_bf16_T4096_matches_fp64_reference():
+@pytest.mark.parametrize("launch", [{}, {"BWD_BKC": 64}, {"BWD_BKC": 64, "BWD_MAXNREG": 128}])
+def test_gpu_bf16_T4096_matches_fp64_reference(launch):
+    # the shipped launch settings and the two-phase per-chunk backward (bench.py's sweep times both)
     x = make_inputs(1, 4096, 2, 4, 128, 128, dtype=torch.bfloat16, seed=11, device=DEV)
-    compare(x, eda.eda_triton, 1e-2)
+    compare(x, eda.eda_triton, 1e-2, launch=launch)
 
 
 @needs_gpu

@@ -4,8 +4,10 @@ Registers and spills of kernel.py's Triton kernels, compiled for Hopper (sm_90a)
     python scripts/kernel_regs.py                      # every kernel, EDA, bf16, K = V = 128, module settings
     python scripts/kernel_regs.py --warps=4 fwd        # one kernel, other num_warps
     python scripts/kernel_regs.py --sass fwd bwd       # also their machine instructions: in all, in the loop
+    python scripts/kernel_regs.py --maxnreg=128 bwd_split   # capped at 128 registers (2 programs of 8 warps an SM)
 
-Prints cuobjdump's resource line per kernel (REG: registers per thread, STACK: bytes per thread, mostly spills).
+Prints cuobjdump's resource line per kernel (REG: registers per thread, STACK: bytes per thread, mostly spills)
+and the shared memory a program takes (an SM has 228 KB).
 At 255 registers x 256 threads one program fills an SM's register file; STACK > 0 means local-memory traffic
 (spilled values stored and loaded back). --sass adds the SASS instruction count of each kernel and of its largest
 loop (a walk's chunk step, the per-chunk backward's V-block step) with that loop's commonest opcodes: what one
@@ -30,9 +32,11 @@ from triton.compiler import ASTSource  # noqa: E402
 
 import kernel  # noqa: E402
 
+MAXNREG = 0  # --maxnreg=N: the registers per thread the compiler may use (launch BWD_MAXNREG), 0: its choice
+
 FP32_POINTERS = {"g", "gmin", "ht", "h0", "dht", "dh0", "dq", "dk", "dg", "de", "dbeta", "dgamma",
                  "s_in", "s_out", "eGNout", "eGNin"}
-SCALARS = {"scale": "fp32", "T": "i32", "NT": "i32"}
+SCALARS = {"scale": "fp32", "T": "i32", "NT": "i32", "NBH": "i32", "NPROG": "i32"}
 
 
 def signature(fn, consts):
@@ -54,29 +58,32 @@ def aligned(sig):
 
 
 def cuobjdump(fn, consts, warps, stages, flag):
-    """cuobjdump's output (flag: what to dump) for fn compiled for sm_90a as a real launch would compile it."""
+    """cuobjdump's output (flag: what to dump) for fn compiled for sm_90a as a real launch would compile it, and
+    the shared memory a program takes (bytes)."""
     params = inspect.signature(fn.fn).parameters
     consts = {n: c for n, c in consts.items() if n in params}  # one table serves kernel versions that differ
     sig = signature(fn, consts)
     src = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=aligned(sig))
-    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, num_stages=stages))
+    opts = dict(num_warps=warps, num_stages=stages, **({"maxnreg": MAXNREG} if MAXNREG else {}))
+    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts)
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(compiled.asm["cubin"])
     tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     out = subprocess.run([tool, flag, f.name], capture_output=True, text=True).stdout
     os.unlink(f.name)
-    return out
+    return out, compiled.metadata.shared
 
 
 def resources(fn, consts, warps, stages):
-    out = cuobjdump(fn, consts, warps, stages, "--dump-resource-usage")
-    return next((line.strip() for line in out.splitlines() if "REG:" in line), out.strip()[-300:])
+    out, smem = cuobjdump(fn, consts, warps, stages, "--dump-resource-usage")
+    line = next((line.strip() for line in out.splitlines() if "REG:" in line), out.strip()[-300:])
+    return f"{line} | shared memory {smem} B"
 
 
 def instruction_mix(fn, consts, warps, stages, top=12):
     """SASS instructions of the kernel, of its largest loop (the span of its longest backward branch), and the
     loop's commonest opcodes (predicates and modifiers dropped)."""
-    sass = cuobjdump(fn, consts, warps, stages, "-sass")
+    sass, _ = cuobjdump(fn, consts, warps, stages, "-sass")
     ins = [(int(a, 16), t.strip()) for a, t in re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", sass)]
     spans = [(int(m.group(1), 16), a) for a, t in ins
              for m in [re.search(r"BRA\s+0x([0-9a-f]+)", t)] if m and int(m.group(1), 16) < a]
@@ -89,6 +96,8 @@ def instruction_mix(fn, consts, warps, stages, top=12):
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     warps = next((int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--warps=")), None)
+    global MAXNREG
+    MAXNREG = next((int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--maxnreg=")), 0)
     H = HV = 16
     K = V = 128
     BT = 2 * kernel.CHUNK_TOKENS
@@ -108,6 +117,10 @@ def main():
                    L["DH_WARPS"], L["DH_STAGES"]),
         "bwd": (kernel._eda_bwd_kernel, dict(common, BV=L["BWD_BV"], AB=AB, SCALAR_G=False, ATOMIC_QK=False),
                 L["BWD_WARPS"], L["BWD_STAGES"]),
+        # the two-phase per-chunk backward (launch BWD_BKC; in 64-column blocks where the setting is 0)
+        "bwd_split": (kernel._eda_bwd_split_kernel, dict(common, BV=L["BWD_BV"], BKC=L["BWD_BKC"] or 64, AB=AB,
+                                                         SCALAR_G=False, ATOMIC_QK=False),
+                      L["BWD_WARPS"], L["BWD_STAGES"]),
     }
     print(f"triton {triton.__version__}, sm_90a, EDA bf16, K = V = {K}, chunk {kernel.CHUNK_TOKENS} tokens (BT = {BT})")
     for name, (fn, consts, w, s) in kernels.items():
