@@ -37,6 +37,7 @@ profile = True       # per-kernel GPU times of one eda_triton fwd+bwd (torch.pro
 use_fla = True       # compare with FLA when it imports
 fla_extra_shapes = 1  # FLA safe_gate and doubled-sequence rows for this many shapes (FLA's autotuning is slow)
 sweep = [dict(FILL_PROGRAMS=128), dict(BWD_BV=128), dict(DH_WARPS=4), dict(PREP_WARPS=8)]  # launch variants
+                     # (kernel.LAUNCH's names; 'chunk_size' too), each checked against float64 (check >= 1)
 sweep_shapes = None  # [(B, T, H, HV), ...] of the sweep; None: the first shape
 bench_eda_chunk = True
 what = "kernels"     # 'kernels' (the tables above), 'model_decode' (sample.py's path), 'model_train'
@@ -96,8 +97,11 @@ def load_fla():
 
 
 def fused(*args, launch=None, **kw):
-    """eda.eda_triton with this run's chunk size and launch settings (and `launch`'s changes to them)."""
-    return eda.eda_triton(*args, chunk_size=chunk_size, launch=dict(LAUNCH, **(launch or {})), **kw)
+    """eda.eda_triton with this run's chunk size and launch settings (and `launch`'s changes to them, which may
+    name a chunk_size too)."""
+    launch = dict(launch or {})
+    chunk = launch.pop("chunk_size", chunk_size)
+    return eda.eda_triton(*args, chunk_size=chunk, launch=dict(LAUNCH, **launch), **kw)
 
 
 def make_inputs(B, T, H, HV, K=None, V=None, dt=None, erase=True, seed=0):
@@ -168,9 +172,14 @@ def check_all(fla):
                           fused, 1e-2, h0_seed=h0_seed)
     ok &= check_grads("KDA path (e=None) bf16 T=512", make_inputs(2, 512, 2, 4, erase=False, seed=2),
                       fused, 1e-2)
-    for variant in sweep:  # the launch variants the sweep times compute the same thing
-        ok &= check_grads(f"EDA bf16 B=2 T=512 H=2 HV=4, launch {variant}", make_inputs(2, 512, 2, 4, seed=1),
-                          lambda *a, variant=variant, **kw: fused(*a, launch=variant, **kw), 1e-2)
+    for variant in list(sweep):  # the launch variants the sweep times compute the same thing
+        try:
+            ok &= check_grads(f"EDA bf16 B=2 T=512 H=2 HV=4, launch {variant}", make_inputs(2, 512, 2, 4, seed=1),
+                              lambda *a, variant=variant, **kw: fused(*a, launch=variant, **kw), 1e-2)
+        except Exception as err:  # e.g. more shared memory than an SM has: not timed, not a wrong result
+            print(f"  SKIP launch {variant}: it does not run here ({type(err).__name__}: {str(err)[:160]}); "
+                  f"left out of the sweep")
+            sweep.remove(variant)
     if check >= 2:  # fp32 and GDN compile their own kernel variants (about 10 s each on the device)
         ok &= check_fp32_and_gdn()
     # decode: 64 tokens one at a time, state updated in place

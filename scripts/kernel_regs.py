@@ -5,6 +5,7 @@ Registers and spills of kernel.py's Triton kernels, compiled for Hopper (sm_90a)
     python scripts/kernel_regs.py --warps=4 fwd        # one kernel, other num_warps
     python scripts/kernel_regs.py --sass fwd bwd       # also their machine instructions: in all, in the loop
     python scripts/kernel_regs.py --maxnreg=128 bwd_split   # capped at 128 registers (2 programs of 8 warps an SM)
+    python scripts/kernel_regs.py --chunk=32           # 32-token chunks (eda_fused's chunk_size)
 
 Prints cuobjdump's resource line per kernel (REG: registers per thread, STACK: bytes per thread, mostly spills)
 and the shared memory a program takes (an SM has 228 KB).
@@ -100,7 +101,8 @@ def main():
     MAXNREG = next((int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--maxnreg=")), 0)
     H = HV = 16
     K = V = 128
-    BT = 2 * kernel.CHUNK_TOKENS
+    chunk = next((int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--chunk=")), kernel.CHUNK_TOKENS)
+    BT = 2 * chunk
     BK = triton.next_power_of_2(K)
     L = kernel.LAUNCH
     common = dict(H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BKC=min(L["PREP_BK"], BK), BVP=64, EDA=True,
@@ -122,7 +124,7 @@ def main():
                                                          SCALAR_G=False, ATOMIC_QK=False),
                       L["BWD_WARPS"], L["BWD_STAGES"]),
     }
-    print(f"triton {triton.__version__}, sm_90a, EDA bf16, K = V = {K}, chunk {kernel.CHUNK_TOKENS} tokens (BT = {BT})")
+    print(f"triton {triton.__version__}, sm_90a, EDA bf16, K = V = {K}, chunk {chunk} tokens (BT = {BT})")
     for name, (fn, consts, w, s) in kernels.items():
         if args and name not in args:
             continue
