@@ -13,7 +13,8 @@ so a sweep trains exactly what a user's command trains. Rerunning the same comma
 the results file are not run again, but failed ones are (retry_failed); a failed run is recorded and the sweep
 goes on, one that ran out of GPU memory beside others runs again with fewer at once, and a setting train.py
 rejects (a typo in the grid) stops the sweep at once. Each row records the
-run's date, the repository's commit and the device (from the first record of the run's log.jsonl).
+run's date, the repository's commit, the device (from the first record of the run's log.jsonl) and how many runs
+the sweep allowed at once when it started (at_once: runs at once share a GPU's time).
 Stopping the sweep (Ctrl-C, SIGTERM, even SIGKILL on Linux) stops its runs. matplotlib is optional: without
 it the table is still written.
 """
@@ -65,8 +66,9 @@ run_timeout = 1800            # seconds; a run still going then is killed and re
 start_until = 0.0             # seconds into the sweep after which no new run starts (0: no limit): on a
                               # machine held for a fixed time, start only what can finish in it
 deadline = 0.0                # seconds into the sweep by which every run it starts should have ended (0: none):
-                              # the next run starts only if the finished runs of its task and level (the results
-                              # file's 'seconds', their median) say it fits; one level with no runs yet starts
+                              # the next run starts only if the finished runs of its task and level made with as
+                              # many at once (the results file's 'seconds' and 'at_once', their median) say it
+                              # fits; a level with no such runs yet starts
 retry_failed = True           # rerun rows whose run failed or timed out (an OOM, a killed machine); the newest
                               # row of a run is the one reported. False: a failure is that run's final result
 report_only = False           # only rebuild the table and figure from the results file
@@ -284,8 +286,8 @@ def die_with_sweep(sweep_pid=os.getpid()):
 class Run:
     """A started train.py process and what the sweep needs to record it."""
 
-    def __init__(self, row, args, gpu):
-        self.row, self.args, self.gpu, self.start = row, args, gpu, time.time()
+    def __init__(self, row, args, gpu, at_once):
+        self.row, self.args, self.gpu, self.start, self.at_once = row, args, gpu, time.time(), at_once
         self.out_dir = os.path.join(runs_dir, run_id(row))
         self.log_path = self.out_dir + '.log'
         self.cmd = [python, os.path.join(HERE, 'train.py'), *args, f'--out_dir={self.out_dir}', '--progress=False']
@@ -339,10 +341,12 @@ def past_time(todo, running, took, t0, at_once):
               f'(the same command resumes)', flush=True)
         return True
     level = (todo[0][0]['task'], todo[0][0]['x'])
-    if deadline and took.get(level) and len(running) < at_once:
-        need = sorted(took[level])[len(took[level]) // 2]
+    same = sorted(sec for sec, n in took.get(level, []) if n == at_once)  # runs share the GPU: time depends on n
+    if deadline and same and len(running) < at_once:
+        need = same[len(same) // 2]
         if time.time() - t0 + need > deadline:
-            print(f'sweep: the next run ({level[0]} {level[1]}, ~{need:.0f}s as its finished runs took) would '
+            print(f'sweep: the next run ({level[0]} {level[1]}, ~{need:.0f}s as its finished runs took {at_once} '
+                  f'at once) would '
                   f'end after deadline={deadline:g}s; {len(todo)} runs left for the next invocation (the '
                   f'same command resumes)', flush=True)
             return True
@@ -352,8 +356,8 @@ def past_time(todo, running, took, t0, at_once):
 def record(run, timed_out, code):
     """The finished run's row, appended to the results file."""
     res = outcome(run.proc.returncode, run.out_dir, run.log_path, time.time() - run.start, timed_out)
-    row = {**run.row, **res, 'date': time.strftime('%Y-%m-%d %H:%M', time.gmtime()), 'commit': code,
-           'command': ' '.join(['python', 'train.py', *run.cmd[2:]])}
+    row = {**run.row, **res, 'at_once': run.at_once, 'date': time.strftime('%Y-%m-%d %H:%M', time.gmtime()),
+           'commit': code, 'command': ' '.join(['python', 'train.py', *run.cmd[2:]])}
     append_row(results_path, row)
     return row
 
@@ -382,10 +386,10 @@ def sweep():
     os.makedirs(runs_dir, exist_ok=True)
     n_gpu, code, running, durations, t0 = gpu_count(), commit(), [], [], time.time()
     at_once = jobs  # falls when runs sharing a GPU run out of its memory
-    took = {}  # (task, x) -> seconds of its finished runs, for the deadline
+    took = {}  # (task, x) -> (seconds, runs at once) of its finished runs, for the deadline
     for r in read_results(results_path):
-        if r['status'] == 'ok' and r.get('seconds'):
-            took.setdefault((r['task'], r['x']), []).append(r['seconds'])
+        if r['status'] == 'ok' and r.get('seconds') and r.get('at_once'):
+            took.setdefault((r['task'], r['x']), []).append((r['seconds'], r['at_once']))
     signal.signal(signal.SIGTERM, stop_on_signal)
     signal.signal(signal.SIGINT, stop_on_signal)
     try:
@@ -403,7 +407,7 @@ def sweep():
                 gpu = min(range(n_gpu), key=lambda g: sum(r.gpu == g for r in running)) if n_gpu else None
                 row, args = todo.pop(i)
                 tried.add(key(row))
-                running.append(Run(row, args, gpu))
+                running.append(Run(row, args, gpu, at_once))
             time.sleep(0.5)
             for run in [r for r in running if r.proc.poll() is not None or time.time() - r.start > run_timeout]:
                 timed_out = run.proc.poll() is None
@@ -425,7 +429,7 @@ def sweep():
                 row = record(run, timed_out, code)
                 durations.append(row['seconds'])
                 if row['status'] == 'ok':
-                    took.setdefault((row['task'], row['x']), []).append(row['seconds'])
+                    took.setdefault((row['task'], row['x']), []).append((row['seconds'], row['at_once']))
                 progress(row, len(done) + len(durations), total, len(todo) + len(running), durations, t0, at_once)
     finally:
         for run in running:

@@ -71,6 +71,19 @@ def test_sweep_records_every_run_a_failing_one_too_and_resumes_past_finished_row
         [('eda', 1e-2), ('broken', 1e-3), ('broken', 3e-3), ('broken', 1e-2)])
 
 
+def test_the_deadline_reads_only_runs_made_with_as_many_at_once(capsys):
+    # runs at once share the GPU's time, so a run's seconds depend on how many ran beside it: the estimate of
+    # whether the next run fits uses the finished runs made with the sweep's current number at once
+    mod = load_script('sweep.py', ['sweep.py', '--deadline=100'])
+    todo = [({'task': 'evict', 'x': 16}, [])]
+    took = {('evict', 16): [(1200.0, 10), (1230.0, 10), (90.0, 1)]}
+    t0 = time.time() - 50  # 50 s into the sweep: 50 s left before the deadline
+    assert mod.past_time(todo, [], took, t0, at_once=10)  # ~1230 s at 10 at once: it does not fit
+    assert 'took 10 at once' in capsys.readouterr().out
+    assert not mod.past_time(todo, [], {('evict', 16): [(30.0, 1), (1200.0, 10)]}, t0, at_once=1)  # 30 s: fits
+    assert not mod.past_time(todo, [], took, t0, at_once=4)  # no run made 4 at once: the level starts
+
+
 def test_report_takes_each_mixers_best_learning_rate_by_mean_over_seeds(tmp_path):
     lines = []
     for lr, accs in ((1e-3, [0.9, 0.1]), (3e-3, [0.6, 0.5])):  # best single run at 1e-3, best mean at 3e-3
