@@ -498,21 +498,9 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
         # S_0 and dS_C only feed products: kept in the dot dtype (as stored), never as fp32 tiles
         Sd = tl.load(hs + off_s, mask=m_s, other=0.).to(DT)
         dSd = tl.load(dhs + off_s, mask=m_s, other=0.).to(DT)
-        off_v = (row_bt * HV + i_hv)[:, None] * V + cv[None, :]
-        m_v = wrow[:, None] & mv[None, :]
-        vv = tl.load(v + off_v, mask=m_v, other=0.).to(tl.float32)
-        # R and dX feed db' = rowsum(dX R), a sum that cancels: their in-kernel fp32 operands (exp(G) K', dU)
-        # enter the products as bf16 hi + lo, so only the stored S_0, T and dS_C are rounded (notes/kernel.md)
-        R = vv - tl.dot(kg, Sd, input_precision=PREC) - tl.dot(kg_lo, Sd, input_precision=PREC)
-        Ud = tl.dot(Tm, (bb[:, None] * R).to(DT), input_precision=PREC).to(DT)
-        dOd = tl.load(do + off_v, mask=m_v, other=0.).to(DT)
-        dU = tl.dot(tl.trans(Qk), dOd, input_precision=PREC) + tl.dot(kn, dSd, input_precision=PREC)
-        dU_hi = dU.to(DT)
-        dX = tl.dot(tl.trans(Tm), dU_hi, input_precision=PREC) + \
-            tl.dot(tl.trans(Tm), (dU - dU_hi.to(tl.float32)).to(DT), input_precision=PREC)
-        db += tl.sum(dX * R, axis=1)
-        dR = bb[:, None] * dX
-        tl.store(dv + off_v, dR.to(dv.dtype.element_ty), mask=m_v)
+        dX, dR, Ud, dOd, db_v = _chunk_v_block(v, do, dv, Sd, dSd, kg, kg_lo, kn, Tm, Qk, bb, row_bt, wrow, i_hv,
+                                               cv, mv, HV, V, DT, PREC)
+        db += db_v
         dL += tl.dot(dX.to(DT), tl.trans(Ud), input_precision=PREC)
         dQk += tl.dot(dOd, tl.trans(Ud), input_precision=PREC)
         pos += tl.dot(dR.to(DT), tl.trans(Sd), input_precision=PREC)
@@ -538,6 +526,30 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
     _scatter(dq, dk, de, dg, (dqq + dqq_i) * scale, dkk + dkk_i, dgg, row_bt, wrow, erow, i_h, i_hv, ck, mk,
              H, HV, K, EDA, ATOMIC_QK)
     _scatter_db(dbeta, dgamma, db + db_i, row_bt, wrow, erow, i_hv, HV, EDA)
+
+
+@triton.jit
+def _chunk_v_block(v, do, dv, Sd, dSd, kg, kg_lo, kn, Tm, Qk, bb, row_bt, wrow, i_hv, cv, mv,
+                   HV: tl.constexpr, V: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+    """One V-block (columns cv) of a chunk's backward, from S_0 and dS_C (Sd, dSd: its [BK, BV] blocks):
+    R = V' - (exp(G) K') S_0, U = T diag(b') R, dU = Qk^T dO + (exp(G_C - G) K') dS_C, dX = T^T dU; stores dv
+    (dR' = diag(b') dX on the write rows). Returns dX, dR', U and dO (dot dtype), rowsum(dX R)."""
+    off_v = (row_bt * HV + i_hv)[:, None] * V + cv[None, :]
+    m_v = wrow[:, None] & mv[None, :]
+    vv = tl.load(v + off_v, mask=m_v, other=0.).to(tl.float32)
+    # R and dX feed db' = rowsum(dX R), a sum that cancels: their in-kernel fp32 operands (exp(G) K', dU)
+    # enter the products as bf16 hi + lo, so only the stored S_0, T and dS_C are rounded (notes/kernel.md)
+    R = vv - tl.dot(kg, Sd, input_precision=PREC) - tl.dot(kg_lo, Sd, input_precision=PREC)
+    Ud = tl.dot(Tm, (bb[:, None] * R).to(DT), input_precision=PREC).to(DT)
+    dOd = tl.load(do + off_v, mask=m_v, other=0.).to(DT)
+    dU = tl.dot(tl.trans(Qk), dOd, input_precision=PREC) + tl.dot(kn, dSd, input_precision=PREC)
+    dU_hi = dU.to(DT)
+    dX = tl.dot(tl.trans(Tm), dU_hi, input_precision=PREC) + \
+        tl.dot(tl.trans(Tm), (dU - dU_hi.to(tl.float32)).to(DT), input_precision=PREC)
+    db = tl.sum(dX * R, axis=1)
+    dR = bb[:, None] * dX
+    tl.store(dv + off_v, dR.to(dv.dtype.element_ty), mask=m_v)
+    return dX, dR, Ud, dOd, db
 
 
 @triton.jit
@@ -579,19 +591,9 @@ def _eda_bwd_split_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq
             ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
             Sd = tl.load(hs + base_s + off_s, mask=m_s, other=0.).to(DT)
             dSd = tl.load(dhs + base_s + off_s, mask=m_s, other=0.).to(DT)
-            off_v = (row_bt * HV + i_hv)[:, None] * V + cv[None, :]
-            m_v = wrow[:, None] & mv[None, :]
-            vv = tl.load(v + off_v, mask=m_v, other=0.).to(tl.float32)
-            R = vv - tl.dot(kg, Sd, input_precision=PREC) - tl.dot(kg_lo, Sd, input_precision=PREC)
-            Ud = tl.dot(Tm, (bb[:, None] * R).to(DT), input_precision=PREC).to(DT)
-            dOd = tl.load(do + off_v, mask=m_v, other=0.).to(DT)
-            dU = tl.dot(tl.trans(Qk), dOd, input_precision=PREC) + tl.dot(kn, dSd, input_precision=PREC)
-            dU_hi = dU.to(DT)
-            dX = tl.dot(tl.trans(Tm), dU_hi, input_precision=PREC) + \
-                tl.dot(tl.trans(Tm), (dU - dU_hi.to(tl.float32)).to(DT), input_precision=PREC)
-            db += tl.sum(dX * R, axis=1)
-            dR = bb[:, None] * dX
-            tl.store(dv + off_v, dR.to(dv.dtype.element_ty), mask=m_v)
+            dX, dR, Ud, dOd, db_v = _chunk_v_block(v, do, dv, Sd, dSd, kg, kg_lo, kn, Tm, Qk, bb, row_bt, wrow,
+                                                   i_hv, cv, mv, HV, V, DT, PREC)
+            db += db_v
             off_scr = r[:, None] * V + cv[None, :]
             m_scr = (r[:, None] < BT) & mv[None, :]
             tl.store(scr_r + off_scr, dR.to(DT), mask=m_scr)
