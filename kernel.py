@@ -1302,6 +1302,11 @@ def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
     The final state is fp32; the output has v's dtype. Differentiable in every tensor input. Shapes are not
     checked here: eda.eda_triton checks them (eda.check_inputs) before it calls this."""
     _check_kernel_inputs(q, k, v, e, scale)
+    if q.device.type == "cpu" and q.dtype != torch.float32:
+        # Triton's interpreter (3.9) multiplies bf16 tiles wrongly in tl.dot (errors ~1e10, as attention_decode
+        # notes), and the chunk kernels' products take bf16 operands for half inputs: refused, not wrong
+        raise ValueError(f"eda_triton: under TRITON_INTERPRET=1 (CPU) the chunk kernels take float32 inputs, got "
+                         f"{q.dtype}: the interpreter's bf16 products are wrong; pass float32, or use eda_chunk")
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     chunk_size = CHUNK_TOKENS if chunk_size is None else chunk_size
