@@ -7,7 +7,8 @@ reference (`eda_recurrent`, the spec) and the chunked PyTorch form (`eda_chunk`)
 Chapters, in file order:
     Triton building blocks      sub-step tiles of a chunk, the unit-lower inverse, anchored decay products
     Forward                     _eda_prep_kernel (per chunk), _eda_fwd_kernel (the chunk walk)
-    Backward                    _eda_dh_prep_kernel, _eda_bwd_dh_kernel (the reverse walk), _eda_bwd_kernel (or _eda_bwd_split_kernel)
+    Backward                    _eda_dh_prep_kernel, _eda_bwd_dh_kernel (the reverse walk), _eda_bwd_kernel
+                                (or _eda_bwd_split_kernel: launch BWD_BKC)
     Decode                      _eda_decode_kernel: Eq. ed token by token, the state in HBM
     Short conv                  the linear layers' input path, conv + SiLU + L2 norm, forward and backward
     Python side                 host checks, launch settings (LAUNCH), the launch sequences

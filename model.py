@@ -848,8 +848,8 @@ class GPT(nn.Module):
 
     def forward(self, idx, targets=None, chunked_loss=False):
         """idx [B,T] -> (logits [B,T,vocab], mean CE loss or None, aux_loss). With targets [B,T] the loss is the
-        mean cross-entropy over the positions whose target is not -1 (the synthetic tasks answer at a few): all
-        positions go through the head, so that no shape depends on the data (one graph under torch.compile).
+        mean cross-entropy over the positions whose target is not -1 (the synthetic tasks answer at a few): the
+        plain head takes all positions, so that no shape depends on the data (one graph under torch.compile).
         chunked_loss=True (train.py's training steps, and its language models' evaluation): logits None, the loss
         from _HeadLoss, which never holds the whole logits (at 64k tokens and a 50k vocab: 13 GB in fp32, a long
         context step's largest tensor) and, eager, skips the positions without a target."""

@@ -12,9 +12,9 @@ A run is one `python train.py <task config> <level args> --mixer=.. --learning_r
 so a sweep trains exactly what a user's command trains. Rerunning the same command resumes: runs already in
 the results file are not run again, but failed ones are (retry_failed); a failed run is recorded and the sweep
 goes on, one that ran out of GPU memory beside others runs again with fewer at once, and a setting train.py
-rejects (a typo in the grid) stops the sweep at once. Each row records the
-run's date, the repository's commit, the device (from the first record of the run's log.jsonl) and how many runs
-the sweep allowed at once when it started (at_once: runs at once share a GPU's time).
+rejects (a typo in the grid) stops the sweep at once. Each row records the run's date, the repository's commit,
+the device (from the first record of the run's log.jsonl) and how many runs the sweep allowed at once when it
+started (at_once: runs at once share a GPU's time).
 Stopping the sweep (Ctrl-C, SIGTERM, even SIGKILL on Linux) stops its runs. matplotlib is optional: without
 it the table is still written.
 """
@@ -346,9 +346,8 @@ def past_time(todo, running, took, t0, at_once):
         need = same[len(same) // 2]
         if time.time() - t0 + need > deadline:
             print(f'sweep: the next run ({level[0]} {level[1]}, ~{need:.0f}s as its finished runs took {at_once} '
-                  f'at once) would '
-                  f'end after deadline={deadline:g}s; {len(todo)} runs left for the next invocation (the '
-                  f'same command resumes)', flush=True)
+                  f'at once) would end after deadline={deadline:g}s; {len(todo)} runs left for the next invocation '
+                  f'(the same command resumes)', flush=True)
             return True
     return False
 

@@ -128,7 +128,8 @@ def test_the_two_phase_backward_in_key_column_blocks_matches_recurrence(erase, s
     # blocks, the second partial), its persistent programs taking several chunks each (3 under the
     # interpreter), grouped value heads, two V-blocks, a partial last chunk, an initial state
     x = make_inputs(1, 37, 1, 2, 48, 64, erase=erase, scalar_g=scalar_g, seed=21, device=DEV)
-    compare(x, kernel.eda_fused, 1e-4, chunk_size=8 if erase else 16, launch=dict(BWD_BKC=32, BWD_BV=32, BWD_MAXNREG=128))
+    compare(x, kernel.eda_fused, 1e-4, chunk_size=8 if erase else 16,
+            launch=dict(BWD_BKC=32, BWD_BV=32, BWD_MAXNREG=128))
 
 
 def test_head_dims_not_powers_of_two():
