@@ -178,20 +178,19 @@ def test_the_lm_verdict_decides_an_erase_pair_only_where_a_paired_t_test_says_so
 
 
 
-def test_a_half_done_erase_rerun_shows_its_whole_levels_only_and_as_its_report_says():
-    """While the erase rerun is not whole, RESULTS.md shows the levels whose every run has a result, each cell as
-    the grid's own report has it; a level with a run still to go is not shown."""
-    part = results_md().split('### The same square on the model as shipped', 1)[1].split('\n## ', 1)[0]
-    if 'Not whole yet' not in part:  # whole: the grid's own report is there instead
-        assert '### capacity (difficulty: num_kv_pairs)' in part and '### evict (difficulty: num_updates)' in part
-        return
+def test_the_erase_rerun_shows_whole_levels_only_as_its_report_says_and_its_verdict_counts_them():
+    """RESULTS.md shows the erase rerun's levels whose every run has a result, each cell as the grid's own report
+    has it (a level with a run still to go is not shown); once the grid is whole, the verdict's counts are the
+    sums of the pairs shown, and the seed-by-seed table is the results file's."""
+    part = results_md().split('### On the model as shipped (A per channel)', 1)[1].split('\n### ', 1)[0]
     newest = {}
     for line in open(os.path.join(ROOT, 'results', 'erase.jsonl')):
         r = json.loads(line)
-        newest[r['task'], r['x'], r['mixer'], r['seed']] = r['status']
+        newest[r['task'], r['x'], r['mixer'], r['seed']] = r
+    mixers = ('eda', 'kda', 'eda kda-gate', 'kda safe-gate')
     levels = {(t, x) for t, x, _, _ in newest}
-    whole = {lv for lv in levels if sum(newest.get((*lv, m, s)) == 'ok' for m in
-                                        ('eda', 'kda', 'eda kda-gate', 'kda safe-gate') for s in (0, 1, 2)) == 12}
+    whole = {lv for lv in levels
+             if sum(newest.get((*lv, m, s), {}).get('status') == 'ok' for m in mixers for s in (0, 1, 2)) == 12}
     shown = table_rows(part, ('capacity ', 'evict '))
     assert {(c[0].split()[0], int(c[0].split()[1])) for c in shown} == whole
     md = open(os.path.join(ROOT, 'results', 'erase.md')).read()
@@ -202,3 +201,17 @@ def test_a_half_done_erase_rerun_shows_its_whole_levels_only_and_as_its_report_s
             assert report_cell(md, task, x, a).split(' ± ')[0] == mean_a and \
                 report_cell(md, task, x, b).split(' ± ')[0] == mean_b, (level, a, b)
             assert ', '.join(report_pair(md, task, x, a, b)) == ahead, (level, a, b)
+    if 'Not whole yet' in part:
+        assert 'Verdict' not in part
+        return
+    assert len(whole) == len(levels) == 4
+    for col, pair in ((3, "behind KDA's gate the erase"), (6, 'Behind the safe gate')):
+        n = sum(int(c[col].split(' of ')[0]) for c in shown)
+        m = sum(int(c[col].split(' of ')[1].split(',')[0]) for c in shown)
+        assert re.search(re.escape(pair) + r'[^.]*?: ahead on ' + f'{n} of {m}' + r'\b', part), (pair, n, m)
+    runs = table_rows(part, ('capacity', 'evict'))
+    runs = [c for c in runs if c[1].isdigit()]
+    assert len(runs) == 16
+    for task, x, mixer, lr, seeds in runs:
+        want = '; '.join(f"{s}: {100 * newest[task, int(x), mixer, s]['val_acc']:.1f}" for s in (0, 1, 2))
+        assert seeds == want, (task, x, mixer)
