@@ -1,6 +1,6 @@
 # The fourth cell of the erase x gate square: KDA with EDA's safe gate (EDA minus the erase) on the tasks where
-# the erase helps behind KDA's gate (capacity at 2000 steps; evict at 6000). Does the erase also help behind
-# EDA's default gate? Same levels, step counts, lr (1e-3, the best for every mixer there) and seeds as the
+# the erase was ahead behind KDA's gate in the runs with one A per head (capacity at 2000 steps; evict at 6000).
+# Is it also ahead behind EDA's default gate? Same levels, step counts, lr (1e-3, the best for every mixer there) and seeds as the
 # grid's runs, so each row pairs by seed with the 'eda' rows of results/synthetic.jsonl (capacity) and
 # results/evict_long.jsonl (evict), whose commands are this sweep's but the mixer: 12 runs, fixed before any ran.
 #   python sweep.py config/sweep/safe_gate.py --jobs=4
