@@ -84,13 +84,15 @@ def test_several_anchor_blocks_per_chunk_match_recurrence(erase, monkeypatch):
             chunk_size=8 if erase else 16)
 
 
-def test_long_chunks_with_strongest_decay_stay_exact():
+@pytest.mark.parametrize("launch", [{}, {"BWD_BKC": 8}])
+def test_long_chunks_with_strongest_decay_stay_exact(launch):
     # 32-token chunks, every log decay at the safe gate's floor on half the channels: without local anchors
-    # exp(-G) would reach exp(160) and overflow; here every exponentiated difference stays bounded
+    # exp(-G) would reach exp(160) and overflow; here every exponentiated difference stays bounded. Also with
+    # the two-phase per-chunk backward, the one that fits a GPU's shared memory at this chunk size
     x = make_inputs(1, 70, 1, 1, 16, 16, erase=True, seed=18, device=DEV)
     x["g"] = torch.where(torch.rand(x["g"].shape, generator=torch.Generator().manual_seed(0)) < 0.5,
                          -4.999, -0.01).to(x["g"])
-    compare(x, kernel.eda_fused, 1e-4, chunk_size=32)
+    compare(x, kernel.eda_fused, 1e-4, chunk_size=32, launch=launch)
 
 
 def test_kda_special_case_e_none_matches_recurrence():
@@ -330,11 +332,14 @@ def test_kernel_py_imports_nothing_of_this_repo():
 
 
 @needs_gpu
-@pytest.mark.parametrize("launch", [{}, {"BWD_BKC": 64}, {"BWD_BKC": 64, "BWD_MAXNREG": 128}])
-def test_gpu_bf16_T4096_matches_fp64_reference(launch):
-    # the shipped launch settings and the two-phase per-chunk backward (bench.py's sweep times both)
+@pytest.mark.parametrize("launch, chunk", [({}, None), ({"BWD_BKC": 64}, None),
+                                           ({"BWD_BKC": 64, "BWD_MAXNREG": 128}, None),
+                                           ({"FWD_STAGES": 2, "DH_STAGES": 2, "BWD_BKC": 32}, 32)])
+def test_gpu_bf16_T4096_matches_fp64_reference(launch, chunk):
+    # the shipped launch settings, the two-phase per-chunk backward, and 32-token chunks (bench.py's sweep
+    # times them all)
     x = make_inputs(1, 4096, 2, 4, 128, 128, dtype=torch.bfloat16, seed=11, device=DEV)
-    compare(x, eda.eda_triton, 1e-2, launch=launch)
+    compare(x, eda.eda_triton, 1e-2, launch=launch, chunk_size=chunk)
 
 
 @needs_gpu
