@@ -282,7 +282,9 @@ def erase_rerun(old, before):
                    f'paired seeds of these levels; on the model as shipped that lead '
                    f'{"holds" if holds else "does not repeat"}.', '',
                    'What A per channel changed: mean accuracy (%) over seeds 0-2 with one A per head, then on the '
-                   'model as shipped (the same levels, steps, lr and seeds):', '',
+                   'model as shipped (the same levels, steps, lr and seeds). At init the safe gate\'s A is 1 '
+                   '(`la_A_init`) in both models; KDA\'s gate draws A ~ U(1, 16), once per head before and once per '
+                   'channel now:', '',
                    *table(['level', *sw.mixers], [[f'{t} {x} {LEVEL[t]}', *[
                        f"{sw.fmt(before[t, x][m])} → {sw.fmt(summary[t, x, m]['mean'])}" for m in sw.mixers]]
                        for t, x in levels if (t, x) in before]),
