@@ -177,7 +177,6 @@ def test_the_lm_verdict_decides_an_erase_pair_only_where_a_paired_t_test_says_so
     assert f"runs of {', '.join(others)} are still to come" in text
 
 
-
 def test_the_erase_rerun_shows_whole_levels_only_as_its_report_says_and_its_verdict_counts_them():
     """RESULTS.md shows the erase rerun's levels whose every run has a result, each cell as the grid's own report
     has it (a level with a run still to go is not shown); once the grid is whole, the verdict's counts are the

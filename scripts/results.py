@@ -135,27 +135,30 @@ def erase_rows(grid, ev, sq):
 
 
 def square_rows(sw, sq, safe):
-    """The erase x gate square: the erase behind each gate, paired by seed, where all four mixers ran."""
-    rows, counts = [], {'safe': [0, 0], 'kda': [0, 0]}
+    """The erase x gate square: the erase behind each gate, paired by seed, where all four mixers ran; its
+    rows, the paired seeds the erase wins behind each gate, and each mixer's mean by (task, level)."""
+    rows, counts, means = [], {'safe': [0, 0], 'kda': [0, 0]}, {}
     for task, levels in sq.items():
         for (x, steps), (eda, eda_kg, kda) in levels.items():
             kda_sg = safe.get((task, x, 'kda safe-gate'))
             if kda_sg is None or (task == 'evict' and steps != 6000):
                 continue
+            means[task, x] = {'eda': eda['mean'], 'kda': kda['mean'], 'eda kda-gate': eda_kg['mean'],
+                              'kda safe-gate': kda_sg['mean']}
             cells = []
             for gate, (a, b) in (('safe', (eda, kda_sg)), ('kda', (eda_kg, kda))):
                 n, m, d = sw.pair_stats(a, b)
                 counts[gate] = [counts[gate][0] + n, counts[gate][1] + m]
                 cells += [sw.fmt(a['mean']), sw.fmt(b['mean']), f'{n} of {m}, {sw.fmt_diff(d)}']
             rows.append([f'{task}, {x} {LEVEL[task]} ({steps} steps)', *cells])
-    return rows, counts
+    return rows, counts, means
 
 
 def erase_section():
     grid, ev, sg = (sweep_report(f'config/sweep/{g}.py') for g in ('synthetic', 'evict_long', 'safe_gate'))
     sq = {}
     rows = erase_rows(grid, ev, sq)
-    square, counts = square_rows(grid[0], sq, sg[2])
+    square, counts, before = square_rows(grid[0], sq, sg[2])  # before: the means with one A per head
     ahead = {}  # the erase behind KDA's gate where it was learned (evict at 6000 steps) or not: [ahead, compared]
     for task, levels in sq.items():
         for (x, steps), (eda, eda_kg, kda) in levels.items():
@@ -164,13 +167,6 @@ def erase_section():
             group = ahead.setdefault(task in ('capacity', 'evict'), [0, 0])
             n, m, _ = grid[0].pair_stats(eda_kg, kda)
             group[0], group[1] = group[0] + n, group[1] + m
-    before = {}  # (task, x): {mixer: mean accuracy} of the runs with one A per head, at the rerun's levels
-    for task, levels in sq.items():
-        for (x, steps), (eda, eda_kg, kda) in levels.items():
-            kda_sg = sg[2].get((task, x, 'kda safe-gate'))
-            if kda_sg is not None and (task != 'evict' or steps == 6000):
-                before[task, x] = {'eda': eda['mean'], 'kda': kda['mean'], 'eda kda-gate': eda_kg['mean'],
-                                   'kda safe-gate': kda_sg['mean']}
     rerun, holds = erase_rerun(ahead[True], before)
     return ['## Does the erase help? Synthetic recall', '',
             "The paper's claim is that an erase at its own address helps the memory. The tasks (`data/synthetic.py`): "
