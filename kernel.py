@@ -8,7 +8,6 @@ Chapters, in file order:
     Triton building blocks      sub-step tiles of a chunk, the unit-lower inverse, anchored decay products
     Forward                     _eda_prep_kernel (per chunk), _eda_fwd_kernel (the chunk walk)
     Backward                    _eda_dh_prep_kernel, _eda_bwd_dh_kernel (the reverse walk), _eda_bwd_kernel
-                                (or _eda_bwd_split_kernel: launch BWD_BKC)
     Decode                      _eda_decode_kernel: Eq. ed token by token, the state in HBM
     Short conv                  the linear layers' input path, conv + SiLU + L2 norm, forward and backward
     Python side                 host checks, launch settings (LAUNCH), the launch sequences
@@ -41,8 +40,7 @@ Design (chunked training kernels, Sec. 3.4):
   S_0) and stores dS_C per chunk; then, in parallel over chunks, (5) `_eda_bwd_kernel` (per chunk, V-blocks
   looped inside) recomputes the chunk's forward from S_0 and T, produces dv and every gradient that flows
   through the states, and chains the in-chunk matrices' gradients (dL, dQk, [BT, BT]) through the anchored
-  decay products to k', q', G and the gates; each gradient row is stored once. `_eda_bwd_split_kernel`
-  (launch BWD_BKC) computes the same in two phases, the second in blocks of key columns, with fewer tiles live.
+  decay products to k', q', G and the gates; each gradient row is stored once.
 - Decay numerics: a chunk's cumulative log decay G can reach -5 C (safe gate, Eq. safe_gate), so
   exp(-G) overflows. Products Gamma_ij = exp(G_i - G_j) (i >= j) are formed as
   (k_i exp(G_i - G_a)) . (k_j exp(G_a - G_j)) with local anchors: inside blocks of ANCHOR_TOKENS tokens
@@ -554,100 +552,6 @@ def _chunk_v_block(v, do, dv, Sd, dSd, kg, kg_lo, kn, Tm, Qk, bb, row_bt, wrow, 
 
 
 @triton.jit
-def _eda_bwd_split_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, dv, de, dg, dbeta, dgamma,
-                          scr, scale, T, NT, NBH, NPROG,
-                          H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-                          BT: tl.constexpr, BK: tl.constexpr, BKC: tl.constexpr, BV: tl.constexpr,
-                          AB: tl.constexpr, EDA: tl.constexpr, SCALAR_G: tl.constexpr, ATOMIC_QK: tl.constexpr,
-                          DT: tl.constexpr, PREC: tl.constexpr):
-    """_eda_bwd_kernel's gradients, the same products in two phases so that fewer tiles are live at once.
-    Phase 1 (all key columns, V-blocks looped): R, U, dU, dX as there, dv, db' = rowsum(dX R), dL and dQk; the
-    chunk's dR' = diag(b') dX and U go to this program's scratch rows. Phase 2, in blocks of BKC key columns
-    (the decay is per channel, so every column block stands alone): the products through S_0 and S_C from the
-    scratch, then the in-chunk terms of those columns (A and Qk are sums over columns: db' adds up per block).
-    Persistent: NPROG programs take the chunks in turn, each with its own scratch (2 x [BT, V])."""
-    pid = tl.program_id(0)
-    r = tl.arange(0, BT)
-    scr_u = scr + pid.to(tl.int64) * 2 * BT * V + BT * V
-    scr_r = scr + pid.to(tl.int64) * 2 * BT * V
-    for t in range(pid, NT * NBH, NPROG):
-        c = t % NT
-        i_bh = t // NT
-        i_b, i_hv, i_h = _heads(i_bh, H, HV)
-        kk, qq, bb, G, row_bt, wrow, erow = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
-                                                        H, HV, K, BT, BK, EDA)
-        off_t = (i_bh.to(tl.int64) * NT + c) * BT * BT + r[:, None] * BT + r[None, :]
-        Tm = tl.load(Tin + off_t).to(DT)
-        Qk = tl.load(Qkin + off_t).to(DT)
-        eG = tl.exp(G)
-        kg32 = kk * eG
-        kg = kg32.to(DT)
-        kg_lo = (kg32 - kg.to(tl.float32)).to(DT)
-        kn = (kk * tl.exp(_row(G, r, BT - 1)[None, :] - G)).to(DT)
-        dL = tl.zeros([BT, BT], dtype=tl.float32)
-        dQk = tl.zeros([BT, BT], dtype=tl.float32)
-        db = tl.zeros([BT], dtype=tl.float32)
-        base_s = (i_bh.to(tl.int64) * NT + c) * K * V
-        for i_v in range(tl.cdiv(V, BV)):
-            ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
-            Sd = tl.load(hs + base_s + off_s, mask=m_s, other=0.).to(DT)
-            dSd = tl.load(dhs + base_s + off_s, mask=m_s, other=0.).to(DT)
-            dX, dR, Ud, dOd, db_v = _chunk_v_block(v, do, dv, Sd, dSd, kg, kg_lo, kn, Tm, Qk, bb, row_bt, wrow,
-                                                   i_hv, cv, mv, HV, V, DT, PREC)
-            db += db_v
-            off_scr = r[:, None] * V + cv[None, :]
-            m_scr = (r[:, None] < BT) & mv[None, :]
-            tl.store(scr_r + off_scr, dR.to(DT), mask=m_scr)
-            tl.store(scr_u + off_scr, Ud, mask=m_scr)
-            dL += tl.dot(dX.to(DT), tl.trans(Ud), input_precision=PREC)
-            dQk += tl.dot(dOd, tl.trans(Ud), input_precision=PREC)
-        tl.debug_barrier()  # phase 2's threads read the scratch rows other threads wrote
-        dL = tl.where(r[:, None] > r[None, :], -dL, 0.)
-        dQk = tl.where(r[:, None] >= r[None, :], dQk, 0.)
-        for kc in range(BK // BKC):  # (names of their own: a loop's variables keep their shapes)
-            kc_k, kc_q, _, kc_G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
-                                                       H, HV, K, BT, BKC, EDA, kc * BKC)
-            kc_c = kc * BKC + tl.arange(0, BKC)
-            kc_m = kc_c < K
-            pos = tl.zeros([BT, BKC], dtype=tl.float32)
-            neg = tl.zeros([BT, BKC], dtype=tl.float32)
-            dqq = tl.zeros([BT, BKC], dtype=tl.float32)
-            sds = tl.zeros([BKC], dtype=tl.float32)
-            for j_v in range(tl.cdiv(V, BV)):
-                jv = j_v * BV + tl.arange(0, BV)
-                jm = jv < V
-                off_j = base_s + kc_c[:, None] * V + jv[None, :]
-                S_j = tl.load(hs + off_j, mask=kc_m[:, None] & jm[None, :], other=0.).to(DT)
-                dS_j = tl.load(dhs + off_j, mask=kc_m[:, None] & jm[None, :], other=0.).to(DT)
-                scr_j = r[:, None] * V + jv[None, :]
-                dR_j = tl.load(scr_r + scr_j, mask=(r[:, None] < BT) & jm[None, :], other=0.)
-                U_j = tl.load(scr_u + scr_j, mask=(r[:, None] < BT) & jm[None, :], other=0.)
-                dO_j = tl.load(do + (row_bt * HV + i_hv)[:, None] * V + jv[None, :],
-                               mask=wrow[:, None] & jm[None, :], other=0.).to(DT)
-                pos += tl.dot(dR_j, tl.trans(S_j), input_precision=PREC)
-                neg += tl.dot(U_j, tl.trans(dS_j), input_precision=PREC)
-                dqq += tl.dot(dO_j, tl.trans(S_j), input_precision=PREC)
-                sds += tl.sum(S_j.to(tl.float32) * dS_j.to(tl.float32), axis=1)
-            kc_GN = _row(kc_G, r, BT - 1)
-            kc_eG = tl.exp(kc_G)
-            pos = -pos * kc_eG
-            neg = neg * tl.exp(kc_GN[None, :] - kc_G)
-            dqq = dqq * kc_eG
-            kc_dG = kc_k * (pos - neg) + kc_q * dqq
-            kc_dGN = tl.exp(kc_GN) * sds + tl.sum(neg * kc_k, axis=0)
-            kc_dG = kc_dG + tl.where(r[:, None] == BT - 1, kc_dGN[None, :], 0.)
-            dkk_i, dqq_i, dG_i, db_i = _in_chunk_grads(kc_k, kc_q, kc_G, bb, dL, dQk, r, kc_c, BT, AB, SCALAR_G, DT,
-                                                       PREC)
-            db += db_i
-            dgg = kc_dG + dG_i
-            dgg = tl.sum(dgg, axis=0)[None, :] - tl.cumsum(dgg, axis=0) + dgg
-            _scatter(dq, dk, de, dg, (dqq + dqq_i) * scale, pos + neg + dkk_i, dgg, row_bt, wrow, erow, i_h, i_hv,
-                     kc_c, kc_m, H, HV, K, EDA, ATOMIC_QK)
-        _scatter_db(dbeta, dgamma, db, row_bt, wrow, erow, i_hv, HV, EDA)
-        tl.debug_barrier()  # the next chunk's phase 1 overwrites the scratch rows
-
-
-@triton.jit
 def _in_chunk_grads(kk, qq, G, bb, dL, dQk, r, ck, BT: tl.constexpr, AB: tl.constexpr, SCALAR_G: tl.constexpr,
                     DT: tl.constexpr, PREC: tl.constexpr):
     """The in-chunk terms of a chunk's gradients, from dL (through T) and dQk:
@@ -924,9 +828,6 @@ LAUNCH = dict(
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3,
     DH_BV=128, DH_WARPS=8, DH_STAGES=3,
     BWD_BV=64, BWD_WARPS=8, BWD_STAGES=1,
-    # the per-chunk backward in two phases, its second in blocks of BWD_BKC key columns (0: one phase), run by
-    # BWD_PER_SM persistent programs per SM: fewer live tiles, so that more than one program fits an SM
-    BWD_BKC=0, BWD_PER_SM=2, BWD_MAXNREG=0,  # (registers per thread the compiler may use; 0: its own choice)
     FILL_PROGRAMS=64,  # sequential walks: narrow the V-blocks while fewer programs than this would run
 )
 
@@ -1074,17 +975,7 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
     grads = (dq, dk, dv, de if eda else dq, dg, dbeta, dgamma if eda else dbeta)
     consts = dict(H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
                   ATOMIC_QK=HV > H, DT=DT, PREC=PREC, num_warps=L["BWD_WARPS"], num_stages=L["BWD_STAGES"])
-    if L["BWD_BKC"]:
-        slots = 3 if _interpreting() else torch.cuda.get_device_properties(q.device).multi_processor_count * \
-            L["BWD_PER_SM"]
-        nprog = min(slots, NT * B * HV)
-        scr = torch.empty(nprog, 2, BT, V, dtype=torch.float32 if DT == tl.float32 else torch.bfloat16,
-                          device=q.device)
-        regs = dict(maxnreg=L["BWD_MAXNREG"]) if L["BWD_MAXNREG"] else {}
-        _eda_bwd_split_kernel[(nprog,)](q, k, v, e_, g, beta, gm_, Tm, Qk, hs, dhs, do, *grads, scr, scale, T, NT,
-                                        B * HV, nprog, BKC=min(L["BWD_BKC"], BK), **consts, **regs)
-    else:
-        _eda_bwd_kernel[(NT, B * HV)](q, k, v, e_, g, beta, gm_, Tm, Qk, hs, dhs, do, *grads, scale, T, NT, **consts)
+    _eda_bwd_kernel[(NT, B * HV)](q, k, v, e_, g, beta, gm_, Tm, Qk, hs, dhs, do, *grads, scale, T, NT, **consts)
     return dq, dk, dv, de, dg, dbeta, dgamma, dh0
 
 
@@ -1294,7 +1185,8 @@ def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
               chunk_size=None, check_g=True, launch=None, recompute_states=False):
     """Chunked fused EDA (Eq. ed; Sec. 3.4). Same arguments and results as eda.eda_recurrent, plus
     `chunk_size` (tokens per chunk, a power of 2 with chunk_size * (2 if e else 1) >= 16; default
-    CHUNK_TOKENS) and `check_g`: reject a channel-wise g below G_MIN (the prep kernel records each chunk's
+    CHUNK_TOKENS, the fastest measured; 32 fits a Hopper SM's shared memory with launch FWD_STAGES=2, DH_STAGES=2)
+    and `check_g`: reject a channel-wise g below G_MIN (the prep kernel records each chunk's
     smallest g; reading it back is a device sync at the end of the forward); pass False only when the
     gate bounds g by construction (eda.safe_gate / kda_gate with lower_bound >= G_MIN). launch: changes to
     the launch settings LAUNCH by name, e.g. dict(FWD_BV=64). recompute_states: keep no chunk states (S_0 of

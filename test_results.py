@@ -103,6 +103,25 @@ def test_the_context_table_is_the_report_as_printed_cell_by_cell():
         assert (float(ratio), float(rec_ratio)) == (round(eda[0] / tf[0], 2), round(rec[0] / tf[0], 2))
 
 
+def test_the_kernel_tables_hold_every_timing_bench_py_printed():
+    """Every timed row of results/kernel_bench.txt (bench.py's output as printed, read here with a pattern of its
+    own) is a row of RESULTS.md's kernel tables with the same figures, and the sweep's ratios are recomputed."""
+    text = open(os.path.join(ROOT, 'results', 'kernel_bench.txt')).read()
+    section = results_md().split('## Kernel speed')[1].split('\n## ')[0]
+    timed = re.findall(r'\] (\S.*?) +B=(\d+) T=(\d+) H=(\d+) HV=(\d+): fwd ([\d.]+) ms, fwd\+bwd ([\d.]+) ms, '
+                       r'peak (\d+) MiB', text)
+    assert len(timed) >= 12
+    for case, B, T, H, HV, f, fb, peak in timed:
+        assert f'| {case} | ({B}, {T}, {H}, {HV}) | {f} | {fb} | {int(peak):,} |' in section, case
+    for block in re.split(r'\n(?=  \(\d+, \d+, \d+, \d+\), this run)', text)[1:]:
+        base = float(re.search(r"this run's settings: fwd [\d.]+ ms, fwd\+bwd ([\d.]+) ms", block)[1])
+        variants = re.findall(r'sweep (\{.*?\}): fwd ([\d.]+) ms, fwd\+bwd ([\d.]+) ms', block)
+        assert variants
+        for variant, f, fb in variants:
+            row = next(ln for ln in section.splitlines() if ln.startswith(f'| `{variant}` |'))
+            assert f'{f} / {fb} ({float(fb) / base:.2f}x)' in row, (variant, row)
+
+
 def test_every_figure_in_readmes_results_summary_is_in_the_results_md_section_it_links():
     readme = open(os.path.join(ROOT, 'README.md')).read()
     summary = readme.split('## Results', 1)[1].split('\n## ', 1)[0]

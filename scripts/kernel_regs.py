@@ -4,7 +4,6 @@ Registers and spills of kernel.py's Triton kernels, compiled for Hopper (sm_90a)
     python scripts/kernel_regs.py                      # every kernel, EDA, bf16, K = V = 128, module settings
     python scripts/kernel_regs.py --warps=4 fwd        # one kernel, other num_warps
     python scripts/kernel_regs.py --sass fwd bwd       # also their machine instructions: in all, in the loop
-    python scripts/kernel_regs.py --maxnreg=128 bwd_split   # capped at 128 registers (2 programs of 8 warps an SM)
     python scripts/kernel_regs.py --chunk=32           # 32-token chunks (eda_fused's chunk_size)
 
 Prints cuobjdump's resource line per kernel (REG: registers per thread, STACK: bytes per thread, mostly spills)
@@ -33,11 +32,9 @@ from triton.compiler import ASTSource  # noqa: E402
 
 import kernel  # noqa: E402
 
-MAXNREG = 0  # --maxnreg=N: the registers per thread the compiler may use (launch BWD_MAXNREG), 0: its choice
-
 FP32_POINTERS = {"g", "gmin", "ht", "h0", "dht", "dh0", "dq", "dk", "dg", "de", "dbeta", "dgamma",
                  "s_in", "s_out", "eGNout", "eGNin"}
-SCALARS = {"scale": "fp32", "T": "i32", "NT": "i32", "NBH": "i32", "NPROG": "i32"}
+SCALARS = {"scale": "fp32", "T": "i32", "NT": "i32"}
 
 
 def signature(fn, consts):
@@ -65,8 +62,7 @@ def cuobjdump(fn, consts, warps, stages, flag):
     consts = {n: c for n, c in consts.items() if n in params}  # one table serves kernel versions that differ
     sig = signature(fn, consts)
     src = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=aligned(sig))
-    opts = dict(num_warps=warps, num_stages=stages, **({"maxnreg": MAXNREG} if MAXNREG else {}))
-    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts)
+    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, num_stages=stages))
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(compiled.asm["cubin"])
     tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
@@ -97,8 +93,6 @@ def instruction_mix(fn, consts, warps, stages, top=12):
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     warps = next((int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--warps=")), None)
-    global MAXNREG
-    MAXNREG = next((int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--maxnreg=")), 0)
     H = HV = 16
     K = V = 128
     chunk = next((int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--chunk=")), kernel.CHUNK_TOKENS)
@@ -119,10 +113,6 @@ def main():
                    L["DH_WARPS"], L["DH_STAGES"]),
         "bwd": (kernel._eda_bwd_kernel, dict(common, BV=L["BWD_BV"], AB=AB, SCALAR_G=False, ATOMIC_QK=False),
                 L["BWD_WARPS"], L["BWD_STAGES"]),
-        # the two-phase per-chunk backward (launch BWD_BKC; in 64-column blocks where the setting is 0)
-        "bwd_split": (kernel._eda_bwd_split_kernel, dict(common, BV=L["BWD_BV"], BKC=L["BWD_BKC"] or 64, AB=AB,
-                                                         SCALAR_G=False, ATOMIC_QK=False),
-                      L["BWD_WARPS"], L["BWD_STAGES"]),
     }
     print(f"triton {triton.__version__}, sm_90a, EDA bf16, K = V = {K}, chunk {chunk} tokens (BT = {BT})")
     for name, (fn, consts, w, s) in kernels.items():
