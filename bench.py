@@ -12,14 +12,18 @@ Times are `triton.testing.do_bench` medians in ms; "fwd" is a training forward (
 are timed from CUDA-graph replays (the kernel alone; the eager call's time, host included, beside it).
 FLA (flash-linear-attention) is optional: only this script and optional GPU tests import it.
 """
+import os
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
+# FLA's kernels autotune for minutes in every new process; with this on, Triton keeps their choices in its cache
+# directory (TRITON_CACHE_DIR, default ~/.triton/cache) for later runs on the machine (0: retime every run)
+os.environ.setdefault("TRITON_CACHE_AUTOTUNING", "1")
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
-import eda
-import kernel
+import eda  # noqa: E402
+import kernel  # noqa: E402
 
 # ----------------------------------------------------------------------------------------------------
 # settings (override with config files or --key=value, see configurator.py)
