@@ -567,6 +567,7 @@ def kernel_section():
     unmatched = [str(s) for s in shapes if ('FLA chunk_kda safe_gate', s) not in rows]
     k = json.load(open(os.path.join(results_dir, 'kernel.json')))
     dec = k['decode']
+    again = [abs(sweep[s][0][2] / rows['eda_triton (EDA)', s][1] - 1) for s in sweep if ('eda_triton (EDA)', s) in rows]
     srows, wins = [], 0
     for variant in [v for v, _, _ in next(iter(sweep.values()))]:
         cells = []
@@ -598,7 +599,9 @@ def kernel_section():
             'walks in shared memory). '
             f"{'None of them' if not wins else f'{wins} variant-shape pairs of them'} ran faster than the shipped settings"
             + (', so none was kept (the two-phase backward left `kernel.py` after this run).' if not wins else '.')
-            + ' Profiles, compile figures and the reasons: `notes/kernel.md`.', '',
+            + f' The noise beside it: the shipped settings, timed twice in the run (the first table and this one\'s '
+            f'first row), differ by up to {100 * max(again):.1f}% in fwd+bwd. Profiles, compile figures and the '
+            'reasons: `notes/kernel.md`.', '',
             *table(['launch variant', *[str(s) for s in sweep]], srows),
             'Decoding one token (H = HV = 16): GPU time of a CUDA-graph replay, as `generate` runs it; the eager call '
             '(host path included) beside it.', '', '```sh', dec['command'], '```', '',
