@@ -597,8 +597,9 @@ def kernel_section():
             'warps), `BWD_PER_SM` its persistent programs per SM, `BWD_MAXNREG` a register cap that fits two programs '
             'an SM; `BWD_WARPS=16` gives one program 16 warps; `chunk_size: 32` doubles the chunk (`*_STAGES=2` fit the '
             'walks in shared memory). '
-            f"{'None of them' if not wins else f'{wins} variant-shape pairs of them'} ran faster than the shipped settings"
-            + (', so none was kept (the two-phase backward left `kernel.py` after this run).' if not wins else '.')
+            + ('None of them ran faster than the shipped settings, so none was kept (the two-phase backward left '
+               '`kernel.py` after this run).' if not wins else
+               f'{wins} variant-shape pairs of them ran faster than the shipped settings.')
             + f' The noise beside it: the shipped settings, timed twice in the run (the first table and this one\'s '
             f'first row), differ by up to {100 * max(again):.1f}% in fwd+bwd. Profiles, compile figures and the '
             'reasons: `notes/kernel.md`.', '',
