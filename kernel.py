@@ -1187,9 +1187,9 @@ def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
     `chunk_size` (tokens per chunk, a power of 2 with chunk_size * (2 if e else 1) >= 16; default
     CHUNK_TOKENS, faster than 32 on an H100 (notes/kernel.md); 32 fits a Hopper SM's shared memory with
     launch FWD_STAGES=2, DH_STAGES=2) and `check_g`: reject a channel-wise g below G_MIN (the prep kernel
-    records each chunk's smallest g; reading it back is a device sync at the end of the forward); pass False only when the
-    gate bounds g by construction (eda.safe_gate / kda_gate with lower_bound >= G_MIN). launch: changes to
-    the launch settings LAUNCH by name, e.g. dict(FWD_BV=64). recompute_states: keep no chunk states (S_0 of
+    records each chunk's smallest g; reading it back is a device sync at the end of the forward); pass False
+    only when the gate bounds g by construction (eda.safe_gate / kda_gate with lower_bound >= G_MIN). launch:
+    changes to the launch settings LAUNCH by name, e.g. dict(FWD_BV=64). recompute_states: keep no chunk states (S_0 of
     every chunk, T, Qk: ~14 KB a token at K = V = 128 and 6 value heads) from the forward to the backward,
     which runs the forward again for them: less memory, one forward's time more.
     The final state is fp32; the output has v's dtype. Differentiable in every tensor input. Shapes are not
