@@ -36,7 +36,9 @@ warmup = 10          # ms, do_bench's warm-up
 rep = 50             # ms, do_bench's repetitions
 check = 1            # correctness before timing: 0 none, 1 bf16 EDA/KDA + decode (+ FLA agreement), 2 + fp32, GDN
 check_fla_baseline = False  # check=1 also runs FLA chunk_kda on the doubled sequence through the EDA checks
-profile = True       # per-kernel GPU times of one eda_triton fwd+bwd (torch.profiler), first shape
+profile = True       # per-kernel GPU times of one fwd+bwd (torch.profiler): EDA, our KDA path, FLA's safe gate,
+                     # and each sweep variant
+profile_shapes = None  # [(B, T, H, HV), ...] profiled; None: the first shape
 use_fla = True       # compare with FLA when it imports
 fla_extra_shapes = 1  # FLA safe_gate and doubled-sequence rows for this many shapes (FLA's autotuning is slow)
 fla_doubled_rows = True  # the extra rows include EDA through FLA's chunk_kda on the doubled sequence
@@ -337,7 +339,8 @@ def bench_kernels(fla, ours):
 
 
 def bench_sweep():
-    """Launch-setting variants of eda_triton on sweep_shapes (fwd, fwd+bwd ms), for tuning notes."""
+    """Launch-setting variants of eda_triton on sweep_shapes (fwd, fwd+bwd ms, and with profile on, each one's
+    kernels), for tuning notes."""
     for shape in sweep_shapes or shapes[:1]:
         print(f"  {shape}, this run's settings: fwd {{:.3f}} ms, fwd+bwd {{:.3f}} ms".format(*sweep_one(shape, {})))
         for variant in sweep:
@@ -356,25 +359,52 @@ def sweep_one(shape, variant):
             print(f"  [{time.time() - T0:5.0f}s] sweep {variant}: fwd {t_f:.3f} ms, fwd+bwd {t_fb:.3f} ms", flush=True)
     except Exception as err:
         print(f"  sweep {variant} failed: {type(err).__name__}: {str(err)[:200]}")
+    if profile and t_fb == t_fb:  # which kernels the variant sped up or slowed down
+        profiled(profile_one, f"sweep {variant or 'this run'} B={B} T={T} H={H} HV={HV}", fn, full)
     return t_f, t_fb
 
 
-def profile_kernels():
-    """Per-kernel GPU time of one eda_triton fwd+bwd on the first shape (where the time goes)."""
+PROFILED = ("eda_triton (EDA)", "eda_triton KDA path (e=None)", "FLA chunk_kda safe_gate")
+
+
+def profile_kernels(fla, ours):
+    """Where the time goes, kernel by kernel, at each of profile_shapes: EDA and our KDA path (ours=True) or FLA's
+    safe-gate chunk_kda (ours=False, after its rows: its kernels are autotuned by then)."""
+    for B, T, H, HV in profile_shapes or shapes[:1]:
+        full = make_inputs(B, T, H, HV, seed=7)
+        for name, (fn, erase) in kernel_cases(fla).items():
+            if name in PROFILED and name.startswith("eda_triton") == ours:
+                inputs = full if erase else (full[0], full[1], full[2], None, full[4], full[5], None)
+                profile_one(f"{name} B={B} T={T} H={H} HV={HV}", fn, inputs)
+
+
+def profile_one(label, fn, inputs):
+    """One line: the GPU time of each kernel in one fwd+bwd of fn(*inputs) (torch.profiler), ms, largest first."""
     from torch.profiler import ProfilerActivity, profile as torch_profile
-    B, T, H, HV = shapes[0]
-    xs = [x.detach().clone().requires_grad_() for x in make_inputs(B, T, H, HV, seed=7)]
-    for _ in range(2):  # warm (compiled) before profiling
-        fused(*xs, check_g=False)[0].float().sum().backward()
+    xs = [x.detach().clone().requires_grad_() if x is not None else None for x in inputs]
+    for _ in range(2):  # compiled and autotuned before the profiled call
+        fn(*xs).float().sum().backward()
     torch.cuda.synchronize()
     with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
-        o = fused(*xs, check_g=False)[0]
+        o = fn(*xs)
         o.backward(torch.ones_like(o))
         torch.cuda.synchronize()
+    per = {}
+    for evt in prof.key_averages():
+        per[evt.key] = per.get(evt.key, 0.0) + device_us(evt) / 1e3
+    per = sorted(((k, ms) for k, ms in per.items() if ms > 0), key=lambda x: -x[1])
+    print(f"  profile {label}: total {sum(ms for _, ms in per):.3f} ms | "
+          + " | ".join(f"{k[:60]} {ms:.3f}" for k, ms in per), flush=True)
+    del xs, o
+    torch.cuda.empty_cache()
+
+
+def profiled(fn, *args):
+    """fn(*args), a profile: a profiler failure is printed and must not cost the timings after it."""
     try:
-        print(prof.key_averages().table(sort_by="device_time_total", row_limit=12))
-    except Exception:  # older torch names the column after CUDA
-        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=12))
+        fn(*args)
+    except Exception as err:
+        print(f"profile failed: {type(err).__name__}: {str(err)[:200]}")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -857,15 +887,16 @@ def main():
     print("\nchunked kernels, ours:", flush=True)
     krows = bench_kernels(fla, ours=True)
     if profile:
-        try:
-            profile_kernels()
-        except Exception as err:
-            print(f"profile failed: {type(err).__name__}: {str(err)[:200]}")
+        print("\nper-kernel GPU time of one fwd+bwd, ours:", flush=True)
+        profiled(profile_kernels, fla, True)
     if sweep:  # before the references: FLA's autotuning may outlast a time limit
         print("\nlaunch-setting sweep (EDA, sweep_shapes):", flush=True)
         bench_sweep()
     print("\nchunked kernels, references:", flush=True)
     krows += bench_kernels(fla, ours=False)
+    if profile and fla is not None:
+        print("\nper-kernel GPU time of one fwd+bwd, FLA:", flush=True)
+        profiled(profile_kernels, fla, False)
     print_tables(krows, drows)
 
 
