@@ -457,8 +457,7 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
                     scale, T, NT,
                     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
                     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, AB: tl.constexpr, EDA: tl.constexpr,
-                    SCALAR_G: tl.constexpr, ATOMIC_QK: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr,
-                    PRECISE: tl.constexpr):
+                    SCALAR_G: tl.constexpr, ATOMIC_QK: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Every input gradient of one chunk, in parallel over chunks (V in blocks of BV, looped inside the program).
     The chunk's forward is recomputed from S_0 (forward store) and T (prep store),
     R = V' - (exp(G) K') S_0, U = T diag(b') R, and from dS_C (reverse walk's store)
@@ -499,7 +498,7 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
         Sd = tl.load(hs + off_s, mask=m_s, other=0.).to(DT)
         dSd = tl.load(dhs + off_s, mask=m_s, other=0.).to(DT)
         dX, dR, Ud, dOd, db_v = _chunk_v_block(v, do, dv, Sd, dSd, kg, kg_lo, kn, Tm, Qk, bb, row_bt, wrow, i_hv,
-                                               cv, mv, HV, V, DT, PREC, PRECISE)
+                                               cv, mv, HV, V, DT, PREC)
         db += db_v
         dL += tl.dot(dX.to(DT), tl.trans(Ud), input_precision=PREC)
         dQk += tl.dot(dOd, tl.trans(Ud), input_precision=PREC)
@@ -520,8 +519,7 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
     # inside the chunk: through T (dL) and Qk (dQk)
     dL = tl.where(r[:, None] > r[None, :], -dL, 0.)
     dQk = tl.where(r[:, None] >= r[None, :], dQk, 0.)
-    dkk_i, dqq_i, dG_i, db_i = _in_chunk_grads(kk, qq, G, bb, dL, dQk, r, ck, BT, AB, SCALAR_G, DT, PREC,
-                                               tl.float32 if PRECISE else DT)
+    dkk_i, dqq_i, dG_i, db_i = _in_chunk_grads(kk, qq, G, bb, dL, dQk, r, ck, BT, AB, SCALAR_G, DT, PREC)
     dgg = dG + dG_i
     dgg = tl.sum(dgg, axis=0)[None, :] - tl.cumsum(dgg, axis=0) + dgg  # G = cumsum(g'): reverse cumsum
     _scatter(dq, dk, de, dg, (dqq + dqq_i) * scale, dkk + dkk_i, dgg, row_bt, wrow, erow, i_h, i_hv, ck, mk,
@@ -531,7 +529,7 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
 
 @triton.jit
 def _chunk_v_block(v, do, dv, Sd, dSd, kg, kg_lo, kn, Tm, Qk, bb, row_bt, wrow, i_hv, cv, mv,
-                   HV: tl.constexpr, V: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr, PRECISE: tl.constexpr):
+                   HV: tl.constexpr, V: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """One V-block (columns cv) of a chunk's backward, from S_0 and dS_C (Sd, dSd: its [BK, BV] blocks):
     R = V' - (exp(G) K') S_0, U = T diag(b') R, dU = Qk^T dO + (exp(G_C - G) K') dS_C, dX = T^T dU; stores dv
     (dR' = diag(b') dX on the write rows). Returns dX, dR', U and dO (dot dtype), rowsum(dX R)."""
@@ -540,16 +538,13 @@ def _chunk_v_block(v, do, dv, Sd, dSd, kg, kg_lo, kn, Tm, Qk, bb, row_bt, wrow, 
     vv = tl.load(v + off_v, mask=m_v, other=0.).to(tl.float32)
     # R and dX feed db' = rowsum(dX R), a sum that cancels: their in-kernel fp32 operands (exp(G) K', dU)
     # enter the products as bf16 hi + lo, so only the stored S_0, T and dS_C are rounded (notes/kernel.md)
-    R = vv - tl.dot(kg, Sd, input_precision=PREC)
-    if PRECISE:
-        R -= tl.dot(kg_lo, Sd, input_precision=PREC)
+    R = vv - tl.dot(kg, Sd, input_precision=PREC) - tl.dot(kg_lo, Sd, input_precision=PREC)
     Ud = tl.dot(Tm, (bb[:, None] * R).to(DT), input_precision=PREC).to(DT)
     dOd = tl.load(do + off_v, mask=m_v, other=0.).to(DT)
     dU = tl.dot(tl.trans(Qk), dOd, input_precision=PREC) + tl.dot(kn, dSd, input_precision=PREC)
     dU_hi = dU.to(DT)
-    dX = tl.dot(tl.trans(Tm), dU_hi, input_precision=PREC)
-    if PRECISE:
-        dX += tl.dot(tl.trans(Tm), (dU - dU_hi.to(tl.float32)).to(DT), input_precision=PREC)
+    dX = tl.dot(tl.trans(Tm), dU_hi, input_precision=PREC) + \
+        tl.dot(tl.trans(Tm), (dU - dU_hi.to(tl.float32)).to(DT), input_precision=PREC)
     db = tl.sum(dX * R, axis=1)
     dR = bb[:, None] * dX
     tl.store(dv + off_v, dR.to(dv.dtype.element_ty), mask=m_v)
@@ -558,7 +553,7 @@ def _chunk_v_block(v, do, dv, Sd, dSd, kg, kg_lo, kn, Tm, Qk, bb, row_bt, wrow, 
 
 @triton.jit
 def _in_chunk_grads(kk, qq, G, bb, dL, dQk, r, ck, BT: tl.constexpr, AB: tl.constexpr, SCALAR_G: tl.constexpr,
-                    DT: tl.constexpr, PREC: tl.constexpr, OD: tl.constexpr):
+                    DT: tl.constexpr, PREC: tl.constexpr):
     """The in-chunk terms of a chunk's gradients, from dL (through T) and dQk:
         db' = rowsum(dL A),  dA = diag(b') dL,
     chained through A = StrictTril(K' Gamma K'^T) and Qk = Tril(Q' Gamma K'^T) (anchored factors, as in the
@@ -585,18 +580,16 @@ def _in_chunk_grads(kk, qq, G, bb, dL, dQk, r, ck, BT: tl.constexpr, AB: tl.cons
         # in-block pairs (A = Kp Kn^T, Qk = Qp Kn^T). Every factor of k' (q') is k' (q') times exp(+G)
         # ("pos") or exp(-G) ("neg") up to constants, so dG = k' (pos - neg) + q' dq' and dk' = pos + neg.
         same = (r // AB)[:, None] == (r // AB)[None, :]
-        dAs = tl.where(same, dA, 0.).to(OD)
-        dQks = tl.where(same, dQk, 0.).to(OD)
-        Kp, Kn, Qp = Kp.to(OD), Kn.to(OD), Qp.to(OD)
+        dAs = tl.where(same, dA, 0.)
+        dQks = tl.where(same, dQk, 0.)
         pos = tl.dot(dAs, Kn, input_precision=PREC) * Ea
         neg = (tl.dot(tl.trans(dAs), Kp, input_precision=PREC) +
                tl.dot(tl.trans(dQks), Qp, input_precision=PREC)) * En
         dqq = tl.dot(dQks, Kn, input_precision=PREC) * Ea
         for I in tl.static_range(1, BT // AB):  # cross-block pairs, anchored at block I's boundary
             KpI, KnI, QpI, EpI, EnI = _cross_block(kk, qq, G, r, I, AB)
-            dAI = tl.where((r // AB == I)[:, None] & ~same, dA, 0.).to(OD)
-            dQkI = tl.where((r // AB == I)[:, None] & ~same, dQk, 0.).to(OD)
-            KpI, KnI, QpI = KpI.to(OD), KnI.to(OD), QpI.to(OD)
+            dAI = tl.where((r // AB == I)[:, None] & ~same, dA, 0.)
+            dQkI = tl.where((r // AB == I)[:, None] & ~same, dQk, 0.)
             pos += tl.dot(dAI, KnI, input_precision=PREC) * EpI
             neg += (tl.dot(tl.trans(dAI), KpI, input_precision=PREC) +
                     tl.dot(tl.trans(dQkI), QpI, input_precision=PREC)) * EnI
@@ -835,9 +828,6 @@ LAUNCH = dict(
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3,
     DH_BV=128, DH_WARPS=8, DH_STAGES=3,
     BWD_BV=64, BWD_WARPS=8, BWD_STAGES=1,
-    # the per-chunk backward's cancelling sums (dG, db') from fp32 operands: tf32 dG products, and R and dX with
-    # bf16 hi + lo parts; 0 gives them bf16 operands, less accurate, to measure what that precision costs
-    BWD_PRECISE=1,
     FILL_PROGRAMS=64,  # sequential walks: narrow the V-blocks while fewer programs than this would run
 )
 
@@ -984,8 +974,7 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
     e_, gm_ = (e, gamma) if eda else (k, beta)
     grads = (dq, dk, dv, de if eda else dq, dg, dbeta, dgamma if eda else dbeta)
     consts = dict(H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
-                  ATOMIC_QK=HV > H, DT=DT, PREC=PREC, PRECISE=bool(L["BWD_PRECISE"]), num_warps=L["BWD_WARPS"],
-                  num_stages=L["BWD_STAGES"])
+                  ATOMIC_QK=HV > H, DT=DT, PREC=PREC, num_warps=L["BWD_WARPS"], num_stages=L["BWD_STAGES"])
     _eda_bwd_kernel[(NT, B * HV)](q, k, v, e_, g, beta, gm_, Tm, Qk, hs, dhs, do, *grads, scale, T, NT, **consts)
     return dq, dk, dv, de, dg, dbeta, dgamma, dh0
 

@@ -122,6 +122,44 @@ def test_the_kernel_tables_hold_every_timing_bench_py_printed():
             assert f'{f} / {fb} ({float(fb) / base:.2f}x)' in row, (variant, row)
 
 
+def test_the_lever_and_decode_tables_hold_every_timing_and_kernel_time_bench_py_printed():
+    """The profiled lever runs (results/kernel_levers.txt, kernel_precision.txt): every sweep timing is a row of
+    RESULTS.md with its ratio to the shipped settings recomputed and the five EDA kernels' times of its profile line;
+    the shipped kernels' profiles are the rows of "Where the time goes"; every decode line of kernel_decode.txt is a
+    row of the decode table."""
+    section = results_md().split('## Kernel speed')[1].split('\n## ')[0]
+    kernels = ('_eda_prep_kernel', '_eda_fwd_kernel', '_eda_dh_prep_kernel', '_eda_bwd_dh_kernel', '_eda_bwd_kernel')
+    checked = 0
+    for name in ('kernel_levers.txt', 'kernel_precision.txt'):
+        text = open(os.path.join(ROOT, 'results', name)).read()
+        prof = {}
+        for m in re.finditer(r'profile (.+?) B=(\d+) T=(\d+) H=(\d+) HV=(\d+): total [\d.]+ ms \| (.*)', text):
+            times = dict(item.rsplit(' ', 1) for item in m[6].split(' | '))
+            prof[m[1], f'({m[2]}, {m[3]}, {m[4]}, {m[5]})'] = [times[k] for k in kernels]
+        for block in re.split(r'\n(?=  \(\d+, \d+, \d+, \d+\), this run)', text)[1:]:
+            shape, base_f, base = re.search(r"(\(\d+, \d+, \d+, \d+\)), this run's settings: fwd ([\d.]+) ms, "
+                                            r"fwd\+bwd ([\d.]+) ms", block).groups()
+            runs = [('the shipped settings', 'this run', base_f, base)] + \
+                [(f'`{v}`', v, f, fb) for v, f, fb in re.findall(r'sweep (\{.*?\}): fwd ([\d.]+) ms, fwd\+bwd ([\d.]+) ms',
+                                                                 block)]
+            assert len(runs) >= 2
+            for cell, label, f, fb in runs:
+                row = f'| {cell} | {shape} | {f} / {fb} ({float(fb) / float(base):.2f}x) | ' + \
+                    ' | '.join(prof[f'sweep {label}', shape]) + ' |'
+                assert row in section, row
+                checked += 1
+        for case, short in (('eda_triton (EDA)', 'EDA'), ('eda_triton KDA path (e=None)', 'KDA path (e=None)')):
+            for shape in {s for c, s in prof if c == case and name == 'kernel_levers.txt'}:
+                assert f'| {shape} | {short} | ' in section and ' | '.join(prof[case, shape]) in section, (case, shape)
+    assert checked >= 16
+    text = open(os.path.join(ROOT, 'results', 'kernel_decode.txt')).read()
+    decode = section.split('### Decoding one token')[1]
+    lines = re.findall(r'\n  (\S.*?) +B=(\d+): ([\d.]+) ms graphed \((\d+) GB/s', text)
+    assert len(lines) >= 8
+    for case, B, ms, gbs in lines:
+        assert f'| {case} | {B} | {ms} | {gbs} |' in decode, case
+
+
 def test_every_figure_in_readmes_results_summary_is_in_the_results_md_section_it_links():
     readme = open(os.path.join(ROOT, 'README.md')).read()
     summary = readme.split('## Results', 1)[1].split('\n## ', 1)[0]

@@ -532,11 +532,12 @@ def table7_section():
             *table(['Scale', 'Model', *next(iter(counts.values()))['breakdown']], parts)]
 
 
-def kernel_bench():
-    """bench.py's output kept in results/kernel_bench.txt: (meta, rows {(case, shape): (fwd, fwd+bwd, peak MiB)},
-    sweep {shape: [(variant, fwd, fwd+bwd)], the run's own settings first as variant '')."""
-    meta, lines = read_text_result('kernel_bench.txt')
-    rows, sweep, shape = {}, {}, None
+def kernel_bench(name='kernel_bench.txt'):
+    """bench.py's output kept in results/<name>: (meta, rows {(case, shape): (fwd, fwd+bwd, peak MiB)},
+    sweep {shape: [(variant, fwd, fwd+bwd)], the run's own settings first as variant ''},
+    profiles {(label, shape): {kernel: ms}}, lines)."""
+    meta, lines = read_text_result(name)
+    rows, sweep, profiles, shape = {}, {}, {}, None
     for line in lines:
         m = re.match(r'\s+\[\s*\d+s\] (.+?)\s+B=(\d+) T=(\d+) H=(\d+) HV=(\d+): fwd ([\d.]+) ms, fwd\+bwd ([\d.]+) ms, '
                      r'peak (\d+) MiB', line)
@@ -550,11 +551,37 @@ def kernel_bench():
         m = re.match(r'\s+\[\s*\d+s\] sweep (\{.*\}): fwd ([\d.]+) ms, fwd\+bwd ([\d.]+) ms', line)
         if m:
             sweep[shape].append((m[1], float(m[2]), float(m[3])))
-    return meta, rows, sweep
+        m = re.match(r'\s+profile (.+?) B=(\d+) T=(\d+) H=(\d+) HV=(\d+): total [\d.]+ ms \| (.*)', line)
+        if m:  # kernel names as printed (cut at 60 characters); only the _eda_ kernels are read
+            profiles[m[1], tuple(int(x) for x in m.group(2, 3, 4, 5))] = {
+                k: float(ms) for k, ms in (item.rsplit(' ', 1) for item in m[6].split(' | '))}
+    return meta, rows, sweep, profiles, lines
+
+
+EDA_KERNELS = {'_eda_prep_kernel': 'prep', '_eda_fwd_kernel': 'forward walk', '_eda_dh_prep_kernel': 'dh prep',
+               '_eda_bwd_dh_kernel': 'reverse walk', '_eda_bwd_kernel': 'per-chunk backward'}
+
+
+def kernel_cells(per):
+    """The five EDA kernels' ms of one profile line, in EDA_KERNELS' order."""
+    return [f'{per[k]:.3f}' for k in EDA_KERNELS]
+
+
+def lever_rows(sweep, profiles):
+    """Rows of a profiled sweep: variant, shape, fwd / fwd+bwd ms (fwd+bwd against the shipped settings in the same
+    run), each kernel's ms."""
+    rows = []
+    for s, runs in sweep.items():
+        base = runs[0][2]
+        for variant, f, fb in runs:
+            per = profiles[f"sweep {variant or 'this run'}", s]
+            rows.append([f'`{variant}`' if variant else 'the shipped settings', str(s),
+                         f'{f:.3f} / {fb:.3f} ({fb / base:.2f}x)', *kernel_cells(per)])
+    return rows
 
 
 def kernel_section():
-    meta, rows, sweep = kernel_bench()
+    meta, rows, sweep, _, _ = kernel_bench()
     shapes = list(dict.fromkeys(shape for _, shape in rows))
     ratio = lambda r, ref: f'{r[0] / ref[0]:.2f}x / {r[1] / ref[1]:.2f}x' if ref else '—'  # noqa: E731
     crows = [[case, str(shape), f'{f:.3f}', f'{fb:.3f}', f'{p:,}', ratio((f, fb), rows.get(('FLA chunk_kda safe_gate', shape))),
@@ -565,8 +592,6 @@ def kernel_section():
     span = lambda rs, i: f'{min(r[i] for r in rs):.2f}x to {max(r[i] for r in rs):.2f}x'  # noqa: E731
     eda, kda = within('eda_triton (EDA)'), within('eda_triton KDA path (e=None)')
     unmatched = [str(s) for s in shapes if ('FLA chunk_kda safe_gate', s) not in rows]
-    k = json.load(open(os.path.join(results_dir, 'kernel.json')))
-    dec = k['decode']
     again = [abs(sweep[s][0][2] / rows['eda_triton (EDA)', s][1] - 1) for s in sweep if ('eda_triton (EDA)', s) in rows]
     srows, wins = [], 0
     for variant in [v for v, _, _ in next(iter(sweep.values()))]:
@@ -577,9 +602,37 @@ def kernel_section():
             cells.append(f'{f:.3f} / {fb:.3f} ({fb / base[2]:.2f}x)')
             wins += bool(variant) and fb < base[2]
         srows.append([f'`{variant}`' if variant else 'the shipped settings', *cells])
-    fla = {r['B']: r for r in dec['rows'] if r['case'].startswith('FLA')}
-    drows = [[r['case'], r['B'], f"{r['graph_ms']:.4f}", r['state_gb_s'], f"{r['graph_ms'] / fla[r['B']]['graph_ms']:.2f}x",
-              f"{r['eager_ms']:.4f}"] for r in dec['rows']]
+    # where the time goes (the chunk-size run's profiles of the shipped kernels), then the chunk sizes, the precision
+    lmeta, lrows_, lsweep, lprof, _ = kernel_bench('kernel_levers.txt')
+    where, extra = [], {k: [] for k in EDA_KERNELS}
+    for s in dict.fromkeys(shape for _, shape in lrows_):
+        e, k = lprof['eda_triton (EDA)', s], lprof['eda_triton KDA path (e=None)', s]
+        where += [[str(s), 'EDA', f"{lrows_['eda_triton (EDA)', s][1]:.3f}", *kernel_cells(e)],
+                  [str(s), 'KDA path (e=None)', f"{lrows_['eda_triton KDA path (e=None)', s][1]:.3f}", *kernel_cells(k)]]
+        more = sum(e[n] - k[n] for n in EDA_KERNELS)
+        for n in EDA_KERNELS:
+            extra[n].append((e[n] - k[n]) / more)
+    share = lambda n: f'{100 * min(extra[n]):.0f}-{100 * max(extra[n]):.0f}%'  # noqa: E731
+    pmeta, _, psweep, pprof, plines = kernel_bench('kernel_precision.txt')
+    checks = {m[1]: dict(re.findall(r' (d?\w+) ([\d.]+e[-+]\d+)', m[2])) for m in
+              (re.match(r'\s+PASS EDA bf16 B=2 T=512 H=2 HV=4, (h0 draw 0|launch \{.*\}): worst (.*)', ln) for ln in plines)
+              if m}
+    draw, probe = checks['h0 draw 0'], checks["launch {'BWD_PRECISE': 0}"]
+    gain = [1 - runs[1][2] / runs[0][2] for runs in psweep.values()]
+    dmeta, drows_, _, _, dlines = kernel_bench('kernel_decode.txt')
+    dec = [(m[1], int(m[2]), float(m[3]), int(m[4]), float(m[5])) for m in
+           (re.match(r'\s+(.+?)\s+B=(\d+): ([\d.]+) ms graphed \((\d+) GB/s of state read\+written\), ([\d.]+) ms eager',
+                     ln) for ln in dlines) if m]
+    fla = {B: ms for case, B, ms, _, _ in dec if case.startswith('FLA')}
+    drows = [[case, B, f'{ms:.4f}', gbs, f'{ms / fla[B]:.2f}x', f'{eager:.4f}'] for case, B, ms, gbs, eager in dec]
+    repeat = {key: drows_[key][1] / rows[key][1] - 1 for key in drows_ if key in rows and 'check_g' not in key[0]}
+    ours_again = max(abs(d) for (case, _), d in repeat.items() if case.startswith('eda_triton'))
+    fla_again = {key: d for key, d in repeat.items() if not key[0].startswith('eda_triton')}
+    outliers = [key for key, d in fla_again.items() if abs(d) > 0.1]
+    walk = lambda n: [lprof['eda_triton (EDA)', s][n] / lprof['eda_triton KDA path (e=None)', s][n]  # noqa: E731
+                      for s in dict.fromkeys(shape for _, shape in lrows_)]
+    times = lambda ns: f'{min(min(walk(n)) for n in ns):.2f}-{max(max(walk(n)) for n in ns):.2f}x'  # noqa: E731
+    heads = ['variant', 'shape', 'fwd / fwd+bwd ms (vs shipped)', *(f'{n} ms' for n in EDA_KERNELS.values())]
     return ['## Kernel speed', '',
             'The update rule alone (`eda_triton` as `model.py` calls it, `check_g=False`: its gates bound g; `check_g=True` '
             'reads g\'s range back, a device sync per call) against flash-linear-attention\'s KDA kernel `chunk_kda`, '
@@ -590,9 +643,29 @@ def kernel_section():
                     'vs FLA chunk_kda (fwd / fwd+bwd)'], crows),
             f'Against FLA\'s safe-gate `chunk_kda` at the {len(eda)} shapes with both: EDA takes {span(eda, 0)} its forward '
             f'time and {span(eda, 1)} its forward + backward; our KDA path (the same kernels without the erase) '
-            f'{span(kda, 0)} and {span(kda, 1)}.' + (f" No FLA row at {', '.join(unmatched)}." if unmatched else ''), '',
-            'What the levers did: the same run timed launch variants of the EDA kernels, each checked against the float64 '
-            'reference first, at every shape (fwd / fwd+bwd ms, and fwd+bwd against the shipped settings). '
+            f'{span(kda, 0)} and {span(kda, 1)}.' + (f" No FLA row at {', '.join(unmatched)}." if unmatched else '')
+            + f' A second run the same day at commit {dmeta["commit"]} (its command under "Decoding one token", below) '
+            f'timed EDA and the KDA path within {100 * ours_again:.1f}% of these fwd+bwd times and FLA\'s rows within '
+            f'{100 * max(abs(d) for key, d in fla_again.items() if key not in outliers):.1f}%'
+            + ''.join(f', but for {case} at {s}: {drows_[case, s][0]:.3f} / {drows_[case, s][1]:.3f} ms, an outlier of '
+                      f'that run (its forward {drows_[case, s][0] / rows[case, s][0]:.1f}x the one above), not chased'
+                      for case, s in outliers) + '.', '',
+            '### Where the time goes', '',
+            'GPU time of each of the five kernels in one fwd+bwd (torch.profiler), EDA beside the KDA path (the same '
+            'kernels without the erase: a chunk of 16 sub-steps instead of 32), with the fwd+bwd time bench.py measured. '
+            'From the chunk-size run below:', '', '```sh', lmeta['command'], '```', '', f"{made(lmeta)} {lmeta['note']}", '',
+            *table(['shape', 'case', 'fwd+bwd ms', *(f'{n} ms' for n in EDA_KERNELS.values())], where),
+            'Of what the erase adds to these five kernels\' time, the per-chunk backward takes '
+            f"{share('_eda_bwd_kernel')}, the prep {share('_eda_prep_kernel')}, the dh prep {share('_eda_dh_prep_kernel')}"
+            f", the forward walk {share('_eda_fwd_kernel')} and the reverse walk {share('_eda_bwd_dh_kernel')} across the "
+            f"shapes. The kernels that work on a chunk's sub-steps in parallel take "
+            f"{times(['_eda_prep_kernel', '_eda_dh_prep_kernel', '_eda_bwd_kernel'])} their KDA-path time with twice the "
+            f"sub-steps; the walks, one step a chunk either way, {times(['_eda_fwd_kernel', '_eda_bwd_dh_kernel'])} (the "
+            'most where few heads walk long sequences).', '',
+            '### What the levers did', '',
+            'Each run below timed launch variants of the EDA kernels, each checked against the float64 reference first, '
+            'at every shape (fwd / fwd+bwd ms, and fwd+bwd against the shipped settings timed in the same run). '
+            'First the per-chunk backward, from the run of the first table: '
             '`BWD_BKC` is the per-chunk backward in two phases, its second in blocks of key columns (no spills at 8 '
             'warps), `BWD_PER_SM` its persistent programs per SM, `BWD_MAXNREG` a register cap that fits two programs '
             'an SM; `BWD_WARPS=16` gives one program 16 warps; `chunk_size: 32` doubles the chunk (`*_STAGES=2` fit the '
@@ -604,9 +677,22 @@ def kernel_section():
             f'first row), differ by up to {100 * max(again):.1f}% in fwd+bwd. Profiles, compile figures and the '
             'reasons: `notes/kernel.md`.', '',
             *table(['launch variant', *[str(s) for s in sweep]], srows),
-            'Decoding one token (H = HV = 16): GPU time of a CUDA-graph replay, as `generate` runs it; the eager call '
-            '(host path included) beside it.', '', '```sh', dec['command'], '```', '',
-            f"Made {dec['date']} at commit {dec['commit']} on {dec['device']}; {dec['source']}.", '',
+            'The chunk size, with each variant\'s kernels profiled (the run of "Where the time goes"): 32-token chunks '
+            'with the prep at 8 warps (at its 16-token 4 warps it spilled) and with it in 64-column passes, and '
+            '8-token chunks. 64-token chunks do not run: their per-chunk backward needs 640 KB of shared memory a '
+            'program (`scripts/kernel_regs.py --chunk=64`), an SM has 228 KB.', '',
+            *table(heads, lever_rows(lsweep, lprof)),
+            'Per-product precision: `BWD_PRECISE=0` gives the per-chunk backward\'s cancelling sums bf16 operands '
+            '(no tf32 dG products, no hi + lo parts of R and dX), the fastest any choice of precision could make those '
+            f'products. It took {100 * min(gain):.1f}-{100 * max(gain):.1f}% off fwd+bwd, and the float64 check\'s '
+            f"errors went from dg {draw['dg']}, d(gamma) {draw['dgamma']}, dq {draw['dq']} to {probe['dg']}, "
+            f"{probe['dgamma']}, {probe['dq']} (T = 512, the same draw). Not kept: the gain is the size of the noise, "
+            'and dg\'s error, which grows with the length, doubled.', '', '```sh', pmeta['command'], '```', '',
+            f"{made(pmeta)} {pmeta['note']}", '',
+            *table(heads, lever_rows(psweep, pprof)),
+            '### Decoding one token', '',
+            'H = HV = 16: GPU time of a CUDA-graph replay, as `generate` runs it; the eager call (host path included) '
+            'beside it.', '', '```sh', dmeta['command'], '```', '', f"{made(dmeta)} {dmeta['note']}", '',
             *table(['case', 'B', 'ms (graph replay)', 'GB/s (state read + written)', 'vs FLA', 'ms (eager call)'],
                    drows)]
 
