@@ -332,10 +332,12 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT,
                     HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
                     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
                     HAS_H0: tl.constexpr, STORE_HT: tl.constexpr, STORE_HS: tl.constexpr,
-                    DT: tl.constexpr, PREC: tl.constexpr):
+                    DT: tl.constexpr, PREC: tl.constexpr, TMA: tl.constexpr):
     """One program per (V-block, batch x value head): the chunk loop of Eq. chunk_wise_eda on the prep
     kernel's operands,
-        U = U_0 - W S_0,  O = Qg S_0 + Qk U,  S_C = exp(G_C) S_0 + Ke^T U."""
+        U = U_0 - W S_0,  O = Qg S_0 + Qk U,  S_C = exp(G_C) S_0 + Ke^T U.
+    TMA: W, U_0, Ke, Qg and Qk arrive as Hopper tensor descriptors (one block copy per operand and chunk)
+    instead of pointers."""
     i_v = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, _ = _heads(i_bh, HV, HV)
@@ -351,12 +353,20 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT,
         if STORE_HS:  # S_0 of every chunk, for the backward
             tl.store(hs + (i_bh.to(tl.int64) * NT + c) * K * V + off_s, S.to(hs.dtype.element_ty), mask=m_s)
         base = i_bh.to(tl.int64) * NT + c
-        off_k = base * BT * K + r[:, None] * K + ck[None, :]
-        W = tl.load(Win + off_k, mask=m_k, other=0.).to(DT)
-        Ke = tl.load(Kein + off_k, mask=m_k, other=0.).to(DT)
-        Qg = tl.load(Qgin + off_k, mask=m_k, other=0.).to(DT)
-        U0 = tl.load(U0in + base * BT * V + r[:, None] * V + cv[None, :], mask=m_u, other=0.).to(tl.float32)
-        Qk = tl.load(Qkin + base * BT * BT + r[:, None] * BT + r[None, :]).to(DT)
+        if TMA:  # the operands as [rows, columns] matrices, a chunk's rows from base * BT (columns past K read 0)
+            row = (base * BT).to(tl.int32)
+            W = Win.load([row, 0]).to(DT)
+            Ke = Kein.load([row, 0]).to(DT)
+            Qg = Qgin.load([row, 0]).to(DT)
+            U0 = U0in.load([row, i_v * BV]).to(tl.float32)
+            Qk = Qkin.load([row, 0]).to(DT)
+        else:
+            off_k = base * BT * K + r[:, None] * K + ck[None, :]
+            W = tl.load(Win + off_k, mask=m_k, other=0.).to(DT)
+            Ke = tl.load(Kein + off_k, mask=m_k, other=0.).to(DT)
+            Qg = tl.load(Qgin + off_k, mask=m_k, other=0.).to(DT)
+            U0 = tl.load(U0in + base * BT * V + r[:, None] * V + cv[None, :], mask=m_u, other=0.).to(tl.float32)
+            Qk = tl.load(Qkin + base * BT * BT + r[:, None] * BT + r[None, :]).to(DT)
         eGN = tl.load(eGNin + base * K + ck, mask=mk, other=0.)
         Sd = S.to(DT)
         U = U0 - tl.dot(W, Sd, input_precision=PREC)
@@ -826,6 +836,7 @@ LAUNCH = dict(
     # the two walks: *_WARPS for 128-wide V-blocks, narrower ones (FILL_PROGRAMS) take 4; 3 stages keep the
     # next chunks' operands in flight
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3,
+    FWD_TMA=0,  # 1: the forward walk reads its operands through Hopper tensor descriptors (TMA), not pointers
     DH_BV=128, DH_WARPS=8, DH_STAGES=3,
     BWD_BV=64, BWD_WARPS=8, BWD_STAGES=1,
     FILL_PROGRAMS=64,  # sequential walks: narrow the V-blocks while fewer programs than this would run
@@ -868,7 +879,8 @@ def _absent(q):
 def _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm, Qk, L):
     """Per chunk, in the dot dtype: T = (I + diag(b') A)^-1 and Qk [B*HV, NT, BT, BT] (into Tm, Qk); the walk's
     operands W, Ke, Qg [B*HV, NT, BT, K], U_0 [B*HV, NT, BT, V], exp(G_C) [B*HV, NT, K] (fp32); with check_g
-    the smallest log decay of every chunk (else None). L: the launch settings by name."""
+    the smallest log decay of every chunk (else None). L: the launch settings by name. Returns the forward walk's
+    operands in its argument order (W, U_0, Ke, Qg, exp(G_C), Qk) and the smallest log decays."""
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     DT, PREC = _dot_types(q)
     tdt = _stored_dtype(q)
@@ -884,7 +896,17 @@ def _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm
         BVP=min(64, triton.next_power_of_2(V)),
         SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
         CHECK_G=check_g, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"])
-    return (W, U0, Ke, Qg, eGN), gmin
+    return (W, U0, Ke, Qg, eGN, Qk), gmin
+
+
+def _descriptors(walk, BT, BK, BV):
+    """The forward walk's operands W, U_0, Ke, Qg, Qk as tensor descriptors of [rows, columns] matrices, blocks of
+    one chunk's BT rows (FWD_TMA). TMA wants rows of a multiple of 16 bytes and blocks of at most 256 columns:
+    head dims that are multiples of 16 up to 256 (_check_kernel_inputs) give both."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    W, U0, Ke, Qg, eGN, Qk = walk
+    flat = lambda x, cols: TensorDescriptor.from_tensor(x.view(-1, x.shape[-1]), [BT, cols])  # noqa: E731
+    return flat(W, BK), flat(U0, BV), flat(Ke, BK), flat(Qg, BK), eGN, flat(Qk, BT)
 
 
 def _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states):
@@ -910,12 +932,14 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
     if not need_states:  # T and Qk only live through the forward (the op returns them absent, as the fake op)
         Tm, Qk = (torch.empty(B * HV, NT, BT, BT, dtype=_stored_dtype(q), device=q.device) for _ in range(2))
     walk, gmin = _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm, Qk, L)
+    if L["FWD_TMA"]:
+        walk = _descriptors(walk, BT, BK, BV)
     grid = (triton.cdiv(V, BV), B * HV)
     _eda_fwd_kernel[grid](
-        *walk, Qk, h0 if h0 is not None else q,
+        *walk, h0 if h0 is not None else q,
         o, ht if output_final_state else o, hs if need_states else o, T, NT,
         HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
-        STORE_HT=output_final_state, STORE_HS=need_states, DT=DT, PREC=PREC,
+        STORE_HT=output_final_state, STORE_HS=need_states, DT=DT, PREC=PREC, TMA=bool(L["FWD_TMA"]),
         num_warps=L["FWD_WARPS"] if BV >= 128 else 4, num_stages=L["FWD_STAGES"])
     if gmin is not None:  # after every launch: the sync waits for work already queued, the GPU never idles
         low = gmin.min().item()

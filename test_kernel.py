@@ -122,6 +122,14 @@ def test_key_columns_in_several_prep_blocks_match_recurrence(erase, scalar_g):
     compare(x, kernel.eda_fused, 1e-4, chunk_size=8 if erase else 16, launch=dict(PREP_BK=32, DH_PREP_BK=32))
 
 
+@pytest.mark.parametrize("K, V, launch", [(32, 64, dict(FWD_BV=32)), (48, 80, {})])
+def test_the_forward_walk_through_tensor_descriptors_matches_recurrence(K, V, launch):
+    # FWD_TMA: the walk reads its operands as blocks of [rows, columns] matrices (Hopper TMA); two V-blocks and
+    # grouped heads, then head dims below their power-of-2 blocks (the descriptor reads zeros past the last column)
+    compare(make_inputs(1, 40, 1, 2, K, V, seed=21, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8,
+            launch=dict(launch, FWD_TMA=1))
+
+
 def test_head_dims_not_powers_of_two():
     compare(make_inputs(1, 12, 1, 1, 48, 80, seed=7, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8)
 
@@ -320,9 +328,10 @@ def test_kernel_py_imports_nothing_of_this_repo():
 
 
 @needs_gpu
-@pytest.mark.parametrize("launch, chunk", [({}, None), ({"FWD_STAGES": 2, "DH_STAGES": 2}, 32)])
+@pytest.mark.parametrize("launch, chunk", [({}, None), ({"FWD_STAGES": 2, "DH_STAGES": 2}, 32), ({"FWD_TMA": 1}, None)])
 def test_gpu_bf16_T4096_matches_fp64_reference(launch, chunk):
-    # the shipped launch settings, and 32-token chunks (whose walks fit a Hopper SM's shared memory at 2 stages)
+    # the shipped launch settings, 32-token chunks (whose walks fit a Hopper SM's shared memory at 2 stages), and
+    # the forward walk through tensor descriptors
     x = make_inputs(1, 4096, 2, 4, 128, 128, dtype=torch.bfloat16, seed=11, device=DEV)
     compare(x, eda.eda_triton, 1e-2, launch=launch, chunk_size=chunk)
 

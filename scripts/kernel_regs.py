@@ -5,6 +5,7 @@ Registers and spills of kernel.py's Triton kernels, compiled for Hopper (sm_90a)
     python scripts/kernel_regs.py --warps=4 fwd        # one kernel, other num_warps
     python scripts/kernel_regs.py --sass fwd bwd       # also their machine instructions: in all, in the loop
     python scripts/kernel_regs.py --chunk=32           # 32-token chunks (eda_fused's chunk_size)
+    python scripts/kernel_regs.py --tma --sass fwd     # the forward walk with tensor-descriptor loads (FWD_TMA)
 
 Prints cuobjdump's resource line per kernel (REG: registers per thread, STACK: bytes per thread, mostly spills)
 and the shared memory a program takes (an SM has 228 KB).
@@ -35,6 +36,7 @@ import kernel  # noqa: E402
 FP32_POINTERS = {"g", "gmin", "ht", "h0", "dht", "dh0", "dq", "dk", "dg", "de", "dbeta", "dgamma",
                  "s_in", "s_out", "eGNout", "eGNin"}
 SCALARS = {"scale": "fp32", "T": "i32", "NT": "i32"}
+TMA_BLOCKS = {"Win": ("BT", "BK"), "U0in": ("BT", "BV"), "Kein": ("BT", "BK"), "Qgin": ("BT", "BK"), "Qkin": ("BT", "BT")}
 
 
 def signature(fn, consts):
@@ -42,6 +44,9 @@ def signature(fn, consts):
     for p in inspect.signature(fn.fn).parameters:
         if p in consts:
             sig[p] = "constexpr"
+        elif consts.get("TMA") and p in TMA_BLOCKS:  # the forward walk's operands as tensor descriptors
+            rows, cols = TMA_BLOCKS[p]
+            sig[p] = f"tensordesc<bf16[{consts[rows]}, {consts[cols]}]>"
         else:
             sig[p] = SCALARS.get(p, "*fp32" if p in FP32_POINTERS else "*bf16")
     return sig
@@ -106,7 +111,8 @@ def main():
     kernels = {  # name: (jit function, constexprs, num_warps, num_stages), as kernel.py launches them
         "prep": (kernel._eda_prep_kernel, dict(common, SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=AB,
                                                SCALAR_G=False, CHECK_G=True), L["PREP_WARPS"], 1),
-        "fwd": (kernel._eda_fwd_kernel, dict(common, BV=L["FWD_BV"], HAS_H0=True, STORE_HT=True, STORE_HS=True),
+        "fwd": (kernel._eda_fwd_kernel, dict(common, BV=L["FWD_BV"], HAS_H0=True, STORE_HT=True, STORE_HS=True,
+                                             TMA=bool(L["FWD_TMA"]) or "--tma" in sys.argv[1:]),
                 L["FWD_WARPS"], L["FWD_STAGES"]),
         "dh_prep": (kernel._eda_dh_prep_kernel, dict(common, BKC=min(L["DH_PREP_BK"], BK)), L["PREP_WARPS"], 1),
         "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, BV=L["DH_BV"], HAS_DHT=True, STORE_DH0=True),
