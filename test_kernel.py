@@ -130,6 +130,21 @@ def test_the_forward_walk_through_tensor_descriptors_matches_recurrence(K, V, la
             launch=dict(launch, FWD_TMA=1))
 
 
+TRANSPOSED = dict(WALK_VMAJ=1, BWD_KMAJ=1)
+
+
+@pytest.mark.parametrize("erase,scalar_g,launch", [
+    (True, False, dict(TRANSPOSED, FWD_BV=16, DH_BV=16, BWD_BV=16)),
+    (False, False, dict(TRANSPOSED, FWD_BV=16, DH_BV=16, BWD_BV=16)),
+    (True, True, TRANSPOSED),
+    (True, False, dict(WALK_VMAJ=1, FWD_TMA=1, FWD_BV=16))])
+def test_value_major_walks_and_key_major_backward_match_recurrence(erase, scalar_g, launch):
+    # WALK_VMAJ, BWD_KMAJ: the walks' and the per-chunk backward's products transposed (state value-major); three
+    # V-blocks of 16 with V = 48, grouped heads, an odd length, the per-head decay, and the walk through TMA
+    x = make_inputs(1, 37, 1, 2, 32, 48, erase=erase, scalar_g=scalar_g, seed=22, device=DEV)
+    compare(x, kernel.eda_fused, 1e-4, chunk_size=8 if erase else 16, launch=launch)
+
+
 def test_head_dims_not_powers_of_two():
     compare(make_inputs(1, 12, 1, 1, 48, 80, seed=7, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8)
 
@@ -328,10 +343,11 @@ def test_kernel_py_imports_nothing_of_this_repo():
 
 
 @needs_gpu
-@pytest.mark.parametrize("launch, chunk", [({}, None), ({"FWD_STAGES": 2, "DH_STAGES": 2}, 32), ({"FWD_TMA": 1}, None)])
+@pytest.mark.parametrize("launch, chunk", [({}, None), ({"FWD_STAGES": 2, "DH_STAGES": 2}, 32), ({"FWD_TMA": 1}, None),
+                                           (TRANSPOSED, None), ({"BWD_KMAJ": 1, "BWD_BV": 128}, None)])
 def test_gpu_bf16_T4096_matches_fp64_reference(launch, chunk):
-    # the shipped launch settings, 32-token chunks (whose walks fit a Hopper SM's shared memory at 2 stages), and
-    # the forward walk through tensor descriptors
+    # the shipped launch settings, 32-token chunks (whose walks fit a Hopper SM's shared memory at 2 stages), the
+    # forward walk through tensor descriptors, and the transposed products (Hopper's warpgroup MMA)
     x = make_inputs(1, 4096, 2, 4, 128, 128, dtype=torch.bfloat16, seed=11, device=DEV)
     compare(x, eda.eda_triton, 1e-2, launch=launch, chunk_size=chunk)
 

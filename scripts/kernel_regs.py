@@ -6,6 +6,7 @@ Registers and spills of kernel.py's Triton kernels, compiled for Hopper (sm_90a)
     python scripts/kernel_regs.py --sass fwd bwd       # also their machine instructions: in all, in the loop
     python scripts/kernel_regs.py --chunk=32           # 32-token chunks (eda_fused's chunk_size)
     python scripts/kernel_regs.py --tma --sass fwd     # the forward walk with tensor-descriptor loads (FWD_TMA)
+    python scripts/kernel_regs.py --set=WALK_VMAJ=1 --set=FWD_BV=64 --warps=4 fwd   # other launch settings
 
 Prints cuobjdump's resource line per kernel (REG: registers per thread, STACK: bytes per thread, mostly spills)
 and the shared memory a program takes (an SM has 228 KB).
@@ -103,7 +104,12 @@ def main():
     chunk = next((int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--chunk=")), kernel.CHUNK_TOKENS)
     BT = 2 * chunk
     BK = triton.next_power_of_2(K)
-    L = kernel.LAUNCH
+    L = dict(kernel.LAUNCH)
+    for a in sys.argv[1:]:  # --set=NAME=VALUE: a launch setting other than kernel.LAUNCH's
+        if a.startswith("--set="):
+            name, value = a[len("--set="):].split("=")
+            kernel.launch_settings({name: value})  # a ValueError names an unknown setting
+            L[name] = int(value)
     common = dict(H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BKC=min(L["PREP_BK"], BK), BVP=64, EDA=True,
                   DT=tl.bfloat16, PREC="tf32")
     SB = min(L["SUB_BLOCK"], BT)
@@ -112,12 +118,15 @@ def main():
         "prep": (kernel._eda_prep_kernel, dict(common, SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=AB,
                                                SCALAR_G=False, CHECK_G=True), L["PREP_WARPS"], 1),
         "fwd": (kernel._eda_fwd_kernel, dict(common, BV=L["FWD_BV"], HAS_H0=True, STORE_HT=True, STORE_HS=True,
-                                             TMA=bool(L["FWD_TMA"]) or "--tma" in sys.argv[1:]),
+                                             TMA=bool(L["FWD_TMA"]) or "--tma" in sys.argv[1:],
+                                             VMAJ=bool(L["WALK_VMAJ"])),
                 L["FWD_WARPS"], L["FWD_STAGES"]),
         "dh_prep": (kernel._eda_dh_prep_kernel, dict(common, BKC=min(L["DH_PREP_BK"], BK)), L["PREP_WARPS"], 1),
-        "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, BV=L["DH_BV"], HAS_DHT=True, STORE_DH0=True),
+        "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, BV=L["DH_BV"], HAS_DHT=True, STORE_DH0=True,
+                                                   VMAJ=bool(L["WALK_VMAJ"])),
                    L["DH_WARPS"], L["DH_STAGES"]),
-        "bwd": (kernel._eda_bwd_kernel, dict(common, BV=L["BWD_BV"], AB=AB, SCALAR_G=False, ATOMIC_QK=False),
+        "bwd": (kernel._eda_bwd_kernel, dict(common, BV=L["BWD_BV"], AB=AB, SCALAR_G=False, ATOMIC_QK=False,
+                                             KMAJ=bool(L["BWD_KMAJ"])),
                 L["BWD_WARPS"], L["BWD_STAGES"]),
     }
     print(f"triton {triton.__version__}, sm_90a, EDA bf16, K = V = {K}, chunk {chunk} tokens (BT = {BT})")
