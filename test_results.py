@@ -160,6 +160,35 @@ def test_the_lever_and_decode_tables_hold_every_timing_and_kernel_time_bench_py_
         assert f'| {case} | {B} | {ms} | {gbs} |' in decode, case
 
 
+def test_the_transposed_levers_say_untimed_until_their_run_is_kept_then_show_every_timing_and_a_counted_verdict(
+        tmp_path):
+    """Without results/kernel_transposed.txt RESULTS.md says the levers are not yet timed; with one (here a kept
+    profiled sweep, kernel_precision.txt, in its place) the subsection shows its every sweep timing with the ratio
+    to the shipped settings and the kernels' times, and its verdict counts the shapes each variant won."""
+    section = results_md().split('## Kernel speed')[1].split('### Decoding one token')[0]
+    if not os.path.exists(os.path.join(ROOT, 'results', 'kernel_transposed.txt')):
+        assert 'The transposed products' in section and 'not yet timed on a GPU' in section
+    shutil.copytree(os.path.join(ROOT, 'results'), tmp_path / 'results')
+    shutil.copy(tmp_path / 'results' / 'kernel_precision.txt', tmp_path / 'results' / 'kernel_transposed.txt')
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'scripts', 'results.py'),
+                        f'--results_dir={tmp_path / "results"}', f'--out={tmp_path / "RESULTS.md"}'],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600, env=dict(os.environ, MPLBACKEND='Agg'))
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    part = (tmp_path / 'RESULTS.md').read_text().split('The transposed products')[1].split('### Decoding one token')[0]
+    assert 'not yet timed' not in part
+    text = (tmp_path / 'results' / 'kernel_transposed.txt').read_text()
+    wins = {}
+    for block in re.split(r'\n(?=  \(\d+, \d+, \d+, \d+\), this run)', text)[1:]:
+        shape, base = re.search(r"(\(\d+, \d+, \d+, \d+\)), this run's settings: fwd [\d.]+ ms, fwd\+bwd ([\d.]+) ms",
+                                block).groups()
+        for v, f, fb in re.findall(r'sweep (\{.*?\}): fwd ([\d.]+) ms, fwd\+bwd ([\d.]+) ms', block):
+            assert f'| `{v}` | {shape} | {f} / {fb} ({float(fb) / float(base):.2f}x) | ' in part, (v, shape)
+            wins.setdefault(v, []).append(float(fb) < float(base))
+    assert wins
+    for v, won in wins.items():
+        assert f'`{v}` faster at {sum(won)} of {len(won)} shapes' in part, v
+
+
 def test_every_figure_in_readmes_results_summary_is_in_the_results_md_section_it_links():
     readme = open(os.path.join(ROOT, 'README.md')).read()
     summary = readme.split('## Results', 1)[1].split('\n## ', 1)[0]

@@ -690,11 +690,38 @@ def kernel_section():
             'and dg\'s error, which grows with the length, doubled.', '', '```sh', pmeta['command'], '```', '',
             f"{made(pmeta)} {pmeta['note']}", '',
             *table(heads, lever_rows(psweep, pprof)),
+            *transposed_levers(heads),
             '### Decoding one token', '',
             'H = HV = 16: GPU time of a CUDA-graph replay, as `generate` runs it; the eager call (host path included) '
             'beside it.', '', '```sh', dmeta['command'], '```', '', f"{made(dmeta)} {dmeta['note']}", '',
             *table(['case', 'B', 'ms (graph replay)', 'GB/s (state read + written)', 'vs FLA', 'ms (eager call)'],
                    drows)]
+
+
+TRANSPOSED = 'kernel_transposed.txt'
+
+
+def transposed_levers(heads):
+    """The levers built for Hopper's warpgroup MMA and tensor descriptors (WALK_VMAJ, BWD_KMAJ, FWD_TMA): their
+    profiled run (results/kernel_transposed.txt, bench.py's output as printed under its '# key: value' lines) once it
+    exists, with each variant's count of shapes where it beat the shipped settings; until then, that it has not run."""
+    intro = ('The transposed products and tensor descriptors: `WALK_VMAJ=1` holds the walks\' state value-major and '
+             '`BWD_KMAJ=1` the per-chunk backward\'s K-side sums key-major, the same products BV or BK rows tall instead '
+             'of a chunk\'s 32 sub-steps (the height of Hopper\'s warpgroup MMA); `FWD_TMA=1` has the forward walk read '
+             'its operands through tensor descriptors. Compile figures and what they predict: `notes/kernel.md`, '
+             '"Transposed products".')
+    if not os.path.exists(os.path.join(results_dir, TRANSPOSED)):
+        return [intro + ' Built and tested against the float64 reference, not yet timed on a GPU; the run that '
+                'decides them is in that note.', '']
+    meta, _, sweep, profiles, _ = kernel_bench(TRANSPOSED)
+    wins = {}
+    for runs in sweep.values():
+        for variant, _, fb in runs[1:]:
+            wins.setdefault(variant, []).append(fb / runs[0][2])
+    verdict = '; '.join(f'`{v}` faster at {sum(r < 1 for r in rs)} of {len(rs)} shapes ({min(rs):.2f}x to '
+                        f'{max(rs):.2f}x the shipped fwd+bwd)' for v, rs in wins.items())
+    return [intro, '', '```sh', meta['command'], '```', '', f"{made(meta)} {meta.get('note', '')}".rstrip(), '',
+            *table(heads, lever_rows(sweep, profiles)), f'{verdict}.', '']
 
 
 def train_section():
