@@ -133,15 +133,16 @@ def test_the_forward_walk_through_tensor_descriptors_matches_recurrence(K, V, la
 TRANSPOSED = dict(WALK_VMAJ=1, BWD_KMAJ=1)
 
 
-@pytest.mark.parametrize("erase,scalar_g,launch", [
-    (True, False, dict(TRANSPOSED, FWD_BV=16, DH_BV=16, BWD_BV=16)),
-    (False, False, dict(TRANSPOSED, FWD_BV=16, DH_BV=16, BWD_BV=16)),
-    (True, True, TRANSPOSED),
-    (True, False, dict(WALK_VMAJ=1, FWD_TMA=1, FWD_BV=16))])
-def test_value_major_walks_and_key_major_backward_match_recurrence(erase, scalar_g, launch):
+@pytest.mark.parametrize("erase,scalar_g,K,V,launch", [
+    (True, False, 32, 48, dict(TRANSPOSED, FWD_BV=16, DH_BV=16, BWD_BV=16)),
+    (False, False, 32, 48, dict(TRANSPOSED, FWD_BV=16, DH_BV=16, BWD_BV=16)),
+    (True, True, 32, 48, TRANSPOSED),
+    (True, False, 48, 80, dict(TRANSPOSED, FWD_TMA=1, FWD_BV=32))])
+def test_value_major_walks_and_key_major_backward_match_recurrence(erase, scalar_g, K, V, launch):
     # WALK_VMAJ, BWD_KMAJ: the walks' and the per-chunk backward's products transposed (state value-major); three
-    # V-blocks of 16 with V = 48, grouped heads, an odd length, the per-head decay, and the walk through TMA
-    x = make_inputs(1, 37, 1, 2, 32, 48, erase=erase, scalar_g=scalar_g, seed=22, device=DEV)
+    # V-blocks of 16 with V = 48, grouped heads, an odd length, the per-head decay, and head dims below their
+    # power-of-2 blocks with the walk through TMA
+    x = make_inputs(1, 37, 1, 2, K, V, erase=erase, scalar_g=scalar_g, seed=22, device=DEV)
     compare(x, kernel.eda_fused, 1e-4, chunk_size=8 if erase else 16, launch=launch)
 
 
