@@ -364,24 +364,18 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT,
             Ke = Kein.load([row, 0]).to(DT)
             Qg = Qgin.load([row, 0]).to(DT)
             U0 = U0in.load([row, i_v * BV]).to(tl.float32)
-            if VMAJ:
-                U0 = tl.trans(U0)
             Qk = Qkin.load([row, 0]).to(DT)
         else:
             off_k = base * BT * K + r[:, None] * K + ck[None, :]
             W = tl.load(Win + off_k, mask=m_k, other=0.).to(DT)
             Ke = tl.load(Kein + off_k, mask=m_k, other=0.).to(DT)
             Qg = tl.load(Qgin + off_k, mask=m_k, other=0.).to(DT)
-            if VMAJ:  # value-major, [BV, BT]
-                U0 = tl.load(U0in + base * BT * V + r[None, :] * V + cv[:, None], mask=tl.trans(m_u),
-                             other=0.).to(tl.float32)
-            else:
-                U0 = tl.load(U0in + base * BT * V + r[:, None] * V + cv[None, :], mask=m_u, other=0.).to(tl.float32)
+            U0 = tl.load(U0in + base * BT * V + r[:, None] * V + cv[None, :], mask=m_u, other=0.).to(tl.float32)
             Qk = tl.load(Qkin + base * BT * BT + r[:, None] * BT + r[None, :]).to(DT)
         eGN = tl.load(eGNin + base * K + ck, mask=mk, other=0.)
         Sd = S.to(DT)
         if VMAJ:  # U^T = U_0^T - S^T W^T, O^T = S^T Qg^T + U^T Qk^T, S^T <- S^T exp(G_C) + U^T Ke
-            Ud = (U0 - tl.dot(Sd, tl.trans(W), input_precision=PREC)).to(DT)
+            Ud = (tl.trans(U0) - tl.dot(Sd, tl.trans(W), input_precision=PREC)).to(DT)
             out = tl.trans(tl.dot(Sd, tl.trans(Qg), input_precision=PREC) +
                            tl.dot(Ud, tl.trans(Qk), input_precision=PREC))
         else:

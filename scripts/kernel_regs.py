@@ -5,8 +5,8 @@ Registers and spills of kernel.py's Triton kernels, compiled for Hopper (sm_90a)
     python scripts/kernel_regs.py --warps=4 fwd        # one kernel, other num_warps
     python scripts/kernel_regs.py --sass fwd bwd       # also their machine instructions: in all, in the loop
     python scripts/kernel_regs.py --chunk=32           # 32-token chunks (eda_fused's chunk_size)
-    python scripts/kernel_regs.py --tma --sass fwd     # the forward walk with tensor-descriptor loads (FWD_TMA)
-    python scripts/kernel_regs.py --set=WALK_VMAJ=1 --set=FWD_BV=64 --warps=4 fwd   # other launch settings
+    python scripts/kernel_regs.py --set=FWD_TMA=1 --sass fwd             # another launch setting (kernel.LAUNCH)
+    python scripts/kernel_regs.py --set=WALK_VMAJ=1 --set=FWD_BV=64 --warps=4 fwd
 
 Prints cuobjdump's resource line per kernel (REG: registers per thread, STACK: bytes per thread, mostly spills)
 and the shared memory a program takes (an SM has 228 KB).
@@ -118,7 +118,7 @@ def main():
         "prep": (kernel._eda_prep_kernel, dict(common, SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=AB,
                                                SCALAR_G=False, CHECK_G=True), L["PREP_WARPS"], 1),
         "fwd": (kernel._eda_fwd_kernel, dict(common, BV=L["FWD_BV"], HAS_H0=True, STORE_HT=True, STORE_HS=True,
-                                             TMA=bool(L["FWD_TMA"]) or "--tma" in sys.argv[1:],
+                                             TMA=bool(L["FWD_TMA"]),
                                              VMAJ=bool(L["WALK_VMAJ"])),
                 L["FWD_WARPS"], L["FWD_STAGES"]),
         "dh_prep": (kernel._eda_dh_prep_kernel, dict(common, BKC=min(L["DH_PREP_BK"], BK)), L["PREP_WARPS"], 1),
