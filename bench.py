@@ -42,9 +42,8 @@ profile_shapes = None  # [(B, T, H, HV), ...] profiled; None: the first shape
 use_fla = True       # compare with FLA when it imports
 fla_extra_shapes = 1  # FLA safe_gate and doubled-sequence rows for this many shapes (FLA's autotuning is slow)
 fla_doubled_rows = True  # the extra rows include EDA through FLA's chunk_kda on the doubled sequence
-sweep = [dict(WALK_VMAJ=1), dict(WALK_VMAJ=1, FWD_STAGES=2, DH_STAGES=2), dict(BWD_KMAJ=1),
-         dict(BWD_KMAJ=1, BWD_BV=128), dict(FWD_TMA=1)]  # launch variants (kernel.LAUNCH's names; 'chunk_size'
-                     # too), each checked against float64 (check >= 1); by default the ones not yet timed
+sweep = [dict(FILL_PROGRAMS=128), dict(BWD_BV=128), dict(DH_WARPS=4), dict(PREP_WARPS=8)]  # launch variants
+                     # (kernel.LAUNCH's names; 'chunk_size' too), each checked against float64 (check >= 1)
 sweep_shapes = None  # [(B, T, H, HV), ...] of the sweep; None: the first shape
 bench_eda_chunk = True
 what = "kernels"     # 'kernels' (the tables above), 'model_decode' (sample.py's path), 'model_train'

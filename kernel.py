@@ -60,6 +60,7 @@ Design (chunked training kernels, Sec. 3.4):
   inputs on the host first. This module imports nothing of
   the repository: eda.py (eda_triton, eda_triton_decode) checks shapes and calls it.
 """
+import ctypes
 import os
 from typing import List, Optional, Tuple
 
@@ -332,13 +333,10 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT,
                     HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
                     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
                     HAS_H0: tl.constexpr, STORE_HT: tl.constexpr, STORE_HS: tl.constexpr,
-                    DT: tl.constexpr, PREC: tl.constexpr, TMA: tl.constexpr, VMAJ: tl.constexpr = False):
+                    DT: tl.constexpr, PREC: tl.constexpr):
     """One program per (V-block, batch x value head): the chunk loop of Eq. chunk_wise_eda on the prep
     kernel's operands,
-        U = U_0 - W S_0,  O = Qg S_0 + Qk U,  S_C = exp(G_C) S_0 + Ke^T U.
-    TMA: W, U_0, Ke, Qg and Qk arrive as Hopper tensor descriptors (one block copy per operand and chunk)
-    instead of pointers. VMAJ: the same products transposed (the state held as S^T [BV, BK]), so that each is BV
-    rows tall, the height Hopper's warpgroup MMA takes."""
+        U = U_0 - W S_0,  O = Qg S_0 + Qk U,  S_C = exp(G_C) S_0 + Ke^T U."""
     i_v = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, _ = _heads(i_bh, HV, HV)
@@ -347,49 +345,29 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT,
     m_k = (r >= 0)[:, None] & mk[None, :]
     m_u = (r >= 0)[:, None] & mv[None, :]
     tok, is_w = _sub_steps(BT, EDA)  # outputs at the write sub-steps only
-    if VMAJ:  # the state and its offsets value-major, [BV, BK]
-        off_s, m_s = tl.trans(off_s), tl.trans(m_s)
-        S = tl.zeros([BV, BK], dtype=tl.float32)
-    else:
-        S = tl.zeros([BK, BV], dtype=tl.float32)
+    S = tl.zeros([BK, BV], dtype=tl.float32)
     if HAS_H0:
         S = tl.load(h0 + i_bh.to(tl.int64) * K * V + off_s, mask=m_s, other=0.).to(tl.float32)
     for c in range(NT):
         if STORE_HS:  # S_0 of every chunk, for the backward
             tl.store(hs + (i_bh.to(tl.int64) * NT + c) * K * V + off_s, S.to(hs.dtype.element_ty), mask=m_s)
         base = i_bh.to(tl.int64) * NT + c
-        if TMA:  # the operands as [rows, columns] matrices, a chunk's rows from base * BT (columns past K read 0)
-            row = (base * BT).to(tl.int32)
-            W = Win.load([row, 0]).to(DT)
-            Ke = Kein.load([row, 0]).to(DT)
-            Qg = Qgin.load([row, 0]).to(DT)
-            U0 = U0in.load([row, i_v * BV]).to(tl.float32)
-            Qk = Qkin.load([row, 0]).to(DT)
-        else:
-            off_k = base * BT * K + r[:, None] * K + ck[None, :]
-            W = tl.load(Win + off_k, mask=m_k, other=0.).to(DT)
-            Ke = tl.load(Kein + off_k, mask=m_k, other=0.).to(DT)
-            Qg = tl.load(Qgin + off_k, mask=m_k, other=0.).to(DT)
-            U0 = tl.load(U0in + base * BT * V + r[:, None] * V + cv[None, :], mask=m_u, other=0.).to(tl.float32)
-            Qk = tl.load(Qkin + base * BT * BT + r[:, None] * BT + r[None, :]).to(DT)
+        off_k = base * BT * K + r[:, None] * K + ck[None, :]
+        W = tl.load(Win + off_k, mask=m_k, other=0.).to(DT)
+        Ke = tl.load(Kein + off_k, mask=m_k, other=0.).to(DT)
+        Qg = tl.load(Qgin + off_k, mask=m_k, other=0.).to(DT)
+        U0 = tl.load(U0in + base * BT * V + r[:, None] * V + cv[None, :], mask=m_u, other=0.).to(tl.float32)
+        Qk = tl.load(Qkin + base * BT * BT + r[:, None] * BT + r[None, :]).to(DT)
         eGN = tl.load(eGNin + base * K + ck, mask=mk, other=0.)
         Sd = S.to(DT)
-        if VMAJ:  # U^T = U_0^T - S^T W^T, O^T = S^T Qg^T + U^T Qk^T, S^T <- S^T exp(G_C) + U^T Ke
-            Ud = (tl.trans(U0) - tl.dot(Sd, tl.trans(W), input_precision=PREC)).to(DT)
-            out = tl.trans(tl.dot(Sd, tl.trans(Qg), input_precision=PREC) +
-                           tl.dot(Ud, tl.trans(Qk), input_precision=PREC))
-        else:
-            U = U0 - tl.dot(W, Sd, input_precision=PREC)
-            Ud = U.to(DT)
-            out = tl.dot(Qg, Sd, input_precision=PREC) + tl.dot(Qk, Ud, input_precision=PREC)
+        U = U0 - tl.dot(W, Sd, input_precision=PREC)
+        Ud = U.to(DT)
+        out = tl.dot(Qg, Sd, input_precision=PREC) + tl.dot(Qk, Ud, input_precision=PREC)
         t_abs = c * (BT // 2 if EDA else BT) + tok
         m_o = (is_w & (t_abs < T))[:, None] & mv[None, :]
         tl.store(o + ((i_b.to(tl.int64) * T + t_abs) * HV + i_hv)[:, None] * V + cv[None, :],
                  out.to(o.dtype.element_ty), mask=m_o)
-        if VMAJ:
-            S = S * eGN[None, :] + tl.dot(Ud, Ke, input_precision=PREC)
-        else:
-            S = S * eGN[:, None] + tl.dot(tl.trans(Ke), Ud, input_precision=PREC)
+        S = S * eGN[:, None] + tl.dot(tl.trans(Ke), Ud, input_precision=PREC)
     if STORE_HT:
         tl.store(ht + i_bh.to(tl.int64) * K * V + off_s, S, mask=m_s)
 
@@ -437,14 +415,13 @@ def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, W2out, Mout, Qgout, 
 def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT,
                        HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
                        BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
-                       HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr,
-                       VMAJ: tl.constexpr = False):
+                       HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Reverse walk of the state gradient. The chunk map is affine in S_0, so without S_0, on the dh prep
     kernel's operands (dX = T^T dU, dU = Qk^T dO + exp(G_C - G) K' dS_C the gradient of what the chunk writes):
         dX = M dO + W2 dS_C,   dS_0 = exp(G_C) dS_C + Qg^T dO - Kg^T dX.
     Stores dS_C of every chunk for the parallel gradient kernels. (dX is not kept for them: rounded to bf16
     it costs d(gamma) a relative error of ~2e-2 at T = 4096 through rowsum(dX R); fp32 would cost 4 bytes per
-    sub-step and value, over the memory target.) VMAJ: the products transposed, as in _eda_fwd_kernel."""
+    sub-step and value, over the memory target.)"""
     i_v = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, _ = _heads(i_bh, HV, HV)
@@ -452,11 +429,7 @@ def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT,
     ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
     m_k = (r >= 0)[:, None] & mk[None, :]
     tok, is_w = _sub_steps(BT, EDA)  # dO at the write sub-steps only
-    if VMAJ:  # the state gradient and its offsets value-major, [BV, BK]
-        off_s, m_s = tl.trans(off_s), tl.trans(m_s)
-        dS = tl.zeros([BV, BK], dtype=tl.float32)
-    else:
-        dS = tl.zeros([BK, BV], dtype=tl.float32)
+    dS = tl.zeros([BK, BV], dtype=tl.float32)
     if HAS_DHT:
         dS = tl.load(dht + i_bh.to(tl.int64) * K * V + off_s, mask=m_s, other=0.).to(tl.float32)
     for cc in range(NT):
@@ -470,18 +443,12 @@ def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT,
         Mt = tl.load(Min + base * BT * BT + r[:, None] * BT + r[None, :]).to(DT)
         eGN = tl.load(eGNin + base * K + ck, mask=mk, other=0.)
         t_abs = c * (BT // 2 if EDA else BT) + tok
-        off_o = ((i_b.to(tl.int64) * T + t_abs) * HV + i_hv)[:, None] * V + cv[None, :]
-        m_o = (is_w & (t_abs < T))[:, None] & mv[None, :]
-        if VMAJ:  # dX^T = dO^T M^T + dS^T W2^T, dS^T <- dS^T exp(G_C) + dO^T Qg - dX^T Kg
-            dO = tl.load(do + tl.trans(off_o), mask=tl.trans(m_o), other=0.).to(DT)
-            dXd = (tl.dot(dO, tl.trans(Mt), input_precision=PREC) +
-                   tl.dot(dS.to(DT), tl.trans(W2), input_precision=PREC)).to(DT)
-            dS = dS * eGN[None, :] + tl.dot(dO, Qg, input_precision=PREC) - tl.dot(dXd, Kg, input_precision=PREC)
-        else:
-            dO = tl.load(do + off_o, mask=m_o, other=0.).to(DT)
-            dXd = (tl.dot(Mt, dO, input_precision=PREC) + tl.dot(W2, dS.to(DT), input_precision=PREC)).to(DT)
-            dS = dS * eGN[:, None] + tl.dot(tl.trans(Qg), dO, input_precision=PREC) \
-                - tl.dot(tl.trans(Kg), dXd, input_precision=PREC)
+        dO = tl.load(do + ((i_b.to(tl.int64) * T + t_abs) * HV + i_hv)[:, None] * V + cv[None, :],
+                     mask=(is_w & (t_abs < T))[:, None] & mv[None, :], other=0.).to(DT)
+        dX = tl.dot(Mt, dO, input_precision=PREC) + tl.dot(W2, dS.to(DT), input_precision=PREC)
+        dXd = dX.to(DT)
+        dS = dS * eGN[:, None] + tl.dot(tl.trans(Qg), dO, input_precision=PREC) \
+            - tl.dot(tl.trans(Kg), dXd, input_precision=PREC)
     if STORE_DH0:
         tl.store(dh0 + i_bh.to(tl.int64) * K * V + off_s, dS, mask=m_s)
 
@@ -491,8 +458,7 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
                     scale, T, NT,
                     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
                     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, AB: tl.constexpr, EDA: tl.constexpr,
-                    SCALAR_G: tl.constexpr, ATOMIC_QK: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr,
-                    KMAJ: tl.constexpr = False):
+                    SCALAR_G: tl.constexpr, ATOMIC_QK: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Every input gradient of one chunk, in parallel over chunks (V in blocks of BV, looped inside the program).
     The chunk's forward is recomputed from S_0 (forward store) and T (prep store),
     R = V' - (exp(G) K') S_0, U = T diag(b') R, and from dS_C (reverse walk's store)
@@ -501,8 +467,7 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
     giving dv and the gradients that flow through S_0 and S_C: dk' += exp(G) (-dV' S_0^T) + exp(G_C - G) (U dS_C^T),
     dq' += exp(G) (dO S_0^T), db' += rowsum(dX R), and their share of dg (through G = cumsum(g')). Then the
     in-chunk terms (_in_chunk_grads) from dL, dQk, and one store of every gradient (atomics for q, k when
-    grouped value heads share them). KMAJ: the V-block step's products transposed (_chunk_v_block_t), the K-side
-    sums key-major, so that the products are BV or BK rows tall."""
+    grouped value heads share them)."""
     c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
@@ -520,15 +485,9 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
     kg_lo = (kg32 - kg.to(tl.float32)).to(DT)  # what rounding kg lost (zero for fp32 inputs)
     kn = (kk * eNG).to(DT)
     # the K-side results accumulate over the V-blocks of this program (no atomics between programs)
-    if KMAJ:  # key-major, [BK, BT]
-        pos = tl.zeros([BK, BT], dtype=tl.float32)
-        neg = tl.zeros([BK, BT], dtype=tl.float32)
-        dqq = tl.zeros([BK, BT], dtype=tl.float32)
-        kgT, kg_loT, knT, TmT = tl.trans(kg), tl.trans(kg_lo), tl.trans(kn), tl.trans(Tm)
-    else:
-        pos = tl.zeros([BT, BK], dtype=tl.float32)
-        neg = tl.zeros([BT, BK], dtype=tl.float32)
-        dqq = tl.zeros([BT, BK], dtype=tl.float32)
+    pos = tl.zeros([BT, BK], dtype=tl.float32)
+    neg = tl.zeros([BT, BK], dtype=tl.float32)
+    dqq = tl.zeros([BT, BK], dtype=tl.float32)
     dL = tl.zeros([BT, BT], dtype=tl.float32)
     dQk = tl.zeros([BT, BT], dtype=tl.float32)
     db = tl.zeros([BT], dtype=tl.float32)
@@ -539,27 +498,15 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
         # S_0 and dS_C only feed products: kept in the dot dtype (as stored), never as fp32 tiles
         Sd = tl.load(hs + off_s, mask=m_s, other=0.).to(DT)
         dSd = tl.load(dhs + off_s, mask=m_s, other=0.).to(DT)
-        if KMAJ:
-            dXT, dRT, UdT, dOT, db_v = _chunk_v_block_t(v, do, dv, Sd, dSd, kgT, kg_loT, knT, Tm, TmT, Qk, bb,
-                                                        row_bt, wrow, i_hv, cv, mv, HV, V, DT, PREC)
-            dL += tl.dot(tl.trans(dXT.to(DT)), UdT, input_precision=PREC)
-            dQk += tl.dot(tl.trans(dOT), UdT, input_precision=PREC)
-            pos += tl.dot(Sd, dRT.to(DT), input_precision=PREC)
-            neg += tl.dot(dSd, UdT, input_precision=PREC)
-            dqq += tl.dot(Sd, dOT, input_precision=PREC)
-            db += db_v
-        else:
-            dX, dR, Ud, dOd, db_v = _chunk_v_block(v, do, dv, Sd, dSd, kg, kg_lo, kn, Tm, Qk, bb, row_bt, wrow,
-                                                   i_hv, cv, mv, HV, V, DT, PREC)
-            db += db_v
-            dL += tl.dot(dX.to(DT), tl.trans(Ud), input_precision=PREC)
-            dQk += tl.dot(dOd, tl.trans(Ud), input_precision=PREC)
-            pos += tl.dot(dR.to(DT), tl.trans(Sd), input_precision=PREC)
-            neg += tl.dot(Ud, tl.trans(dSd), input_precision=PREC)
-            dqq += tl.dot(dOd, tl.trans(Sd), input_precision=PREC)
+        dX, dR, Ud, dOd, db_v = _chunk_v_block(v, do, dv, Sd, dSd, kg, kg_lo, kn, Tm, Qk, bb, row_bt, wrow, i_hv,
+                                               cv, mv, HV, V, DT, PREC)
+        db += db_v
+        dL += tl.dot(dX.to(DT), tl.trans(Ud), input_precision=PREC)
+        dQk += tl.dot(dOd, tl.trans(Ud), input_precision=PREC)
+        pos += tl.dot(dR.to(DT), tl.trans(Sd), input_precision=PREC)
+        neg += tl.dot(Ud, tl.trans(dSd), input_precision=PREC)
+        dqq += tl.dot(dOd, tl.trans(Sd), input_precision=PREC)
         sds += tl.sum(Sd.to(tl.float32) * dSd.to(tl.float32), axis=1)
-    if KMAJ:
-        pos, neg, dqq = tl.trans(pos), tl.trans(neg), tl.trans(dqq)
     # through S_0 (R = V' - exp(G) K' S_0, O = exp(G) Q' S_0) and S_C (S_C = ... + (exp(G_C - G) K')^T U)
     ck = tl.arange(0, BK)
     mk = ck < K
@@ -603,28 +550,6 @@ def _chunk_v_block(v, do, dv, Sd, dSd, kg, kg_lo, kn, Tm, Qk, bb, row_bt, wrow, 
     dR = bb[:, None] * dX
     tl.store(dv + off_v, dR.to(dv.dtype.element_ty), mask=m_v)
     return dX, dR, Ud, dOd, db
-
-
-@triton.jit
-def _chunk_v_block_t(v, do, dv, Sd, dSd, kgT, kg_loT, knT, Tm, TmT, Qk, bb, row_bt, wrow, i_hv, cv, mv,
-                     HV: tl.constexpr, V: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """_chunk_v_block transposed (kgT, kg_loT, knT [BK, BT], TmT = T^T): every [BT, BV] tile of it value-major,
-    [BV, BT], so that its products are BV rows tall. Returns dX^T, dR'^T, U^T, dO^T and rowsum(dX R)."""
-    off_v = (row_bt * HV + i_hv)[None, :] * V + cv[:, None]
-    m_v = wrow[None, :] & mv[:, None]
-    vT = tl.load(v + off_v, mask=m_v, other=0.).to(tl.float32)
-    SdT = tl.trans(Sd)
-    RT = vT - tl.dot(SdT, kgT, input_precision=PREC) - tl.dot(SdT, kg_loT, input_precision=PREC)
-    UdT = tl.dot((RT * bb[None, :]).to(DT), TmT, input_precision=PREC).to(DT)
-    dOT = tl.load(do + off_v, mask=m_v, other=0.).to(DT)
-    dUT = tl.dot(dOT, Qk, input_precision=PREC) + tl.dot(tl.trans(dSd), knT, input_precision=PREC)
-    dU_hi = dUT.to(DT)
-    dXT = tl.dot(dU_hi, Tm, input_precision=PREC) + \
-        tl.dot((dUT - dU_hi.to(tl.float32)).to(DT), Tm, input_precision=PREC)
-    db = tl.sum(dXT * RT, axis=0)
-    dRT = bb[None, :] * dXT
-    tl.store(dv + off_v, dRT.to(dv.dtype.element_ty), mask=m_v)
-    return dXT, dRT, UdT, dOT, db
 
 
 @triton.jit
@@ -902,13 +827,11 @@ LAUNCH = dict(
     # the two walks: *_WARPS for 128-wide V-blocks, narrower ones (FILL_PROGRAMS) take 4; 3 stages keep the
     # next chunks' operands in flight
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3,
-    FWD_TMA=0,  # 1: the forward walk reads its operands through Hopper tensor descriptors (TMA), not pointers
-    # 1: the walks hold the state value-major, S^T, and the per-chunk backward its K-side sums key-major: the same
-    # products transposed, BV or BK rows tall instead of BT, the height Hopper's warpgroup MMA (wgmma) takes
-    WALK_VMAJ=0,
     DH_BV=128, DH_WARPS=8, DH_STAGES=3,
     BWD_BV=64, BWD_WARPS=8, BWD_STAGES=1,
-    BWD_KMAJ=0,
+    # the per-chunk backward's shared-memory carveout, percent of an SM's (-1: Triton's choice, the largest): it
+    # spills, and what an SM does not set aside as shared memory is the L1 cache its spills go through
+    BWD_CARVEOUT=0,
     FILL_PROGRAMS=64,  # sequential walks: narrow the V-blocks while fewer programs than this would run
 )
 
@@ -921,6 +844,25 @@ def launch_settings(changes=None):
         if unknown:
             raise ValueError(f"eda_triton: unknown launch settings {unknown}; they are {', '.join(LAUNCH)}")
     return [int((changes or {}).get(n, v)) for n, v in LAUNCH.items()]
+
+
+_CARVEOUTS = {}  # compiled kernel (CUfunction handle) -> the carveout asked for it
+
+
+def _ask_carveout(compiled, percent):
+    """Ask the CUDA driver for a compiled kernel's shared-memory carveout (a hint in percent of an SM's shared
+    memory; the driver rounds it up to what the kernel takes), once per compiled kernel, from its next launch on.
+    Triton gives every kernel over 48 KB of shared memory the largest carveout (CU_FUNC_CACHE_PREFER_SHARED),
+    which leaves a kernel that spills the smallest L1. No-op under the interpreter (no compiled kernel)."""
+    fn = getattr(compiled, "function", None)
+    if percent < 0 or not fn or _CARVEOUTS.get(fn) == percent:
+        return
+    err = ctypes.CDLL("libcuda.so.1").cuFuncSetAttribute(  # 9: CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
+        ctypes.c_void_p(fn), 9, ctypes.c_int(percent))
+    if err:
+        raise RuntimeError(f"eda_triton: the CUDA driver refused a shared-memory carveout of {percent}% "
+                           f"(CUresult {err}); launch=dict(BWD_CARVEOUT=-1) leaves Triton's")
+    _CARVEOUTS[fn] = percent
 
 
 def _geometry(q, v, e, chunk_tokens):
@@ -949,8 +891,7 @@ def _absent(q):
 def _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm, Qk, L):
     """Per chunk, in the dot dtype: T = (I + diag(b') A)^-1 and Qk [B*HV, NT, BT, BT] (into Tm, Qk); the walk's
     operands W, Ke, Qg [B*HV, NT, BT, K], U_0 [B*HV, NT, BT, V], exp(G_C) [B*HV, NT, K] (fp32); with check_g
-    the smallest log decay of every chunk (else None). L: the launch settings by name. Returns the forward walk's
-    operands in its argument order (W, U_0, Ke, Qg, exp(G_C), Qk) and the smallest log decays."""
+    the smallest log decay of every chunk (else None). L: the launch settings by name."""
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     DT, PREC = _dot_types(q)
     tdt = _stored_dtype(q)
@@ -966,17 +907,7 @@ def _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm
         BVP=min(64, triton.next_power_of_2(V)),
         SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
         CHECK_G=check_g, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"])
-    return (W, U0, Ke, Qg, eGN, Qk), gmin
-
-
-def _descriptors(walk, BT, BK, BV):
-    """The forward walk's operands W, U_0, Ke, Qg, Qk as tensor descriptors of [rows, columns] matrices, blocks of
-    one chunk's BT rows (FWD_TMA). TMA wants rows of a multiple of 16 bytes and blocks of at most 256 columns:
-    head dims that are multiples of 16 up to 256 (_check_kernel_inputs) give both."""
-    from triton.tools.tensor_descriptor import TensorDescriptor
-    W, U0, Ke, Qg, eGN, Qk = walk
-    flat = lambda x, cols: TensorDescriptor.from_tensor(x.view(-1, x.shape[-1]), [BT, cols])  # noqa: E731
-    return flat(W, BK), flat(U0, BV), flat(Ke, BK), flat(Qg, BK), eGN, flat(Qk, BT)
+    return (W, U0, Ke, Qg, eGN), gmin
 
 
 def _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states):
@@ -1002,15 +933,12 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
     if not need_states:  # T and Qk only live through the forward (the op returns them absent, as the fake op)
         Tm, Qk = (torch.empty(B * HV, NT, BT, BT, dtype=_stored_dtype(q), device=q.device) for _ in range(2))
     walk, gmin = _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm, Qk, L)
-    if L["FWD_TMA"]:
-        walk = _descriptors(walk, BT, BK, BV)
     grid = (triton.cdiv(V, BV), B * HV)
     _eda_fwd_kernel[grid](
-        *walk, h0 if h0 is not None else q,
+        *walk, Qk, h0 if h0 is not None else q,
         o, ht if output_final_state else o, hs if need_states else o, T, NT,
         HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
-        STORE_HT=output_final_state, STORE_HS=need_states, DT=DT, PREC=PREC, TMA=bool(L["FWD_TMA"]),
-        VMAJ=bool(L["WALK_VMAJ"]),
+        STORE_HT=output_final_state, STORE_HS=need_states, DT=DT, PREC=PREC,
         num_warps=L["FWD_WARPS"] if BV >= 128 else 4, num_stages=L["FWD_STAGES"])
     if gmin is not None:  # after every launch: the sync waits for work already queued, the GPU never idles
         low = gmin.min().item()
@@ -1059,7 +987,7 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
     _eda_bwd_dh_kernel[(triton.cdiv(V, BVd), B * HV)](
         W2, M, Qg, Kg, eGN, do, dht if dht is not None else do, dhs, dh0 if need_dh0 else dhs, T, NT,
         HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BVd, EDA=eda, HAS_DHT=dht is not None,
-        STORE_DH0=need_dh0, DT=DT, PREC=PREC, VMAJ=bool(L["WALK_VMAJ"]), num_warps=L["DH_WARPS"] if BVd >= 128 else 4,
+        STORE_DH0=need_dh0, DT=DT, PREC=PREC, num_warps=L["DH_WARPS"] if BVd >= 128 else 4,
         num_stages=L["DH_STAGES"])
     del W2, M, Qg, Kg, eGN  # before the gradient buffers: the peak stays the gradient phase's
     # (5) every chunk's input gradients, in parallel. Each row of a gradient has one writer (plain stores),
@@ -1069,8 +997,10 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
     e_, gm_ = (e, gamma) if eda else (k, beta)
     grads = (dq, dk, dv, de if eda else dq, dg, dbeta, dgamma if eda else dbeta)
     consts = dict(H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
-                  ATOMIC_QK=HV > H, DT=DT, PREC=PREC, KMAJ=bool(L["BWD_KMAJ"]), num_warps=L["BWD_WARPS"], num_stages=L["BWD_STAGES"])
-    _eda_bwd_kernel[(NT, B * HV)](q, k, v, e_, g, beta, gm_, Tm, Qk, hs, dhs, do, *grads, scale, T, NT, **consts)
+                  ATOMIC_QK=HV > H, DT=DT, PREC=PREC, num_warps=L["BWD_WARPS"], num_stages=L["BWD_STAGES"])
+    compiled = _eda_bwd_kernel[(NT, B * HV)](q, k, v, e_, g, beta, gm_, Tm, Qk, hs, dhs, do, *grads, scale, T, NT,
+                                             **consts)
+    _ask_carveout(compiled, L["BWD_CARVEOUT"])
     return dq, dk, dv, de, dg, dbeta, dgamma, dh0
 
 

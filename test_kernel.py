@@ -3,6 +3,7 @@
 On a machine without CUDA the kernels run in Triton's interpreter (TRITON_INTERPRET=1, set before triton
 is imported), on small shapes. The GPU tests (bf16, long sequences, decode) skip themselves there.
 """
+import ctypes
 import os
 
 import torch
@@ -120,30 +121,6 @@ def test_key_columns_in_several_prep_blocks_match_recurrence(erase, scalar_g):
     # partial (masked)
     x = make_inputs(1, 21, 1, 2, 48, 16, erase=erase, scalar_g=scalar_g, seed=20, device=DEV)
     compare(x, kernel.eda_fused, 1e-4, chunk_size=8 if erase else 16, launch=dict(PREP_BK=32, DH_PREP_BK=32))
-
-
-@pytest.mark.parametrize("K, V, launch", [(32, 64, dict(FWD_BV=32)), (48, 80, {})])
-def test_the_forward_walk_through_tensor_descriptors_matches_recurrence(K, V, launch):
-    # FWD_TMA: the walk reads its operands as blocks of [rows, columns] matrices (Hopper TMA); two V-blocks and
-    # grouped heads, then head dims below their power-of-2 blocks (the descriptor reads zeros past the last column)
-    compare(make_inputs(1, 40, 1, 2, K, V, seed=21, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8,
-            launch=dict(launch, FWD_TMA=1))
-
-
-TRANSPOSED = dict(WALK_VMAJ=1, BWD_KMAJ=1)
-
-
-@pytest.mark.parametrize("erase,scalar_g,K,V,launch", [
-    (True, False, 32, 48, dict(TRANSPOSED, FWD_BV=16, DH_BV=16, BWD_BV=16)),
-    (False, False, 32, 48, dict(TRANSPOSED, FWD_BV=16, DH_BV=16, BWD_BV=16)),
-    (True, True, 32, 48, TRANSPOSED),
-    (True, False, 48, 80, dict(TRANSPOSED, FWD_TMA=1, FWD_BV=32))])
-def test_value_major_walks_and_key_major_backward_match_recurrence(erase, scalar_g, K, V, launch):
-    # WALK_VMAJ, BWD_KMAJ: the walks' and the per-chunk backward's products transposed (state value-major); three
-    # V-blocks of 16 with V = 48, grouped heads, an odd length, the per-head decay, and head dims below their
-    # power-of-2 blocks with the walk through TMA
-    x = make_inputs(1, 37, 1, 2, K, V, erase=erase, scalar_g=scalar_g, seed=22, device=DEV)
-    compare(x, kernel.eda_fused, 1e-4, chunk_size=8 if erase else 16, launch=launch)
 
 
 def test_head_dims_not_powers_of_two():
@@ -344,11 +321,9 @@ def test_kernel_py_imports_nothing_of_this_repo():
 
 
 @needs_gpu
-@pytest.mark.parametrize("launch, chunk", [({}, None), ({"FWD_STAGES": 2, "DH_STAGES": 2}, 32), ({"FWD_TMA": 1}, None),
-                                           (TRANSPOSED, None), ({"BWD_KMAJ": 1, "BWD_BV": 128}, None)])
+@pytest.mark.parametrize("launch, chunk", [({}, None), ({"FWD_STAGES": 2, "DH_STAGES": 2}, 32)])
 def test_gpu_bf16_T4096_matches_fp64_reference(launch, chunk):
-    # the shipped launch settings, 32-token chunks (whose walks fit a Hopper SM's shared memory at 2 stages), the
-    # forward walk through tensor descriptors, and the transposed products (Hopper's warpgroup MMA)
+    # the shipped launch settings, and 32-token chunks (whose walks fit a Hopper SM's shared memory at 2 stages)
     x = make_inputs(1, 4096, 2, 4, 128, 128, dtype=torch.bfloat16, seed=11, device=DEV)
     compare(x, eda.eda_triton, 1e-2, launch=launch, chunk_size=chunk)
 
@@ -391,6 +366,20 @@ def test_gpu_bf16_T32768_extreme_decays_stay_finite():
     for n in NAMES:
         if xt[n] is not None:
             assert torch.isfinite(xt[n].grad).all(), n
+
+
+@needs_gpu
+@pytest.mark.parametrize("percent", [31, 0])
+def test_gpu_per_chunk_backward_holds_the_carveout_it_asks_for(percent):
+    # BWD_CARVEOUT: the driver reports the asked shared-memory carveout for the compiled per-chunk backward
+    compare(make_inputs(1, 64, 1, 2, 64, 64, dtype=torch.bfloat16, seed=16, device=DEV), eda.eda_triton, 1e-2,
+            launch=dict(BWD_CARVEOUT=percent))
+    asked = [fn for fn, p in kernel._CARVEOUTS.items() if p == percent]
+    assert asked, "no compiled per-chunk backward was given the carveout"
+    for fn in asked:
+        got = ctypes.c_int()
+        assert ctypes.CDLL("libcuda.so.1").cuFuncGetAttribute(ctypes.byref(got), 9, ctypes.c_void_p(fn)) == 0
+        assert got.value == percent
 
 
 def test_channel_wise_decay_below_the_kernels_range_is_a_clear_error():

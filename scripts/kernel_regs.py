@@ -5,8 +5,7 @@ Registers and spills of kernel.py's Triton kernels, compiled for Hopper (sm_90a)
     python scripts/kernel_regs.py --warps=4 fwd        # one kernel, other num_warps
     python scripts/kernel_regs.py --sass fwd bwd       # also their machine instructions: in all, in the loop
     python scripts/kernel_regs.py --chunk=32           # 32-token chunks (eda_fused's chunk_size)
-    python scripts/kernel_regs.py --set=FWD_TMA=1 --sass fwd             # another launch setting (kernel.LAUNCH)
-    python scripts/kernel_regs.py --set=WALK_VMAJ=1 --set=FWD_BV=64 --warps=4 fwd
+    python scripts/kernel_regs.py --set=BWD_BV=32 --sass bwd           # another launch setting (kernel.LAUNCH)
 
 Prints cuobjdump's resource line per kernel (REG: registers per thread, STACK: bytes per thread, mostly spills)
 and the shared memory a program takes (an SM has 228 KB).
@@ -37,7 +36,6 @@ import kernel  # noqa: E402
 FP32_POINTERS = {"g", "gmin", "ht", "h0", "dht", "dh0", "dq", "dk", "dg", "de", "dbeta", "dgamma",
                  "s_in", "s_out", "eGNout", "eGNin"}
 SCALARS = {"scale": "fp32", "T": "i32", "NT": "i32"}
-TMA_BLOCKS = {"Win": ("BT", "BK"), "U0in": ("BT", "BV"), "Kein": ("BT", "BK"), "Qgin": ("BT", "BK"), "Qkin": ("BT", "BT")}
 
 
 def signature(fn, consts):
@@ -45,9 +43,6 @@ def signature(fn, consts):
     for p in inspect.signature(fn.fn).parameters:
         if p in consts:
             sig[p] = "constexpr"
-        elif consts.get("TMA") and p in TMA_BLOCKS:  # the forward walk's operands as tensor descriptors
-            rows, cols = TMA_BLOCKS[p]
-            sig[p] = f"tensordesc<bf16[{consts[rows]}, {consts[cols]}]>"
         else:
             sig[p] = SCALARS.get(p, "*fp32" if p in FP32_POINTERS else "*bf16")
     return sig
@@ -117,16 +112,12 @@ def main():
     kernels = {  # name: (jit function, constexprs, num_warps, num_stages), as kernel.py launches them
         "prep": (kernel._eda_prep_kernel, dict(common, SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=AB,
                                                SCALAR_G=False, CHECK_G=True), L["PREP_WARPS"], 1),
-        "fwd": (kernel._eda_fwd_kernel, dict(common, BV=L["FWD_BV"], HAS_H0=True, STORE_HT=True, STORE_HS=True,
-                                             TMA=bool(L["FWD_TMA"]),
-                                             VMAJ=bool(L["WALK_VMAJ"])),
+        "fwd": (kernel._eda_fwd_kernel, dict(common, BV=L["FWD_BV"], HAS_H0=True, STORE_HT=True, STORE_HS=True),
                 L["FWD_WARPS"], L["FWD_STAGES"]),
         "dh_prep": (kernel._eda_dh_prep_kernel, dict(common, BKC=min(L["DH_PREP_BK"], BK)), L["PREP_WARPS"], 1),
-        "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, BV=L["DH_BV"], HAS_DHT=True, STORE_DH0=True,
-                                                   VMAJ=bool(L["WALK_VMAJ"])),
+        "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, BV=L["DH_BV"], HAS_DHT=True, STORE_DH0=True),
                    L["DH_WARPS"], L["DH_STAGES"]),
-        "bwd": (kernel._eda_bwd_kernel, dict(common, BV=L["BWD_BV"], AB=AB, SCALAR_G=False, ATOMIC_QK=False,
-                                             KMAJ=bool(L["BWD_KMAJ"])),
+        "bwd": (kernel._eda_bwd_kernel, dict(common, BV=L["BWD_BV"], AB=AB, SCALAR_G=False, ATOMIC_QK=False),
                 L["BWD_WARPS"], L["BWD_STAGES"]),
     }
     print(f"triton {triton.__version__}, sm_90a, EDA bf16, K = V = {K}, chunk {chunk} tokens (BT = {BT})")
