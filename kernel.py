@@ -831,6 +831,7 @@ LAUNCH = dict(
     BWD_BV=64, BWD_WARPS=8, BWD_STAGES=1,
     # the per-chunk backward's shared-memory carveout, percent of an SM's (-1: Triton's choice, the largest): it
     # spills, and what an SM does not set aside as shared memory is the L1 cache its spills go through
+    # (notes/kernel.md, "Shared-memory carveout")
     BWD_CARVEOUT=0,
     FILL_PROGRAMS=64,  # sequential walks: narrow the V-blocks while fewer programs than this would run
 )
@@ -851,11 +852,12 @@ _CARVEOUTS = {}  # compiled kernel (CUfunction handle) -> the carveout asked for
 
 def _ask_carveout(compiled, percent):
     """Ask the CUDA driver for a compiled kernel's shared-memory carveout (a hint in percent of an SM's shared
-    memory; the driver rounds it up to what the kernel takes), once per compiled kernel, from its next launch on.
-    Triton gives every kernel over 48 KB of shared memory the largest carveout (CU_FUNC_CACHE_PREFER_SHARED),
-    which leaves a kernel that spills the smallest L1. No-op under the interpreter (no compiled kernel)."""
+    memory; the driver rounds it up to what the kernel takes; -1: no preference), once per compiled kernel and
+    value, from its next launch on. Triton gives every kernel over 48 KB of shared memory the largest carveout
+    (CU_FUNC_CACHE_PREFER_SHARED), which leaves a kernel that spills the smallest L1; with no preference that
+    choice stands. No-op under the interpreter (no compiled kernel)."""
     fn = getattr(compiled, "function", None)
-    if percent < 0 or not fn or _CARVEOUTS.get(fn) == percent:
+    if not fn or _CARVEOUTS.get(fn, -1) == percent:
         return
     err = ctypes.CDLL("libcuda.so.1").cuFuncSetAttribute(  # 9: CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
         ctypes.c_void_p(fn), 9, ctypes.c_int(percent))
