@@ -581,7 +581,7 @@ def lever_rows(sweep, profiles):
 
 
 def kernel_section():
-    meta, rows, sweep, _, _ = kernel_bench()
+    meta, rows, sweep, profiles, _ = kernel_bench()
     shapes = list(dict.fromkeys(shape for _, shape in rows))
     ratio = lambda r, ref: f'{r[0] / ref[0]:.2f}x / {r[1] / ref[1]:.2f}x' if ref else '—'  # noqa: E731
     crows = [[case, str(shape), f'{f:.3f}', f'{fb:.3f}', f'{p:,}', ratio((f, fb), rows.get(('FLA chunk_kda safe_gate', shape))),
@@ -592,11 +592,13 @@ def kernel_section():
     span = lambda rs, i: f'{min(r[i] for r in rs):.2f}x to {max(r[i] for r in rs):.2f}x'  # noqa: E731
     eda, kda = within('eda_triton (EDA)'), within('eda_triton KDA path (e=None)')
     unmatched = [str(s) for s in shapes if ('FLA chunk_kda safe_gate', s) not in rows]
-    again = [abs(sweep[s][0][2] / rows['eda_triton (EDA)', s][1] - 1) for s in sweep if ('eda_triton (EDA)', s) in rows]
+    # the per-chunk backward's designs (an earlier run with FLA, whose first table timed the shipped settings again)
+    bmeta, brows, bsweep, _, _ = kernel_bench('kernel_bwd_levers.txt')
+    again = [abs(bsweep[s][0][2] / brows['eda_triton (EDA)', s][1] - 1) for s in bsweep if ('eda_triton (EDA)', s) in brows]
     srows, wins = [], 0
-    for variant in [v for v, _, _ in next(iter(sweep.values()))]:
+    for variant in [v for v, _, _ in next(iter(bsweep.values()))]:
         cells = []
-        for s, runs in sweep.items():
+        for s, runs in bsweep.items():
             base = runs[0]
             f, fb = next((f, fb) for v, f, fb in runs if v == variant)
             cells.append(f'{f:.3f} / {fb:.3f} ({fb / base[2]:.2f}x)')
@@ -626,7 +628,6 @@ def kernel_section():
     fla = {B: ms for case, B, ms, _, _ in dec if case.startswith('FLA')}
     drows = [[case, B, f'{ms:.4f}', gbs, f'{ms / fla[B]:.2f}x', f'{eager:.4f}'] for case, B, ms, gbs, eager in dec]
     repeat = {key: drows_[key][1] / rows[key][1] - 1 for key in drows_ if key in rows and 'check_g' not in key[0]}
-    ours_again = max(abs(d) for (case, _), d in repeat.items() if case.startswith('eda_triton'))
     fla_again = {key: d for key, d in repeat.items() if not key[0].startswith('eda_triton')}
     outliers = [key for key, d in fla_again.items() if abs(d) > 0.1]
     walk = lambda n: [lprof['eda_triton (EDA)', s][n] / lprof['eda_triton KDA path (e=None)', s][n]  # noqa: E731
@@ -644,9 +645,9 @@ def kernel_section():
             f'Against FLA\'s safe-gate `chunk_kda` at the {len(eda)} shapes with both: EDA takes {span(eda, 0)} its forward '
             f'time and {span(eda, 1)} its forward + backward; our KDA path (the same kernels without the erase) '
             f'{span(kda, 0)} and {span(kda, 1)}.' + (f" No FLA row at {', '.join(unmatched)}." if unmatched else '')
-            + f' A second run the same day at commit {dmeta["commit"]} (its command under "Decoding one token", below) '
-            f'timed EDA and the KDA path within {100 * ours_again:.1f}% of these fwd+bwd times and FLA\'s rows within '
-            f'{100 * max(abs(d) for key, d in fla_again.items() if key not in outliers):.1f}%'
+            + f' An earlier run the same day at commit {dmeta["commit"]} (its command under "Decoding one token", below; '
+            'before the per-chunk backward\'s carveout, "What the levers did") timed FLA\'s rows within '
+            f'{100 * max(abs(d) for key, d in fla_again.items() if key not in outliers):.1f}% of these fwd+bwd times'
             + ''.join(f', but for {case} at {s}: {drows_[case, s][0]:.3f} / {drows_[case, s][1]:.3f} ms, an outlier of '
                       f'that run (its forward {drows_[case, s][0] / rows[case, s][0]:.1f}x the one above), not chased'
                       for case, s in outliers) + '.', '',
@@ -665,7 +666,8 @@ def kernel_section():
             '### What the levers did', '',
             'Each run below timed launch variants of the EDA kernels, each checked against the float64 reference first, '
             'at every shape (fwd / fwd+bwd ms, and fwd+bwd against the shipped settings timed in the same run). '
-            'First the per-chunk backward, from the run of the first table: '
+            'First the per-chunk backward, from an earlier run with FLA (its table of FLA\'s rows stopped at its time '
+            'limit): '
             '`BWD_BKC` is the per-chunk backward in two phases, its second in blocks of key columns (no spills at 8 '
             'warps), `BWD_PER_SM` its persistent programs per SM, `BWD_MAXNREG` a register cap that fits two programs '
             'an SM; `BWD_WARPS=16` gives one program 16 warps; `chunk_size: 32` doubles the chunk (`*_STAGES=2` fit the '
@@ -675,8 +677,8 @@ def kernel_section():
                f'{wins} variant-shape pairs of them ran faster than the shipped settings.')
             + f' The noise beside it: the shipped settings, timed twice in the run (the first table and this one\'s '
             f'first row), differ by up to {100 * max(again):.1f}% in fwd+bwd. Profiles, compile figures and the '
-            'reasons: `notes/kernel.md`.', '',
-            *table(['launch variant', *[str(s) for s in sweep]], srows),
+            'reasons: `notes/kernel.md`.', '', '```sh', bmeta['command'], '```', '', f"{made(bmeta)} {bmeta['note']}", '',
+            *table(['launch variant', *[str(s) for s in bsweep]], srows),
             'The chunk size, with each variant\'s kernels profiled (the run of "Where the time goes"): 32-token chunks '
             'with the prep at 8 warps (at its 16-token 4 warps it spilled) and with it in 64-column passes, and '
             '8-token chunks. 64-token chunks do not run: their per-chunk backward needs 640 KB of shared memory a '
@@ -690,7 +692,7 @@ def kernel_section():
             'and dg\'s error, which grows with the length, doubled.', '', '```sh', pmeta['command'], '```', '',
             f"{made(pmeta)} {pmeta['note']}", '',
             *table(heads, lever_rows(psweep, pprof)),
-            *transposed_levers(heads),
+            *transposed_levers(heads), *fold_lever(lprof), *carveout_lever(heads, meta, sweep, profiles),
             '### Decoding one token', '',
             'H = HV = 16: GPU time of a CUDA-graph replay, as `generate` runs it; the eager call (host path included) '
             'beside it.', '', '```sh', dmeta['command'], '```', '', f"{made(dmeta)} {dmeta['note']}", '',
@@ -698,30 +700,72 @@ def kernel_section():
                    drows)]
 
 
-TRANSPOSED = 'kernel_transposed.txt'
+def sweep_verdict(sweep, repeat=None):
+    """'`variant` faster at n of m shapes (a to b the shipped fwd+bwd)' for each variant of a sweep but `repeat` (the
+    shipped settings timed again, given as how far it landed from the first timing instead)."""
+    ratios = {}
+    for runs in sweep.values():
+        for variant, _, fb in runs[1:]:
+            ratios.setdefault(variant, []).append(fb / runs[0][2])
+    verdict = [f'`{v}` faster at {sum(r < 1 for r in rs)} of {len(rs)} shapes ({min(rs):.2f}x to {max(rs):.2f}x the '
+               f'shipped fwd+bwd)' for v, rs in ratios.items() if v != repeat]
+    if repeat in ratios:
+        verdict.append(f'the shipped settings timed again (`{repeat}`) {100 * max(abs(r - 1) for r in ratios[repeat]):.1f}% '
+                       'or less from their first timing')
+    return '; '.join(verdict)
 
 
 def transposed_levers(heads):
     """The levers built for Hopper's warpgroup MMA and tensor descriptors (WALK_VMAJ, BWD_KMAJ, FWD_TMA): their
-    profiled run (results/kernel_transposed.txt, bench.py's output as printed under its '# key: value' lines) once it
-    exists, with each variant's count of shapes where it beat the shipped settings; until then, that it has not run."""
-    intro = ('The transposed products and tensor descriptors: `WALK_VMAJ=1` holds the walks\' state value-major and '
-             '`BWD_KMAJ=1` the per-chunk backward\'s K-side sums key-major, the same products BV or BK rows tall instead '
-             'of a chunk\'s 32 sub-steps (the height of Hopper\'s warpgroup MMA); `FWD_TMA=1` has the forward walk read '
-             'its operands through tensor descriptors. Compile figures and what they predict: `notes/kernel.md`, '
-             '"Transposed products".')
-    if not os.path.exists(os.path.join(results_dir, TRANSPOSED)):
-        return [intro + ' Built and tested against the float64 reference, not yet timed on a GPU; the run that '
-                'decides them is in that note.', '']
-    meta, _, sweep, profiles, _ = kernel_bench(TRANSPOSED)
-    wins = {}
-    for runs in sweep.values():
-        for variant, _, fb in runs[1:]:
-            wins.setdefault(variant, []).append(fb / runs[0][2])
-    verdict = '; '.join(f'`{v}` faster at {sum(r < 1 for r in rs)} of {len(rs)} shapes ({min(rs):.2f}x to '
-                        f'{max(rs):.2f}x the shipped fwd+bwd)' for v, rs in wins.items())
-    return [intro, '', '```sh', meta['command'], '```', '', f"{made(meta)} {meta.get('note', '')}".rstrip(), '',
-            *table(heads, lever_rows(sweep, profiles)), f'{verdict}.', '']
+    profiled run, results/kernel_transposed.txt (bench.py's output as printed under its '# key: value' lines)."""
+    meta, _, sweep, profiles, _ = kernel_bench('kernel_transposed.txt')
+    return ['The transposed products and tensor descriptors: `WALK_VMAJ=1` holds the walks\' state value-major and '
+            '`BWD_KMAJ=1` the per-chunk backward\'s K-side sums key-major, the same products BV or BK rows tall instead '
+            'of a chunk\'s 32 sub-steps (the height of Hopper\'s warpgroup MMA); `FWD_TMA=1` has the forward walk read '
+            'its operands through tensor descriptors; `BWD_BV=128` is the shipped per-chunk backward at the V-block '
+            'width that failed with `BWD_KMAJ` (the note under the command below). The walks\' steps compile to 10-16% fewer instructions '
+            '(`notes/kernel.md`, "Transposed products"), and yet each variant was slower where it changed a kernel, so '
+            'none was kept.', '', '```sh', meta['command'], '```', '', f"{made(meta)} {meta['note']}", '',
+            *table(heads, lever_rows(sweep, profiles)), sweep_verdict(sweep, repeat="{'BWD_BV': 64}") + '.', '']
+
+
+def fold_lever(lprof):
+    """Folding the prep into the walks, bounded from below by one chunk's prep time (results/kernel_fold.txt: the
+    prep kernel as one program alone on the GPU) against "Where the time goes"'s kernels (lprof)."""
+    meta, _, _, profiles, _ = kernel_bench('kernel_fold.txt')
+    one = profiles['eda_triton (EDA)', (1, 16, 1, 1)]['_eda_prep_kernel']
+    kda = profiles['eda_triton KDA path (e=None)', (1, 16, 1, 1)]['_eda_prep_kernel']
+    rows = []
+    for (case, s), per in lprof.items():
+        if case == 'eda_triton (EDA)':
+            chunks = s[1] // 16  # 16-token chunks: the steps of one walk
+            walk, prep = per['_eda_fwd_kernel'], per['_eda_prep_kernel']
+            rows.append([str(s), f'{walk:.3f} + {prep:.3f} = {walk + prep:.3f}', chunks,
+                         f'{walk + chunks * one:.3f} ({(walk + chunks * one) / (walk + prep):.1f}x)'])
+    return ['Folding the prep into the walks (not built): a walk that prepared its own chunks would run each '
+            'chunk\'s prep inside its sequence of steps, where nothing else on its SM hides it. One chunk\'s prep, '
+            f'the prep kernel as one program alone on the GPU, takes {1000 * one:.0f} us ({1000 * kda:.0f} us without '
+            'the erase); a walk of N chunks would take at least its own time plus N of those:', '',
+            '```sh', meta['command'], '```', '', f"{made(meta)} {meta['note']}", '',
+            *table(['shape', 'forward walk + prep kernels now, ms ("Where the time goes")', 'chunks a walk steps through',
+                    'folded walk at least, ms'], rows)]
+
+
+def carveout_lever(heads, meta, sweep, profiles):
+    """The per-chunk backward's shared-memory carveout (BWD_CARVEOUT), from the run of the first table."""
+    kernel = [profiles["sweep {'BWD_CARVEOUT': -1}", s]['_eda_bwd_kernel'] / profiles['sweep this run', s]['_eda_bwd_kernel']
+              for s in sweep]
+    total = [next(fb for v, _, fb in runs if v == "{'BWD_CARVEOUT': -1}") / runs[0][2] for runs in sweep.values()]
+    return ['The per-chunk backward\'s shared-memory carveout (`BWD_CARVEOUT`, kept): Triton asks the driver for the '
+            'largest shared-memory carveout for every kernel that takes over 48 KB of it, which leaves an H100\'s SM '
+            '28 KB of its 256 KB as L1 cache. The per-chunk backward takes 68 KB of shared memory and spills, and '
+            'under Nsight Compute 4% of its spill loads hit L1 (`notes/kernel.md`, "Shared-memory carveout"). '
+            '`BWD_CARVEOUT=0` asks for the smallest carveout that holds its shared memory, leaving the rest to L1; '
+            '`-1` leaves Triton\'s. From the run of the first table:', '',
+            *table(heads, lever_rows(sweep, profiles)),
+            sweep_verdict(sweep, repeat="{'BWD_CARVEOUT': 0}") + f'. Triton\'s carveout makes the per-chunk '
+            f'backward {100 * (min(kernel) - 1):.0f}-{100 * (max(kernel) - 1):.0f}% slower and fwd+bwd '
+            f'{100 * (min(total) - 1):.1f}-{100 * (max(total) - 1):.1f}% slower than the shipped one: `BWD_CARVEOUT=0` is the default.', '']
 
 
 def train_section():
