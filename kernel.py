@@ -1122,6 +1122,9 @@ def _eda_chunk_setup(ctx, inputs, output):
     (q, k, v, e, g, beta, gamma, h0, scale, chunk_tokens, scalar_g, output_final_state, need_states, _, recompute,
      launch) = inputs
     _, _, hs, Tm, Qk = output
+    # no zero gradients for outputs the loss did not reach: the kept states alone would be a zero-filled tensor the
+    # size of hs (~1 GB at (8, 4096, 16, 16)), written and never read
+    ctx.set_materialize_grads(False)
     ctx.save_for_backward(q, k, v, e, g, beta, gamma, h0 if recompute else None, hs, Tm, Qk)
     ctx.meta = (scale, chunk_tokens, scalar_g, output_final_state, need_states, recompute,
                 None if h0 is None else h0.dtype, launch)
@@ -1136,6 +1139,8 @@ def _eda_chunk_backward(ctx, do, dht, *_):
     elif not need_states:
         raise RuntimeError("eda_triton: backward through a forward that ran without gradients (call it with "
                            "grad mode on and an input that requires grad)")
+    if do is None:  # the loss used only the final state
+        do = torch.zeros_like(v)  # o's shape and dtype
     grads = torch.ops.nanoeda.eda_chunk_bwd(q, k, v, e, g, beta, gamma, hs, Tm, Qk, do,
                                             dht if output_final_state else None, scale, chunk_tokens, scalar_g,
                                             h0_dtype is not None, launch)

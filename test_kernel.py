@@ -150,6 +150,34 @@ def test_recomputing_the_chunk_states_in_backward_gives_the_same_gradients(erase
     assert [t.numel() for t in outs[2:]] == [0, 0, 0]
 
 
+@pytest.mark.parametrize("use", ["output", "final_state"])
+def test_the_backward_makes_no_zero_gradients_for_what_it_was_not_given(use):
+    """Autograd fills a zero gradient for every op output the loss did not reach unless told not to: for the chunk
+    states the forward keeps ([B, HV, NT, K, V], ~1 GB at (8, 4096, 16, 16)), for T and Qk, and for the final
+    state when the loss leaves it out. None is filled, and the gradients still match the recurrence."""
+    from torch.profiler import ProfilerActivity, profile
+    x = make_inputs(1, 21, 1, 2, 16, 16, seed=29, device=DEV)
+    xt = {n: t.clone().requires_grad_() for n, t in x.items()}
+    xr = {n: t.detach().double().cpu().requires_grad_() for n, t in x.items()}
+    o, ht = kernel.eda_fused(*[xt[n] for n in NAMES[:7]], initial_state=xt["initial_state"], output_final_state=True,
+                             chunk_size=8)
+    orf, htr = eda.eda_recurrent(*[xr[n] for n in NAMES[:7]], initial_state=xr["initial_state"],
+                                 output_final_state=True)
+    pick = (lambda a, b: a) if use == "output" else (lambda a, b: b)  # noqa: E731
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
+        pick(o, ht).float().square().sum().backward()
+    pick(orf, htr).square().sum().backward()
+    # [B, HV, NT, K, V] of the kept states, [B * HV, NT, BT, BT] of T and Qk (T = 21 in 8-token chunks), and the
+    # final state [B, HV, K, V] when the loss leaves it out (when it leaves o out, the kernels still read a dO: the
+    # backward fills one, o's size)
+    unused = [[1, 2, 3, 16, 16], [2, 3, 16, 16]] + ([[1, 2, 16, 16]] if use == "output" else [])
+    filled = [e.input_shapes[0] for e in prof.events() if e.name in ("aten::zero_", "aten::fill_") and e.input_shapes]
+    assert not [shape for shape in filled if shape in unused], filled
+    for n in NAMES:
+        ref = xr[n].grad if xr[n].grad is not None else torch.zeros_like(xr[n])  # q does not reach the final state
+        assert rel(xt[n].grad, ref) <= 1e-4, n
+
+
 def test_no_grad_forward_matches_and_stores_no_states():
     x = make_inputs(1, 20, 1, 1, 16, 16, seed=8, device=DEV)
     with torch.no_grad():
