@@ -205,6 +205,21 @@ def test_the_fold_bound_is_one_chunks_prep_times_the_chunks_a_walk_steps_through
                 f'{walk + n * one:.3f} ({(walk + n * one) / (walk + prep):.1f}x) |') in section, T
 
 
+def test_the_unfilled_gradients_table_pairs_each_case_before_and_after_from_its_two_runs():
+    """The backward without zero gradients: each case and shape of the two kept runs (the commit before, the commit
+    after) is one row with both fwd+bwd times and peaks as printed and their ratio recomputed."""
+    section = results_md().split('The backward without zero gradients')[1].split('### Decoding one token')[0]
+    pattern = (r'\] (eda_triton \S.*?) +B=(\d+) T=(\d+) H=(\d+) HV=(\d+): fwd [\d.]+ ms, fwd\+bwd ([\d.]+) ms, '
+               r'peak (\d+) MiB')
+    runs = [{m[:5]: m[5:] for m in re.findall(pattern, open(os.path.join(ROOT, 'results', f)).read())
+             if 'check_g' not in m[0]} for f in ('kernel_unfilled_before.txt', 'kernel_unfilled.txt')]
+    assert len(runs[0]) == len(runs[1]) == 8
+    for (case, B, T, H, HV), (fb, peak) in runs[0].items():
+        fb2, peak2 = runs[1][case, B, T, H, HV]
+        assert (f'| {case} | ({B}, {T}, {H}, {HV}) | {fb} / {int(peak):,} | {fb2} / {int(peak2):,} | '
+                f'{float(fb2) / float(fb):.3f}x |') in section, case
+
+
 def test_every_figure_in_readmes_results_summary_is_in_the_results_md_section_it_links():
     readme = open(os.path.join(ROOT, 'README.md')).read()
     summary = readme.split('## Results', 1)[1].split('\n## ', 1)[0]

@@ -634,6 +634,8 @@ def kernel_section():
                       for s in dict.fromkeys(shape for _, shape in lrows_)]
     times = lambda ns: f'{min(min(walk(n)) for n in ns):.2f}-{max(max(walk(n)) for n in ns):.2f}x'  # noqa: E731
     heads = ['variant', 'shape', 'fwd / fwd+bwd ms (vs shipped)', *(f'{n} ms' for n in EDA_KERNELS.values())]
+    ub, ua = kernel_bench('kernel_unfilled_before.txt')[1], kernel_bench('kernel_unfilled.txt')[1]
+    since = [1 - ua[key][1] / ub[key][1] for key in ub if key[0] == 'eda_triton (EDA)']
     return ['## Kernel speed', '',
             'The update rule alone (`eda_triton` as `model.py` calls it, `check_g=False`: its gates bound g; `check_g=True` '
             'reads g\'s range back, a device sync per call) against flash-linear-attention\'s KDA kernel `chunk_kda`, '
@@ -650,7 +652,10 @@ def kernel_section():
             f'{100 * max(abs(d) for key, d in fla_again.items() if key not in outliers):.1f}% of these fwd+bwd times'
             + ''.join(f', but for {case} at {s}: {drows_[case, s][0]:.3f} / {drows_[case, s][1]:.3f} ms, an outlier of '
                       f'that run (its forward {drows_[case, s][0] / rows[case, s][0]:.1f}x the one above), not chased'
-                      for case, s in outliers) + '.', '',
+                      for case, s in outliers) + '.'
+            + f' Since this run the backward no longer fills zero gradients ("What the levers did", last): EDA\'s '
+            f'fwd+bwd {100 * min(since):.1f}-{100 * max(since):.1f}% faster in a run without FLA, and its peak below '
+            'FLA\'s; its ratios to FLA are for the next run with FLA.', '',
             '### Where the time goes', '',
             'GPU time of each of the five kernels in one fwd+bwd (torch.profiler), EDA beside the KDA path (the same '
             'kernels without the erase: a chunk of 16 sub-steps instead of 32), with the fwd+bwd time bench.py measured. '
@@ -692,7 +697,7 @@ def kernel_section():
             'and dg\'s error, which grows with the length, doubled.', '', '```sh', pmeta['command'], '```', '',
             f"{made(pmeta)} {pmeta['note']}", '',
             *table(heads, lever_rows(psweep, pprof)),
-            *transposed_levers(heads), *fold_lever(lprof), *carveout_lever(heads, meta, sweep, profiles),
+            *transposed_levers(heads), *fold_lever(lprof), *carveout_lever(heads, meta, sweep, profiles), *unfilled_lever(rows),
             '### Decoding one token', '',
             'H = HV = 16: GPU time of a CUDA-graph replay, as `generate` runs it; the eager call (host path included) '
             'beside it.', '', '```sh', dmeta['command'], '```', '', f"{made(dmeta)} {dmeta['note']}", '',
@@ -766,6 +771,37 @@ def carveout_lever(heads, meta, sweep, profiles):
             sweep_verdict(sweep, repeat="{'BWD_CARVEOUT': 0}") + f'. Triton\'s carveout makes the per-chunk '
             f'backward {100 * (min(kernel) - 1):.0f}-{100 * (max(kernel) - 1):.0f}% slower and fwd+bwd '
             f'{100 * (min(total) - 1):.1f}-{100 * (max(total) - 1):.1f}% slower than the shipped one: `BWD_CARVEOUT=0` is the default.', '']
+
+
+def unfilled_lever(fla_rows):
+    """The backward without autograd's zero gradients: two bench.py runs of one call, the commit before and the one
+    that made the change (results/kernel_unfilled_before.txt, kernel_unfilled.txt); FLA's peak from the first table."""
+    span = lambda xs: f'{100 * min(xs):.1f}-{100 * max(xs):.1f}%'  # noqa: E731
+    bmeta, before, _, _, _ = kernel_bench('kernel_unfilled_before.txt')
+    ameta, after, _, _, _ = kernel_bench('kernel_unfilled.txt')
+    rows, gains, below = [], {}, []
+    for key, (_, fb, peak) in before.items():
+        if 'check_g' in key[0]:
+            continue
+        _, fb2, peak2 = after[key]
+        gains.setdefault(key[0], []).append(1 - fb2 / fb)
+        fla = fla_rows.get(('FLA chunk_kda safe_gate', key[1]))
+        below.append(fla is not None and peak2 < fla[2])
+        rows.append([key[0], str(key[1]), f'{fb:.3f} / {peak:,}', f'{fb2:.3f} / {peak2:,}', f'{fb2 / fb:.3f}x',
+                     f'{fla[2]:,}' if fla else '—'])
+    return ['The backward without zero gradients (kept): autograd filled a zero gradient for each output of the '
+            'forward op the loss did not reach (the chunk states kept for the backward, a tensor of 1 GB at '
+            '(8, 4096, 16, 16), and T, Qk) before calling a backward that never reads them. Asking it not to '
+            f'(`ctx.set_materialize_grads(False)`, commit {ameta["commit"]}) made EDA\'s fwd+bwd '
+            f"{span(gains['eda_triton (EDA)'])} faster (the KDA path's {span(gains['eda_triton KDA path (e=None)'])})"
+            + (', and every peak is now below FLA\'s safe gate\'s.' if all(below) else
+               f', and {sum(below)} of {len(below)} peaks are below FLA\'s safe gate\'s.')
+            + ' Both runs in one call, the commit before first:', '', '```sh', bmeta['command'], f'{ameta["command"]}', '```', '',
+            f"{made(ameta)} The first run at commit {bmeta['commit']}, just before. FLA was not in this call: its "
+            'peak is the first table\'s, and the time ratios to FLA of the code as it is now are for the next run '
+            'with it.', '',
+            *table(['case', 'shape', 'fwd+bwd ms / peak MiB before', 'after', 'fwd+bwd after / before',
+                    'FLA safe gate peak MiB (first table)'], rows)]
 
 
 def train_section():
