@@ -848,6 +848,7 @@ def launch_settings(changes=None):
 
 
 _CARVEOUTS = {}  # compiled kernel (CUfunction handle) -> the carveout asked for it
+CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT = 9  # the CUDA driver API's enum value
 
 
 def _ask_carveout(compiled, percent):
@@ -859,8 +860,8 @@ def _ask_carveout(compiled, percent):
     fn = getattr(compiled, "function", None)
     if not fn or _CARVEOUTS.get(fn, -1) == percent:
         return
-    err = ctypes.CDLL("libcuda.so.1").cuFuncSetAttribute(  # 9: CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
-        ctypes.c_void_p(fn), 9, ctypes.c_int(percent))
+    err = ctypes.CDLL("libcuda.so.1").cuFuncSetAttribute(
+        ctypes.c_void_p(fn), CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, ctypes.c_int(percent))
     if err:
         raise RuntimeError(f"eda_triton: the CUDA driver refused a shared-memory carveout of {percent}% "
                            f"(CUresult {err}); launch=dict(BWD_CARVEOUT=-1) leaves Triton's")

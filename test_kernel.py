@@ -406,7 +406,8 @@ def test_gpu_per_chunk_backward_holds_the_carveout_it_asks_for(percent):
     assert asked, "no compiled per-chunk backward was given the carveout"
     for fn in asked:
         got = ctypes.c_int()
-        assert ctypes.CDLL("libcuda.so.1").cuFuncGetAttribute(ctypes.byref(got), 9, ctypes.c_void_p(fn)) == 0
+        assert ctypes.CDLL("libcuda.so.1").cuFuncGetAttribute(
+            ctypes.byref(got), kernel.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, ctypes.c_void_p(fn)) == 0
         assert got.value == percent
 
 

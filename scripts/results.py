@@ -634,8 +634,7 @@ def kernel_section():
                       for s in dict.fromkeys(shape for _, shape in lrows_)]
     times = lambda ns: f'{min(min(walk(n)) for n in ns):.2f}-{max(max(walk(n)) for n in ns):.2f}x'  # noqa: E731
     heads = ['variant', 'shape', 'fwd / fwd+bwd ms (vs shipped)', *(f'{n} ms' for n in EDA_KERNELS.values())]
-    ub, ua = kernel_bench('kernel_unfilled_before.txt')[1], kernel_bench('kernel_unfilled.txt')[1]
-    since = [1 - ua[key][1] / ub[key][1] for key in ub if key[0] == 'eda_triton (EDA)']
+    since = unfilled_runs()[-1]['eda_triton (EDA)']
     return ['## Kernel speed', '',
             'The update rule alone (`eda_triton` as `model.py` calls it, `check_g=False`: its gates bound g; `check_g=True` '
             'reads g\'s range back, a device sync per call) against flash-linear-attention\'s KDA kernel `chunk_kda`, '
@@ -773,18 +772,26 @@ def carveout_lever(heads, meta, sweep, profiles):
             f'{100 * (min(total) - 1):.1f}-{100 * (max(total) - 1):.1f}% slower than the shipped one: `BWD_CARVEOUT=0` is the default.', '']
 
 
-def unfilled_lever(fla_rows):
+def unfilled_runs():
     """The backward without autograd's zero gradients: two bench.py runs of one call, the commit before and the one
-    that made the change (results/kernel_unfilled_before.txt, kernel_unfilled.txt); FLA's peak from the first table."""
-    span = lambda xs: f'{100 * min(xs):.1f}-{100 * max(xs):.1f}%'  # noqa: E731
+    that made the change (results/kernel_unfilled_before.txt, kernel_unfilled.txt): (meta before, rows before, meta
+    after, rows after, {case: [fwd+bwd gain at each shape]}), the check_g rows left out."""
     bmeta, before, _, _, _ = kernel_bench('kernel_unfilled_before.txt')
     ameta, after, _, _, _ = kernel_bench('kernel_unfilled.txt')
-    rows, gains, below = [], {}, []
+    before = {key: r for key, r in before.items() if 'check_g' not in key[0]}
+    gains = {}
+    for key, (_, fb, _) in before.items():
+        gains.setdefault(key[0], []).append(1 - after[key][1] / fb)
+    return bmeta, before, ameta, after, gains
+
+
+def unfilled_lever(fla_rows):
+    """The unfilled_runs() table, beside FLA's peak from the first table (fla_rows)."""
+    span = lambda xs: f'{100 * min(xs):.1f}-{100 * max(xs):.1f}%'  # noqa: E731
+    bmeta, before, ameta, after, gains = unfilled_runs()
+    rows, below = [], []
     for key, (_, fb, peak) in before.items():
-        if 'check_g' in key[0]:
-            continue
         _, fb2, peak2 = after[key]
-        gains.setdefault(key[0], []).append(1 - fb2 / fb)
         fla = fla_rows.get(('FLA chunk_kda safe_gate', key[1]))
         below.append(fla is not None and peak2 < fla[2])
         rows.append([key[0], str(key[1]), f'{fb:.3f} / {peak:,}', f'{fb2:.3f} / {peak2:,}', f'{fb2 / fb:.3f}x',
