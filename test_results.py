@@ -103,6 +103,22 @@ def test_the_context_table_is_the_report_as_printed_cell_by_cell():
         assert (float(ratio), float(rec_ratio)) == (round(eda[0] / tf[0], 2), round(rec[0] / tf[0], 2))
 
 
+def test_the_context_tables_change_is_each_runs_tok_s_then_and_now():
+    """The table of what the kernel changes bought in training: each block_size's tok/s in the earlier report
+    (results/train_context_before.txt) and the current one, and the change recomputed, for all three runs."""
+    plot_context = load_script('scripts/plot_context.py')
+    now = plot_context.read(os.path.join(ROOT, 'results', 'train_context.txt'))
+    then = plot_context.read(os.path.join(ROOT, 'results', 'train_context_before.txt'))
+    section = results_md().split('What the kernel changes since an earlier run')[1].split('\n\n', 2)[1]
+    rows = [ln for ln in section.splitlines() if re.match(r'\| \d+ \|', ln)]
+    assert len(rows) == len(now['eda']) == 5
+    for row in rows:
+        T = int(row.split('|')[1])
+        cells = [f'{then[m][T][0]:,.0f} -> {now[m][T][0]:,.0f} ({now[m][T][0] / then[m][T][0] - 1:+.1%})'
+                 for m in ('eda', 'eda_recompute', 'transformer')]
+        assert row == f'| {T} | ' + ' | '.join(cells) + ' |', row
+
+
 def test_the_kernel_tables_hold_every_timing_bench_py_printed():
     """Every timed row of results/kernel_bench.txt (bench.py's output as printed, read here with a pattern of its
     own) is a row of RESULTS.md's first kernel table with the same figures, and the per-chunk backward's design sweep
@@ -126,19 +142,19 @@ def test_the_kernel_tables_hold_every_timing_bench_py_printed():
 
 def test_the_lever_and_decode_tables_hold_every_timing_and_kernel_time_bench_py_printed():
     """The profiled lever runs (results/kernel_levers.txt, kernel_precision.txt, kernel_transposed.txt and the
-    carveout sweep of kernel_bench.txt): every sweep timing is a row of
+    carveout sweep, kernel_carveout.txt): every sweep timing is a row of
     RESULTS.md with its ratio to the shipped settings recomputed and the five EDA kernels' times of its profile line;
     the shipped kernels' profiles are the rows of "Where the time goes"; every decode line of kernel_decode.txt is a
     row of the decode table."""
     section = results_md().split('## Kernel speed')[1].split('\n## ')[0]
     kernels = ('_eda_prep_kernel', '_eda_fwd_kernel', '_eda_dh_prep_kernel', '_eda_bwd_dh_kernel', '_eda_bwd_kernel')
     checked = 0
-    for name in ('kernel_levers.txt', 'kernel_precision.txt', 'kernel_transposed.txt', 'kernel_bench.txt'):
+    for name in ('kernel_levers.txt', 'kernel_precision.txt', 'kernel_transposed.txt', 'kernel_carveout.txt'):
         text = open(os.path.join(ROOT, 'results', name)).read()
         prof = {}
         for m in re.finditer(r'profile (.+?) B=(\d+) T=(\d+) H=(\d+) HV=(\d+): total [\d.]+ ms \| (.*)', text):
             times = dict(item.rsplit(' ', 1) for item in m[6].split(' | '))
-            if m[1].startswith('FLA'):  # FLA's own kernels (kernel_bench.txt profiles them too)
+            if m[1].startswith('FLA'):  # FLA's own kernels (kernel_carveout.txt profiles them too)
                 continue
             prof[m[1], f'({m[2]}, {m[3]}, {m[4]}, {m[5]})'] = [times[k] for k in kernels]
         for block in re.split(r'\n(?=  \(\d+, \d+, \d+, \d+\), this run)', text)[1:]:
@@ -157,12 +173,14 @@ def test_the_lever_and_decode_tables_hold_every_timing_and_kernel_time_bench_py_
             for shape in {s for c, s in prof if c == case and name == 'kernel_levers.txt'}:
                 assert f'| {shape} | {short} | ' in section and ' | '.join(prof[case, shape]) in section, (case, shape)
     assert checked >= 60
-    text = open(os.path.join(ROOT, 'results', 'kernel_decode.txt')).read()
     decode = section.split('### Decoding one token')[1]
-    lines = re.findall(r'\n  (\S.*?) +B=(\d+): ([\d.]+) ms graphed \((\d+) GB/s', text)
-    assert len(lines) >= 8
-    for case, B, ms, gbs in lines:
-        assert f'| {case} | {B} | {ms} | {gbs} |' in decode, case
+    for name, parts, least in (('kernel_decode.txt', slice(0, 1), 8), ('kernel_bench.txt', slice(1, 2), 4)):
+        text = open(os.path.join(ROOT, 'results', name)).read()
+        table = ''.join(decode.split("The first table's run")[parts])  # the decode run's rows, then the first table's
+        lines = re.findall(r'\n  (\S.*?) +B=(\d+): ([\d.]+) ms graphed \((\d+) GB/s', text)
+        assert len(lines) >= least, name
+        for case, B, ms, gbs in lines:
+            assert f'| {case} | {B} | {ms} | {gbs} |' in table, (name, case)
 
 
 def test_each_lever_verdict_counts_the_shapes_where_the_variant_beat_the_shipped_settings():
@@ -171,7 +189,7 @@ def test_each_lever_verdict_counts_the_shapes_where_the_variant_beat_the_shipped
     second timing is given as noise, not as a variant."""
     section = results_md().split('## Kernel speed')[1].split('### Decoding one token')[0]
     for name, repeat, start in (('kernel_transposed.txt', "{'BWD_BV': 64}", 'The transposed products'),
-                                ('kernel_bench.txt', "{'BWD_CARVEOUT': 0}", "The per-chunk backward's shared-memory")):
+                                ('kernel_carveout.txt', "{'BWD_CARVEOUT': 0}", "The per-chunk backward's shared-memory")):
         part = section.split(start)[1]
         wins, noise = {}, []
         text = open(os.path.join(ROOT, 'results', name)).read()

@@ -622,11 +622,8 @@ def kernel_section():
     draw, probe = checks['h0 draw 0'], checks["launch {'BWD_PRECISE': 0}"]
     gain = [1 - runs[1][2] / runs[0][2] for runs in psweep.values()]
     dmeta, drows_, _, _, dlines = kernel_bench('kernel_decode.txt')
-    dec = [(m[1], int(m[2]), float(m[3]), int(m[4]), float(m[5])) for m in
-           (re.match(r'\s+(.+?)\s+B=(\d+): ([\d.]+) ms graphed \((\d+) GB/s of state read\+written\), ([\d.]+) ms eager',
-                     ln) for ln in dlines) if m]
-    fla = {B: ms for case, B, ms, _, _ in dec if case.startswith('FLA')}
-    drows = [[case, B, f'{ms:.4f}', gbs, f'{ms / fla[B]:.2f}x', f'{eager:.4f}'] for case, B, ms, gbs, eager in dec]
+    drows = decode_rows(dlines)
+    decode_again = decode_rows(kernel_bench()[-1])
     repeat = {key: drows_[key][1] / rows[key][1] - 1 for key in drows_ if key in rows and 'check_g' not in key[0]}
     fla_again = {key: d for key, d in repeat.items() if not key[0].startswith('eda_triton')}
     outliers = [key for key, d in fla_again.items() if abs(d) > 0.1]
@@ -634,7 +631,8 @@ def kernel_section():
                       for s in dict.fromkeys(shape for _, shape in lrows_)]
     times = lambda ns: f'{min(min(walk(n)) for n in ns):.2f}-{max(max(walk(n)) for n in ns):.2f}x'  # noqa: E731
     heads = ['variant', 'shape', 'fwd / fwd+bwd ms (vs shipped)', *(f'{n} ms' for n in EDA_KERNELS.values())]
-    since = unfilled_runs()[-1]['eda_triton (EDA)']
+    epk = [rows['eda_triton (EDA)', s][2] / rows['FLA chunk_kda safe_gate', s][2] for s in shapes
+           if ('eda_triton (EDA)', s) in rows and ('FLA chunk_kda safe_gate', s) in rows]
     return ['## Kernel speed', '',
             'The update rule alone (`eda_triton` as `model.py` calls it, `check_g=False`: its gates bound g; `check_g=True` '
             'reads g\'s range back, a device sync per call) against flash-linear-attention\'s KDA kernel `chunk_kda`, '
@@ -647,14 +645,13 @@ def kernel_section():
             f'time and {span(eda, 1)} its forward + backward; our KDA path (the same kernels without the erase) '
             f'{span(kda, 0)} and {span(kda, 1)}.' + (f" No FLA row at {', '.join(unmatched)}." if unmatched else '')
             + f' An earlier run the same day at commit {dmeta["commit"]} (its command under "Decoding one token", below; '
-            'before the per-chunk backward\'s carveout, "What the levers did") timed FLA\'s rows within '
+            'before the per-chunk backward\'s carveout and the backward without zero gradients, "What the levers did") timed FLA\'s rows within '
             f'{100 * max(abs(d) for key, d in fla_again.items() if key not in outliers):.1f}% of these fwd+bwd times'
             + ''.join(f', but for {case} at {s}: {drows_[case, s][0]:.3f} / {drows_[case, s][1]:.3f} ms, an outlier of '
                       f'that run (its forward {drows_[case, s][0] / rows[case, s][0]:.1f}x the one above), not chased'
                       for case, s in outliers) + '.'
-            + f' Since this run the backward no longer fills zero gradients ("What the levers did", last): EDA\'s '
-            f'fwd+bwd {100 * min(since):.1f}-{100 * max(since):.1f}% faster in a run without FLA, and its peak below '
-            'FLA\'s; its ratios to FLA are for the next run with FLA.', '',
+            + (f' Peak memory: EDA\'s {min(epk):.2f}x' + (f' to {max(epk):.2f}x' if max(epk) > min(epk) else '')
+               + ' FLA\'s safe gate\'s.' if epk else ''), '',
             '### Where the time goes', '',
             'GPU time of each of the five kernels in one fwd+bwd (torch.profiler), EDA beside the KDA path (the same '
             'kernels without the erase: a chunk of 16 sub-steps instead of 32), with the fwd+bwd time bench.py measured. '
@@ -696,12 +693,25 @@ def kernel_section():
             'and dg\'s error, which grows with the length, doubled.', '', '```sh', pmeta['command'], '```', '',
             f"{made(pmeta)} {pmeta['note']}", '',
             *table(heads, lever_rows(psweep, pprof)),
-            *transposed_levers(heads), *fold_lever(lprof), *carveout_lever(heads, meta, sweep, profiles), *unfilled_lever(rows),
+            *transposed_levers(heads), *fold_lever(lprof), *carveout_lever(heads), *unfilled_lever(rows, meta),
             '### Decoding one token', '',
             'H = HV = 16: GPU time of a CUDA-graph replay, as `generate` runs it; the eager call (host path included) '
             'beside it.', '', '```sh', dmeta['command'], '```', '', f"{made(dmeta)} {dmeta['note']}", '',
             *table(['case', 'B', 'ms (graph replay)', 'GB/s (state read + written)', 'vs FLA', 'ms (eager call)'],
-                   drows)]
+                   drows),
+            *([f"The first table's run (commit {meta['commit']}) timed B = 1 again:", '',
+               *table(['case', 'B', 'ms (graph replay)', 'GB/s (state read + written)', 'vs FLA', 'ms (eager call)'],
+                      decode_again)] if decode_again else [])]
+
+
+def decode_rows(lines):
+    """The decode table's rows from bench.py's decode lines: case, B, graph-replay ms, GB/s, against FLA's row of the
+    same B, eager ms."""
+    dec = [(m[1], int(m[2]), float(m[3]), int(m[4]), float(m[5])) for m in
+           (re.match(r'\s+(.+?)\s+B=(\d+): ([\d.]+) ms graphed \((\d+) GB/s of state read\+written\), ([\d.]+) ms eager',
+                     ln) for ln in lines) if m]
+    fla = {B: ms for case, B, ms, _, _ in dec if case.startswith('FLA')}
+    return [[case, B, f'{ms:.4f}', gbs, f'{ms / fla[B]:.2f}x', f'{eager:.4f}'] for case, B, ms, gbs, eager in dec]
 
 
 def sweep_verdict(sweep, repeat=None):
@@ -755,8 +765,10 @@ def fold_lever(lprof):
                     'folded walk at least, ms'], rows)]
 
 
-def carveout_lever(heads, meta, sweep, profiles):
-    """The per-chunk backward's shared-memory carveout (BWD_CARVEOUT), from the run of the first table."""
+def carveout_lever(heads):
+    """The per-chunk backward's shared-memory carveout (BWD_CARVEOUT), from its run with FLA (results/kernel_carveout.txt,
+    bench.py's output as printed under its '# key: value' lines)."""
+    meta, _, sweep, profiles, _ = kernel_bench('kernel_carveout.txt')
     kernel = [profiles["sweep {'BWD_CARVEOUT': -1}", s]['_eda_bwd_kernel'] / profiles['sweep this run', s]['_eda_bwd_kernel']
               for s in sweep]
     total = [next(fb for v, _, fb in runs if v == "{'BWD_CARVEOUT': -1}") / runs[0][2] for runs in sweep.values()]
@@ -765,7 +777,8 @@ def carveout_lever(heads, meta, sweep, profiles):
             '28 KB of its 256 KB as L1 cache. The per-chunk backward takes 68 KB of shared memory and spills, and '
             'under Nsight Compute 4% of its spill loads hit L1 (`notes/kernel.md`, "Shared-memory carveout"). '
             '`BWD_CARVEOUT=0` asks for the smallest carveout that holds its shared memory, leaving the rest to L1; '
-            '`-1` leaves Triton\'s. From the run of the first table:', '',
+            '`-1` leaves Triton\'s. From a run with FLA before the backward without zero gradients (below):', '',
+            '```sh', meta['command'], '```', '', f"{made(meta)} {meta['note']}", '',
             *table(heads, lever_rows(sweep, profiles)),
             sweep_verdict(sweep, repeat="{'BWD_CARVEOUT': 0}") + f'. Triton\'s carveout makes the per-chunk '
             f'backward {100 * (min(kernel) - 1):.0f}-{100 * (max(kernel) - 1):.0f}% slower and fwd+bwd '
@@ -785,8 +798,8 @@ def unfilled_runs():
     return bmeta, before, ameta, after, gains
 
 
-def unfilled_lever(fla_rows):
-    """The unfilled_runs() table, beside FLA's peak from the first table (fla_rows)."""
+def unfilled_lever(fla_rows, fla_meta):
+    """The unfilled_runs() table, beside FLA's peak from the first table (fla_rows, its run's meta fla_meta)."""
     span = lambda xs: f'{100 * min(xs):.1f}-{100 * max(xs):.1f}%'  # noqa: E731
     bmeta, before, ameta, after, gains = unfilled_runs()
     rows, below = [], []
@@ -805,8 +818,8 @@ def unfilled_lever(fla_rows):
                f', and {sum(below)} of {len(below)} peaks are below FLA\'s safe gate\'s.')
             + ' Both runs in one call, the commit before first:', '', '```sh', bmeta['command'], f'{ameta["command"]}', '```', '',
             f"{made(ameta)} The first run at commit {bmeta['commit']}, just before. FLA was not in this call: its "
-            'peak is the first table\'s, and the time ratios to FLA of the code as it is now are for the next run '
-            'with it.', '',
+            f"peak is the first table's, whose run (commit {fla_meta['commit']}) times the code since this change "
+            'against FLA.', '',
             *table(['case', 'shape', 'fwd+bwd ms / peak MiB before', 'after', 'fwd+bwd after / before',
                     'FLA safe gate peak MiB (first table)'], rows)]
 
@@ -825,6 +838,11 @@ def train_section():
     for T in sorted(runs['eda']):
         (e, em), (r, rm), (t, tm) = runs['eda'][T], runs['eda_recompute'][T], runs['transformer'][T]
         rows.append([T, f'{e:,.0f} ({r:,.0f})', f'{t:,.0f}', f'{e / t:.2f}x ({r / t:.2f}x)', f'{em} ({rm}) / {tm}'])
+    before_path = os.path.join(results_dir, 'train_context_before.txt')
+    before, (bmeta, _) = plot_context.read(before_path), read_text_result('train_context_before.txt')
+    change = lambda m, T: f'{before[m][T][0]:,.0f} -> {runs[m][T][0]:,.0f} ({runs[m][T][0] / before[m][T][0] - 1:+.1%})'  # noqa: E731
+    crows = [[T, change('eda', T), change('eda_recompute', T), change('transformer', T)]
+             for T in sorted(runs['eda']) if all(T in before[m] for m in ('eda', 'eda_recompute', 'transformer'))]
     lay = json.load(open(os.path.join(results_dir, 'train_layers.json')))
     named = lambda m: MIXER_NAMES[m] if m == 'transformer' else m  # noqa: E731 (config/eda_125m.py's: no conv)
     lrows = [[named(r['model']), r['layer'], r['count'], f"{r['fwd_bwd_ms']:.3f}", '—' if r['core_ms'] is None else
@@ -835,10 +853,15 @@ def train_section():
             f"{MIXER_NAMES['transformer']}, compiled, 32,768 tokens a step (batch = 32768 / block_size; one "
             'sequence at 65536), tok/s and MFU the mean of steps 3-7 of 8; in brackets the hybrid with `la_recompute_states=True` (the '
             'backward recomputes the chunk states instead of keeping them).', '',
-            '```sh', *meta['command'].split('; '), '```', '', made(meta), '',
+            '```sh', *meta['command'].split('; '), '```', '', f"{made(meta)} {meta.get('note', '')}".rstrip(), '',
             *table(['block_size', 'EDA hybrid tok/s (recomputed states)', f"{MIXER_NAMES['transformer']} tok/s",
                     'ratio (recomputed)', 'peak GiB: hybrid (recomputed) / Transformer'], rows),
             f'![training tok/s by block_size]({rel(os.path.join(results_dir, "train_context.png"))})', '',
+            'What the kernel changes since an earlier run of the same commands bought (the per-chunk backward\'s '
+            'carveout and the backward without zero gradients, "Kernel speed", "What the levers did"): tok/s then -> '
+            f"now. The earlier run: {made(bmeta)} {bmeta['note']} The Transformer's code did not change between "
+            'them, so its column is the spread between the two runs, beside which to read the hybrid\'s.', '',
+            *table(['block_size', 'EDA hybrid', 'EDA hybrid, recomputed states', f"{MIXER_NAMES['transformer']}"], crows),
             'The hybrid overtakes the Transformer where an attention layer costs more than a linear one: an attention '
             "layer's cost grows with the context, a linear layer's does not. Per layer, forward + backward (the core: "
             '`eda_triton` or SDPA alone at the same shapes) and the bytes a layer keeps a token for its backward:', '',
