@@ -45,6 +45,7 @@ fla_doubled_rows = True  # the extra rows include EDA through FLA's chunk_kda on
 sweep = [dict(FILL_PROGRAMS=128), dict(BWD_BV=128), dict(DH_WARPS=4), dict(PREP_WARPS=8)]  # launch variants
                      # (kernel.LAUNCH's names; 'chunk_size' too), each checked against float64 (check >= 1)
 sweep_shapes = None  # [(B, T, H, HV), ...] of the sweep; None: the first shape
+sweep_kda = False    # the sweep times each variant on our KDA path (e=None) too: the launch settings are shared
 bench_eda_chunk = True
 what = "kernels"     # 'kernels' (the tables above), 'model_decode' (sample.py's path), 'model_train'
                      # (where a training step's time goes), or 'all'
@@ -187,6 +188,10 @@ def check_all(fla):
         try:
             ok &= check_grads(f"EDA bf16 B=2 T=512 H=2 HV=4, launch {variant}", make_inputs(2, 512, 2, 4, seed=1),
                               lambda *a, variant=variant, **kw: fused(*a, launch=variant, **kw), 1e-2)
+            if sweep_kda:
+                ok &= check_grads(f"KDA path (e=None) bf16 T=512, launch {variant}",
+                                  make_inputs(2, 512, 2, 4, erase=False, seed=2),
+                                  lambda *a, variant=variant, **kw: fused(*a, launch=variant, **kw), 1e-2)
         except Exception as err:  # e.g. more shared memory than an SM has: not timed, not a wrong result
             print(f"  SKIP launch {variant}: it does not run here ({type(err).__name__}: {str(err)[:160]}); "
                   f"left out of the sweep")
@@ -340,27 +345,32 @@ def bench_kernels(fla, ours):
 
 def bench_sweep():
     """Launch-setting variants of eda_triton on sweep_shapes (fwd, fwd+bwd ms, and with profile on, each one's
-    kernels), for tuning notes."""
-    for shape in sweep_shapes or shapes[:1]:
-        print(f"  {shape}, this run's settings: fwd {{:.3f}} ms, fwd+bwd {{:.3f}} ms".format(*sweep_one(shape, {})))
-        for variant in sweep:
-            sweep_one(shape, variant)
+    kernels), for tuning notes; with sweep_kda, then the same variants on the KDA path."""
+    for erase in (True, False) if sweep_kda else (True,):
+        for shape in sweep_shapes or shapes[:1]:
+            label = "" if erase else "KDA path "
+            print(f"  {shape}, {label}this run's settings: fwd {{:.3f}} ms, fwd+bwd {{:.3f}} ms".format(
+                *sweep_one(shape, {}, erase)))
+            for variant in sweep:
+                sweep_one(shape, variant, erase)
 
 
-def sweep_one(shape, variant):
-    """fwd and fwd+bwd ms of eda_triton at one shape with this run's launch settings changed by variant."""
+def sweep_one(shape, variant, erase=True):
+    """fwd and fwd+bwd ms of eda_triton (with erase, or its KDA path) at one shape with this run's launch settings
+    changed by variant."""
     B, T, H, HV = shape
-    full = make_inputs(B, T, H, HV, seed=7)
+    full = make_inputs(B, T, H, HV, seed=7, erase=erase)
     fn = lambda q, k, v, e, g, b, gm: fused(q, k, v, e, g, b, gm, check_g=False, launch=variant)[0]  # noqa: E731
+    label = "sweep" if erase else "sweep KDA path"
     t_f = t_fb = float("nan")
     try:
         t_f, t_fb, _ = measure(fn, full)
         if variant:
-            print(f"  [{time.time() - T0:5.0f}s] sweep {variant}: fwd {t_f:.3f} ms, fwd+bwd {t_fb:.3f} ms", flush=True)
+            print(f"  [{time.time() - T0:5.0f}s] {label} {variant}: fwd {t_f:.3f} ms, fwd+bwd {t_fb:.3f} ms", flush=True)
     except Exception as err:
-        print(f"  sweep {variant} failed: {type(err).__name__}: {str(err)[:200]}")
+        print(f"  {label} {variant} failed: {type(err).__name__}: {str(err)[:200]}")
     if profile and t_fb == t_fb:  # which kernels the variant sped up or slowed down
-        profiled(profile_one, f"sweep {variant or 'this run'} B={B} T={T} H={H} HV={HV}", fn, full)
+        profiled(profile_one, f"{label} {variant or 'this run'} B={B} T={T} H={H} HV={HV}", fn, full)
     return t_f, t_fb
 
 
