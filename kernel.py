@@ -820,9 +820,7 @@ def _blocks(K, V, bv, programs=None, fill_programs=None):
 # settings and fusions"). The chunked kernels' entry point takes changes to them by name,
 # eda_fused(..., launch=dict(FWD_BV=64)): bench.py's sweep, the tests' small blocks
 LAUNCH = dict(
-    # the two prep kernels' warps, and the registers a thread may take (0: the compiler's choice; a cap fits more
-    # programs on an SM at the cost of spills)
-    PREP_WARPS=4, PREP_MAXNREG=0, DH_PREP_WARPS=4, DH_PREP_MAXNREG=0, SUB_BLOCK=8,
+    PREP_WARPS=4, SUB_BLOCK=8,
     # key columns per pass: the forward prep would need two passes over a split K (A and Qk sum over K before T
     # exists), costing more than the registers saved; the backward's prep needs one, so it splits K in 64s
     PREP_BK=128, DH_PREP_BK=64,
@@ -847,11 +845,6 @@ def launch_settings(changes=None):
         if unknown:
             raise ValueError(f"eda_triton: unknown launch settings {unknown}; they are {', '.join(LAUNCH)}")
     return [int((changes or {}).get(n, v)) for n, v in LAUNCH.items()]
-
-
-def _regs(n):
-    """The launch option that caps a kernel's registers per thread at n (0: none, the compiler's choice)."""
-    return dict(maxnreg=n) if n else {}
 
 
 _CARVEOUTS = {}  # compiled kernel (CUfunction handle) -> the carveout asked for it
@@ -916,7 +909,7 @@ def _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm
         H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(L["PREP_BK"], triton.next_power_of_2(K)),
         BVP=min(64, triton.next_power_of_2(V)),
         SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
-        CHECK_G=check_g, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"], **_regs(L["PREP_MAXNREG"]))
+        CHECK_G=check_g, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"])
     return (W, U0, Ke, Qg, eGN), gmin
 
 
@@ -992,7 +985,7 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
     _eda_dh_prep_kernel[(NT, B * HV)](
         q, k, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W2, M, Qg, Kg, eGN, scale, T, NT,
         H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(L["DH_PREP_BK"], BK), EDA=eda,
-        DT=DT, PREC=PREC, num_warps=L["DH_PREP_WARPS"], **_regs(L["DH_PREP_MAXNREG"]))
+        DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"])
     _, BVd = _blocks(K, V, L["DH_BV"], B * HV, L["FILL_PROGRAMS"])
     _eda_bwd_dh_kernel[(triton.cdiv(V, BVd), B * HV)](
         W2, M, Qg, Kg, eGN, do, dht if dht is not None else do, dhs, dh0 if need_dh0 else dhs, T, NT,

@@ -62,7 +62,7 @@ def test_eda_matches_recurrence_many_chunks_grouped_heads_T40():
     # 5 chunks, the last one partial; HV = 2 H (grouped value heads); K != V; two V-blocks in every kernel
     # (the atomic paths of the backward: V-blocks and grouped heads share gradient rows)
     compare(make_inputs(1, 40, 1, 2, 32, 64, seed=2, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8,
-            launch=dict(FWD_BV=32, DH_BV=32, BWD_BV=32, PREP_MAXNREG=128, DH_PREP_WARPS=2, DH_PREP_MAXNREG=64))
+            launch=dict(FWD_BV=32, DH_BV=32, BWD_BV=32))
 
 
 def test_one_value_head_per_key_head_uses_plain_stores_and_matches_recurrence():

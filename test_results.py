@@ -149,7 +149,8 @@ def test_the_lever_and_decode_tables_hold_every_timing_and_kernel_time_bench_py_
     section = results_md().split('## Kernel speed')[1].split('\n## ')[0]
     kernels = ('_eda_prep_kernel', '_eda_fwd_kernel', '_eda_dh_prep_kernel', '_eda_bwd_dh_kernel', '_eda_bwd_kernel')
     checked = 0
-    for name in ('kernel_levers.txt', 'kernel_precision.txt', 'kernel_transposed.txt', 'kernel_carveout.txt'):
+    for name in ('kernel_levers.txt', 'kernel_precision.txt', 'kernel_transposed.txt', 'kernel_carveout.txt',
+                 'kernel_prep_regs.txt'):
         text = open(os.path.join(ROOT, 'results', name)).read()
         prof = {}
         for m in re.finditer(r'profile (.+?) B=(\d+) T=(\d+) H=(\d+) HV=(\d+): total [\d.]+ ms \| (.*)', text):
@@ -157,22 +158,24 @@ def test_the_lever_and_decode_tables_hold_every_timing_and_kernel_time_bench_py_
             if m[1].startswith('FLA'):  # FLA's own kernels (kernel_carveout.txt profiles them too)
                 continue
             prof[m[1], f'({m[2]}, {m[3]}, {m[4]}, {m[5]})'] = [times[k] for k in kernels]
-        for block in re.split(r'\n(?=  \(\d+, \d+, \d+, \d+\), this run)', text)[1:]:
-            shape, base_f, base = re.search(r"(\(\d+, \d+, \d+, \d+\)), this run's settings: fwd ([\d.]+) ms, "
-                                            r"fwd\+bwd ([\d.]+) ms", block).groups()
+        # the EDA blocks, then (bench.py's sweep_kda) the KDA path's, whose lines say so
+        for block in re.split(r'\n(?=  \(\d+, \d+, \d+, \d+\), (?:KDA path )?this run)', text)[1:]:
+            shape, kda, base_f, base = re.search(r"(\(\d+, \d+, \d+, \d+\)), (KDA path )?this run's settings: "
+                                                 r"fwd ([\d.]+) ms, fwd\+bwd ([\d.]+) ms", block).groups()
+            sweep = 'sweep KDA path' if kda else 'sweep'
             runs = [('the shipped settings', 'this run', base_f, base)] + \
-                [(f'`{v}`', v, f, fb) for v, f, fb in re.findall(r'sweep (\{.*?\}): fwd ([\d.]+) ms, fwd\+bwd ([\d.]+) ms',
-                                                                 block)]
+                [(f'`{v}`', v, f, fb) for v, f, fb in re.findall(sweep + r' (\{.*?\}): fwd ([\d.]+) ms, '
+                                                                 r'fwd\+bwd ([\d.]+) ms', block)]
             assert len(runs) >= 2
             for cell, label, f, fb in runs:
                 row = f'| {cell} | {shape} | {f} / {fb} ({float(fb) / float(base):.2f}x) | ' + \
-                    ' | '.join(prof[f'sweep {label}', shape]) + ' |'
+                    ' | '.join(prof[f'{sweep} {label}', shape]) + ' |'
                 assert row in section, row
                 checked += 1
         for case, short in (('eda_triton (EDA)', 'EDA'), ('eda_triton KDA path (e=None)', 'KDA path (e=None)')):
             for shape in {s for c, s in prof if c == case and name == 'kernel_levers.txt'}:
                 assert f'| {shape} | {short} | ' in section and ' | '.join(prof[case, shape]) in section, (case, shape)
-    assert checked >= 60
+    assert checked >= 120
     decode = section.split('### Decoding one token')[1]
     for name, parts, least in (('kernel_decode.txt', slice(0, 1), 8), ('kernel_bench.txt', slice(1, 2), 4)):
         text = open(os.path.join(ROOT, 'results', name)).read()
@@ -184,26 +187,31 @@ def test_the_lever_and_decode_tables_hold_every_timing_and_kernel_time_bench_py_
 
 
 def test_each_lever_verdict_counts_the_shapes_where_the_variant_beat_the_shipped_settings():
-    """The transposed products' and the carveout's verdicts: for each variant, the shapes of its run where its
+    """The verdicts of the transposed products, the carveout and the preps' occupancy (EDA, and the KDA path where
+    the run timed it): for each variant, the shapes of its run where its
     fwd+bwd beat the shipped settings' first timing, counted here from bench.py's output; the shipped settings'
     second timing is given as noise, not as a variant."""
     section = results_md().split('## Kernel speed')[1].split('### Decoding one token')[0]
     for name, repeat, start in (('kernel_transposed.txt', "{'BWD_BV': 64}", 'The transposed products'),
-                                ('kernel_carveout.txt', "{'BWD_CARVEOUT': 0}", "The per-chunk backward's shared-memory")):
+                                ('kernel_carveout.txt', "{'BWD_CARVEOUT': 0}", "The per-chunk backward's shared-memory"),
+                                ('kernel_prep_regs.txt', "{'PREP_MAXNREG': 0}", "The prep kernels' occupancy")):
         part = section.split(start)[1]
-        wins, noise = {}, []
+        wins, noise = {}, {}
         text = open(os.path.join(ROOT, 'results', name)).read()
-        for block in re.split(r'\n(?=  \(\d+, \d+, \d+, \d+\), this run)', text)[1:]:
-            base = float(re.search(r"this run's settings: fwd [\d.]+ ms, fwd\+bwd ([\d.]+) ms", block)[1])
-            for v, _, fb in re.findall(r'sweep (\{.*?\}): fwd ([\d.]+) ms, fwd\+bwd ([\d.]+) ms', block):
+        for block in re.split(r'\n(?=  \(\d+, \d+, \d+, \d+\), (?:KDA path )?this run)', text)[1:]:
+            kda, base = re.search(r"(KDA path )?this run's settings: fwd [\d.]+ ms, fwd\+bwd ([\d.]+) ms", block).groups()
+            sweep = 'sweep KDA path' if kda else 'sweep'
+            for v, _, fb in re.findall(sweep + r' (\{.*?\}): fwd ([\d.]+) ms, fwd\+bwd ([\d.]+) ms', block):
                 if v == repeat:
-                    noise.append(abs(float(fb) / base - 1))
+                    noise.setdefault(sweep, []).append(abs(float(fb) / float(base) - 1))
                 else:
-                    wins.setdefault(v, []).append(float(fb) < base)
-        assert wins and len(noise) == 4, name
-        for v, won in wins.items():
-            assert f'`{v}` faster at {sum(won)} of {len(won)} shapes' in part, v
-        assert f'(`{repeat}`) {100 * max(noise):.1f}% or less' in part, name
+                    wins.setdefault(sweep, {}).setdefault(v, []).append(float(fb) < float(base))
+        assert 'sweep' in wins and set(wins) == set(noise) and all(len(n) == 4 for n in noise.values()), name
+        parts = dict(zip(wins, part.split('The KDA path under the same settings', len(wins) - 1)))
+        for sweep, text in parts.items():
+            for v, won in wins[sweep].items():
+                assert f'`{v}` faster at {sum(won)} of {len(won)} shapes' in text, (name, sweep, v)
+            assert f'(`{repeat}`) {100 * max(noise[sweep]):.1f}% or less' in text, (name, sweep)
 
 
 def test_the_fold_bound_is_one_chunks_prep_times_the_chunks_a_walk_steps_through():

@@ -56,14 +56,14 @@ def aligned(sig):
             if t.startswith("*") or p in ("T", "NT")}
 
 
-def cuobjdump(fn, consts, warps, stages, flag, maxnreg=0):
-    """cuobjdump's output (flag: what to dump) for fn compiled for sm_90a as a real launch would compile it (with
-    kernel._regs's register cap), and the shared memory a program takes (bytes)."""
+def cuobjdump(fn, consts, warps, stages, flag):
+    """cuobjdump's output (flag: what to dump) for fn compiled for sm_90a as a real launch would compile it, and
+    the shared memory a program takes (bytes)."""
     params = inspect.signature(fn.fn).parameters
     consts = {n: c for n, c in consts.items() if n in params}  # one table serves kernel versions that differ
     sig = signature(fn, consts)
     src = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=aligned(sig))
-    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, num_stages=stages, **kernel._regs(maxnreg)))
+    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, num_stages=stages))
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(compiled.asm["cubin"])
     tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
@@ -72,16 +72,16 @@ def cuobjdump(fn, consts, warps, stages, flag, maxnreg=0):
     return out, compiled.metadata.shared
 
 
-def resources(fn, consts, warps, stages, maxnreg=0):
-    out, smem = cuobjdump(fn, consts, warps, stages, "--dump-resource-usage", maxnreg)
+def resources(fn, consts, warps, stages):
+    out, smem = cuobjdump(fn, consts, warps, stages, "--dump-resource-usage")
     line = next((line.strip() for line in out.splitlines() if "REG:" in line), out.strip()[-300:])
     return f"{line} | shared memory {smem} B"
 
 
-def instruction_mix(fn, consts, warps, stages, maxnreg=0, top=12):
+def instruction_mix(fn, consts, warps, stages, top=12):
     """SASS instructions of the kernel, of its largest loop (the span of its longest backward branch), and the
     loop's commonest opcodes (predicates and modifiers dropped)."""
-    sass, _ = cuobjdump(fn, consts, warps, stages, "-sass", maxnreg)
+    sass, _ = cuobjdump(fn, consts, warps, stages, "-sass")
     ins = [(int(a, 16), t.strip()) for a, t in re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", sass)]
     spans = [(int(m.group(1), 16), a) for a, t in ins
              for m in [re.search(r"BRA\s+0x([0-9a-f]+)", t)] if m and int(m.group(1), 16) < a]
@@ -109,27 +109,25 @@ def main():
                   DT=tl.bfloat16, PREC="tf32")
     SB = min(L["SUB_BLOCK"], BT)
     AB = kernel._anchor_rows(True, BT)
-    kernels = {  # name: (jit function, constexprs, num_warps, num_stages[, register cap]), as kernel.py launches them
+    kernels = {  # name: (jit function, constexprs, num_warps, num_stages), as kernel.py launches them
         "prep": (kernel._eda_prep_kernel, dict(common, SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=AB,
-                                               SCALAR_G=False, CHECK_G=True), L["PREP_WARPS"], 1, L["PREP_MAXNREG"]),
+                                               SCALAR_G=False, CHECK_G=True), L["PREP_WARPS"], 1),
         "fwd": (kernel._eda_fwd_kernel, dict(common, BV=L["FWD_BV"], HAS_H0=True, STORE_HT=True, STORE_HS=True),
                 L["FWD_WARPS"], L["FWD_STAGES"]),
-        "dh_prep": (kernel._eda_dh_prep_kernel, dict(common, BKC=min(L["DH_PREP_BK"], BK)), L["DH_PREP_WARPS"], 1,
-                    L["DH_PREP_MAXNREG"]),
+        "dh_prep": (kernel._eda_dh_prep_kernel, dict(common, BKC=min(L["DH_PREP_BK"], BK)), L["PREP_WARPS"], 1),
         "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, BV=L["DH_BV"], HAS_DHT=True, STORE_DH0=True),
                    L["DH_WARPS"], L["DH_STAGES"]),
         "bwd": (kernel._eda_bwd_kernel, dict(common, BV=L["BWD_BV"], AB=AB, SCALAR_G=False, ATOMIC_QK=False),
                 L["BWD_WARPS"], L["BWD_STAGES"]),
     }
     print(f"triton {triton.__version__}, sm_90a, EDA bf16, K = V = {K}, chunk {chunk} tokens (BT = {BT})")
-    for name, (fn, consts, w, s, *cap) in kernels.items():
+    for name, (fn, consts, w, s) in kernels.items():
         if args and name not in args:
             continue
-        w, cap = warps or w, (cap or [0])[0]
-        print(f"{name:10s} warps {w} stages {s}{f' maxnreg {cap}' if cap else ''}: {resources(fn, consts, w, s, cap)}",
-              flush=True)
+        w = warps or w
+        print(f"{name:10s} warps {w} stages {s}: {resources(fn, consts, w, s)}", flush=True)
         if "--sass" in sys.argv[1:]:
-            print(f"{'':10s} {instruction_mix(fn, consts, w, s, cap)}", flush=True)
+            print(f"{'':10s} {instruction_mix(fn, consts, w, s)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -567,14 +567,14 @@ def kernel_cells(per):
     return [f'{per[k]:.3f}' for k in EDA_KERNELS]
 
 
-def lever_rows(sweep, profiles):
+def lever_rows(sweep, profiles, label='sweep'):
     """Rows of a profiled sweep: variant, shape, fwd / fwd+bwd ms (fwd+bwd against the shipped settings in the same
-    run), each kernel's ms."""
+    run), each kernel's ms (profile lines labelled `label`: 'sweep KDA path' for bench.py's sweep_kda part)."""
     rows = []
     for s, runs in sweep.items():
         base = runs[0][2]
         for variant, f, fb in runs:
-            per = profiles[f"sweep {variant or 'this run'}", s]
+            per = profiles[f"{label} {variant or 'this run'}", s]
             rows.append([f'`{variant}`' if variant else 'the shipped settings', str(s),
                          f'{f:.3f} / {fb:.3f} ({fb / base:.2f}x)', *kernel_cells(per)])
     return rows
@@ -693,7 +693,7 @@ def kernel_section():
             'and dg\'s error, which grows with the length, doubled.', '', '```sh', pmeta['command'], '```', '',
             f"{made(pmeta)} {pmeta['note']}", '',
             *table(heads, lever_rows(psweep, pprof)),
-            *transposed_levers(heads), *fold_lever(lprof), *carveout_lever(heads), *unfilled_lever(rows, meta),
+            *transposed_levers(heads), *fold_lever(lprof), *carveout_lever(heads), *unfilled_lever(rows, meta), *prep_lever(heads),
             '### Decoding one token', '',
             'H = HV = 16: GPU time of a CUDA-graph replay, as `generate` runs it; the eager call (host path included) '
             'beside it.', '', '```sh', dmeta['command'], '```', '', f"{made(dmeta)} {dmeta['note']}", '',
@@ -783,6 +783,53 @@ def carveout_lever(heads):
             sweep_verdict(sweep, repeat="{'BWD_CARVEOUT': 0}") + f'. Triton\'s carveout makes the per-chunk '
             f'backward {100 * (min(kernel) - 1):.0f}-{100 * (max(kernel) - 1):.0f}% slower and fwd+bwd '
             f'{100 * (min(total) - 1):.1f}-{100 * (max(total) - 1):.1f}% slower than the shipped one: `BWD_CARVEOUT=0` is the default.', '']
+
+
+def kda_sweep(lines):
+    """The KDA-path part of a bench.py sweep run with sweep_kda=True: {shape: [(variant, fwd, fwd+bwd)]}, the run's
+    own settings first as variant '' (kernel_bench() reads the EDA part)."""
+    sweep, shape = {}, None
+    for line in lines:
+        m = re.match(r"\s+\((\d+), (\d+), (\d+), (\d+)\), KDA path this run's settings: fwd ([\d.]+) ms, "
+                     r"fwd\+bwd ([\d.]+) ms", line)
+        if m:
+            shape = tuple(int(x) for x in m.group(1, 2, 3, 4))
+            sweep[shape] = [('', float(m[5]), float(m[6]))]
+        m = re.match(r'\s+\[\s*\d+s\] sweep KDA path (\{.*\}): fwd ([\d.]+) ms, fwd\+bwd ([\d.]+) ms', line)
+        if m:
+            sweep[shape].append((m[1], float(m[2]), float(m[3])))
+    return sweep
+
+
+def prep_lever(heads):
+    """The prep kernels' register caps and warps (PREP_MAXNREG, DH_PREP_WARPS, DH_PREP_MAXNREG): their run, EDA and
+    the KDA path (results/kernel_prep_regs.txt)."""
+    meta, _, sweep, profiles, lines = kernel_bench('kernel_prep_regs.txt')
+    kda = kda_sweep(lines)
+    repeat = "{'PREP_MAXNREG': 0}"
+    prep = lambda label, v: [profiles[f"{label} {v}", s]['_eda_prep_kernel'] /  # noqa: E731
+                             profiles[f'{label} this run', s]['_eda_prep_kernel'] for s in sweep]
+    span = lambda xs: f'{100 * (min(xs) - 1):+.0f}% to {100 * (max(xs) - 1):+.0f}%'  # noqa: E731
+    cap, w8 = "{'PREP_MAXNREG': 168}", "{'PREP_WARPS': 8}"
+    dev = lambda sw, v: max(abs(next(fb for w, _, fb in runs if w == v) / runs[0][2] - 1)  # noqa: E731
+                            for runs in sw.values())
+    return ['The prep kernels\' occupancy (not kept): both preps wait far more than they issue, like the per-chunk '
+            'backward, so more programs an SM might hide more of the wait. `PREP_MAXNREG` caps the prep\'s registers a '
+            'thread (at its 4 warps it takes 255, two programs an SM; a cap of 168 fits three with 112 B of spills, 128 '
+            'four), `PREP_WARPS=8` halves each thread\'s tiles, and `DH_PREP_WARPS`, `DH_PREP_MAXNREG` do the same for '
+            'the backward\'s prep (152 registers, three programs an SM; 80 at 8 warps). The launch settings are shared '
+            'with the KDA path, so the run times both:', '',
+            '```sh', meta['command'], '```', '', f"{made(meta)} {meta['note']}", '',
+            *table(heads, lever_rows(sweep, profiles)), sweep_verdict(sweep, repeat=repeat) + '.', '',
+            'The KDA path under the same settings:', '',
+            *table(heads, lever_rows(kda, profiles, 'sweep KDA path')), sweep_verdict(kda, repeat=repeat) + '.', '',
+            f'The cap of 168 took the EDA prep kernel {span(prep("sweep", cap))} against the first timing and the KDA '
+            f'path\'s {span(prep("sweep KDA path", cap))} (where the compiler, left alone, takes 128 registers and '
+            'four programs an SM, it took 164 under the cap); fwd+bwd moved by '
+            + ('less than' if dev(sweep, cap) < dev(sweep, repeat) and dev(kda, cap) < dev(kda, repeat) else 'as much as or more than')
+            + ' the shipped settings\' second timing did. The others were within that noise or slower, 8 warps most of all (EDA\'s prep '
+            f"{min(prep('sweep', w8)):.1f}-{max(prep('sweep', w8)):.1f}x its time). So the preps are not held back by "
+            'how few programs share an SM, and none of these settings stayed in `kernel.py`.', '']
 
 
 def unfilled_runs():
