@@ -150,7 +150,7 @@ def test_the_lever_and_decode_tables_hold_every_timing_and_kernel_time_bench_py_
     kernels = ('_eda_prep_kernel', '_eda_fwd_kernel', '_eda_dh_prep_kernel', '_eda_bwd_dh_kernel', '_eda_bwd_kernel')
     checked = 0
     for name in ('kernel_levers.txt', 'kernel_precision.txt', 'kernel_transposed.txt', 'kernel_carveout.txt',
-                 'kernel_prep_regs.txt'):
+                 'kernel_prep_regs.txt', 'kernel_bwd_stages.txt'):
         text = open(os.path.join(ROOT, 'results', name)).read()
         prof = {}
         for m in re.finditer(r'profile (.+?) B=(\d+) T=(\d+) H=(\d+) HV=(\d+): total [\d.]+ ms \| (.*)', text):
@@ -187,14 +187,15 @@ def test_the_lever_and_decode_tables_hold_every_timing_and_kernel_time_bench_py_
 
 
 def test_each_lever_verdict_counts_the_shapes_where_the_variant_beat_the_shipped_settings():
-    """The verdicts of the transposed products, the carveout and the preps' occupancy (EDA, and the KDA path where
-    the run timed it): for each variant, the shapes of its run where its
-    fwd+bwd beat the shipped settings' first timing, counted here from bench.py's output; the shipped settings'
-    second timing is given as noise, not as a variant."""
+    """The verdicts of the transposed products, the carveout, the preps' occupancy and the backward's stages (EDA, and
+    the KDA path where the run timed it): for each variant, the shapes of its run where its fwd+bwd beat the shipped
+    settings' first timing, counted here from bench.py's output; the shipped settings' second timing is given as
+    noise, not as a variant."""
     section = results_md().split('## Kernel speed')[1].split('### Decoding one token')[0]
     for name, repeat, start in (('kernel_transposed.txt', "{'BWD_BV': 64}", 'The transposed products'),
                                 ('kernel_carveout.txt', "{'BWD_CARVEOUT': 0}", "The per-chunk backward's shared-memory"),
-                                ('kernel_prep_regs.txt', "{'PREP_MAXNREG': 0}", "The prep kernels' occupancy")):
+                                ('kernel_prep_regs.txt', "{'PREP_MAXNREG': 0}", "The prep kernels' occupancy"),
+                                ('kernel_bwd_stages.txt', "{'BWD_STAGES': 1}", "loop over its V-blocks, pipelined")):
         part = section.split(start)[1]
         wins, noise = {}, {}
         text = open(os.path.join(ROOT, 'results', name)).read()

@@ -693,7 +693,7 @@ def kernel_section():
             'and dg\'s error, which grows with the length, doubled.', '', '```sh', pmeta['command'], '```', '',
             f"{made(pmeta)} {pmeta['note']}", '',
             *table(heads, lever_rows(psweep, pprof)),
-            *transposed_levers(heads), *fold_lever(lprof), *carveout_lever(heads), *unfilled_lever(rows, meta), *prep_lever(heads),
+            *transposed_levers(heads), *fold_lever(lprof), *carveout_lever(heads), *unfilled_lever(rows, meta), *prep_lever(heads), *stages_lever(heads),
             '### Decoding one token', '',
             'H = HV = 16: GPU time of a CUDA-graph replay, as `generate` runs it; the eager call (host path included) '
             'beside it.', '', '```sh', dmeta['command'], '```', '', f"{made(dmeta)} {dmeta['note']}", '',
@@ -783,6 +783,24 @@ def carveout_lever(heads):
             sweep_verdict(sweep, repeat="{'BWD_CARVEOUT': 0}") + f'. Triton\'s carveout makes the per-chunk '
             f'backward {100 * (min(kernel) - 1):.0f}-{100 * (max(kernel) - 1):.0f}% slower and fwd+bwd '
             f'{100 * (min(total) - 1):.1f}-{100 * (max(total) - 1):.1f}% slower than the shipped one: `BWD_CARVEOUT=0` is the default.', '']
+
+
+def stages_lever(heads):
+    """The per-chunk backward's pipeline stages over its V-blocks (BWD_STAGES, with BWD_BV), from its run
+    (results/kernel_bwd_stages.txt)."""
+    meta, _, sweep, profiles, _ = kernel_bench('kernel_bwd_stages.txt')
+    repeat = "{'BWD_STAGES': 1}"
+    kernel = lambda v: [profiles[f"sweep {v}", s]['_eda_bwd_kernel'] /  # noqa: E731
+                        profiles[f'sweep {repeat}', s]['_eda_bwd_kernel'] for s in sweep]
+    best = "{'BWD_STAGES': 3, 'BWD_BV': 32}"
+    return ['The per-chunk backward\'s loop over its V-blocks, pipelined (`BWD_STAGES` 2 or 3: the next V-block\'s '
+            'S_0 and dS_C blocks are loaded while this one is computed, in shared memory the carveout then takes from '
+            'L1), at its 64-column V-blocks and at 32 (four steps, whose smaller tiles spill less: 272 B of stack a '
+            'thread at 3 stages against 448 B shipped, `scripts/kernel_regs.py`):', '',
+            '```sh', meta['command'], '```', '', f"{made(meta)} {meta['note']}", '',
+            *table(heads, lever_rows(sweep, profiles)), sweep_verdict(sweep, repeat=repeat) + '. Against the '
+            f'shipped settings\' second timing, the best of them (`{best}`) took the per-chunk backward '
+            f"{100 * (min(kernel(best)) - 1):+.1f}% to {100 * (max(kernel(best)) - 1):+.1f}%; none stayed the default.", '']
 
 
 def kda_sweep(lines):
