@@ -186,6 +186,40 @@ def test_the_lever_and_decode_tables_hold_every_timing_and_kernel_time_bench_py_
             assert f'| {case} | {B} | {ms} | {gbs} |' in table, (name, case)
 
 
+def test_the_lever_summary_gives_each_variants_span_against_the_shipped_settings_from_its_run():
+    """The first table of "What the levers did": for every EDA variant of every lever run, the smallest and largest
+    fwd+bwd against the shipped settings' first timing in its run, recomputed here from bench.py's output."""
+    section = results_md().split('### What the levers did')[1].split('\n\n', 2)[2].split('\n\n')[0]
+    rows = section.splitlines()[2:]
+    checked = 0
+    for name in ('kernel_bwd_levers.txt', 'kernel_levers.txt', 'kernel_precision.txt', 'kernel_transposed.txt',
+                 'kernel_carveout.txt', 'kernel_prep_regs.txt', 'kernel_bwd_stages.txt'):
+        text = open(os.path.join(ROOT, 'results', name)).read()
+        commit = re.search(r'# commit: (\w+)', text)[1]
+        ratios = {}
+        for block in re.split(r'\n(?=  \(\d+, \d+, \d+, \d+\), (?:KDA path )?this run)', text)[1:]:
+            if re.match(r'\s*\(\d+, \d+, \d+, \d+\), KDA path', block):
+                continue
+            base = float(re.search(r"this run's settings: fwd [\d.]+ ms, fwd\+bwd ([\d.]+) ms", block)[1])
+            for v, fb in re.findall(r'\] sweep (\{.*?\}): fwd [\d.]+ ms, fwd\+bwd ([\d.]+) ms', block):
+                ratios.setdefault(v, []).append(float(fb) / base)
+        assert ratios, name
+        for v, rs in ratios.items():
+            lo, hi = f'{min(rs):.2f}x', f'{max(rs):.2f}x'
+            span = lo if lo == hi else f'{lo} to {hi}'
+            assert any(f'| {commit} | {span} | {len(rs)} |' in row and (f'`{v}`' in row or 'timed again' in row)
+                       for row in rows), (name, v, span)
+            checked += 1
+    assert checked == len([r for r in rows if re.search(r'\| \w{7} \| [\d.]+x', r) and 'set_materialize' not in r])
+    pattern = r'\] eda_triton \(EDA\) +B=(\d+) T=(\d+) H=(\d+) HV=(\d+): fwd [\d.]+ ms, fwd\+bwd ([\d.]+) ms'
+    before, after = ({m[:4]: float(m[4]) for m in re.findall(pattern, open(os.path.join(ROOT, 'results', f)).read())}
+                     for f in ('kernel_unfilled_before.txt', 'kernel_unfilled.txt'))
+    rs = [after[k] / before[k] for k in before]
+    lo, hi = f'{min(rs):.2f}x', f'{max(rs):.2f}x'
+    assert any('set_materialize' in row and f'| {lo if lo == hi else f"{lo} to {hi}"} | {len(rs)} | kept |' in row
+               for row in rows)
+
+
 def test_each_lever_verdict_counts_the_shapes_where_the_variant_beat_the_shipped_settings():
     """The verdicts of the transposed products, the carveout, the preps' occupancy and the backward's stages (EDA, and
     the KDA path where the run timed it): for each variant, the shapes of its run where its fwd+bwd beat the shipped

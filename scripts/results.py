@@ -665,6 +665,12 @@ def kernel_section():
             f"sub-steps; the walks, one step a chunk either way, {times(['_eda_fwd_kernel', '_eda_bwd_dh_kernel'])} (the "
             'most where few heads walk long sequences).', '',
             '### What the levers did', '',
+            'Every lever in one table first: each variant\'s fwd+bwd against the shipped settings timed in the same '
+            'run, over that run\'s shapes; each run, with its command, profiles and what it says, follows. '
+            '`BWD_CARVEOUT=0` is kept (its row times Triton\'s -1 against it), and so is the backward without zero '
+            'gradients; folding the prep into the walks was bounded, not built ("Folding", below).', '',
+            *table(['lever', 'variant', 'commit', 'fwd+bwd against the shipped settings', 'shapes', 'verdict'],
+                   lever_summary()),
             'Each run below timed launch variants of the EDA kernels, each checked against the float64 reference first, '
             'at every shape (fwd / fwd+bwd ms, and fwd+bwd against the shipped settings timed in the same run). '
             'First the per-chunk backward, from an earlier run with FLA (its table of FLA\'s rows stopped at its time '
@@ -783,6 +789,61 @@ def carveout_lever(heads):
             sweep_verdict(sweep, repeat="{'BWD_CARVEOUT': 0}") + f'. Triton\'s carveout makes the per-chunk '
             f'backward {100 * (min(kernel) - 1):.0f}-{100 * (max(kernel) - 1):.0f}% slower and fwd+bwd '
             f'{100 * (min(total) - 1):.1f}-{100 * (max(total) - 1):.1f}% slower than the shipped one: `BWD_CARVEOUT=0` is the default.', '']
+
+
+LEVER_RUNS = [  # (results file, what its variants try, the variant that is the shipped setting timed again or None,
+    #               {variant: its verdict where 'slower' would not say it, above all why a variant that ran faster
+    #               somewhere was not kept})
+    ('kernel_bwd_levers.txt', 'the per-chunk backward without spills, more warps; 32-token chunks', None, {}),
+    ('kernel_levers.txt', 'chunk sizes', None, {}),
+    ('kernel_precision.txt', 'per-product precision', None,
+     {"{'BWD_PRECISE': 0}": "dg's error doubled (it grows with the length)"}),
+    ('kernel_transposed.txt', "transposed products for Hopper's warpgroup MMA; tensor descriptors (TMA)",
+     "{'BWD_BV': 64}", {"{'BWD_BV': 128}": 'within the noise'}),
+    ('kernel_carveout.txt', "the per-chunk backward's L1 (the shipped `BWD_CARVEOUT=0` against Triton's -1)",
+     "{'BWD_CARVEOUT': 0}", {"{'BWD_CARVEOUT': -1}": 'slower: 0 is kept'}),
+    ('kernel_prep_regs.txt', "the preps' programs an SM", "{'PREP_MAXNREG': 0}",
+     {"{'PREP_MAXNREG': 168}": "within the noise; the KDA path's prep 8-9% slower",
+      "{'DH_PREP_MAXNREG': 128}": 'within the noise'}),
+    ('kernel_bwd_stages.txt', "the per-chunk backward's V loop pipelined", "{'BWD_STAGES': 1}",
+     {"{'BWD_STAGES': 2}": 'within the noise', "{'BWD_STAGES': 3, 'BWD_BV': 32}": 'within the noise'}),
+]
+
+
+def ratio_span(rs):
+    """'a x to b x' over a list of ratios, or one figure when they round alike."""
+    lo, hi = f'{min(rs):.2f}x', f'{max(rs):.2f}x'
+    return lo if lo == hi else f'{lo} to {hi}'
+
+
+def lever_summary():
+    """One row per variant of every lever run: what it tries, the range of its fwd+bwd over the run's shapes against
+    the shipped settings timed first in the same run, and why a variant that ran faster somewhere was not kept; then
+    the backward without zero gradients (kept; its two runs)."""
+    rows = []
+    for name, what, repeat, why in LEVER_RUNS:
+        meta, _, sweep, _, _ = kernel_bench(name)
+        ratios = {}
+        for runs in sweep.values():
+            for v, _, fb in runs[1:]:
+                ratios.setdefault(v, []).append(fb / runs[0][2])
+        for v, rs in ratios.items():
+            if v == repeat:
+                rows.append([what, 'the shipped settings, timed again', meta['commit'], ratio_span(rs), len(rs), 'noise'])
+            else:
+                assert min(rs) >= 1 or v in why, (name, v)  # a variant faster somewhere says why it was not kept
+                rows.append([what, f'`{v}`', meta['commit'], ratio_span(rs), len(rs), why.get(v, 'slower')])
+    fmeta, _, _, fprof, _ = kernel_bench('kernel_fold.txt')
+    one = fprof['eda_triton (EDA)', (1, 16, 1, 1)]['_eda_prep_kernel']
+    bound = [(p['_eda_fwd_kernel'] + s[1] // 16 * one) / (p['_eda_fwd_kernel'] + p['_eda_prep_kernel'])
+             for (case, s), p in kernel_bench('kernel_levers.txt')[3].items() if case == 'eda_triton (EDA)']
+    rows.append(['folding the prep into the walks', 'not built: a lower bound', fmeta['commit'],
+                 f'forward walk + prep at least {ratio_span(bound)}', len(bound), 'slower'])
+    _, _, ameta, _, gains = unfilled_runs()
+    g = [1 - x for x in gains['eda_triton (EDA)']]
+    rows.append(["autograd's zero gradients", '`ctx.set_materialize_grads(False)`', ameta['commit'], ratio_span(g),
+                 len(g), 'kept'])
+    return rows
 
 
 def stages_lever(heads):
