@@ -163,7 +163,7 @@ def _row(X, r, i):
 
 @triton.jit
 def _unit_lower_inverse(M, BT: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr, DT: tl.constexpr,
-                        PREC: tl.constexpr, MERGE_F32: tl.constexpr = False):
+                        PREC: tl.constexpr):
     """(I + M)^-1 for strictly lower-triangular M [BT, BT]: the UT transform's solve (Eq. ut_transformation).
 
     Forward substitution (stable for any M: a Neumann/doubling series would cancel catastrophically when
@@ -184,12 +184,8 @@ def _unit_lower_inverse(M, BT: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexp
         pr = r // (SB * 2 ** (lvl + 1))  # pair index
         half = (r // (SB * 2 ** lvl)) % 2  # 0: first block of its pair, 1: second
         N = tl.where((pr[:, None] == pr[None, :]) & (half[:, None] == 1) & (half[None, :] == 0), M, 0.)
-        if MERGE_F32:  # fp32 operands as tf32 (8x finer than bf16): T is not rounded to bf16 between the merges
-            NT_ = tl.dot(N, Tm, input_precision="tf32")
-            Tm = Tm - tl.dot(Tm, NT_, input_precision="tf32")
-        else:
-            NT_ = tl.dot(N.to(DT), Tm.to(DT), input_precision=PREC)
-            Tm = Tm - tl.dot(Tm.to(DT), NT_.to(DT), input_precision=PREC)
+        NT_ = tl.dot(N.to(DT), Tm.to(DT), input_precision=PREC)
+        Tm = Tm - tl.dot(Tm.to(DT), NT_.to(DT), input_precision=PREC)
     return Tm
 
 
@@ -269,7 +265,7 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
                      H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
                      BT: tl.constexpr, BKC: tl.constexpr, BVP: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr,
                      AB: tl.constexpr, EDA: tl.constexpr, SCALAR_G: tl.constexpr, CHECK_G: tl.constexpr,
-                     DT: tl.constexpr, PREC: tl.constexpr, MERGE_F32: tl.constexpr):
+                     DT: tl.constexpr, PREC: tl.constexpr):
     """Everything of a chunk that does not depend on the state, fully parallel over chunks:
     the UT transform's inverse T = (I + StrictTril(diag(b') A))^-1 and Qk = Tril(Q' Gamma K'^T) ([BT, BT],
     kept for the backward), and what the forward walk multiplies with the state (its WY form, Eq.
@@ -295,7 +291,7 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
         A_b, Qk_b, _, _, _, _, _, _ = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
         A += A_b
         Qk += Qk_b
-    Tm = _unit_lower_inverse(bb[:, None] * A, BT, SB, NLVL, DT, PREC, MERGE_F32)
+    Tm = _unit_lower_inverse(bb[:, None] * A, BT, SB, NLVL, DT, PREC)
     off = base * BT * BT + r[:, None] * BT + r[None, :]
     tl.store(Tout + off, Tm.to(Tout.dtype.element_ty))
     tl.store(Qkout + off, Qk.to(Qkout.dtype.element_ty))
@@ -824,9 +820,7 @@ def _blocks(K, V, bv, programs=None, fill_programs=None):
 # settings and fusions"). The chunked kernels' entry point takes changes to them by name,
 # eda_fused(..., launch=dict(FWD_BV=64)): bench.py's sweep, the tests' small blocks
 LAUNCH = dict(
-    # the UT solve: forward substitution in SUB_BLOCK-row blocks, then the block merges (MERGE_FP32=1: their
-    # operands fp32, as tf32, instead of bf16; for bf16 inputs)
-    PREP_WARPS=4, SUB_BLOCK=8, MERGE_FP32=0,
+    PREP_WARPS=4, SUB_BLOCK=8,
     # key columns per pass: the forward prep would need two passes over a split K (A and Qk sum over K before T
     # exists), costing more than the registers saved; the backward's prep needs one, so it splits K in 64s
     PREP_BK=128, DH_PREP_BK=64,
@@ -915,8 +909,7 @@ def _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm
         H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(L["PREP_BK"], triton.next_power_of_2(K)),
         BVP=min(64, triton.next_power_of_2(V)),
         SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
-        CHECK_G=check_g, DT=DT, PREC=PREC, MERGE_F32=bool(L["MERGE_FP32"]) and DT == tl.bfloat16,
-        num_warps=L["PREP_WARPS"])
+        CHECK_G=check_g, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"])
     return (W, U0, Ke, Qg, eGN), gmin
 
 

@@ -150,7 +150,7 @@ def test_the_lever_and_decode_tables_hold_every_timing_and_kernel_time_bench_py_
     kernels = ('_eda_prep_kernel', '_eda_fwd_kernel', '_eda_dh_prep_kernel', '_eda_bwd_dh_kernel', '_eda_bwd_kernel')
     checked = 0
     for name in ('kernel_levers.txt', 'kernel_precision.txt', 'kernel_transposed.txt', 'kernel_carveout.txt',
-                 'kernel_prep_regs.txt', 'kernel_bwd_stages.txt'):
+                 'kernel_prep_regs.txt', 'kernel_bwd_stages.txt', 'kernel_solve.txt'):
         text = open(os.path.join(ROOT, 'results', name)).read()
         prof = {}
         for m in re.finditer(r'profile (.+?) B=(\d+) T=(\d+) H=(\d+) HV=(\d+): total [\d.]+ ms \| (.*)', text):
@@ -193,7 +193,7 @@ def test_the_lever_summary_gives_each_variants_span_against_the_shipped_settings
     rows = section.splitlines()[2:]
     checked = 0
     for name in ('kernel_bwd_levers.txt', 'kernel_levers.txt', 'kernel_precision.txt', 'kernel_transposed.txt',
-                 'kernel_carveout.txt', 'kernel_prep_regs.txt', 'kernel_bwd_stages.txt'):
+                 'kernel_carveout.txt', 'kernel_prep_regs.txt', 'kernel_bwd_stages.txt', 'kernel_solve.txt'):
         text = open(os.path.join(ROOT, 'results', name)).read()
         commit = re.search(r'# commit: (\w+)', text)[1]
         ratios = {}
@@ -229,7 +229,8 @@ def test_each_lever_verdict_counts_the_shapes_where_the_variant_beat_the_shipped
     for name, repeat, start in (('kernel_transposed.txt', "{'BWD_BV': 64}", 'The transposed products'),
                                 ('kernel_carveout.txt', "{'BWD_CARVEOUT': 0}", "The per-chunk backward's shared-memory"),
                                 ('kernel_prep_regs.txt', "{'PREP_MAXNREG': 0}", "The prep kernels' occupancy"),
-                                ('kernel_bwd_stages.txt', "{'BWD_STAGES': 1}", "loop over its V-blocks, pipelined")):
+                                ('kernel_bwd_stages.txt', "{'BWD_STAGES': 1}", "loop over its V-blocks, pipelined"),
+                                ('kernel_solve.txt', "{'MERGE_FP32': 0}", "The UT solve's forward substitution")):
         part = section.split(start)[1]
         wins, noise = {}, {}
         text = open(os.path.join(ROOT, 'results', name)).read()

@@ -699,7 +699,7 @@ def kernel_section():
             'and dg\'s error, which grows with the length, doubled.', '', '```sh', pmeta['command'], '```', '',
             f"{made(pmeta)} {pmeta['note']}", '',
             *table(heads, lever_rows(psweep, pprof)),
-            *transposed_levers(heads), *fold_lever(lprof), *carveout_lever(heads), *unfilled_lever(rows, meta), *prep_lever(heads), *stages_lever(heads),
+            *transposed_levers(heads), *fold_lever(lprof), *carveout_lever(heads), *unfilled_lever(rows, meta), *prep_lever(heads), *stages_lever(heads), *solve_lever(heads),
             '### Decoding one token', '',
             'H = HV = 16: GPU time of a CUDA-graph replay, as `generate` runs it; the eager call (host path included) '
             'beside it.', '', '```sh', dmeta['command'], '```', '', f"{made(dmeta)} {dmeta['note']}", '',
@@ -807,6 +807,13 @@ LEVER_RUNS = [  # (results file, what its variants try, the variant that is the 
       "{'DH_PREP_MAXNREG': 128}": 'within the noise'}),
     ('kernel_bwd_stages.txt', "the per-chunk backward's V loop pipelined", "{'BWD_STAGES': 1}",
      {"{'BWD_STAGES': 2}": 'within the noise', "{'BWD_STAGES': 3, 'BWD_BV': 32}": 'within the noise'}),
+    ('kernel_solve.txt', "the UT solve's substitution steps and merge precision", "{'MERGE_FP32': 0}",
+     {"{'SUB_BLOCK': 4}": 'fwd+bwd within the noise, fwd faster; not the default until its bf16 accuracy at T = 4096 '
+                          'is checked on the GPU',
+      "{'SUB_BLOCK': 2}": 'as `SUB_BLOCK: 4`',
+      "{'MERGE_FP32': 1}": "the KDA path's prep slower", "{'SUB_BLOCK': 4, 'MERGE_FP32': 1}":
+      'its prep slower than under `SUB_BLOCK: 4` alone',
+      "{'SUB_BLOCK': 2, 'MERGE_FP32': 1}": 'its prep slower than under `SUB_BLOCK: 2` alone'}),
 ]
 
 
@@ -880,12 +887,39 @@ def kda_sweep(lines):
     return sweep
 
 
+def both_paths(name, heads, repeat):
+    """A run of bench.py's sweep with sweep_kda=True (results/<name>): its command and provenance, the EDA table and
+    verdict, the KDA path's table and verdict; and (meta, EDA sweep, KDA sweep, profiles) for the text around it."""
+    meta, _, sweep, profiles, lines = kernel_bench(name)
+    kda = kda_sweep(lines)
+    text = ['```sh', meta['command'], '```', '', f"{made(meta)} {meta['note']}", '',
+            *table(heads, lever_rows(sweep, profiles)), sweep_verdict(sweep, repeat=repeat) + '.', '',
+            'The KDA path under the same settings:', '',
+            *table(heads, lever_rows(kda, profiles, 'sweep KDA path')), sweep_verdict(kda, repeat=repeat) + '.', '']
+    return text, (meta, sweep, kda, profiles)
+
+
+def kernel_change(profiles, sweep, label, variant, against, kernel='_eda_prep_kernel'):
+    """A kernel's time under variant over its time under `against` (the shipped settings timed again), each shape."""
+    return [profiles[f'{label} {variant}', s][kernel] / profiles[f'{label} {against}', s][kernel] for s in sweep]
+
+
+def fwd_change(sw, variant, against):
+    """fwd+bwd ('fb') and fwd ('f') of variant over those of `against`, each shape of a sweep."""
+    pick = lambda runs, v, i: next(r[i] for r in runs if r[0] == v)  # noqa: E731
+    return {'f': [pick(r, variant, 1) / pick(r, against, 1) for r in sw.values()],
+            'fb': [pick(r, variant, 2) / pick(r, against, 2) for r in sw.values()]}
+
+
+def pct_span(xs):
+    return f'{100 * (min(xs) - 1):+.1f}% to {100 * (max(xs) - 1):+.1f}%'
+
+
 def prep_lever(heads):
     """The prep kernels' register caps and warps (PREP_MAXNREG, DH_PREP_WARPS, DH_PREP_MAXNREG): their run, EDA and
     the KDA path (results/kernel_prep_regs.txt)."""
-    meta, _, sweep, profiles, lines = kernel_bench('kernel_prep_regs.txt')
-    kda = kda_sweep(lines)
     repeat = "{'PREP_MAXNREG': 0}"
+    text, (meta, sweep, kda, profiles) = both_paths('kernel_prep_regs.txt', heads, repeat)
     prep = lambda label, v: [profiles[f"{label} {v}", s]['_eda_prep_kernel'] /  # noqa: E731
                              profiles[f'{label} this run', s]['_eda_prep_kernel'] for s in sweep]
     span = lambda xs: f'{100 * (min(xs) - 1):+.0f}% to {100 * (max(xs) - 1):+.0f}%'  # noqa: E731
@@ -897,11 +931,7 @@ def prep_lever(heads):
             'thread (at its 4 warps it takes 255, two programs an SM; a cap of 168 fits three with 112 B of spills, 128 '
             'four), `PREP_WARPS=8` halves each thread\'s tiles, and `DH_PREP_WARPS`, `DH_PREP_MAXNREG` do the same for '
             'the backward\'s prep (152 registers, three programs an SM; 80 at 8 warps). The launch settings are shared '
-            'with the KDA path, so the run times both:', '',
-            '```sh', meta['command'], '```', '', f"{made(meta)} {meta['note']}", '',
-            *table(heads, lever_rows(sweep, profiles)), sweep_verdict(sweep, repeat=repeat) + '.', '',
-            'The KDA path under the same settings:', '',
-            *table(heads, lever_rows(kda, profiles, 'sweep KDA path')), sweep_verdict(kda, repeat=repeat) + '.', '',
+            'with the KDA path, so the run times both:', '', *text,
             f'The cap of 168 took the EDA prep kernel {span(prep("sweep", cap))} against the first timing and the KDA '
             f'path\'s {span(prep("sweep KDA path", cap))} (where the compiler, left alone, takes 128 registers and '
             'four programs an SM, it took 164 under the cap); fwd+bwd moved by '
@@ -909,6 +939,32 @@ def prep_lever(heads):
             + ' the shipped settings\' second timing did. The others were within that noise or slower, 8 warps most of all (EDA\'s prep '
             f"{min(prep('sweep', w8)):.1f}-{max(prep('sweep', w8)):.1f}x its time). So the preps are not held back by "
             'how few programs share an SM, and none of these settings stayed in `kernel.py`.', '']
+
+
+def solve_lever(heads):
+    """The UT solve's substitution blocks (SUB_BLOCK) and fp32 merges (MERGE_FP32): their run, EDA and the KDA path
+    (results/kernel_solve.txt)."""
+    repeat, sb4, m32 = "{'MERGE_FP32': 0}", "{'SUB_BLOCK': 4}", "{'MERGE_FP32': 1}"
+    text, (meta, sweep, kda, profiles) = both_paths('kernel_solve.txt', heads, repeat)
+    e4, k4 = fwd_change(sweep, sb4, repeat), fwd_change(kda, sb4, repeat)
+    checks = [m for m in (re.match(r'\s+PASS EDA bf16 .*launch (\{.*\}): worst ([\d.e-]+)', ln)
+                          for ln in kernel_bench('kernel_solve.txt')[-1]) if m]
+    same = len({m[2] for m in checks}) == 1 and len(checks) >= 6
+    return ['The UT solve\'s forward substitution (`SUB_BLOCK`: rows a block, each substitution step a chain of '
+            'shared-memory reductions, the prep\'s main stall in Nsight Compute, `notes/kernel.md`) in blocks of 4 '
+            'or 2 rows instead of 8, with more block merges after it; `MERGE_FP32=1` gave the merges fp32 operands '
+            '(tf32) instead of bf16, so that more merges would not round T more often:', '', *text,
+            f'`SUB_BLOCK=4` took EDA\'s prep {pct_span(kernel_change(profiles, sweep, "sweep", sb4, repeat))} and the KDA '
+            f'path\'s {pct_span(kernel_change(profiles, kda, "sweep KDA path", sb4, repeat))} against the shipped '
+            f"settings' second timing, EDA's forward {pct_span(e4['f'])} and its fwd+bwd {pct_span(e4['fb'])} (the KDA "
+            f"path's {pct_span(k4['f'])} and {pct_span(k4['fb'])}). "
+            + ('Every variant\'s float64 check at T = 512 gave the same worst error as the shipped settings\'. '
+               if same else 'The float64 checks at T = 512 differed between the variants (the run\'s output). ')
+            + f'`MERGE_FP32=1` took EDA\'s prep {pct_span(kernel_change(profiles, sweep, "sweep", m32, repeat))} and '
+            f'the KDA path\'s {pct_span(kernel_change(profiles, kda, "sweep KDA path", m32, repeat))}, and left '
+            '`kernel.py`. `SUB_BLOCK=4` is not '
+            'the default yet: fewer substitution steps once cost d(gamma) accuracy (`notes/kernel.md`, "Tried and not '
+            'kept"), and the bf16 test at T = 4096 on the GPU has not been run with it.', '']
 
 
 def unfilled_runs():
