@@ -537,25 +537,33 @@ def kernel_bench(name='kernel_bench.txt'):
     sweep {shape: [(variant, fwd, fwd+bwd)], the run's own settings first as variant ''},
     profiles {(label, shape): {kernel: ms}}, lines)."""
     meta, lines = read_text_result(name)
-    rows, sweep, profiles, shape = {}, {}, {}, None
+    rows, profiles = {}, {}
     for line in lines:
         m = re.match(r'\s+\[\s*\d+s\] (.+?)\s+B=(\d+) T=(\d+) H=(\d+) HV=(\d+): fwd ([\d.]+) ms, fwd\+bwd ([\d.]+) ms, '
                      r'peak (\d+) MiB', line)
         if m:
             rows[m[1], tuple(int(x) for x in m.group(2, 3, 4, 5))] = (float(m[6]), float(m[7]), int(m[8]))
-        m = re.match(r"\s+\((\d+), (\d+), (\d+), (\d+)\), this run's settings: fwd ([\d.]+) ms, fwd\+bwd ([\d.]+) ms",
-                     line)
-        if m:
-            shape = tuple(int(x) for x in m.group(1, 2, 3, 4))
-            sweep[shape] = [('', float(m[5]), float(m[6]))]
-        m = re.match(r'\s+\[\s*\d+s\] sweep (\{.*\}): fwd ([\d.]+) ms, fwd\+bwd ([\d.]+) ms', line)
-        if m:
-            sweep[shape].append((m[1], float(m[2]), float(m[3])))
         m = re.match(r'\s+profile (.+?) B=(\d+) T=(\d+) H=(\d+) HV=(\d+): total [\d.]+ ms \| (.*)', line)
         if m:  # kernel names as printed (cut at 60 characters); only the _eda_ kernels are read
             profiles[m[1], tuple(int(x) for x in m.group(2, 3, 4, 5))] = {
                 k: float(ms) for k, ms in (item.rsplit(' ', 1) for item in m[6].split(' | '))}
-    return meta, rows, sweep, profiles, lines
+    return meta, rows, parse_sweep(lines), profiles, lines
+
+
+def parse_sweep(lines, part=''):
+    """bench.py's sweep lines: {shape: [(variant, fwd, fwd+bwd)]}, the run's own settings first as variant ''. part:
+    '' for EDA's, 'KDA path ' for the KDA path's (its sweep_kda=True)."""
+    sweep, shape = {}, None
+    for line in lines:
+        m = re.match(r"\s+\((\d+), (\d+), (\d+), (\d+)\), " + part + r"this run's settings: fwd ([\d.]+) ms, "
+                     r"fwd\+bwd ([\d.]+) ms", line)
+        if m:
+            shape = tuple(int(x) for x in m.group(1, 2, 3, 4))
+            sweep[shape] = [('', float(m[5]), float(m[6]))]
+        m = re.match(r'\s+\[\s*\d+s\] sweep ' + part + r'(\{.*\}): fwd ([\d.]+) ms, fwd\+bwd ([\d.]+) ms', line)
+        if m:
+            sweep[shape].append((m[1], float(m[2]), float(m[3])))
+    return sweep
 
 
 EDA_KERNELS = {'_eda_prep_kernel': 'prep', '_eda_fwd_kernel': 'forward walk', '_eda_dh_prep_kernel': 'dh prep',
@@ -871,27 +879,11 @@ def stages_lever(heads):
             f"{100 * (min(kernel(best)) - 1):+.1f}% to {100 * (max(kernel(best)) - 1):+.1f}%; none stayed the default.", '']
 
 
-def kda_sweep(lines):
-    """The KDA-path part of a bench.py sweep run with sweep_kda=True: {shape: [(variant, fwd, fwd+bwd)]}, the run's
-    own settings first as variant '' (kernel_bench() reads the EDA part)."""
-    sweep, shape = {}, None
-    for line in lines:
-        m = re.match(r"\s+\((\d+), (\d+), (\d+), (\d+)\), KDA path this run's settings: fwd ([\d.]+) ms, "
-                     r"fwd\+bwd ([\d.]+) ms", line)
-        if m:
-            shape = tuple(int(x) for x in m.group(1, 2, 3, 4))
-            sweep[shape] = [('', float(m[5]), float(m[6]))]
-        m = re.match(r'\s+\[\s*\d+s\] sweep KDA path (\{.*\}): fwd ([\d.]+) ms, fwd\+bwd ([\d.]+) ms', line)
-        if m:
-            sweep[shape].append((m[1], float(m[2]), float(m[3])))
-    return sweep
-
-
 def both_paths(name, heads, repeat):
     """A run of bench.py's sweep with sweep_kda=True (results/<name>): its command and provenance, the EDA table and
     verdict, the KDA path's table and verdict; and (meta, EDA sweep, KDA sweep, profiles) for the text around it."""
     meta, _, sweep, profiles, lines = kernel_bench(name)
-    kda = kda_sweep(lines)
+    kda = parse_sweep(lines, 'KDA path ')
     text = ['```sh', meta['command'], '```', '', f"{made(meta)} {meta['note']}", '',
             *table(heads, lever_rows(sweep, profiles)), sweep_verdict(sweep, repeat=repeat) + '.', '',
             'The KDA path under the same settings:', '',
