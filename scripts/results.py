@@ -658,8 +658,7 @@ def kernel_section():
             + ''.join(f', but for {case} at {s}: {drows_[case, s][0]:.3f} / {drows_[case, s][1]:.3f} ms, an outlier of '
                       f'that run (its forward {drows_[case, s][0] / rows[case, s][0]:.1f}x the one above), not chased'
                       for case, s in outliers) + '.'
-            + (f' Peak memory: EDA\'s {min(epk):.2f}x' + (f' to {max(epk):.2f}x' if max(epk) > min(epk) else '')
-               + ' FLA\'s safe gate\'s.' if epk else ''), '',
+            + (f' Peak memory: EDA\'s {ratio_span(epk)} FLA\'s safe gate\'s.' if epk else ''), '',
             '### Where the time goes', '',
             'GPU time of each of the five kernels in one fwd+bwd (torch.profiler), EDA beside the KDA path (the same '
             'kernels without the erase: a chunk of 16 sub-steps instead of 32), with the fwd+bwd time bench.py measured. '
