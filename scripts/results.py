@@ -706,7 +706,7 @@ def kernel_section():
             'and dg\'s error, which grows with the length, doubled.', '', '```sh', pmeta['command'], '```', '',
             f"{made(pmeta)} {pmeta['note']}", '',
             *table(heads, lever_rows(psweep, pprof)),
-            *transposed_levers(heads), *fold_lever(lprof), *carveout_lever(heads), *unfilled_lever(rows, meta), *prep_lever(heads), *stages_lever(heads), *solve_lever(heads),
+            *transposed_levers(heads), *fold_lever(), *carveout_lever(heads), *unfilled_lever(rows, meta), *prep_lever(heads), *stages_lever(heads), *solve_lever(heads),
             '### Decoding one token', '',
             'H = HV = 16: GPU time of a CUDA-graph replay, as `generate` runs it; the eager call (host path included) '
             'beside it.', '', '```sh', dmeta['command'], '```', '', f"{made(dmeta)} {dmeta['note']}", '',
@@ -727,13 +727,19 @@ def decode_rows(lines):
     return [[case, B, f'{ms:.4f}', gbs, f'{ms / fla[B]:.2f}x', f'{eager:.4f}'] for case, B, ms, gbs, eager in dec]
 
 
-def sweep_verdict(sweep, repeat=None):
-    """'`variant` faster at n of m shapes (a to b the shipped fwd+bwd)' for each variant of a sweep but `repeat` (the
-    shipped settings timed again, given as how far it landed from the first timing instead)."""
+def sweep_ratios(sweep):
+    """{variant: [its fwd+bwd over the shipped settings' first timing, at each shape of the sweep]}."""
     ratios = {}
     for runs in sweep.values():
         for variant, _, fb in runs[1:]:
             ratios.setdefault(variant, []).append(fb / runs[0][2])
+    return ratios
+
+
+def sweep_verdict(sweep, repeat=None):
+    """'`variant` faster at n of m shapes (a to b the shipped fwd+bwd)' for each variant of a sweep but `repeat` (the
+    shipped settings timed again, given as how far it landed from the first timing instead)."""
+    ratios = sweep_ratios(sweep)
     verdict = [f'`{v}` faster at {sum(r < 1 for r in rs)} of {len(rs)} shapes ({min(rs):.2f}x to {max(rs):.2f}x the '
                f'shipped fwd+bwd)' for v, rs in ratios.items() if v != repeat]
     if repeat in ratios:
@@ -756,19 +762,28 @@ def transposed_levers(heads):
             *table(heads, lever_rows(sweep, profiles)), sweep_verdict(sweep, repeat="{'BWD_BV': 64}") + '.', '']
 
 
-def fold_lever(lprof):
+def fold_bound():
     """Folding the prep into the walks, bounded from below by one chunk's prep time (results/kernel_fold.txt: the
-    prep kernel as one program alone on the GPU) against "Where the time goes"'s kernels (lprof)."""
+    prep kernel as one program alone on the GPU) against "Where the time goes"'s kernels (kernel_levers.txt): (meta,
+    one chunk's prep ms with the erase, without it, [(shape, forward walk ms, prep ms, chunks, folded walk at least
+    ms)])."""
     meta, _, _, profiles, _ = kernel_bench('kernel_fold.txt')
     one = profiles['eda_triton (EDA)', (1, 16, 1, 1)]['_eda_prep_kernel']
     kda = profiles['eda_triton KDA path (e=None)', (1, 16, 1, 1)]['_eda_prep_kernel']
-    rows = []
-    for (case, s), per in lprof.items():
+    bound = []
+    for (case, s), per in kernel_bench('kernel_levers.txt')[3].items():
         if case == 'eda_triton (EDA)':
             chunks = s[1] // 16  # 16-token chunks: the steps of one walk
             walk, prep = per['_eda_fwd_kernel'], per['_eda_prep_kernel']
-            rows.append([str(s), f'{walk:.3f} + {prep:.3f} = {walk + prep:.3f}', chunks,
-                         f'{walk + chunks * one:.3f} ({(walk + chunks * one) / (walk + prep):.1f}x)'])
+            bound.append((s, walk, prep, chunks, walk + chunks * one))
+    return meta, one, kda, bound
+
+
+def fold_lever():
+    """The fold_bound() table."""
+    meta, one, kda, bound = fold_bound()
+    rows = [[str(s), f'{walk:.3f} + {prep:.3f} = {walk + prep:.3f}', chunks, f'{least:.3f} ({least / (walk + prep):.1f}x)']
+            for s, walk, prep, chunks, least in bound]
     return ['Folding the prep into the walks (not built): a walk that prepared its own chunks would run each '
             'chunk\'s prep inside its sequence of steps, where nothing else on its SM hides it. One chunk\'s prep, '
             f'the prep kernel as one program alone on the GPU, takes {1000 * one:.0f} us ({1000 * kda:.0f} us without '
@@ -778,13 +793,18 @@ def fold_lever(lprof):
                     'folded walk at least, ms'], rows)]
 
 
+def kernel_change(profiles, sweep, label, variant, against, kernel='_eda_prep_kernel'):
+    """A kernel's time under variant over its time under `against` ('this run': the shipped settings' first timing;
+    or their second), each shape of a sweep; label: 'sweep', or 'sweep KDA path' for bench.py's sweep_kda part."""
+    return [profiles[f'{label} {variant}', s][kernel] / profiles[f'{label} {against}', s][kernel] for s in sweep]
+
+
 def carveout_lever(heads):
     """The per-chunk backward's shared-memory carveout (BWD_CARVEOUT), from its run with FLA (results/kernel_carveout.txt,
     bench.py's output as printed under its '# key: value' lines)."""
     meta, _, sweep, profiles, _ = kernel_bench('kernel_carveout.txt')
-    kernel = [profiles["sweep {'BWD_CARVEOUT': -1}", s]['_eda_bwd_kernel'] / profiles['sweep this run', s]['_eda_bwd_kernel']
-              for s in sweep]
-    total = [next(fb for v, _, fb in runs if v == "{'BWD_CARVEOUT': -1}") / runs[0][2] for runs in sweep.values()]
+    kernel = kernel_change(profiles, sweep, 'sweep', "{'BWD_CARVEOUT': -1}", 'this run', '_eda_bwd_kernel')
+    total = sweep_ratios(sweep)["{'BWD_CARVEOUT': -1}"]
     return ['The per-chunk backward\'s shared-memory carveout (`BWD_CARVEOUT`, kept): Triton asks the driver for the '
             'largest shared-memory carveout for every kernel that takes over 48 KB of it, which leaves an H100\'s SM '
             '28 KB of its 256 KB as L1 cache. The per-chunk backward takes 68 KB of shared memory and spills, and '
@@ -837,22 +857,16 @@ def lever_summary():
     rows = []
     for name, what, repeat, why in LEVER_RUNS:
         meta, _, sweep, _, _ = kernel_bench(name)
-        ratios = {}
-        for runs in sweep.values():
-            for v, _, fb in runs[1:]:
-                ratios.setdefault(v, []).append(fb / runs[0][2])
-        for v, rs in ratios.items():
+        for v, rs in sweep_ratios(sweep).items():
             if v == repeat:
                 rows.append([what, 'the shipped settings, timed again', meta['commit'], ratio_span(rs), len(rs), 'noise'])
             else:
                 assert min(rs) >= 1 or v in why, (name, v)  # a variant faster somewhere says why it was not kept
                 rows.append([what, f'`{v}`', meta['commit'], ratio_span(rs), len(rs), why.get(v, 'slower')])
-    fmeta, _, _, fprof, _ = kernel_bench('kernel_fold.txt')
-    one = fprof['eda_triton (EDA)', (1, 16, 1, 1)]['_eda_prep_kernel']
-    bound = [(p['_eda_fwd_kernel'] + s[1] // 16 * one) / (p['_eda_fwd_kernel'] + p['_eda_prep_kernel'])
-             for (case, s), p in kernel_bench('kernel_levers.txt')[3].items() if case == 'eda_triton (EDA)']
+    fmeta, _, _, bound = fold_bound()
+    least = [least / (walk + prep) for _, walk, prep, _, least in bound]
     rows.append(['folding the prep into the walks', 'not built: a lower bound', fmeta['commit'],
-                 f'forward walk + prep at least {ratio_span(bound)}', len(bound), 'slower'])
+                 f'forward walk + prep at least {ratio_span(least)}', len(least), 'slower'])
     _, _, ameta, _, gains = unfilled_runs()
     g = [1 - x for x in gains['eda_triton (EDA)']]
     rows.append(["autograd's zero gradients", '`ctx.set_materialize_grads(False)`', ameta['commit'], ratio_span(g),
@@ -865,9 +879,8 @@ def stages_lever(heads):
     (results/kernel_bwd_stages.txt)."""
     meta, _, sweep, profiles, _ = kernel_bench('kernel_bwd_stages.txt')
     repeat = "{'BWD_STAGES': 1}"
-    kernel = lambda v: [profiles[f"sweep {v}", s]['_eda_bwd_kernel'] /  # noqa: E731
-                        profiles[f'sweep {repeat}', s]['_eda_bwd_kernel'] for s in sweep]
     best = "{'BWD_STAGES': 3, 'BWD_BV': 32}"
+    kernel = kernel_change(profiles, sweep, 'sweep', best, repeat, '_eda_bwd_kernel')
     return ['The per-chunk backward\'s loop over its V-blocks, pipelined (`BWD_STAGES` 2 or 3: the next V-block\'s '
             'S_0 and dS_C blocks are loaded while this one is computed, in shared memory the carveout then takes from '
             'L1), at its 64-column V-blocks and at 32 (four steps, whose smaller tiles spill less: 272 B of stack a '
@@ -875,7 +888,7 @@ def stages_lever(heads):
             '```sh', meta['command'], '```', '', f"{made(meta)} {meta['note']}", '',
             *table(heads, lever_rows(sweep, profiles)), sweep_verdict(sweep, repeat=repeat) + '. Against the '
             f'shipped settings\' second timing, the best of them (`{best}`) took the per-chunk backward '
-            f"{100 * (min(kernel(best)) - 1):+.1f}% to {100 * (max(kernel(best)) - 1):+.1f}%; none stayed the default.", '']
+            f"{pct_span(kernel)}; none stayed the default.", '']
 
 
 def both_paths(name, heads, repeat):
@@ -890,11 +903,6 @@ def both_paths(name, heads, repeat):
     return text, (meta, sweep, kda, profiles)
 
 
-def kernel_change(profiles, sweep, label, variant, against, kernel='_eda_prep_kernel'):
-    """A kernel's time under variant over its time under `against` (the shipped settings timed again), each shape."""
-    return [profiles[f'{label} {variant}', s][kernel] / profiles[f'{label} {against}', s][kernel] for s in sweep]
-
-
 def fwd_change(sw, variant, against):
     """fwd+bwd ('fb') and fwd ('f') of variant over those of `against`, each shape of a sweep."""
     pick = lambda runs, v, i: next(r[i] for r in runs if r[0] == v)  # noqa: E731
@@ -902,8 +910,9 @@ def fwd_change(sw, variant, against):
             'fb': [pick(r, variant, 2) / pick(r, against, 2) for r in sw.values()]}
 
 
-def pct_span(xs):
-    return f'{100 * (min(xs) - 1):+.1f}% to {100 * (max(xs) - 1):+.1f}%'
+def pct_span(xs, digits=1):
+    """'+a% to +b%': how far a list of ratios lies from 1, the smallest and the largest."""
+    return f'{100 * (min(xs) - 1):+.{digits}f}% to {100 * (max(xs) - 1):+.{digits}f}%'
 
 
 def prep_lever(heads):
@@ -911,12 +920,10 @@ def prep_lever(heads):
     the KDA path (results/kernel_prep_regs.txt)."""
     repeat = "{'PREP_MAXNREG': 0}"
     text, (meta, sweep, kda, profiles) = both_paths('kernel_prep_regs.txt', heads, repeat)
-    prep = lambda label, v: [profiles[f"{label} {v}", s]['_eda_prep_kernel'] /  # noqa: E731
-                             profiles[f'{label} this run', s]['_eda_prep_kernel'] for s in sweep]
-    span = lambda xs: f'{100 * (min(xs) - 1):+.0f}% to {100 * (max(xs) - 1):+.0f}%'  # noqa: E731
+    prep = lambda label, v: kernel_change(profiles, sweep, label, v, 'this run')  # noqa: E731
+    span = lambda xs: pct_span(xs, 0)  # noqa: E731
     cap, w8 = "{'PREP_MAXNREG': 168}", "{'PREP_WARPS': 8}"
-    dev = lambda sw, v: max(abs(next(fb for w, _, fb in runs if w == v) / runs[0][2] - 1)  # noqa: E731
-                            for runs in sw.values())
+    dev = lambda sw, v: max(abs(r - 1) for r in sweep_ratios(sw)[v])  # noqa: E731
     return ['The prep kernels\' occupancy (not kept): both preps wait far more than they issue, like the per-chunk '
             'backward, so more programs an SM might hide more of the wait. `PREP_MAXNREG` caps the prep\'s registers a '
             'thread (at its 4 warps it takes 255, two programs an SM; a cap of 168 fits three with 112 B of spills, 128 '
