@@ -54,7 +54,7 @@ best_repeats = 0              # more runs of seeds[0] at each mixer's best lr (a
 checkpoints = False           # True: each run saves a checkpoint at every evaluation, and a run cut off (its sweep
                               # or machine stopped) goes on from it when the same command is run again
 pairs = []                    # [[A, B], ...]: mixers compared seed by seed at each level, each at its best lr (a
-                              # seed fixes the data and the init): on how many seeds A is ahead, mean A - B
+                              # seed fixes the data): on how many seeds A is ahead, mean A - B
 paired_from = {}              # {task: another sweep's name}: a mixer of `pairs` that this sweep does not run is
                               # read from that sweep's results file (same task, level and lr), for the pairing
                               # only; the config must say that those runs had this sweep's commands but the mixer
@@ -640,7 +640,7 @@ def paired_table(summary):
                 paired.append(f"| {task} | {x} | {a} vs {b} | {p[0]} of {p[1]} | {fmt_diff(p[2])} |")
     if not paired:
         return []
-    lines = ['## Paired by seed (same seed: same data and init; each mixer at its best lr)', '']
+    lines = ['## Paired by seed (same seed: same data; each mixer at its best lr)', '']
     if PAIRED_ELSEWHERE and paired_from:
         lines += [', '.join(PAIRED_ELSEWHERE) + ': the rows of ' + ', '.join(
             f'`{os.path.join(results_dir, other + ".jsonl")}` ({task})' for task, other in paired_from.items())

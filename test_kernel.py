@@ -4,6 +4,7 @@ On a machine without CUDA the kernels run in Triton's interpreter (TRITON_INTERP
 is imported), on small shapes. The GPU tests (bf16, long sequences, decode) skip themselves there.
 """
 import ctypes
+import json
 import os
 
 import torch
@@ -15,7 +16,7 @@ import pytest  # noqa: E402
 
 import eda  # noqa: E402
 import kernel  # noqa: E402
-from conftest import make_inputs, rel  # noqa: E402
+from conftest import load_script, make_inputs, rel  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(),
@@ -571,3 +572,14 @@ def test_bench_rejects_a_train_override_that_is_not_a_model_setting():
     with the name, before any model is built (CUDA stubbed: the check must come first)."""
     p = run_bench_stubbed(["--what=model_train", "--train_overrides={'la_recompute': True}"])
     assert p.returncode != 0 and "train_overrides names ['la_recompute']" in p.stderr, p.stdout + p.stderr
+
+
+def test_bench_rows_carry_command_date_commit_and_device(tmp_path):
+    bench = load_script('bench.py', ['bench.py', f'--results_file={tmp_path / "b.jsonl"}', '--use_fla=False'])
+    bench.emit('kernel', case='x', fwd_ms=1.0)
+    bench.emit('kernel', case='y', fwd_ms=2.0)
+    rows = [json.loads(x) for x in open(tmp_path / "b.jsonl")]
+    assert [r['case'] for r in rows] == ['x', 'y'] and rows[0]['run'] == rows[1]['run']
+    assert rows[0]['command'].startswith('python bench.py --results_file=') and rows[0]['device'] and \
+        rows[0]['date'] and 'commit' in rows[0] and rows[0]['torch']
+

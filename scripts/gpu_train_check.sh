@@ -9,7 +9,9 @@
 #   bash scripts/gpu_train_check.sh compile # 1 GPU: the speed part's runs with --compile=True
 #   bash scripts/gpu_train_check.sh context # 1 GPU: compiled, both models at block_size 4k .. 64k (CONTEXTS), same tokens a step
 #   bash scripts/gpu_train_check.sh all     # all of them (multi only if 2+ GPUs are visible)
-# Each part ends with a compact table, also written to $OUT/gpu_train_check_<part>.txt when OUT is set.
+# Each part ends with a compact table, also written to $OUT/gpu_train_check_<part>.txt when OUT is set, and
+# appends a JSON row per run (command, date, commit, device, tok/s, MFU, peak memory, last loss: scripts/rows.py)
+# to $RESULTS (default $OUT or $RUNS /train.jsonl; RESULTS.md's are results/train.jsonl).
 # Knobs: CONTEXTS (context part: block sizes, default "4096 8192 16384 32768 65536"; TOKENS a step, default
 #        32768: batch = TOKENS / block_size, at least 1; TAG: a suffix for its run names; MIXERS (default
 #        "eda transformer"); TRAIN_ARGS: extra train.py
@@ -25,6 +27,12 @@ COMPILE=${COMPILE:-False}
 STEPS=${STEPS:-8}
 RUNS=${RUNS:-/tmp/gpu_train_check}
 REPORT=${OUT:-$RUNS}/gpu_train_check_${PART}.txt
+RESULTS=${RESULTS:-${OUT:-$RUNS}/train.jsonl}
+# this invocation, the knobs it was given included: each row's command
+COMMAND="bash scripts/gpu_train_check.sh $PART"
+for knob in STEPS COMPILE LA_BACKEND MULTI_ARGS TRAIN_ARGS TAG MIXERS TOKENS CONTEXTS; do
+  [ -n "${!knob:-}" ] && COMMAND="$knob=\"${!knob}\" $COMMAND"
+done
 mkdir -p "$RUNS" "$(dirname "$REPORT")"
 : > "$REPORT"
 export PYTHONUNBUFFERED=1
@@ -41,6 +49,7 @@ run() {  # run NAME ARGS...: one training run into $RUNS/NAME, log kept, failure
   local name=$1; shift
   rm -rf "${RUNS:?}/$name"
   echo "== $name: $*"
+  echo "$*" > "$RUNS/$name.cmd"
   "$@" --out_dir="$RUNS/$name" > "$RUNS/$name.log" 2>&1
   local rc=$?
   if [ $rc -ne 0 ] && [ "$LA_BACKEND" = auto ] && grep -q "NotImplementedError\|triton" "$RUNS/$name.log"; then
@@ -83,6 +92,7 @@ for n in names:  # each EDA run against the Transformer run of the same name
     if '_eda_' in n and n in toks and other in toks:
         print(f"tok/s {n} / {other}: {toks[n] / toks[other]:.2f}x")
 EOF
+  $PY scripts/rows.py "$RESULTS" "$COMMAND" "$RUNS" "$@"
 }
 
 if [ "$PART" = speed ] || [ "$PART" = all ]; then

@@ -1,0 +1,78 @@
+"""
+Measurements as JSON rows, one line each, appended to a results file as sweep.py appends its runs: every row
+carries the command, date, commit and device that made it, and scripts/results.py reads them. bench.py writes its
+rows through `append`; scripts/gpu_train_check.sh, a row per train.py run from the run's log:
+
+    python scripts/rows.py RESULTS_FILE COMMAND RUNS_DIR NAME...
+"""
+import datetime
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUN = datetime.datetime.now().isoformat(timespec='seconds')  # one id for every row of this process
+
+
+def commit():
+    """git's short hash of the code ('-dirty' with uncommitted changes to tracked files); $NANOEDA_COMMIT where set
+    (a copy of the tree without its history)."""
+    if os.environ.get('NANOEDA_COMMIT'):
+        return os.environ['NANOEDA_COMMIT']
+    git = lambda *a: subprocess.run(['git', *a], cwd=HERE, capture_output=True, text=True)  # noqa: E731
+    try:
+        head, dirty = git('rev-parse', '--short', 'HEAD'), git('status', '--porcelain', '--untracked-files=no')
+    except OSError:
+        return None
+    return head.stdout.strip() + ('-dirty' if dirty.stdout.strip() else '') if head.returncode == 0 else None
+
+
+def provenance(command=None):
+    """The fields every row starts with: run (this process), command, date, commit, device, torch, triton."""
+    import torch
+    import triton
+    return dict(run=RUN, command=command or 'python ' + shlex.join(sys.argv), date=RUN[:10], commit=commit(),
+                device=torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu',
+                torch=torch.__version__, triton=triton.__version__)
+
+
+def append(path, row):
+    """One whole line; a last line cut without its newline (a crash mid-write) is ended first."""
+    os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
+    with open(path, 'ab+') as f:
+        if f.seek(0, os.SEEK_END):
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b'\n':
+                f.write(b'\n')
+        f.write((json.dumps(row) + '\n').encode())
+
+
+def train_row(runs, name):
+    """A train.py run's row from its log ($RUNS/NAME/log.jsonl) and command ($RUNS/NAME.cmd): tok/s and MFU the
+    mean over steps >= 3, the peak memory, the last loss; None where the run logged no step."""
+    path = os.path.join(runs, name, 'log.jsonl')
+    steps = [r for r in map(json.loads, open(path)) if 'loss' in r] if os.path.exists(path) else []
+    if not steps:
+        return None
+    timed = [r for r in steps if r['step'] >= 3] or steps[-1:]
+    mfu = [r['mfu'] for r in timed if r['mfu'] is not None]
+    cmd = open(os.path.join(runs, name + '.cmd')).read().strip()
+    arg = lambda k: (re.findall(rf'--{k}=(\S+)', cmd) or [None])[-1]  # noqa: E731
+    return dict(name=name, train_command=cmd, config=next(iter(re.findall(r'config/\S+\.py', cmd)), None),
+                mixer=arg('mixer'), block_size=int(arg('block_size')) if arg('block_size') else None,
+                tag=os.environ.get('TAG', ''), steps=len(steps),
+                tok_s=round(sum(r['tok_per_s'] for r in timed) / len(timed)),
+                mfu_pct=round(100 * sum(mfu) / len(mfu), 1) if mfu else None,
+                peak_gib=round(max(r['peak_mem_gib'] or 0 for r in steps), 1), last_loss=round(steps[-1]['loss'], 4))
+
+
+if __name__ == '__main__':
+    path, command, runs, *names = sys.argv[1:]
+    for name in names:
+        row = train_row(runs, name)
+        if row:
+            append(path, dict(bench='train', **provenance(command), **row))
+            print(f"row: {name} {row['tok_s']:,} tok/s -> {path}")
