@@ -220,6 +220,9 @@ def needles_eval(model, ckpt, tokens, multiples, depths, trials, choices, seed, 
     gives the answer), logprob (of the answer, per token)."""
     encode, decode, _ = codec(ckpt.get('encoding'))
     block, cells = ckpt['model_args']['block_size'], []
+    if len(tokens) <= max(multiples) * block:
+        raise ValueError(f'the held-out split has {len(tokens):,} tokens, too few for haystacks of '
+                         f'{max(multiples) * block:,}')
     for variant, m, depth in ((v, m, d) for v in ('bound', 'rebound') for m in multiples for d in depths):
         cases = [needle_case(tokens, np.random.default_rng([seed, m * block, round(1000 * depth), t]), m * block,
                              depth, variant == 'rebound', choices, encode, decode) for t in range(trials)]
