@@ -72,6 +72,10 @@ deadline = 0.0                # seconds into the sweep by which every run it sta
 retry_failed = True           # rerun rows whose run failed or timed out (an OOM, a killed machine); the newest
                               # row of a run is the one reported. False: a failure is that run's final result
 report_only = False           # only rebuild the table and figure from the results file
+evaluate = []                 # [[what, eval.py args...], ...]: after each run that ends ok, `python eval.py
+                              # --what=<what> <args>` on its checkpoint, on its GPU (checkpoints cannot leave the
+                              # machine that trained them), each row appended to <results_dir>/<name>_eval.jsonl
+                              # with the run's task, x, mixer, lr, seed and repeat; needs checkpoints=True
 metric = 'val_acc'            # 'val_acc' (synthetic tasks: higher is better; the figure is accuracy against
                               # difficulty) or 'val_loss' (language models: lower is better; the figure is the
                               # validation loss against step, from each run's evaluations)
@@ -83,6 +87,8 @@ if jobs < 1 or run_timeout <= 0:
     sys.exit(f'sweep: jobs must be at least 1 and run_timeout positive, got jobs={jobs}, run_timeout={run_timeout}')
 if any(not isinstance(n, int) or n < 1 for n in mixer_jobs.values()) or set(mixer_jobs) - set(mixers):
     sys.exit(f'sweep: mixer_jobs must map mixers of this grid to at least 1 run, got {mixer_jobs!r}')
+if evaluate and (not checkpoints or any(not isinstance(e, list) or not e for e in evaluate)):
+    sys.exit(f'sweep: evaluate needs checkpoints=True and a list [what, eval.py args...] each, got {evaluate!r}')
 if best_repeats < 0:
     sys.exit(f'sweep: best_repeats must be 0 or more, got {best_repeats}')
 # ----------------------------------------------------------------------------------------------------
@@ -357,8 +363,26 @@ def record(run, timed_out, code):
     res = outcome(run.proc.returncode, run.out_dir, run.log_path, time.time() - run.start, timed_out)
     row = {**run.row, **res, 'at_once': run.at_once, 'date': time.strftime('%Y-%m-%d %H:%M', time.gmtime()),
            'commit': code, 'command': ' '.join(['python', 'train.py', *run.cmd[2:]])}
+    if row['status'] == 'ok' and evaluate:
+        row['evaluated'] = evaluate_run(run, code)
     append_row(results_path, row)
     return row
+
+
+def evaluate_run(run, code):
+    """The `evaluate` list on the run's checkpoint, one eval.py process each, on the run's GPU, output appended to
+    the run's log; the sweep waits for them (an evaluation beside new runs could take their GPU memory).
+    Returns their exit codes."""
+    rows = os.path.abspath(os.path.join(results_dir, f'{name}_eval.jsonl'))
+    env = dict(os.environ, OMP_NUM_THREADS='1', NANOEDA_COMMIT=code or '',
+               **({'CUDA_VISIBLE_DEVICES': str(run.gpu)} if run.gpu is not None else {}))
+    codes = []
+    for what, *args in evaluate:
+        cmd = [python, os.path.join(HERE, 'eval.py'), f'--out_dir={run.out_dir}', f'--what={what}', *args,
+               f'--results={rows}', f'--tags={ {k: run.row[k] for k in KEY}!r}']
+        with open(run.log_path, 'a') as log:
+            codes.append(subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=HERE).returncode)
+    return codes
 
 
 def stop_on_signal(signum, frame):

@@ -4,6 +4,7 @@ Synthetic associative-memory tasks, generated in-process from a numpy Generator 
     x, y = mqar(rng, batch_size, seq_len, vocab_size, num_kv_pairs)
     x, y = reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, move_frac)
     x, y = evict(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates)
+    x, y = reassign(rng, ..., move_frac, **at_length('reassign', seq_len, block_size, num_kv_pairs, num_updates))
 
 What each task asks of the memory (the tests check every answer against a replay of the stream):
     mqar      store and recall: no binding ever changes.
@@ -16,6 +17,10 @@ What each task asks of the memory (the tests check every answer against a replay
               new owner k', which implicitly unbinds v's old owner k (k must read NONE). The write goes to k';
               the stale entry sits at k, found only by a lookup (v -> k): the case an erase at its own address
               (e_t, independent of the write key k_t) is made for, and one a single delta write cannot cover.
+
+Past the training length (eval.py's length benchmark) at_length() gives reassign and evict a key budget
+(num_keys): the live bindings and the keys in play stay those of training while the updates, and with them
+the stale bindings, grow with the length; a move or new owner then takes a key that no binding holds.
 
 x: int64 [B, seq_len] inputs; y: int64 [B, seq_len] next-token targets, -1 everywhere except at the
 answer positions (the position of a query key, whose target is the key's current value). The loss and
@@ -54,6 +59,27 @@ def distinct(rng, lo, hi, rows, n):
         if not bad.any():
             return out
         out[bad] = rng.integers(lo, hi, size=(int(bad.sum()), n))
+
+
+def free_key(rng, taken, pool):
+    """Per row, an index of [0, pool) drawn uniformly among those not in taken [B, n] (the keys bound now)."""
+    score = rng.random((taken.shape[0], pool))
+    score[np.arange(taken.shape[0])[:, None], taken] = -1.0
+    return score.argmax(axis=1)
+
+
+def at_length(task, seq_len, block_size, num_kv_pairs, num_updates):
+    """reassign's or evict's num_updates and num_keys at seq_len for a model trained at block_size with these
+    num_kv_pairs and num_updates: the live bindings and the key budget (the keys a training stream can
+    introduce) held, the query region as long as training's, and the stream filling the rest with updates. So
+    the stale bindings grow with the length, while a state that holds the budget's keys can still answer."""
+    n, u = num_kv_pairs, num_updates
+    if task not in ('reassign', 'evict'):
+        raise ValueError(f"at_length: length scaling is for the tasks with stale bindings, reassign and evict, "
+                         f"got {task!r}")
+    per = 4 if task == 'reassign' else 2              # tokens an update takes at most (a move: two pairs)
+    queries = block_size - 2 * n - per * u            # the query region after training's longest stream
+    return dict(num_updates=(seq_len - queries - 2 * n) // per, num_keys=n + u)
 
 
 def place_queries(rng, x, y, start, keys, answers, counts=None, power_a=0.01):
@@ -103,7 +129,8 @@ def mqar(rng, batch_size, seq_len, vocab_size, num_kv_pairs, power_a=0.01):
     return x, y
 
 
-def reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, move_frac=0.5, power_a=0.01):
+def reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, move_frac=0.5, power_a=0.01,
+             num_keys=None):
     """Associative recall with overwrites and moves: stale entries must be removed.
 
     Each sequence is a stream of pairs, then a query region:
@@ -117,6 +144,9 @@ def reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, mo
     final binding: a reassigned key answers with its newest value, a moved binding's new key answers with
     the moved value, and a moved key's old address answers NONE (unless a later update rebound it: never,
     since moves take fresh keys and updates only touch keys bound at that moment).
+    num_keys (the key budget; None: num_kv_pairs + num_updates, a fresh key for every move): once the stream has
+    introduced num_keys keys, a move takes a random key that no binding holds (one an earlier move left reading
+    NONE), which then answers with its newest binding.
     Generated for the whole batch at once, one update at a time (rows differ only in their random draws).
     """
     (klo, khi), (vlo, vhi) = vocab_halves(vocab_size)
@@ -124,7 +154,10 @@ def reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, mo
         raise ValueError(f"reassign: move_frac must be in [0, 1], got {move_frac}")
     if vhi - vlo < 2:
         raise ValueError("reassign needs at least 2 values to reassign to")
-    max_keys = num_kv_pairs + num_updates  # a move consumes a fresh key
+    max_keys = num_kv_pairs + num_updates if num_keys is None else num_keys  # a move consumes a fresh key
+    if num_keys is not None and num_keys <= num_kv_pairs:
+        raise ValueError(f"reassign: num_keys={num_keys} must exceed num_kv_pairs={num_kv_pairs} (a move needs a "
+                         f"free key)")
     if max_keys > khi - klo:
         raise ValueError(f"num_kv_pairs + num_updates = {max_keys} exceeds the {khi - klo} keys of vocab_size {vocab_size}")
     max_pairs = num_kv_pairs + 2 * num_updates  # a move is two pairs
@@ -148,7 +181,8 @@ def reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, mo
         move = rng.random(B) < move_frac
         new = rng.integers(vlo, vhi - 1, size=B)      # reassign: a new value, never the current one
         new += new >= value[rows, k]
-        k2 = n_keys                                   # move: unbind k, bind a fresh key to its value
+        fresh = n_keys < max_keys                     # move: unbind k, bind a fresh (or free) key to its value
+        k2 = n_keys if num_keys is None else np.where(fresh, n_keys, free_key(rng, live, max_keys))
         moved = value[rows, k]
         x[rows, pos] = keys[rows, k]
         x[rows, pos + 1] = np.where(move, NONE, new)
@@ -157,31 +191,37 @@ def reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, mo
         value[m, k2[m]] = moved[m]
         live[m, slot[m]] = k2[m]
         value[rows, k] = np.where(move, NONE, new)
-        n_keys, pos = n_keys + move, pos + 2 + 2 * move
+        n_keys, pos = n_keys + (move & fresh), pos + 2 + 2 * move
     # the query region starts after the longest possible stream: the same layout for every sequence
     place_queries(rng, x, y, 2 * max_pairs, keys, value, n_keys, power_a)
     return x, y
 
 
-def evict(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, power_a=0.01):
+def evict(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, power_a=0.01, num_keys=None):
     """Associative recall with unique values, where a new owner of a value implicitly unbinds the old one.
 
     Each sequence: num_kv_pairs bindings `k v` (distinct keys, distinct values); then num_updates pairs
     `k' v`, each giving a value bound at that moment a fresh key k' (never seen before), which unbinds v's
     previous key; then queries of every key that appeared, at power-law gaps. Promises: the answer is the
     final binding, so a key whose value moved on reads NONE; no NONE token appears in the stream (the removal
-    is implied, never written out).
+    is implied, never written out). num_keys (the key budget; None: a fresh key for every update): once the
+    stream has introduced num_keys keys, a new owner is a random key that owns no value.
     """
     (klo, khi), (vlo, vhi) = vocab_halves(vocab_size)
-    n_keys = num_kv_pairs + num_updates
+    n_keys = num_kv_pairs + num_updates if num_keys is None else num_keys
+    n_used = min(n_keys, num_kv_pairs + num_updates)  # the keys the stream introduces, each queried once
+    if num_keys is not None and num_keys <= num_kv_pairs:
+        raise ValueError(f"evict: num_keys={num_keys} must exceed num_kv_pairs={num_kv_pairs} (a new owner needs "
+                         f"a free key)")
     if n_keys > khi - klo:
         raise ValueError(f"num_kv_pairs + num_updates = {n_keys} exceeds the {khi - klo} keys of vocab_size {vocab_size}")
     if num_kv_pairs > vhi - vlo:
         raise ValueError(f"evict: num_kv_pairs={num_kv_pairs} exceeds the {vhi - vlo} distinct values of vocab_size {vocab_size}")
     if num_kv_pairs < 1:
         raise ValueError("evict needs num_kv_pairs >= 1")
-    if seq_len < 4 * n_keys:
-        raise ValueError(f"evict: seq_len={seq_len} < 4 * (num_kv_pairs + num_updates) = {4 * n_keys} (stream + queries)")
+    if seq_len < 2 * (num_kv_pairs + num_updates + n_used):
+        raise ValueError(f"evict: seq_len={seq_len} < {2 * (num_kv_pairs + num_updates + n_used)}: the stream takes "
+                         f"{2 * (num_kv_pairs + num_updates)} tokens and the queries {2 * n_used}")
     B, n = batch_size, num_kv_pairs
     x = np.full((B, seq_len), FILLER, dtype=np.int64)
     y = np.full((B, seq_len), -1, dtype=np.int64)
@@ -193,12 +233,13 @@ def evict(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, power
     owner = np.tile(np.arange(n), (B, 1))             # value j's key now (an index into keys)
     x[:, 0:2 * n:2], x[:, 1:2 * n:2] = keys[:, :n], values
     for u in range(num_updates):
-        j = rng.integers(n, size=B)                   # the value that gets the fresh key n + u
+        j = rng.integers(n, size=B)                   # the value that gets the fresh key n + u (or a free one)
+        k2 = n + u if n + u < n_keys else free_key(rng, owner, n_keys)
         answer[rows, owner[rows, j]] = NONE
-        answer[:, n + u] = values[rows, j]
-        owner[rows, j] = n + u
-        x[:, 2 * (n + u)], x[:, 2 * (n + u) + 1] = keys[:, n + u], values[rows, j]
-    place_queries(rng, x, y, 2 * n_keys, keys, answer, power_a=power_a)
+        answer[rows, k2] = values[rows, j]
+        owner[rows, j] = k2
+        x[:, 2 * (n + u)], x[:, 2 * (n + u) + 1] = keys[rows, k2], values[rows, j]
+    place_queries(rng, x, y, 2 * (n + num_updates), keys[:, :n_used], answer[:, :n_used], power_a=power_a)
     return x, y
 
 
