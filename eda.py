@@ -434,3 +434,57 @@ def eda_triton_decode(q, k, v, e, g, beta, gamma, state, scale=None, inplace=Tru
     check_inputs(q, k, v, e, g, beta, gamma, state)
     from kernel import eda_decode
     return eda_decode(q, k, v, e, g, beta, gamma, state, scale=scale, inplace=inplace)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Policy: which implementation of the rule a layer runs, and why the kernels cannot run it (model.py asks here).
+
+
+def kernels():
+    """kernel.py, imported on first use: importing Triton and registering the kernels' ops costs ~1 s, which
+    the PyTorch forms (a CPU run, GDN-2) never need."""
+    import kernel
+    return kernel
+
+
+def rule_backend(la_backend, mixer, on_cuda):
+    """The update rule's implementation for a forward without a cache, 'triton', 'chunk' or 'recurrent', from the
+    model's la_backend: 'auto' runs the Triton kernels on CUDA (GDN-2 has none), the chunked form elsewhere."""
+    if la_backend == "auto":
+        return "triton" if on_cuda and mixer != "gdn2" else "chunk"
+    return la_backend
+
+
+def rule_chunk(backend, chunk_size):
+    """Tokens per chunk of the rule as `backend` runs it (what the model's FLOP estimate counts): the Triton
+    kernels' own kernel.CHUNK_TOKENS (a launch setting of the kernels, whatever chunk_size says), chunk_size
+    for the chunked PyTorch form, 1 for the recurrent form."""
+    if backend == "triton":
+        return kernels().CHUNK_TOKENS
+    return chunk_size if backend == "chunk" else 1
+
+
+def triton_problem(mixer, head_dim, v_head_dim):
+    """Why the Triton kernels cannot run the linear layers of `mixer` with these head dims (the model's la_head_dim
+    and la_v_head_dim), or None. Only EDA, KDA and GDN call them (mixer None: a model without linear layers)."""
+    if mixer not in ("eda", "kda", "gdn"):
+        return None
+    for name, d in (("la_head_dim", head_dim), ("la_v_head_dim", v_head_dim)):
+        problem = kernels().head_dim_problem(d)
+        if problem:
+            return f"the Triton kernels cannot take {name}={d}: it {problem}"
+    return None
+
+
+def auto_backend_problem(la_backend, on_cuda, mixer, head_dim, v_head_dim):
+    """la_backend='auto' on CUDA means the Triton kernels: why they cannot run this model (triton_problem's
+    arguments), or None. The scripts stop on it rather than fall back unasked to the chunked form (several
+    times slower on a GPU)."""
+    problem = triton_problem(mixer, head_dim, v_head_dim) if la_backend == "auto" and on_cuda else None
+    return problem and f"la_backend='auto' on CUDA runs the Triton kernels, but {problem}; pass --la_backend=chunk"
+
+
+def triton_checks_g(gate, lower_bound):
+    """Whether the Triton rule must check the log decay's range (a host sync per call): not where the gate keeps
+    g >= lower_bound (the safe and KDA gates) and that is >= kernel.G_MIN, so that the check can only pass."""
+    return not (gate in ("safe", "kda") and lower_bound >= kernels().G_MIN)

@@ -23,6 +23,7 @@ Open choices follow the closest published recipe (Kimi Linear's KDA, Gated Delta
 against Table 7's parameter counts (notes/params.md); measurements behind the code: notes/model.md.
 """
 import math
+import zlib
 from dataclasses import dataclass, fields
 
 import torch
@@ -97,7 +98,7 @@ class GPTConfig:
     la_chunk_size: int = 16        # tokens per chunk of the chunked PyTorch rule (la_backend 'chunk', 'auto' on the
                                    # CPU, GDN-2 everywhere; 16 is ~6x faster than 64 on a CPU, 64 faster on a GPU).
                                    # The Triton rule runs kernel.CHUNK_TOKENS = 16 tokens a chunk (a launch setting of
-                                   # the kernels) whatever this says: rule_chunk() says which chunk runs
+                                   # the kernels) whatever this says: eda.rule_chunk says which chunk runs
     la_recompute_states: bool = False  # Triton rule: keep no chunk states for the backward, which recomputes them
     # FFN: SwiGLU of width ffn_hidden, or MoE
     ffn_hidden: int = 256
@@ -154,7 +155,8 @@ class GPTConfig:
             need(self.la_backend != "triton", "la_backend='triton' has no GDN-2 kernel (eda_triton runs EDA/KDA/GDN); "
                  "use 'auto', 'chunk' or 'recurrent'")
         if self.la_backend == "triton":  # 'auto' is checked where the device is known (auto_backend_problem)
-            need(self.triton_problem() is None, f"{self.triton_problem()}; use la_backend='chunk'")
+            problem = eda.triton_problem(self.rule_mixer, self.la_head_dim, self.la_v_head_dim)
+            need(problem is None, f"{problem}; use la_backend='chunk'")
         if self.moe:
             need(self.n_expert >= 1, f"n_expert must be >= 1, got {self.n_expert}")
             need(1 <= self.moe_topk <= self.n_expert,
@@ -190,39 +192,15 @@ class GPTConfig:
     def is_attention_layer(self, i):
         return self.mixer == "transformer" or (i + 1) % self.attn_every == 0
 
-    def rule_backend(self, on_cuda):
-        """The update rule's implementation for a forward without a cache: 'triton', 'chunk' or 'recurrent'."""
-        if self.la_backend == "auto":
-            return "triton" if on_cuda and self.mixer != "gdn2" else "chunk"
-        return self.la_backend
-
-    def rule_chunk(self, on_cuda):
-        """Tokens per chunk of the update rule as it runs (what flops_per_token counts): the Triton kernels' own
-        kernel.CHUNK_TOKENS, la_chunk_size for the chunked PyTorch form, 1 for the recurrent form."""
-        backend = self.rule_backend(on_cuda)
-        if backend == "triton":
-            from kernel import CHUNK_TOKENS  # here: model.py itself needs no Triton
-            return CHUNK_TOKENS
-        return self.la_chunk_size if backend == "chunk" else 1
-
-    def triton_problem(self):
-        """Why the linear layers cannot run the Triton kernels (a head dim they do not take), or None."""
-        if self.mixer not in ("eda", "kda", "gdn") or all(map(self.is_attention_layer, range(self.n_layer))):
-            return None  # GDN-2 and attention-only models never call the kernels
-        from kernel import head_dim_problem  # here: model.py itself needs no Triton
-        for name in ("la_head_dim", "la_v_head_dim"):
-            problem = head_dim_problem(getattr(self, name))
-            if problem:
-                return f"the Triton kernels cannot take {name}={getattr(self, name)}: it {problem}"
-        return None
+    @property
+    def rule_mixer(self):
+        """The mixer whose update rule the model runs: None where every layer is full attention."""
+        return None if all(map(self.is_attention_layer, range(self.n_layer))) else self.mixer
 
     def auto_backend_problem(self, on_cuda):
-        """la_backend='auto' on CUDA means the Triton kernels: why this config cannot take them, or None. The
-        scripts stop on it rather than fall back unasked to the chunked path (several times slower on a GPU)."""
-        if self.la_backend == "auto" and on_cuda and self.triton_problem():
-            return (f"la_backend='auto' on CUDA runs the Triton kernels, but {self.triton_problem()}; "
-                    f"pass --la_backend=chunk")
-        return None
+        """eda.auto_backend_problem of this config: why la_backend='auto' cannot run here, or None."""
+        return eda.auto_backend_problem(self.la_backend, on_cuda, self.rule_mixer, self.la_head_dim,
+                                        self.la_v_head_dim)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -272,6 +250,31 @@ def causal_conv(u, weight, tail=None):
     for j in range(1, ks):
         y = y + up[:, j:j + T] * weight[:, j]
     return y, up[:, T:]
+
+
+def param_generator(seed, name):
+    """The CPU generator a parameter's init draws from, seeded from (seed, the parameter's full name): its values
+    do not depend on which other parameters the model has. (torch's CPU generator keeps 32 bits of a seed.)"""
+    return torch.Generator().manual_seed(zlib.crc32(f"{seed}/{name}".encode()))
+
+
+def init_draw(p, draw, generator=None):
+    """p <- draw(t, generator) for t a CPU fp32 tensor of p's shape (None: torch's global generator), so that the
+    values do not depend on p's device; nothing on the meta device. An FSDP shard (a DTensor) takes its part of
+    the full tensor each rank draws alike."""
+    if p.is_meta:
+        return
+    t = draw(torch.empty(p.shape, device="cpu"), generator)
+    if hasattr(p, "placements"):
+        from torch.distributed.tensor import distribute_tensor  # (torch's distributed package: FSDP runs only)
+        t = distribute_tensor(t.to(p.device), p.device_mesh, p.placements, src_data_rank=None)
+    p.copy_(t)
+
+
+def init_uniform_conv(weight, generator=None):
+    """A short conv's weight [channels, (1,) width] ~ U(+-1/sqrt(width))."""
+    bound = 1 / math.sqrt(weight.shape[-1])
+    init_draw(weight, lambda t, g: t.uniform_(-bound, bound, generator=g), generator)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -416,26 +419,29 @@ class LinearAttention(nn.Module):
         self.init_gates()
 
     @torch.no_grad()
-    def init_gates(self):
-        """dt ~ logU(1e-3, 1e-1), dt_bias = softplus^-1(dt) (Mamba2); A = 1 ('unit') or A ~ U(1, 16) ('mamba2').
-        With the projections near 0 the log decay starts at g ~ -dt (safe and log gates, A = 1) or
-        l sigmoid(A (a + dt_bias)) in (-0.5, 0) (KDA gate, A ~ U(1, 16)); test_model.py checks both. Why A = 1
-        is the default for the safe and log gates: notes/model.md."""
+    def init_gates(self, gen=lambda leaf: None):
+        """dt ~ logU(1e-3, 1e-1), dt_bias = softplus^-1(dt) (Mamba2); A = 1 ('unit') or A ~ U(1, 16) ('mamba2');
+        the conv U(+-1/sqrt(la_conv_size)). With the projections near 0 the log decay starts at g ~ -dt (safe and
+        log gates, A = 1) or l sigmoid(A (a + dt_bias)) in (-0.5, 0) (KDA gate, A ~ U(1, 16)); test_model.py
+        checks both. Why A = 1 is the default for the safe and log gates: notes/model.md. gen(leaf): the
+        generator each parameter draws from (init_draw; GPT.init_weights gives each its own)."""
         if self.cfg.A_init == "unit":
-            self.A_log.zero_()
+            init_draw(self.A_log, lambda t, g: t.zero_())
         else:
-            self.A_log.copy_(torch.empty_like(self.A_log).uniform_(1, 16).log())
+            init_draw(self.A_log, lambda t, g: t.uniform_(1, 16, generator=g).log_(), gen("A_log"))
         lo, hi = math.log(1e-3), math.log(1e-1)
-        dt = torch.exp(torch.rand_like(self.dt_bias) * (hi - lo) + lo).clamp(min=1e-4)
-        self.dt_bias.copy_(dt + torch.log(-torch.expm1(-dt)))  # softplus^-1
-        bound = 1 / math.sqrt(self.cfg.la_conv_size)
-        nn.init.uniform_(self.conv_weight, -bound, bound)
+
+        def dt_bias(t, g):
+            dt = torch.exp(t.uniform_(generator=g) * (hi - lo) + lo).clamp(min=1e-4)
+            return dt + torch.log(-torch.expm1(-dt))  # softplus^-1
+        init_draw(self.dt_bias, dt_bias, gen("dt_bias"))
+        init_uniform_conv(self.conv_weight, gen("conv_weight"))
 
     def rule_for(self, x, cache):
-        """Which implementation of the update rule runs on x: 'triton', 'chunk' or 'recurrent' (cfg.rule_backend),
+        """Which implementation of the update rule runs on x: 'triton', 'chunk' or 'recurrent' (eda.rule_backend),
         or for one token with a cache a recurrent step: 'decode' (the fused kernel, where the Triton rule runs)
         or 'recurrent'."""
-        backend = self.cfg.rule_backend(x.is_cuda)
+        backend = eda.rule_backend(self.cfg.la_backend, self.mixer, x.is_cuda)
         if cache is not None and x.shape[1] == 1:
             return "decode" if backend == "triton" else "recurrent"
         return backend
@@ -465,8 +471,7 @@ class LinearAttention(nn.Module):
         p = self.project(x)  # every projection of x, one matmul
         # short causal conv + SiLU on [q | k | v], q and k L2-normalized per head
         if rule == "triton" and cache is None:  # the Triton rule comes with the fused conv, which takes no tail
-            from kernel import short_conv  # (here: model.py itself needs no Triton)
-            q, k, v = short_conv(p["qkv"], self.conv_weight, heads)
+            q, k, v = eda.kernels().short_conv(p["qkv"], self.conv_weight, heads)
         else:
             q, k, v, tail = maybe_compiled(la_conv, compile)(p["qkv"], self.conv_weight, heads,
                                                              None if cache is None else cache["conv"])
@@ -492,12 +497,9 @@ class LinearAttention(nn.Module):
             o, S = eda.gdn2_chunk(q, k, v, g, b, w, initial_state=state, output_final_state=keep,
                                   chunk_size=cfg.la_chunk_size)
         elif rule == "triton":
-            from kernel import G_MIN
-            # the safe and KDA gates keep g >= la_gate_lower_bound: when that is >= G_MIN the kernel's range
-            # check of g (a host sync per call) can only pass, so it is skipped
-            bounded = cfg.gate in ("safe", "kda") and cfg.la_gate_lower_bound >= G_MIN
             o, S = eda.eda_triton(q, k, v, e, g, beta, gamma, initial_state=state, output_final_state=keep,
-                                  check_g=not bounded, recompute_states=cfg.la_recompute_states)
+                                  check_g=eda.triton_checks_g(cfg.gate, cfg.la_gate_lower_bound),
+                                  recompute_states=cfg.la_recompute_states)
         elif rule == "decode":  # the fused recurrent kernel, the cached fp32 state updated in place
             o, S = eda.eda_triton_decode(q, k, v, e, g, beta, gamma, state=state.contiguous(), inplace=True)
         # (the reference paths' value checks, a host sync per call, are off: the gates give g <= 0, and a NaN
@@ -618,11 +620,9 @@ class GatedAttention(nn.Module):
             cv[:, :, pos:pos + 1] = v.to(cv.dtype)
         split_kv = self.cfg.attn_decode == "split_kv"  # (ATTN_DECODES: which kernel, and why)
         if self.cfg.attn_decode == "auto" and q.is_cuda:  # wherever the kernel's own check takes the inputs
-            from kernel import attention_decode_problem
-            split_kv = attention_decode_problem(q, ck, cv, pos) is None
+            split_kv = eda.kernels().attention_decode_problem(q, ck, cv, pos) is None
         if split_kv:  # the whole cache and pos as they are: the kernel reads slots 0..pos only
-            from kernel import attention_decode
-            return attention_decode(q, ck, cv, pos)
+            return eda.kernels().attention_decode(q, ck, cv, pos)
         if isinstance(pos, torch.Tensor):
             keys, values = ck, cv
             mask = (torch.arange(ck.shape[2], device=q.device) <= pos).view(1, 1, 1, -1)
@@ -687,11 +687,11 @@ class MoE(nn.Module):
         self.init_experts()
 
     @torch.no_grad()
-    def init_experts(self):
+    def init_experts(self, gen=lambda leaf: None):
+        """Normal(0, init_std), the residual output w_down scaled by 1/sqrt(2 n_layer); gen as init_gates'."""
         std = self.cfg.init_std
-        nn.init.normal_(self.w_gate, 0.0, std)
-        nn.init.normal_(self.w_up, 0.0, std)
-        nn.init.normal_(self.w_down, 0.0, std / math.sqrt(2 * self.cfg.n_layer))  # a residual output
+        for leaf, s in (("w_gate", std), ("w_up", std), ("w_down", std / math.sqrt(2 * self.cfg.n_layer))):
+            init_draw(getattr(self, leaf), lambda t, g, s=s: t.normal_(0.0, s, generator=g), gen(leaf))
 
     def forward(self, x):
         B, T, d = x.shape
@@ -811,7 +811,7 @@ class GPT(nn.Module):
     head's softmax) of every forward without a cache. train.py passes its `compile` setting (and then also
     compiles each block whole)."""
 
-    def __init__(self, config: GPTConfig, compile=False):
+    def __init__(self, config: GPTConfig, compile=False, seed=None):
         super().__init__()
         self.config = cfg = config
         check_compile(compile)
@@ -823,28 +823,34 @@ class GPT(nn.Module):
         if cfg.tie_embeddings:
             self.lm_head.weight = self.wte.weight
         self.grad_checkpoint = False  # True: recompute each block in backward (non-reentrant checkpoint)
-        self.init_weights()
+        self.init_weights(seed)
 
     @torch.no_grad()
-    def init_weights(self):
-        """nanoGPT init (normal 0.02, residual outputs scaled by 1/sqrt(2 n_layer)); norms at 1; gates as
-        Mamba2/KDA. Safe to call again after building on the meta device and to_empty()."""
+    def init_weights(self, seed=None):
+        """nanoGPT init (normal init_std, residual outputs scaled by 1/sqrt(2 n_layer)); norms at 1; gates as
+        Mamba2/KDA (LinearAttention.init_gates); convs U(+-1/sqrt(width)). Each parameter draws from its own
+        generator, param_generator(seed, its full name): a parameter's init depends on the seed and its name
+        alone, so two mixers start their common parameters equal, and the device does not matter. seed None:
+        one drawn from torch's global generator (so torch.manual_seed then GPT(cfg) is reproducible too). Safe
+        to call again after building on the meta device and to_empty()."""
+        if seed is None:
+            seed = int(torch.randint(2**31, (), device="cpu"))
         std = self.config.init_std
         res_std = std / math.sqrt(2 * self.config.n_layer)
-        for m in self.modules():
-            if isinstance(m, nn.Linear):
-                nn.init.normal_(m.weight, 0.0, res_std if getattr(m, "residual", False) else std)
-            elif isinstance(m, nn.Embedding):
-                nn.init.normal_(m.weight, 0.0, std)
+        for mname, m in self.named_modules():
+            def gen(leaf, mname=mname):
+                return param_generator(seed, f"{mname}.{leaf}")
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                s = res_std if getattr(m, "residual", False) else std
+                init_draw(m.weight, lambda t, g: t.normal_(0.0, s, generator=g), gen("weight"))
             elif isinstance(m, RMSNorm):
-                nn.init.ones_(m.weight)
+                init_draw(m.weight, lambda t, g: t.fill_(1.0))
             elif isinstance(m, MoE):
-                m.init_experts()
+                m.init_experts(gen)
             if isinstance(m, LinearAttention):
-                m.init_gates()
+                m.init_gates(gen)
             if isinstance(m, GatedAttention) and m.conv_weight is not None:  # as the linear layers' conv
-                bound = 1 / math.sqrt(m.conv_weight.shape[-1])
-                nn.init.uniform_(m.conv_weight, -bound, bound)
+                init_uniform_conv(m.conv_weight, gen("conv_weight"))
 
     def forward(self, idx, targets=None, chunked_loss=False):
         """idx [B,T] -> (logits [B,T,vocab], mean CE loss or None, aux_loss). With targets [B,T] the loss is the
@@ -928,14 +934,15 @@ class GPT(nn.Module):
         params, plus full attention's QK^T and AV over seq_len/2 keys on average, plus linear attention's chunk
         form per value head (EDA: 2 sub-steps per token, chunk 2C): intra-chunk A and Q.Gamma.K^T, Tril(.)U, the
         triangular solve, W S_0, Q S_0 and the state update, with C the chunk of the rule that runs on the device
-        (GPTConfig.rule_chunk: the Triton kernels' own on CUDA)."""
+        (eda.rule_chunk: the Triton kernels' own on CUDA)."""
         cfg = self.config
         s = self.param_summary()
         n_mat = s["active"] - s["breakdown"]["embedding"]  # the lookup is not a matmul ...
         if cfg.tie_embeddings:
             n_mat += s["breakdown"]["embedding"]               # ... but a tied lm_head still is
         flops = 6.0 * n_mat
-        C, K, V = cfg.rule_chunk(on_cuda), cfg.la_head_dim, cfg.la_v_head_dim
+        C = eda.rule_chunk(eda.rule_backend(cfg.la_backend, cfg.mixer, on_cuda), cfg.la_chunk_size)
+        K, V = cfg.la_head_dim, cfg.la_v_head_dim
         for b in self.blocks:
             if b.is_attention:
                 flops += 3 * 2 * 2 * cfg.n_head * cfg.head_dim * seq_len / 2

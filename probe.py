@@ -5,14 +5,20 @@ trained checkpoint: held-out text runs through the model, and for every EDA laye
     (a) gate-strength allocation   per token and head, with alpha_bar = mean_j exp(g_j) over the d_k key
                                    channels:  b_D = 1 - alpha_bar,  b_Delta = alpha_bar beta,  b_E = alpha_bar gamma,
                                    shares q_m = b_m / (b_D + b_Delta + b_E); their means overall and per alpha_bar bin
-    (b) collateral perturbation    ||delta o_t|| / ||o_t^-||: o_t^- = S^_t^T q_t, the readout of the decayed state
+    (b) readout perturbation       ||delta o_t|| / ||o_t^-||: o_t^- = S^_t^T q_t, the readout of the decayed state
                                    just before the erase, delta o_t = (S~_t - S^_t)^T q_t, the change the erase
                                    makes to it; for the actual address e_t and, replaying the whole recurrence
                                    with the same q, k, v, g, beta, gamma, for three counterfactual addresses:
                                    random unit vectors, head-shuffled erase addresses, e_t = k_t. Per layer, the
-                                   fold change mean(score) / mean(Actual score)
-    (c) geometry                   mean |cos(e_t, k_t)|, beside the mean |u^T r| of two independent uniform unit
-                                   vectors in R^{d_k}: Gamma(d/2) / (sqrt(pi) Gamma((d+1)/2)), d = d_k
+                                   fold change mean(score) / mean(Actual score). What it measures: the score is
+                                   gamma_t |q_t . e_t| ||S^_t^T e_t|| / ||S^_t^T q_t||, how much the erase moves
+                                   this token's own readout. It grows with |q_t . e_t|: an address the current
+                                   query does not read scores low whatever it clears, and an erase aimed at
+                                   content the query reads scores high. A low score is not "little collateral
+                                   damage to stored content" (notes/probe.md)
+    (c) geometry                   mean |cos(e_t, k_t)| and |cos(e_t, q_t)| (the factor (b) scales with), beside
+                                   the mean |u^T r| of two independent uniform unit vectors in R^{d_k}:
+                                   Gamma(d/2) / (sqrt(pi) Gamma((d+1)/2)), d = d_k
     (d) raw write-key recall       R(lag) = mean over t >= lag, batch and heads of cos(S_t^T k_{t-lag}, v_{t-lag}):
                                    the state at token t read at the raw write key of the token `lag` steps
                                    earlier (unit k, no query, no scale), compared in direction with the value
@@ -22,14 +28,18 @@ trained checkpoint: held-out text runs through the model, and for every EDA laye
 notes/probe.md derives each definition and the choices the paper leaves open. The replay is eda.eda_recurrent
 (the spec), traced token by token, on the rule inputs the layer itself computes (LinearAttention.forward with
 return_rule_inputs=True), in float64; the replayed readout, put through the layer's output norm, gate and
-projection, is checked against the layer's own output (printed as the replay check).
+projection, is checked against the layer's own output (printed as the replay check). --baseline=untrained puts
+every probe beside the same probe on the untrained model: the checkpoint's architecture at its init, drawn from
+the checkpoint's training seed (model.GPT's init), so that what training changed stands apart from where it
+started (an untrained EDA is already near the random |cos(e, k)| reference).
 
     python probe.py --out_dir=out/stdlib_26m                                # the checkpoint's val split
     python probe.py --out_dir=out/eda --compare=out/kda --num_tokens=16384  # recall beside a KDA model
     python probe.py --out_dir=out/eda --text=FILE:held_out.txt --png=probe.png
+    python probe.py --out_dir=out/eda --baseline=untrained                # each probe beside the untrained model
 
 Prints a table per layer and overall; draws the paper's three panels (a)-(c), and (d) recall with --compare,
-to a PNG when matplotlib is installed (the table prints without it).
+to a PNG when matplotlib is installed (the table prints without it); the untrained baselines beside them.
 """
 import math
 import os
@@ -41,11 +51,12 @@ import torch.nn.functional as F
 import eda
 from configurator import configure, file_text
 from data.synthetic import TASKS as SYNTHETIC_TASKS
-from model import CheckpointError, LinearAttention, la_output, model_from_checkpoint
+from model import GPT, CheckpointError, LinearAttention, la_output, model_from_checkpoint
 
 # -----------------------------------------------------------------------------
 out_dir = 'out'            # the EDA checkpoint: out_dir/ckpt.pt (written by train.py)
 compare = ''               # a KDA (or EDA) checkpoint directory to put beside it where a probe applies ('': none)
+baseline = ''              # 'untrained': each model's probes beside its untrained twin (its init at its training seed)
 dataset: str | None = None  # token source: a name in data/ or a folder with {split}.bin (None: the checkpoint's own)
 split = 'val'              # which file of the dataset: held-out text by default
 text: str | None = None    # instead of a dataset: the text itself, or FILE:path (encoded with the checkpoint's tokenizer)
@@ -65,6 +76,7 @@ png: str | None = None     # the figure (None: out_dir/probe.png; '': no figure)
 
 STRATEGIES = ('actual', 'random', 'shuffle', 'same')  # erase addresses of probe (b); 'same' is e_t = k_t
 MECHANISMS = ('D', 'Dlt', 'E')                        # decay, same-address delta correction, independent erase
+UNTRAINED = ' init'  # the label of a model's untrained baseline: its own label and this
 # the paper's numbers (Sec. 4.4), printed beside ours
 PAPER = dict(shares=(35.4, 31.8, 32.8), erase_high=69.1, erase_over_delta_high=3.0,
              raw=dict(actual=0.064, random=0.143, shuffle=0.115, same=0.223),
@@ -163,13 +175,15 @@ def replay(inputs, e=None, lags=()):
 def probe_inputs(inputs, lags=(), seed=0):
     """Every probe on one layer's rule inputs (the dict LinearAttention.forward returns with
     return_rule_inputs=True). Returns a dict of CPU float64 tensors: abar, shares (probe a), perturbation
-    {strategy: [B,T,HV] or None} and cos (b, c; None without an erase), recall [len(lags), HV] (d), o (the
-    replayed rule output, [B,T,HV,V])."""
+    {strategy: [B,T,HV] or None}, cos and qcos (|cos(e, k)|, |cos(e, q)|) (b, c; None without an erase),
+    recall [len(lags), HV] (d), o (the replayed rule output, [B,T,HV,V])."""
     abar, shares = gate_allocation(inputs['g'], inputs['beta'], inputs['gamma'])
     actual = replay(inputs, lags=lags)
-    res = dict(abar=abar, shares=shares, recall=actual['recall'], o=actual['o'], perturbation=None, cos=None)
+    res = dict(abar=abar, shares=shares, recall=actual['recall'], o=actual['o'], perturbation=None, cos=None,
+               qcos=None)
     if inputs['e'] is not None:
         res['cos'] = abs_cos(inputs['e'], inputs['k'])
+        res['qcos'] = abs_cos(inputs['e'], inputs['q'])
         res['perturbation'] = {'actual': actual['perturbation']}
         alternatives = counterfactual_addresses(inputs, torch.Generator().manual_seed(seed))
         names = [m for m, e in alternatives.items() if e is not None]
@@ -249,6 +263,7 @@ def summarize(results, edges):
             base = row['raw']['actual']
             row['fold'] = {s: row['raw'][s] / base if base > 0 else math.nan for s in STRATEGIES[1:]}
             row['cos'] = r['cos'].mean().item()
+            row['qcos'] = r['qcos'].mean().item()
             row['head_cos'] = r['cos'].flatten(0, 1).mean(0).tolist()
         rows.append(row)
         abars.append(r['abar'].reshape(-1))
@@ -260,6 +275,7 @@ def summarize(results, edges):
         s['raw'] = {m: sum(r['raw'][m] for r in eda_rows) / len(eda_rows) for m in STRATEGIES}
         s['fold'] = {m: sum(r['fold'][m] for r in eda_rows) / len(eda_rows) for m in STRATEGIES[1:]}
         s['cos'] = sum(r['cos'] for r in eda_rows) / len(eda_rows)
+        s['qcos'] = sum(r['qcos'] for r in eda_rows) / len(eda_rows)
     return s
 
 
@@ -275,129 +291,154 @@ def num(x, w=8, p=3):
     return ' ' * (w - 3) + 'n/a' if x is None or x != x else f"{x:{w}.{p}f}"
 
 
-def print_tables(name, s, d_k, lag_list, edges, other=None, other_name=None):
-    """The probes' tables; `other` is the --compare model's summary (allocation and recall rows)."""
-    rows = s['rows']
+def print_tables(models, d_k, lag_list, edges):
+    """The probes' tables for models = [(label, summary)], the probed EDA model first: allocation and recall for
+    every model, perturbation and geometry for those with an erase."""
+    W = max(6, *(len(label) for label, _ in models))
+    erasing = [(label, m) for label, m in models if 'raw' in m]
     print(f"\n(a) gate-strength allocation, mean shares q_m = b_m / (b_D + b_Dlt + b_E) in %: b_D = 1 - abar, "
           f"b_Dlt = abar beta, b_E = abar gamma\n    [paper, all layers: D {PAPER['shares'][0]} / Dlt "
           f"{PAPER['shares'][1]} / E {PAPER['shares'][2]} %]")
-    print(f"{'model':>6} {'layer':>5} {'head':>4} {'D':>6} {'Dlt':>6} {'E':>6} {'abar':>7}")
-    for label, summ in ((name, s), (other_name, other)):
-        if summ is None:
-            continue
+    print(f"{'model':>{W}} {'layer':>5} {'head':>4} {'D':>6} {'Dlt':>6} {'E':>6} {'abar':>7}")
+    for label, summ in models:
         for r in summ['rows']:
-            print(f"{label:>6} {r['layer']:>5} {'all':>4} " + ' '.join(pct(x) for x in r['shares']) + f" {r['abar']:7.3f}")
+            print(f"{label:>{W}} {r['layer']:>5} {'all':>4} " + ' '.join(pct(x) for x in r['shares'])
+                  + f" {r['abar']:7.3f}")
             if per_head:
                 for h, sh in enumerate(r['head_shares']):
-                    print(f"{label:>6} {r['layer']:>5} {h:>4} " + ' '.join(pct(x) for x in sh))
-        print(f"{label:>6} {'all':>5} {'all':>4} " + ' '.join(pct(x) for x in summ['alloc']['all']))
+                    print(f"{label:>{W}} {r['layer']:>5} {h:>4} " + ' '.join(pct(x) for x in sh))
+        print(f"{label:>{W}} {'all':>5} {'all':>4} " + ' '.join(pct(x) for x in summ['alloc']['all']))
     print(f"  by abar bin (all layers and heads) [paper, abar >= 0.9: E {PAPER['erase_high']} %, "
           f"E / Dlt ~ {PAPER['erase_over_delta_high']}]")
-    print(f"{'model':>6} {'bin':>9} {'tokens':>7} {'D':>6} {'Dlt':>6} {'E':>6} {'E/Dlt':>6}")
-    for label, summ in ((name, s), (other_name, other)):
-        if summ is None:
-            continue
+    print(f"{'model':>{W}} {'bin':>9} {'tokens':>7} {'D':>6} {'Dlt':>6} {'E':>6} {'E/Dlt':>6}")
+    for label, summ in models:
         for lab, (frac, sh) in zip(bin_labels(edges), summ['alloc']['bins']):
             sh = sh or [None] * 3
             ratio = sh[2] / sh[1] if sh[1] else None
-            print(f"{label:>6} {lab:>9} {pct(frac)} " + ' '.join(pct(x) for x in sh) + f" {num(ratio, 6, 2)}")
+            print(f"{label:>{W}} {lab:>9} {pct(frac)} " + ' '.join(pct(x) for x in sh) + f" {num(ratio, 6, 2)}")
 
-    if 'raw' in s:
-        print("\n(b) collateral readout perturbation ||delta o_t|| / ||o_t^-|| of the erase step (mean over tokens, "
-              "heads), same gates, erase address replaced\n"
+    if erasing:
+        print("\n(b) readout perturbation ||delta o_t|| / ||o_t^-|| of the erase step (mean over tokens, heads), same "
+              "gates, erase address replaced. It equals gamma_t |q_t.e_t| ||S^_t^T e_t|| / ||S^_t^T q_t||: how far\n"
+              "    the erase moves this token's own readout, small for an address the query does not read (|cos(e, q)| "
+              "in (c)), large for one it reads; not a measure of damage to stored content\n"
               f"    [paper raw means: actual {PAPER['raw']['actual']} / random {PAPER['raw']['random']} / shuffle "
               f"{PAPER['raw']['shuffle']} / e=k {PAPER['raw']['same']}; fold over actual: random "
               f"{PAPER['fold']['random']}x / shuffle {PAPER['fold']['shuffle']}x / e=k {PAPER['fold']['same']}x]")
-        print(f"{'layer':>5} {'head':>4} {'actual':>8} {'random':>8} {'shuffle':>8} {'e=k':>8} | fold: "
+        print(f"{'model':>{W}} {'layer':>5} {'head':>4} {'actual':>8} {'random':>8} {'shuffle':>8} {'e=k':>8} | fold: "
               f"{'random':>7} {'shuffle':>7} {'e=k':>7}")
-        for r in rows:
-            if 'raw' not in r:
-                continue
-            print(f"{r['layer']:>5} {'all':>4} " + ' '.join(num(r['raw'][m]) for m in STRATEGIES) + ' |       '
-                  + ' '.join(num(r['fold'][m], 7, 2) for m in STRATEGIES[1:]))
-            if per_head:
-                for h in range(r['heads']):
-                    print(f"{r['layer']:>5} {h:>4} " + ' '.join(num(r['head_raw'][m][h]) for m in STRATEGIES))
-        print(f"{'mean':>5} {'all':>4} " + ' '.join(num(s['raw'][m]) for m in STRATEGIES) + ' |       '
-              + ' '.join(num(s['fold'][m], 7, 2) for m in STRATEGIES[1:]) + '   (fold: mean of the layers\' folds)')
+        for label, summ in erasing:
+            for r in summ['rows']:
+                if 'raw' not in r:
+                    continue
+                print(f"{label:>{W}} {r['layer']:>5} {'all':>4} " + ' '.join(num(r['raw'][m]) for m in STRATEGIES)
+                      + ' |       ' + ' '.join(num(r['fold'][m], 7, 2) for m in STRATEGIES[1:]))
+                if per_head:
+                    for h in range(r['heads']):
+                        print(f"{label:>{W}} {r['layer']:>5} {h:>4} "
+                              + ' '.join(num(r['head_raw'][m][h]) for m in STRATEGIES))
+            print(f"{label:>{W}} {'mean':>5} {'all':>4} " + ' '.join(num(summ['raw'][m]) for m in STRATEGIES)
+                  + ' |       ' + ' '.join(num(summ['fold'][m], 7, 2) for m in STRATEGIES[1:])
+                  + '   (fold: mean of the layers\' folds)')
 
         ref = independent_abs_cos(d_k)
         print(f"\n(c) mean |cos(e_t, k_t)| [paper: ~{PAPER['cos']} at d_k = 128, reference "
-              f"{PAPER['cos_ref_128']}]; independent-direction reference at d_k = {d_k}: {ref:.4f}; e = k: 1")
-        print(f"{'layer':>5} {'head':>4} {'|cos|':>8} {'/ ref':>7}")
-        for r in rows:
-            if 'cos' in r:
-                print(f"{r['layer']:>5} {'all':>4} {num(r['cos'], 8, 4)} {num(r['cos'] / ref, 7, 2)}")
-                if per_head:
-                    for h, c in enumerate(r['head_cos']):
-                        print(f"{r['layer']:>5} {h:>4} {num(c, 8, 4)} {num(c / ref, 7, 2)}")
-        print(f"{'mean':>5} {'all':>4} {num(s['cos'], 8, 4)} {num(s['cos'] / ref, 7, 2)}")
+              f"{PAPER['cos_ref_128']}]; independent-direction reference at d_k = {d_k}: {ref:.4f}; e = k: 1. "
+              f"|cos(e_t, q_t)|: the factor (b) scales with")
+        print(f"{'model':>{W}} {'layer':>5} {'head':>4} {'|cos|':>8} {'/ ref':>7} {'|cos eq|':>8}")
+        for label, summ in erasing:
+            for r in summ['rows']:
+                if 'cos' in r:
+                    print(f"{label:>{W}} {r['layer']:>5} {'all':>4} {num(r['cos'], 8, 4)} {num(r['cos'] / ref, 7, 2)} "
+                          f"{num(r['qcos'], 8, 4)}")
+                    if per_head:
+                        for h, c in enumerate(r['head_cos']):
+                            print(f"{label:>{W}} {r['layer']:>5} {h:>4} {num(c, 8, 4)} {num(c / ref, 7, 2)}")
+            print(f"{label:>{W}} {'mean':>5} {'all':>4} {num(summ['cos'], 8, 4)} {num(summ['cos'] / ref, 7, 2)} "
+                  f"{num(summ['qcos'], 8, 4)}")
 
     print("\n(d) raw write-key recall R(lag) = mean cos(S_t^T k_{t-lag}, v_{t-lag}) (1: the value written lag tokens "
           "ago reads back intact in direction) [paper: KDA ahead of EDA]")
-    print(f"{'model':>6} {'layer':>5} {'head':>4} " + ' '.join(f"{'lag ' + str(x):>8}" for x in lag_list)
+    print(f"{'model':>{W}} {'layer':>5} {'head':>4} " + ' '.join(f"{'lag ' + str(x):>8}" for x in lag_list)
           + f" {'mean':>8}")
-    for label, summ in ((name, s), (other_name, other)):
-        if summ is None:
-            continue
+    for label, summ in models:
         for r in summ['rows']:
-            print(f"{label:>6} {r['layer']:>5} {'all':>4} " + ' '.join(num(x) for x in r['recall'])
+            print(f"{label:>{W}} {r['layer']:>5} {'all':>4} " + ' '.join(num(x) for x in r['recall'])
                   + f" {num(sum(r['recall']) / len(r['recall']))}")
             if per_head:
                 for h, hr in enumerate(r['head_recall']):
-                    print(f"{label:>6} {r['layer']:>5} {h:>4} " + ' '.join(num(x) for x in hr))
-        print(f"{label:>6} {'mean':>5} {'all':>4} " + ' '.join(num(x) for x in summ['recall'])
+                    print(f"{label:>{W}} {r['layer']:>5} {h:>4} " + ' '.join(num(x) for x in hr))
+        print(f"{label:>{W}} {'mean':>5} {'all':>4} " + ' '.join(num(x) for x in summ['recall'])
               + f" {num(sum(summ['recall']) / len(summ['recall']))}")
 
 
-def draw_figure(path, name, s, d_k, lag_list, edges, other=None, other_name=None):
-    """The paper's three panels (a)-(c) and, with a comparison model, (d) recall by lag. Returns the path, or
-    None without matplotlib."""
+def draw_figure(path, models, d_k, lag_list, edges):
+    """The paper's three panels (a)-(c) for the models with an erase (the probed one, its untrained baseline
+    hatched beside it) and, with more than one model, (d) recall by lag for all. Returns the path, or None
+    without matplotlib."""
     try:
         import matplotlib
         matplotlib.use('Agg')
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    n = 4 if other is not None else 3
+    erasing = [(label, m) for label, m in models if 'raw' in m]
+    n = 4 if len(models) > 1 else 3
     fig, axes = plt.subplots(1, n, figsize=(4.6 * n, 3.8))
     colors = dict(D='#9e9e9e', Dlt='#4878cf', E='#d62728')
+    width = 0.8 / len(erasing)
+
+    def place(x, j):  # the j-th model's bar at group x
+        return x + (j - (len(erasing) - 1) / 2) * width
+
+    def hatch(j):
+        return None if j == 0 else '//'
 
     ax = axes[0]  # (a) stacked shares per alpha_bar bin, the erase share in red above each bar
     labels = ['all'] + bin_labels(edges)
-    groups = [(1.0, s['alloc']['all'])] + s['alloc']['bins']
-    for x, (frac, sh) in enumerate(groups):
-        if sh is None:
-            continue
-        bottom = 0
-        for m, v in zip(MECHANISMS, sh):
-            ax.bar(x, 100 * v, bottom=bottom, color=colors[m], label=m if x == 0 else None, width=0.7)
-            bottom += 100 * v
-        ax.text(x, 101, f"{100 * sh[2]:.1f}%", ha='center', va='bottom', color=colors['E'], fontsize=8)
+    for j, (label, s) in enumerate(erasing):
+        groups = [(1.0, s['alloc']['all'])] + s['alloc']['bins']
+        for x, (frac, sh) in enumerate(groups):
+            if sh is None:
+                continue
+            bottom = 0
+            for m, v in zip(MECHANISMS, sh):
+                ax.bar(place(x, j), 100 * v, bottom=bottom, color=colors[m], width=width * 0.9, hatch=hatch(j),
+                       label=m if x == 0 and j == 0 else None)
+                bottom += 100 * v
+            ax.text(place(x, j), 101, f"{100 * sh[2]:.0f}", ha='center', va='bottom', color=colors['E'], fontsize=7)
+    groups = [(1.0, None)] + erasing[0][1]['alloc']['bins']
     ax.set_xticks(range(len(labels)), [f"{lab}\n{100 * f:.0f}%" for lab, (f, _) in zip(labels, groups)], fontsize=7)
     ax.set_ylim(0, 128)
     ax.set_ylabel('share of gate strength (%)')
     ax.set_xlabel(r'mean retention $\bar\alpha$ bin (token share)')
-    ax.set_title('(a) gate-strength allocation', fontsize=10)
+    ax.set_title('(a) gate-strength allocation' + (f" ({erasing[1][0]}: hatched)" if len(erasing) > 1 else ''),
+                 fontsize=10)
     ax.legend(['decay D', r'delta $\beta k$', r'erase $\gamma e$'], fontsize=7, loc='upper center', ncol=3)
 
-    eda_rows = [r for r in s['rows'] if 'raw' in r]
-    ax = axes[1]  # (b) fold change over Actual per layer
-    width = 0.8 / 3
+    eda_rows = [r for r in erasing[0][1]['rows'] if 'raw' in r]
     names = dict(random='Random', shuffle='Shuffle', same='$e_t=k_t$')
-    for j, m in enumerate(STRATEGIES[1:]):
-        xs = [i + (j - 1) * width for i in range(len(eda_rows))]
-        ax.bar(xs, [r['fold'][m] for r in eda_rows], width, label=f"{names[m]} ($\\mu$={s['raw'][m]:.3f})")
-    ax.axhline(1.0, color='k', lw=1, ls='--', label=f"Actual ($\\mu$={s['raw']['actual']:.3f})")
+    ax = axes[1]  # (b) fold change over Actual per layer
+    w3 = width / 3
+    for j, (label, s) in enumerate(erasing):
+        rows = [r for r in s['rows'] if 'raw' in r]
+        for i, m in enumerate(STRATEGIES[1:]):
+            xs = [place(x, j) + (i - 1) * w3 for x in range(len(rows))]
+            ax.bar(xs, [r['fold'][m] for r in rows], w3 * 0.9, color=f"C{i}", hatch=hatch(j),
+                   label=f"{names[m]} ($\\mu$={s['raw'][m]:.3f})" if j == 0 else None)
+    ax.axhline(1.0, color='k', lw=1, ls='--', label=f"Actual ($\\mu$={erasing[0][1]['raw']['actual']:.3f})")
     ax.set_xticks(range(len(eda_rows)), [str(r['layer']) for r in eda_rows])
     ax.set_xlabel('layer')
     ax.set_ylabel('perturbation / Actual')
-    ax.set_title('(b) collateral readout perturbation', fontsize=10)
+    ax.set_title('(b) readout perturbation (scales with |q.e|)', fontsize=10)
     ax.legend(fontsize=7)
 
     ax = axes[2]  # (c) |cos(e, k)| per layer against the reference
     ref = independent_abs_cos(d_k)
-    ax.bar(range(len(eda_rows)), [r['cos'] for r in eda_rows], 0.6, color=colors['E'], label=r'observed $|\cos(e,k)|$')
+    for j, (label, s) in enumerate(erasing):
+        rows = [r for r in s['rows'] if 'raw' in r]
+        ax.bar([place(x, j) for x in range(len(rows))], [r['cos'] for r in rows], width * 0.9, color=colors['E'],
+               hatch=hatch(j), label=f"{label} $|\\cos(e,k)|$")
     ax.axhline(ref, color='k', ls='--', lw=1, label=f"independent, $d_k$={d_k}: {ref:.4f}")
     ax.set_xticks(range(len(eda_rows)), [str(r['layer']) for r in eda_rows])
     ax.set_xlabel('layer')
@@ -405,10 +446,13 @@ def draw_figure(path, name, s, d_k, lag_list, edges, other=None, other_name=None
     ax.set_title('(c) erase-address geometry', fontsize=10)
     ax.legend(fontsize=7)
 
-    if other is not None:  # (d) recall by lag, both models
+    if len(models) > 1:  # (d) recall by lag, every model; the untrained ones dashed
         ax = axes[3]
-        for label, summ, c in ((name, s, colors['E']), (other_name, other, colors['Dlt'])):
-            ax.plot(lag_list, summ['recall'], marker='o', color=c, label=label)
+        bases = [label for label, _ in models if not label.endswith(UNTRAINED)]
+        for label, summ in models:
+            base = label.removesuffix(UNTRAINED)  # a baseline in its model's colour
+            ax.plot(lag_list, summ['recall'], marker='o', color=f"C{bases.index(base)}", label=label,
+                    ls='--' if base != label else '-')
         ax.set_xscale('log', base=2)
         ax.set_xlabel('lag (tokens)')
         ax.set_ylabel(r'mean $\cos(S_t^\top k_{t-lag}, v_{t-lag})$')
@@ -436,6 +480,19 @@ def load_model(ckpt_dir, role):
         fail(err)
     model.eval().to(device, getattr(torch, dtype) if 'cuda' in device else torch.float32)
     return model, model.config, ckpt
+
+
+def untrained(model, ckpt, label, where):
+    """The model's untrained twin: its architecture at the init its training started from, model.GPT's init at
+    the training seed the checkpoint records (train.py's settings, ckpt['config']), on the model's device and
+    dtype."""
+    start = (ckpt.get('config') or {}).get('seed')
+    if type(start) is not int:
+        fail(f"{os.path.join(where, 'ckpt.pt')} records no training seed (train.py's settings, its 'config'): "
+             f"--baseline=untrained needs it to rebuild the init")
+    p = next(model.parameters())
+    print(f"baseline: {label}{UNTRAINED}, the same architecture untrained, its init at seed {start}")
+    return GPT(model.config, seed=start).eval().to(p.device, p.dtype)
 
 
 def n_linear(cfg):
@@ -489,6 +546,8 @@ def main():
     edges = tuple(bins)
     if not edges or not all(isinstance(x, (int, float)) and 0 < x < 1 for x in edges) or list(edges) != sorted(set(edges)):
         fail(f"bins must be increasing edges in (0, 1), got {bins!r}")
+    if baseline not in ('', 'untrained'):
+        fail(f"baseline must be '' (none) or 'untrained', got {baseline!r}")
     if dtype not in ('float32', 'bfloat16', 'float16'):
         fail(f"dtype must be 'float32', 'bfloat16' or 'float16', got {dtype!r}")
     if device.startswith('cuda') and not torch.cuda.is_available():
@@ -531,30 +590,30 @@ def main():
     if not lag_list:
         fail(f"every lag in {lags} is >= seq_len={T}")
 
-    name, d_k = 'EDA', cfg.la_head_dim
+    d_k = cfg.la_head_dim
     print(f"probe.py: {out_dir} ({cfg.mixer}, {n_linear(cfg)} linear layers x {cfg.la_n_v_head} value heads, "
           f"d_k = {d_k}); {n_seq} x {T} tokens of {source}; lags {lag_list}"
           + (f"; dropped lags >= {T}" if len(lag_list) < len(lags) else ''))
-    torch.manual_seed(seed)
-    s = summarize(probe_model(model, idx, lag_list, seed), edges)
-    other_s = other_name = None
+    runs = [('EDA', model, ckpt, out_dir)]
     if other is not None:
-        other_name = other_cfg.mixer.upper() if other_cfg.mixer != 'eda' else 'EDA-2'
+        runs.append((other_cfg.mixer.upper() if other_cfg.mixer != 'eda' else 'EDA-2', other, other_ckpt, compare))
         print(f"compare: {compare} ({other_cfg.mixer}, {n_linear(other_cfg)} linear layers x "
               f"{other_cfg.la_n_v_head} value heads, d_k = {other_cfg.la_head_dim})")
-        other_s = summarize(probe_model(other, idx, lag_list, seed), edges)
+    if baseline:
+        runs = [twin for label, m, ck, where in runs
+                for twin in ((label, m, ck, where), (label + UNTRAINED, untrained(m, ck, label, where), ck, where))]
+    torch.manual_seed(seed)
+    models = [(label, summarize(probe_model(m, idx, lag_list, seed), edges)) for label, m, _, _ in runs]
     tol = 1e-3 if (dtype == 'float32' or 'cuda' not in device) else 3e-2
-    for label, summ in ((name, s), (other_name, other_s)):
-        if summ is None:
-            continue
+    for label, summ in models:
         worst = max(r['replay_err'] for r in summ['rows'])
         print(f"replay check ({label}): the float64 step-by-step replay reproduces the layers' outputs to a "
               f"relative error of {worst:.1e} at most" + ('' if worst <= tol else
                                                          f"  WARNING: above {tol:g}: the probe may not measure the model that runs"))
-    print_tables(name, s, d_k, lag_list, edges, other_s, other_name)
+    print_tables(models, d_k, lag_list, edges)
     path = os.path.join(out_dir, 'probe.png') if png is None else png
     if path:
-        if draw_figure(path, name, s, d_k, lag_list, edges, other_s, other_name) is None:
+        if draw_figure(path, models, d_k, lag_list, edges) is None:
             print('figure: skipped (matplotlib is not installed: pip install matplotlib)')
         else:
             print(f"figure: {path}")

@@ -3,6 +3,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import eda
 from conftest import make_inputs, rel
 from eda import (double_sequence, eda_chunk, eda_recurrent, gdn2_chunk, gdn2_recurrent, kda_gate, log_gate,
                  safe_gate)
@@ -421,3 +422,33 @@ def test_gdn2_chunk_is_differentiable_like_the_recurrence():
         (o * torch.linspace(-1, 1, o.numel(), dtype=o.dtype).view_as(o)).sum().backward()
         grads.append(torch.cat([x.grad.flatten() for x in xs]))
     assert rel(grads[1], grads[0]) < 1e-9
+
+
+# ----------------------------------------------------------------------------------------------------
+# Policy: which implementation a layer runs (eda.rule_backend, rule_chunk, triton_problem, auto_backend_problem)
+
+
+def test_each_backend_runs_its_own_chunk_and_auto_means_the_kernels_on_cuda_except_for_gdn2():
+    """la_chunk_size is the chunked PyTorch rule's chunk: on CUDA the Triton rule runs kernel.CHUNK_TOKENS whatever
+    it says; GDN-2 (no Triton rule) and la_backend='chunk' run la_chunk_size everywhere; the recurrent form 1."""
+    CHUNK_TOKENS = eda.kernels().CHUNK_TOKENS
+    assert CHUNK_TOKENS != 64  # else the checks below cannot fail
+
+    def chunk(la_backend, mixer, on_cuda):
+        return eda.rule_chunk(eda.rule_backend(la_backend, mixer, on_cuda), 64)
+    assert (chunk("auto", "eda", True), chunk("auto", "eda", False)) == (CHUNK_TOKENS, 64)
+    for la_backend, mixer in (("auto", "gdn2"), ("chunk", "eda")):
+        assert chunk(la_backend, mixer, True) == chunk(la_backend, mixer, False) == 64
+    assert chunk("recurrent", "eda", True) == 1
+    assert [eda.rule_backend("auto", m, True) for m in ("eda", "kda", "gdn", "gdn2")] == ["triton"] * 3 + ["chunk"]
+
+
+def test_triton_problem_names_a_head_dim_the_kernels_cannot_take_and_auto_stops_only_on_cuda():
+    for K, V, name in ((24, 16, "la_head_dim=24"), (16, 8, "la_v_head_dim=8"), (512, 16, "la_head_dim=512")):
+        assert f"Triton kernels cannot take {name}" in eda.triton_problem("eda", K, V)
+    assert eda.triton_problem("eda", 16, 16) is None
+    assert eda.triton_problem("transformer", 24, 16) is None and eda.triton_problem(None, 24, 16) is None
+    assert "la_head_dim=24" in eda.auto_backend_problem("auto", True, "eda", 24, 16)
+    assert eda.auto_backend_problem("auto", False, "eda", 24, 16) is None  # the chunked path takes it
+    assert eda.auto_backend_problem("chunk", True, "eda", 24, 16) is None
+    assert eda.auto_backend_problem("auto", True, "eda", 16, 16) is None

@@ -689,17 +689,12 @@ def test_flops_per_token_exceeds_six_times_matmul_params_and_grows_with_length()
 
 def test_flops_per_token_counts_the_chunk_the_rule_runs_with():
     """la_chunk_size is the chunked PyTorch rule's chunk: on CUDA the Triton rule runs kernel.CHUNK_TOKENS whatever
-    it says, and the MFU estimate counts the chunk that runs; GDN-2 (no Triton rule) and la_backend='chunk' run,
-    and count, la_chunk_size everywhere."""
-    from kernel import CHUNK_TOKENS
+    it says, and the MFU estimate counts the chunk that runs (eda.rule_chunk: test_eda.py)."""
+    CHUNK_TOKENS = eda.kernels().CHUNK_TOKENS
     assert CHUNK_TOKENS != 64  # else the check below cannot fail
     eda64, eda_kernel = (build(tiny("eda", la_chunk_size=c)) for c in (64, CHUNK_TOKENS))
-    assert (eda64.config.rule_chunk(on_cuda=True), eda64.config.rule_chunk(on_cuda=False)) == (CHUNK_TOKENS, 64)
     assert eda64.flops_per_token(512, on_cuda=True) == eda_kernel.flops_per_token(512, on_cuda=True)
     assert eda64.flops_per_token(512, on_cuda=False) != eda_kernel.flops_per_token(512, on_cuda=False)
-    for cfg in (tiny("gdn2", la_chunk_size=64), tiny("eda", la_chunk_size=64, la_backend="chunk")):
-        assert cfg.rule_chunk(on_cuda=True) == cfg.rule_chunk(on_cuda=False) == 64
-    assert tiny("eda", la_backend="recurrent").rule_chunk(on_cuda=True) == 1
 
 
 @pytest.mark.parametrize("bad,match", [
@@ -739,10 +734,11 @@ def test_triton_backend_rejects_head_dims_the_kernels_cannot_take_and_auto_keeps
             GPTConfig(la_backend="triton", **dims)
     # la_backend='auto' on the CPU runs the chunked path, which takes any head dim
     m = build(tiny("eda", la_head_dim=24, la_v_head_dim=8))
-    assert m.config.triton_problem() is not None
+    assert "la_head_dim=24" in m.config.auto_backend_problem(on_cuda=True)
     logits, _, _ = m(tokens())
     assert torch.isfinite(logits).all()
-    assert GPTConfig(la_backend="triton", mixer="transformer", la_head_dim=24).triton_problem() is None
+    GPTConfig(la_backend="triton", mixer="transformer", la_head_dim=24)  # no linear layer: nothing to refuse
+    GPTConfig(la_backend="triton", attn_every=1, la_head_dim=24)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -786,11 +782,51 @@ def test_a_init_override_and_erase_bias_reach_the_layer():
     assert rel(inc, full) <= 1e-4  # the cached path adds the same bias
 
 
-def test_auto_backend_on_cuda_names_the_head_dim_the_kernels_cannot_take():
-    assert "la_head_dim=24" in GPTConfig(la_head_dim=24).auto_backend_problem(on_cuda=True)
-    assert GPTConfig(la_head_dim=24).auto_backend_problem(on_cuda=False) is None  # the chunked path takes it
-    assert GPTConfig(la_head_dim=24, la_backend="chunk").auto_backend_problem(on_cuda=True) is None
-    assert GPTConfig().auto_backend_problem(on_cuda=True) is None
+# ----------------------------------------------------------------------------------------------------
+# fair pairs: each parameter's init comes from (seed, its name) alone (model.param_generator)
+
+
+def common_params(a, b):
+    """{name: (a's, b's)} of the parameters both models have with the same shape."""
+    pa, pb = dict(a.named_parameters()), dict(b.named_parameters())
+    return {n: (p, pb[n]) for n, p in pa.items() if n in pb and pb[n].shape == p.shape}
+
+
+@pytest.mark.parametrize("moe", [False, True])
+def test_two_mixers_at_one_seed_start_every_common_parameter_equal(moe):
+    """EDA's extra layers (gamma, the erase address) shift nothing else: at one seed eda and kda share wte, the
+    FFN, attention, norms and every linear-layer weight both have; only A_log differs, whose init differs by
+    gate (eda's safe gate A = 1, KDA's A ~ U(1, 16)). EDA with KDA's gate shares all of them."""
+    kda = GPT(tiny("kda", moe=moe), seed=3)
+    for cfg, differ in ((tiny("eda", moe=moe), {"A_log"}), (tiny("eda", moe=moe, la_gate="kda"), set())):
+        common = common_params(GPT(cfg, seed=3), kda)
+        assert len(common) == len(list(kda.parameters()))  # kda's parameters are all eda's
+        unequal = {n.rsplit(".", 1)[1] for n, (p, q) in common.items() if not torch.equal(p, q)}
+        assert unequal == differ, unequal
+    assert {"wte.weight", "lm_head.weight", "blocks.0.ffn.down.weight" if not moe else "blocks.0.ffn.w_down",
+            "blocks.3.mixer.q_proj.weight", "blocks.0.mixer.conv_weight", "blocks.0.norm1.weight"} <= set(common)
+    # the Transformer shares the embeddings and the attention layer's weights with the hybrids
+    tf = common_params(GPT(tiny("transformer", moe=moe), seed=3), kda)
+    assert "blocks.3.mixer.k_proj.weight" in tf and all(torch.equal(p, q) for p, q in tf.values())
+
+
+def test_the_init_depends_on_the_seed_alone_not_on_the_global_generator_nor_the_device():
+    """Another seed draws every random parameter anew; torch's global generator plays no part (a parameter
+    left to its constructor's draws would differ here); built on the meta device and filled after to_empty()
+    (train.py's FSDP meta init) it is the CPU build's init."""
+    cfg = tiny("eda", moe=True, attn_conv_size=4)
+    torch.manual_seed(1)
+    a = GPT(cfg, seed=5)
+    torch.manual_seed(2)
+    b, c = GPT(cfg, seed=5), GPT(cfg, seed=6)
+    with torch.device("meta"):
+        m = GPT(cfg, seed=5)
+    m.to_empty(device="cpu").init_weights(5)
+    for (n, p), q, r, s in zip(a.named_parameters(), b.parameters(), c.parameters(), m.parameters()):
+        assert torch.equal(p, q) and torch.equal(p, s), n
+        constant = n.endswith("norm.weight") or n.endswith("norm1.weight") or n.endswith("norm2.weight") \
+            or n == "norm_f.weight" or n.endswith("A_log")  # ones, and A = 1 (the safe gate)
+        assert constant or (p != r).float().mean() > 0.9, n
 
 
 @pytest.mark.parametrize("qk_norm", [True, False])

@@ -183,7 +183,7 @@ def test_script_prints_every_table_and_draws_the_figure(checkpoints, monkeypatch
     msg, out = run_script(monkeypatch, capsys, f"--out_dir={checkpoints['eda']}", f"--compare={checkpoints['kda']}",
                           f"--text={TEXT}", "--lags=(1, 4, 16)", f"--png={png}")
     assert msg is None, msg
-    for head in ("(a) gate-strength allocation", "(b) collateral readout perturbation", "(c) mean |cos(e_t, k_t)|",
+    for head in ("(a) gate-strength allocation", "(b) readout perturbation", "(c) mean |cos(e_t, k_t)|",
                  "(d) raw write-key recall", "replay check (EDA)", "replay check (KDA)"):
         assert head in out
     assert "WARNING" not in out
@@ -199,7 +199,7 @@ def test_script_prints_the_table_without_matplotlib(checkpoints, monkeypatch, ca
     msg, out = run_script(monkeypatch, capsys, f"--out_dir={checkpoints['eda']}", f"--text={TEXT}",
                           f"--png={tmp_path / 'p.png'}")
     assert msg is None, msg
-    assert "(b) collateral readout perturbation" in out and "figure: skipped" in out
+    assert "(b) readout perturbation" in out and "figure: skipped" in out
     assert not (tmp_path / "p.png").exists()
 
 
@@ -242,3 +242,38 @@ def test_script_errors_are_one_line_messages(checkpoints, monkeypatch, capsys, t
         msg, _ = run_script(monkeypatch, capsys, *args)
         assert msg is not None and msg.startswith("probe.py: ") and message in msg, (args, msg)
         assert "\n" not in msg
+
+
+def test_baseline_puts_every_probe_beside_the_untrained_model_of_the_checkpoints_seed(monkeypatch, capsys, tmp_path):
+    """--baseline=untrained probes, beside the checkpoint, its architecture at the init of the seed it records
+    (model.GPT's): its rows are those of an untrained GPT(cfg, seed) probed alone, not the checkpoint's."""
+    from model import GPT
+    trained = tiny_gpt("eda")
+    with torch.no_grad():  # "training" moved the erase address: the two models' probes differ
+        for b in trained.blocks:
+            if isinstance(b.mixer, LinearAttention):
+                b.mixer.e_b.weight.mul_(3.0)
+    out_dir = save_checkpoint(trained, str(tmp_path / "eda"))
+    ckpt = torch.load(os.path.join(out_dir, "ckpt.pt"), weights_only=True)
+    msg, _ = run_script(monkeypatch, capsys, f"--out_dir={out_dir}", f"--text={TEXT}", "--baseline=untrained", "--png=")
+    assert msg.startswith("probe.py: ") and "records no training seed" in msg and "\n" not in msg
+    torch.save(dict(ckpt, config=dict(seed=7)), os.path.join(out_dir, "ckpt.pt"))
+    args = (f"--text={TEXT}", "--num_tokens=128", "--seq_len=64", "--lags=(1, 4)")
+    msg, out = run_script(monkeypatch, capsys, f"--out_dir={out_dir}", "--baseline=untrained", *args,
+                          f"--png={tmp_path / 'p.png'}")
+    assert msg is None, msg
+    assert "baseline: EDA init, the same architecture untrained, its init at seed 7" in out
+    assert "replay check (EDA init)" in out and "WARNING" not in out
+
+    def rows(text, label):  # the lines of every table that are label's, label cut off
+        return [line.split(None, 2)[2] for line in text.splitlines()
+                if line.startswith(f"{label:>8} ") and not line.startswith(f"{label} init")]
+    init_dir = save_checkpoint(GPT(trained.config, seed=7), str(tmp_path / "init"))
+    _, alone = run_script(monkeypatch, capsys, f"--out_dir={init_dir}", *args, "--png=")
+    mine = rows(out, "EDA init")
+    assert len(mine) > 20 and mine == [line.split(None, 1)[1] for line in alone.splitlines()
+                                       if line.startswith(f"{'EDA':>6} ")]
+    assert rows(out, "EDA") != mine  # the checkpoint's own rows are another model's
+    assert "(b) readout perturbation" in out and "|cos eq|" in out
+    pytest.importorskip("matplotlib")
+    assert (tmp_path / "p.png").stat().st_size > 10_000

@@ -779,3 +779,38 @@ def test_a_full_disk_while_logging_stops_with_one_line_and_keeps_the_last_checkp
                                 f'(the disk is full); the last good checkpoint {tmp_path / "ckpt.pt"} (step 2) is '
                                 f'unchanged'), p.stderr
     assert torch.load(tmp_path / 'ckpt.pt', weights_only=True)['iter_num'] == 2
+
+
+# every model forward, (training?, the token ids), saved to the path SEEN at exit; and a first run of train.py
+# with the same settings and --seed=1 in the same interpreter (one start-up less than a second process)
+RECORD_BATCHES = '''
+import atexit, runpy, sys, torch, model
+_forward, _seen = model.GPT.forward, []
+def _record(self, idx, *a, **k):
+    _seen.append((self.training, idx.clone()))
+    return _forward(self, idx, *a, **k)
+model.GPT.forward = _record
+atexit.register(lambda: torch.save(_seen, SEEN))
+_argv, sys.argv = sys.argv, sys.argv[1:] + ['--seed=1', '--out_dir=' + SEEN + '.run1']
+try:
+    runpy.run_path(sys.argv[0], run_name='__main__')
+except SystemExit as stop:
+    assert not stop.code, stop.code
+sys.argv = _argv
+'''
+
+
+def test_runs_of_any_seed_score_the_same_validation_batches_and_train_on_their_own(tmp_path):
+    """The validation batches come from eval_seed, not the run's seed: two seeds are scored on the same sample.
+    The training batches (and the train split's evaluation) still follow the seed."""
+    path = tmp_path / 'seen.pt'
+    train(tmp_path / 'run2', '--seed=2', '--max_iters=1', '--eval_interval=1', '--save_ckpt=False',
+          prelude=f'SEEN = {str(path)!r}' + RECORD_BATCHES)
+    seen = torch.load(path)
+    a, b = seen[:len(seen) // 2], seen[len(seen) // 2:]  # seed 1's run, then seed 2's
+    assert [t for t, _ in a] == [t for t, _ in b] == [False] * 4 + [True] + [False] * 4  # eval, a step, eval
+    for evaluation in (0, 5):  # eval_iters=2 batches of the train split, then 2 of val
+        train_split, val = slice(evaluation, evaluation + 2), slice(evaluation + 2, evaluation + 4)
+        assert all(torch.equal(x, y) for (_, x), (_, y) in zip(a[val], b[val]))
+        assert not any(torch.equal(x, y) for (_, x), (_, y) in zip(a[train_split], b[train_split]))
+    assert not torch.equal(a[4][1], b[4][1])  # the training step's batch

@@ -82,9 +82,10 @@ compile: bool | None = None   # torch.compile each block (one graph reused by ev
 grad_checkpoint = False       # recompute each block in backward (less activation memory, ~a forward more time)
 parallel = 'ddp'              # under torchrun: 'ddp' or 'fsdp'
 fsdp_meta_init = False        # fsdp: build on the meta device, initialise each shard on its GPU (for models too
-                              # big to build on the host once per rank, e.g. 25B MoE on 8 GPUs); its random init
-                              # then differs from the CPU-built one, which 1-GPU, DDP and FSDP share
-seed = 1337
+                              # big to build on the host once per rank, e.g. 25B MoE on 8 GPUs); the same init
+                              # as the CPU-built one, which 1-GPU, DDP and FSDP share
+seed = 1337                   # the init (model.param_generator) and the training batches
+eval_seed = 0                 # the validation batches: every run, whatever its seed, scores the same sample
 dry_run = False               # build the model on the meta device, print sizes and memory, exit
 progress = True               # tqdm progress bar (rank 0, on a terminal)
 # debugging (tests)
@@ -166,8 +167,9 @@ def settings_problems():
     for n in ('warmup_iters', 'lr_schedule_start', 'lr_decay_iters'):
         if globals()[n] is not None and globals()[n] < 0:
             out.append(f'{n} must be >= 0, got {globals()[n]}')
-    if not 0 <= seed < 2**64:  # torch.manual_seed's range; numpy's generators take any int >= 0
-        out.append(f'seed must be in [0, 2**64), got {seed}')
+    for n in ('seed', 'eval_seed'):  # torch.manual_seed's range; numpy's generators take any int >= 0
+        if not 0 <= globals()[n] < 2**64:
+            out.append(f'{n} must be in [0, 2**64), got {globals()[n]}')
     if init_from not in ('scratch', 'resume'):
         out.append(f"init_from must be 'scratch' or 'resume', got {init_from!r}")
     return out
@@ -335,8 +337,10 @@ elif vocab_size < data_vocab:
 
 def get_batch(split, purpose, step, index):
     """Micro-batch `index` (counted over all ranks) of step `step`. purpose: 0 train, 1 eval."""
-    # (val of a synthetic task: sequences from another random stream than any training batch)
-    rng = np.random.default_rng([seed, purpose, 0 if split == 'train' else 1, step, index])
+    # val: from eval_seed, not the run's seed, so that runs are scored alike (of a synthetic task: sequences from
+    # another random stream than any training batch)
+    rng = np.random.default_rng([seed if split == 'train' else eval_seed, purpose, 0 if split == 'train' else 1,
+                                 step, index])
     T = block_size  # the current setting, also when resuming: a longer block_size is midtraining
     if is_synthetic:
         try:
@@ -400,7 +404,7 @@ if cfg.auto_backend_problem(device_type == 'cuda'):
 meta_init = distributed and parallel == 'fsdp' and fsdp_meta_init
 torch.manual_seed(seed)
 with torch.device('meta') if meta_init else nullcontext():
-    model = GPT(cfg, compile=compile)  # compile: the loss head's softmax (and each block whole, below)
+    model = GPT(cfg, compile=compile, seed=seed)  # compile: the loss head's softmax (and each block whole, below)
 model.grad_checkpoint = grad_checkpoint
 if checkpoint is not None and not meta_init:
     model.load_state_dict(checkpoint['model'])
@@ -426,7 +430,7 @@ if distributed and parallel == 'fsdp':
         if checkpoint is not None:
             set_model_state_dict(raw_model, checkpoint['model'], options=StateDictOptions(full_state_dict=True))
         else:
-            raw_model.init_weights()
+            raw_model.init_weights(seed)
 else:
     model.to(device)
     if distributed:
