@@ -3,10 +3,10 @@
 # (results/lm.jsonl, seed 0 of 5e-4, 1e-3, 2e-3): 1e-3 for the four hybrids (the config's), 2e-3 for the
 # Transformer (at the grid's edge), in its mixer's arguments, so the rows' lr reads 'cfg'. Seeds 0-7: 40 runs,
 # fixed before any of them ran. Each run is then evaluated by eval.py on the machine that trained it (its
-# checkpoint stays there), rows in results/lm_long_eval.jsonl: the loss on 16 held-out windows of 16 x 1024
+# checkpoint stays there), rows in results/lm_long_eval.jsonl: the loss on 8 held-out windows of 16 x 1024
 # tokens by position bucket, the state carried and reset at every 1024 (text; its val_loss is the loss at the
 # training length on those windows), and the needles at 1k-16k tokens x depths 0.1, 0.5, 0.9, bound and
-# rebound, 20 haystacks a cell, 4 candidate values (chance 25%); every sequence from eval_seed 0.
+# rebound, 10 haystacks a cell, 4 candidate values (chance 25%); every sequence from eval_seed 0.
 #   python sweep.py config/sweep/lm_long.py --jobs=7         # one 80 GB GPU; 4 GPUs: --jobs=28
 #
 # Verdict rule, fixed with the grid. Runs pair by seed (same data; the same init for the parameters two mixers
@@ -19,8 +19,8 @@
 # named before the runs; the per-bucket and per-cell figures are reported beside them, uncorrected.
 #
 # GPU time per run, one H100: training ~170 s alone, ~120 s of the GPU at 7 at once (~850 s wall, ~7 GB each:
-# results/lm.jsonl); the evaluation (estimated, not measured) ~1-2 min: text 0.5M tokens, needles 2400
-# sequences of 1k-16k tokens (15M tokens), one process, while the sweep starts no run. The grid: ~2.5 GPU-hours,
+# results/lm.jsonl); the evaluation (estimated, not measured) ~1-2 min: text 0.5M tokens, needles 1200
+# sequences of 1k-16k tokens (7.4M tokens), one process, while the sweep starts no run. The grid: ~2.5 GPU-hours,
 # ~2.5 h wall on one H100 at --jobs=7. A checkpoint is ~320 MB (weights and AdamW state): 13 GB for the grid.
 name = 'lm_long'
 results_dir = 'results'
@@ -37,7 +37,7 @@ seeds = [0, 1, 2, 3, 4, 5, 6, 7]
 metric = 'val_loss'
 checkpoints = True             # eval.py reads each run's checkpoint where it trained; a run cut off resumes
 run_timeout = 7200
-evaluate = [['text,needles']]  # eval.py's defaults: multiples 1-16, 16 windows, 3 depths x 20 haystacks
+evaluate = [['text,needles', '--text_windows=8', '--needle_trials=10']]  # 1-16x; 3 depths x 10 haystacks
 # the erase at each gate, the gate with and without the erase, and EDA against the Transformer
 pairs = [['eda', 'kda safe-gate'], ['eda kda-gate', 'kda'], ['eda', 'eda kda-gate'], ['kda safe-gate', 'kda'],
          ['eda', 'transformer conv4']]
