@@ -307,9 +307,26 @@ class Run:
         env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1')
         if gpu is not None:
             env['CUDA_VISIBLE_DEVICES'] = str(gpu)
+        self.env, self.result, self.evaluated = env, None, []  # result: its row, while evaluations run
         self.log = open(self.log_path, 'a' if resume else 'w')
         self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=HERE,
                                      preexec_fn=die_with_sweep if sys.platform.startswith('linux') else None)
+
+    def evaluate_next(self, code):
+        """Start the next of `evaluate` on the run's checkpoint: eval.py on the run's GPU, output appended to its
+        log, rows to <name>_eval.jsonl. It takes the run's place (its GPU, its slot of `jobs`) while it runs, so
+        evaluations go on beside other runs. False when every evaluation has run."""
+        if len(self.evaluated) == len(evaluate):
+            return False
+        what, *args = evaluate[len(self.evaluated)]
+        rows = os.path.abspath(os.path.join(results_dir, f'{name}_eval.jsonl'))
+        cmd = [python, os.path.join(HERE, 'eval.py'), f'--out_dir={self.out_dir}', f'--what={what}', *args,
+               f'--results={rows}', f'--tags={ {k: self.row[k] for k in KEY}!r}']
+        self.log, self.start = open(self.log_path, 'a'), time.time()
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, cwd=HERE,
+                                     env=dict(self.env, NANOEDA_COMMIT=code or ''),
+                                     preexec_fn=die_with_sweep if sys.platform.startswith('linux') else None)
+        return True
 
     def out_of_memory(self):
         """The run died of an allocation on its GPU (torch's OutOfMemoryError, or a CUDA error saying so)."""
@@ -359,30 +376,14 @@ def past_time(todo, running, took, t0, at_once):
 
 
 def record(run, timed_out, code):
-    """The finished run's row, appended to the results file."""
+    """The finished run's row: appended to the results file now, or, where `evaluate` follows an ok run, once
+    its evaluations have ended (finish)."""
     res = outcome(run.proc.returncode, run.out_dir, run.log_path, time.time() - run.start, timed_out)
     row = {**run.row, **res, 'at_once': run.at_once, 'date': time.strftime('%Y-%m-%d %H:%M', time.gmtime()),
            'commit': code, 'command': ' '.join(['python', 'train.py', *run.cmd[2:]])}
-    if row['status'] == 'ok' and evaluate:
-        row['evaluated'] = evaluate_run(run, code)
-    append_row(results_path, row)
+    if not (row['status'] == 'ok' and evaluate):
+        append_row(results_path, row)
     return row
-
-
-def evaluate_run(run, code):
-    """The `evaluate` list on the run's checkpoint, one eval.py process each, on the run's GPU, output appended to
-    the run's log; the sweep waits for them (an evaluation beside new runs could take their GPU memory).
-    Returns their exit codes."""
-    rows = os.path.abspath(os.path.join(results_dir, f'{name}_eval.jsonl'))
-    env = dict(os.environ, OMP_NUM_THREADS='1', NANOEDA_COMMIT=code or '',
-               **({'CUDA_VISIBLE_DEVICES': str(run.gpu)} if run.gpu is not None else {}))
-    codes = []
-    for what, *args in evaluate:
-        cmd = [python, os.path.join(HERE, 'eval.py'), f'--out_dir={run.out_dir}', f'--what={what}', *args,
-               f'--results={rows}', f'--tags={ {k: run.row[k] for k in KEY}!r}']
-        with open(run.log_path, 'a') as log:
-            codes.append(subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=HERE).returncode)
-    return codes
 
 
 def stop_on_signal(signum, frame):
@@ -413,6 +414,15 @@ def sweep():
     for r in read_results(results_path):
         if r['status'] == 'ok' and r.get('seconds') and r.get('at_once'):
             took.setdefault((r['task'], r['x']), []).append((r['seconds'], r['at_once']))
+
+    def finish(row):  # a run's row is in the results file: count it and say so
+        if 'evaluated' in row:  # record() left it to its evaluations
+            append_row(results_path, row)
+        durations.append(row['seconds'])
+        if row['status'] == 'ok':
+            took.setdefault((row['task'], row['x']), []).append((row['seconds'], row['at_once']))
+        progress(row, len(done) + len(durations), total, len(todo) + len(running), durations, t0, at_once)
+
     signal.signal(signal.SIGTERM, stop_on_signal)
     signal.signal(signal.SIGINT, stop_on_signal)
     try:
@@ -435,6 +445,12 @@ def sweep():
             for run in [r for r in running if r.proc.poll() is not None or time.time() - r.start > run_timeout]:
                 timed_out = run.proc.poll() is None
                 run.stop()
+                if run.result is not None:  # one of its evaluations ended: the next, or its row at last
+                    run.evaluated.append('timeout' if timed_out else run.proc.returncode)
+                    if timed_out or not run.evaluate_next(code):
+                        running.remove(run)
+                        finish({**run.result, 'evaluated': run.evaluated})
+                    continue
                 running.remove(run)
                 if run.rejected():
                     sys.exit(f'sweep: train.py rejected a setting of run {run_id(run.row)}, so every run of this '
@@ -450,10 +466,12 @@ def sweep():
                           f'again, and from now on at most {at_once} at once', flush=True)
                     continue
                 row = record(run, timed_out, code)
-                durations.append(row['seconds'])
-                if row['status'] == 'ok':
-                    took.setdefault((row['task'], row['x']), []).append((row['seconds'], row['at_once']))
-                progress(row, len(done) + len(durations), total, len(todo) + len(running), durations, t0, at_once)
+                if row['status'] == 'ok' and evaluate:  # evaluated where it trained, beside the other runs
+                    run.result = row
+                    run.evaluate_next(code)
+                    running.append(run)
+                    continue
+                finish(row)
     finally:
         for run in running:
             run.stop()
