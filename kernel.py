@@ -265,7 +265,7 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
                      H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
                      BT: tl.constexpr, BKC: tl.constexpr, BVP: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr,
                      AB: tl.constexpr, EDA: tl.constexpr, SCALAR_G: tl.constexpr, CHECK_G: tl.constexpr,
-                     DT: tl.constexpr, PREC: tl.constexpr):
+                     REUSE: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Everything of a chunk that does not depend on the state, fully parallel over chunks:
     the UT transform's inverse T = (I + StrictTril(diag(b') A))^-1 and Qk = Tril(Q' Gamma K'^T) ([BT, BT],
     kept for the backward), and what the forward walk multiplies with the state (its WY form, Eq.
@@ -282,40 +282,37 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
     bb, row_bt, wrow, erow = _chunk_rows(beta, gamma, i_b, i_hv, c, T, HV, BT, EDA)
     # K in blocks of BKC columns, twice: A and Qk sum over the blocks (their products contract over K), then
     # each block's operands need T. Half-width tiles halve the live registers (the kernel is latency-bound:
-    # more programs per SM hide more of it); the second pass re-reads its inputs from cache.
-    A = tl.zeros([BT, BT], dtype=tl.float32)
-    Qk = tl.zeros([BT, BT], dtype=tl.float32)
-    for kb in range(tl.cdiv(K, BKC)):
+    # more programs per SM hide more of it); the second pass re-reads its inputs from cache. REUSE (one block
+    # covers K): the first pass's tiles stay live for the second, not loaded and cumsummed again.
+    if REUSE:
         kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
-                                            H, HV, K, BT, BKC, EDA, kb * BKC)
-        A_b, Qk_b, _, _, _, _, _, _ = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
-        A += A_b
-        Qk += Qk_b
+                                            H, HV, K, BT, BKC, EDA)
+        A, Qk, _, _, _, _, _, _ = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
+    else:
+        A = tl.zeros([BT, BT], dtype=tl.float32)
+        Qk = tl.zeros([BT, BT], dtype=tl.float32)
+        for kb in range(tl.cdiv(K, BKC)):
+            kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
+                                                H, HV, K, BT, BKC, EDA, kb * BKC)
+            A_b, Qk_b, _, _, _, _, _, _ = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
+            A += A_b
+            Qk += Qk_b
     Tm = _unit_lower_inverse(bb[:, None] * A, BT, SB, NLVL, DT, PREC)
     off = base * BT * BT + r[:, None] * BT + r[None, :]
     tl.store(Tout + off, Tm.to(Tout.dtype.element_ty))
     tl.store(Qkout + off, Qk.to(Qkout.dtype.element_ty))
     # the walk's operands, [BT, K] / [BT, V] per chunk (transient: the forward frees them)
     Td = Tm.to(DT)
-    low = tl.zeros([1], dtype=tl.float32)
-    for kb in range(tl.cdiv(K, BKC)):
-        kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
-                                            H, HV, K, BT, BKC, EDA, kb * BKC)
-        ck = kb * BKC + tl.arange(0, BKC)
-        off_k = base * BT * K + r[:, None] * K + ck[None, :]
-        m_k = (ck < K)[None, :] & (r >= 0)[:, None]
-        GN = _row(G, r, BT - 1)
-        eG = tl.exp(G)
-        W = tl.dot(Td, (bb[:, None] * kk * eG).to(DT), input_precision=PREC)
-        tl.store(Wout + off_k, W.to(Wout.dtype.element_ty), mask=m_k)
-        tl.store(Keout + off_k, (kk * tl.exp(GN[None, :] - G)).to(Keout.dtype.element_ty), mask=m_k)
-        tl.store(Qgout + off_k, (qq * eG).to(Qgout.dtype.element_ty), mask=m_k)
-        tl.store(eGNout + base * K + ck, tl.exp(GN), mask=ck < K)
-        if CHECK_G:  # this block's smallest log decay (from g itself: the tokens of the chunk)
-            tok = c * (BT // 2 if EDA else BT) + tl.arange(0, BT // 2 if EDA else BT)
-            off_g = ((i_b.to(tl.int64) * T + tok) * HV + i_hv)[:, None] * K + ck[None, :]
-            gg = tl.load(g + off_g, mask=(tok < T)[:, None] & (ck < K)[None, :], other=0.)
-            low = tl.minimum(low, tl.min(tl.min(gg, axis=1), axis=0))
+    if REUSE:
+        low = _walk_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, i_hv, c, T, 0,
+                             HV, K, BT, BKC, EDA, CHECK_G, DT, PREC)
+    else:
+        low = tl.zeros([1], dtype=tl.float32)
+        for kb in range(tl.cdiv(K, BKC)):
+            kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
+                                                H, HV, K, BT, BKC, EDA, kb * BKC)
+            low = tl.minimum(low, _walk_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, i_hv,
+                                                 c, T, kb * BKC, HV, K, BT, BKC, EDA, CHECK_G, DT, PREC))
     for i_v in range(tl.cdiv(V, BVP)):  # U_0 = T diag(b') V', V in blocks
         cv = i_v * BVP + tl.arange(0, BVP)
         mv = cv < V
@@ -326,6 +323,33 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
                  mask=(r >= 0)[:, None] & mv[None, :])
     if CHECK_G:
         tl.store(gmin + base + tl.arange(0, 1), low)
+
+
+@triton.jit
+def _walk_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, i_hv, c, T, k0,
+                   HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BKC: tl.constexpr, EDA: tl.constexpr,
+                   CHECK_G: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+    """The prep's stores of key columns k0 .. k0 + BKC of the walk's operands W, Ke, Qg, exp(G_C), from the
+    chunk's tiles and T (Td). Returns these columns' smallest log decay with CHECK_G (from g itself: the chunk's
+    tokens), else 0."""
+    r = tl.arange(0, BT)
+    ck = k0 + tl.arange(0, BKC)
+    off_k = base * BT * K + r[:, None] * K + ck[None, :]
+    m_k = (ck < K)[None, :] & (r >= 0)[:, None]
+    GN = _row(G, r, BT - 1)
+    eG = tl.exp(G)
+    W = tl.dot(Td, (bb[:, None] * kk * eG).to(DT), input_precision=PREC)
+    tl.store(Wout + off_k, W.to(Wout.dtype.element_ty), mask=m_k)
+    tl.store(Keout + off_k, (kk * tl.exp(GN[None, :] - G)).to(Keout.dtype.element_ty), mask=m_k)
+    tl.store(Qgout + off_k, (qq * eG).to(Qgout.dtype.element_ty), mask=m_k)
+    tl.store(eGNout + base * K + ck, tl.exp(GN), mask=ck < K)
+    low = tl.zeros([1], dtype=tl.float32)
+    if CHECK_G:
+        tok = c * (BT // 2 if EDA else BT) + tl.arange(0, BT // 2 if EDA else BT)
+        off_g = ((i_b.to(tl.int64) * T + tok) * HV + i_hv)[:, None] * K + ck[None, :]
+        gg = tl.load(g + off_g, mask=(tok < T)[:, None] & (ck < K)[None, :], other=0.)
+        low = tl.minimum(low, tl.min(tl.min(gg, axis=1), axis=0))
+    return low
 
 
 @triton.jit
@@ -826,6 +850,7 @@ LAUNCH = dict(
     # key columns per pass: the forward prep would need two passes over a split K (A and Qk sum over K before T
     # exists), costing more than the registers saved; the backward's prep needs one, so it splits K in 64s
     PREP_BK=128, DH_PREP_BK=64,
+    PREP_REUSE=1,  # 1: when one block covers K, the forward prep's second pass reuses the first's tiles
     # the two walks: *_WARPS for 128-wide V-blocks, narrower ones (FILL_PROGRAMS) take 4; 3 stages keep the
     # next chunks' operands in flight
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3,
@@ -901,6 +926,7 @@ def _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm
     DT, PREC = _dot_types(q)
     tdt = _stored_dtype(q)
     SB = min(L["SUB_BLOCK"], BT)
+    BKC = min(L["PREP_BK"], triton.next_power_of_2(K))
     W, Ke, Qg = (torch.empty(B * HV, NT, BT, K, dtype=tdt, device=q.device) for _ in range(3))
     U0 = torch.empty(B * HV, NT, BT, V, dtype=tdt, device=q.device)
     eGN = torch.empty(B * HV, NT, K, dtype=torch.float32, device=q.device)
@@ -908,10 +934,10 @@ def _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm
     _eda_prep_kernel[(NT, B * HV)](
         q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W, U0, Ke, Qg, eGN,
         gmin if check_g else Tm, scale, T, NT,
-        H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(L["PREP_BK"], triton.next_power_of_2(K)),
+        H=H, HV=HV, K=K, V=V, BT=BT, BKC=BKC,
         BVP=min(64, triton.next_power_of_2(V)),
         SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
-        CHECK_G=check_g, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"])
+        CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"])
     return (W, U0, Ke, Qg, eGN), gmin
 
 

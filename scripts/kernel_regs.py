@@ -117,7 +117,9 @@ def main():
     AB = kernel._anchor_rows(eda, BT)
     kernels = {  # name: (jit function, constexprs, num_warps, num_stages), as kernel.py launches them
         "prep": (kernel._eda_prep_kernel, dict(common, SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=AB,
-                                               SCALAR_G=False, CHECK_G=False), L["PREP_WARPS"], 1),
+                                               SCALAR_G=False, CHECK_G=False,
+                                               REUSE=bool(L["PREP_REUSE"]) and common["BKC"] >= K),
+                 L["PREP_WARPS"], 1),
         "fwd": (kernel._eda_fwd_kernel, dict(common, BV=L["FWD_BV"], HAS_H0=True, STORE_HT=True, STORE_HS=True),
                 L["FWD_WARPS"], L["FWD_STAGES"]),
         "dh_prep": (kernel._eda_dh_prep_kernel, dict(common, BKC=min(L["DH_PREP_BK"], BK)), L["PREP_WARPS"], 1),
