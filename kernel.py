@@ -121,6 +121,32 @@ def _sub_steps(BT: tl.constexpr, EDA: tl.constexpr):
 
 
 @triton.jit
+def _out_rows(BT: tl.constexpr, WR: tl.constexpr, EDA: tl.constexpr):
+    """The rows of a chunk's outputs (o, dO) and of the operands that only they meet (Qg, M's columns): the
+    token (within the chunk) of each, the sub-step row it is, and whether it is a write sub-step. WR < BT
+    (EDA): the BT / 2 write sub-steps alone, erase rows (no q, no output) left out; WR = BT: every sub-step."""
+    if WR < BT:
+        tok = tl.arange(0, WR)
+        srow = 2 * tok + 1
+        is_w = tok >= 0
+    else:
+        tok, is_w = _sub_steps(BT, EDA)
+        srow = tl.arange(0, BT)
+    return tok, srow, is_w
+
+
+@triton.jit
+def _qg_store(Qgout, X, base, r, ck, m_k, BT: tl.constexpr, WR: tl.constexpr, K: tl.constexpr):
+    """Store Qg = exp(G) Q' (X, [BT, BKC] on the sub-step rows r) as WR rows per chunk: with WR < BT the write
+    rows alone (the erase rows of Q' are zero)."""
+    if WR < BT:
+        tl.store(Qgout + base * WR * K + (r // 2)[:, None] * K + ck[None, :], X.to(Qgout.dtype.element_ty),
+                 mask=m_k & (r % 2 == 1)[:, None])
+    else:
+        tl.store(Qgout + base * BT * K + r[:, None] * K + ck[None, :], X.to(Qgout.dtype.element_ty), mask=m_k)
+
+
+@triton.jit
 def _chunk_rows(beta, gamma, i_b, i_hv, c, T, HV: tl.constexpr, BT: tl.constexpr, EDA: tl.constexpr):
     """The sub-steps of chunk c: beta' [BT] (beta on write rows, gamma on erase rows), the (b, t) row of every
     sub-step, and the masks of write rows and erase rows (rows past T are in neither)."""
@@ -265,7 +291,7 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
                      H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
                      BT: tl.constexpr, BKC: tl.constexpr, BVP: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr,
                      AB: tl.constexpr, EDA: tl.constexpr, SCALAR_G: tl.constexpr, CHECK_G: tl.constexpr,
-                     REUSE: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+                     REUSE: tl.constexpr, WR: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Everything of a chunk that does not depend on the state, fully parallel over chunks:
     the UT transform's inverse T = (I + StrictTril(diag(b') A))^-1 and Qk = Tril(Q' Gamma K'^T) ([BT, BT],
     kept for the backward), and what the forward walk multiplies with the state (its WY form, Eq.
@@ -305,14 +331,14 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
     Td = Tm.to(DT)
     if REUSE:
         low = _walk_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, i_hv, c, T, 0,
-                             HV, K, BT, BKC, EDA, CHECK_G, DT, PREC)
+                             HV, K, BT, BKC, WR, EDA, CHECK_G, DT, PREC)
     else:
         low = tl.zeros([1], dtype=tl.float32)
         for kb in range(tl.cdiv(K, BKC)):
             kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
                                                 H, HV, K, BT, BKC, EDA, kb * BKC)
             low = tl.minimum(low, _walk_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, i_hv,
-                                                 c, T, kb * BKC, HV, K, BT, BKC, EDA, CHECK_G, DT, PREC))
+                                                 c, T, kb * BKC, HV, K, BT, BKC, WR, EDA, CHECK_G, DT, PREC))
     for i_v in range(tl.cdiv(V, BVP)):  # U_0 = T diag(b') V', V in blocks
         cv = i_v * BVP + tl.arange(0, BVP)
         mv = cv < V
@@ -327,8 +353,8 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
 
 @triton.jit
 def _walk_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, i_hv, c, T, k0,
-                   HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BKC: tl.constexpr, EDA: tl.constexpr,
-                   CHECK_G: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+                   HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BKC: tl.constexpr, WR: tl.constexpr,
+                   EDA: tl.constexpr, CHECK_G: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """The prep's stores of key columns k0 .. k0 + BKC of the walk's operands W, Ke, Qg, exp(G_C), from the
     chunk's tiles and T (Td). Returns these columns' smallest log decay with CHECK_G (from g itself: the chunk's
     tokens), else 0."""
@@ -341,7 +367,7 @@ def _walk_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, 
     W = tl.dot(Td, (bb[:, None] * kk * eG).to(DT), input_precision=PREC)
     tl.store(Wout + off_k, W.to(Wout.dtype.element_ty), mask=m_k)
     tl.store(Keout + off_k, (kk * tl.exp(GN[None, :] - G)).to(Keout.dtype.element_ty), mask=m_k)
-    tl.store(Qgout + off_k, (qq * eG).to(Qgout.dtype.element_ty), mask=m_k)
+    _qg_store(Qgout, qq * eG, base, r, ck, m_k, BT, WR, K)
     tl.store(eGNout + base * K + ck, tl.exp(GN), mask=ck < K)
     low = tl.zeros([1], dtype=tl.float32)
     if CHECK_G:
@@ -355,12 +381,13 @@ def _walk_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, 
 @triton.jit
 def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT,
                     HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-                    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
+                    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, WR: tl.constexpr, EDA: tl.constexpr,
                     HAS_H0: tl.constexpr, STORE_HT: tl.constexpr, STORE_HS: tl.constexpr,
                     DT: tl.constexpr, PREC: tl.constexpr):
     """One program per (V-block, batch x value head): the chunk loop of Eq. chunk_wise_eda on the prep
     kernel's operands,
-        U = U_0 - W S_0,  O = Qg S_0 + Qk U,  S_C = exp(G_C) S_0 + Ke^T U."""
+        U = U_0 - W S_0,  O = Qg S_0 + Qk U,  S_C = exp(G_C) S_0 + Ke^T U,
+    O on the WR output rows (_out_rows) only: Qg's (stored so) and Qk's rows of them."""
     i_v = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, _ = _heads(i_bh, HV, HV)
@@ -368,7 +395,8 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT,
     ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
     m_k = (r >= 0)[:, None] & mk[None, :]
     m_u = (r >= 0)[:, None] & mv[None, :]
-    tok, is_w = _sub_steps(BT, EDA)  # outputs at the write sub-steps only
+    tok, srow, is_w = _out_rows(BT, WR, EDA)  # outputs at the write sub-steps only
+    rw = tl.arange(0, WR)
     S = tl.zeros([BK, BV], dtype=tl.float32)
     if HAS_H0:
         S = tl.load(h0 + i_bh.to(tl.int64) * K * V + off_s, mask=m_s, other=0.).to(tl.float32)
@@ -379,9 +407,10 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT,
         off_k = base * BT * K + r[:, None] * K + ck[None, :]
         W = tl.load(Win + off_k, mask=m_k, other=0.).to(DT)
         Ke = tl.load(Kein + off_k, mask=m_k, other=0.).to(DT)
-        Qg = tl.load(Qgin + off_k, mask=m_k, other=0.).to(DT)
+        Qg = tl.load(Qgin + base * WR * K + rw[:, None] * K + ck[None, :], mask=(rw >= 0)[:, None] & mk[None, :],
+                     other=0.).to(DT)
         U0 = tl.load(U0in + base * BT * V + r[:, None] * V + cv[None, :], mask=m_u, other=0.).to(tl.float32)
-        Qk = tl.load(Qkin + base * BT * BT + r[:, None] * BT + r[None, :]).to(DT)
+        Qk = tl.load(Qkin + base * BT * BT + srow[:, None] * BT + r[None, :]).to(DT)
         eGN = tl.load(eGNin + base * K + ck, mask=mk, other=0.)
         Sd = S.to(DT)
         U = U0 - tl.dot(W, Sd, input_precision=PREC)
@@ -403,12 +432,12 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT,
 @triton.jit
 def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, W2out, Mout, Qgout, Kgout, eGNout, scale, T, NT,
                         H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-                        BT: tl.constexpr, BKC: tl.constexpr, EDA: tl.constexpr,
+                        BT: tl.constexpr, BKC: tl.constexpr, WR: tl.constexpr, EDA: tl.constexpr,
                         DT: tl.constexpr, PREC: tl.constexpr):
     """What the reverse walk multiplies with dS_C and dO, fully parallel over chunks (the backward's twin of
-    the prep kernel): W2 = T^T (exp(G_C - G) K'), M = T^T Qk^T [BT, BT], Qg = exp(G) Q',
+    the prep kernel): W2 = T^T (exp(G_C - G) K'), M = T^T Qk^T [BT, WR], Qg = exp(G) Q',
     Kg = diag(b') exp(G) K' and exp(G_C). The walk is then dX = M dO + W2 dS_C,
-    dS_0 = exp(G_C) dS_C + Qg^T dO - Kg^T dX."""
+    dS_0 = exp(G_C) dS_C + Qg^T dO - Kg^T dX. M's columns and Qg's rows: the WR output rows (_out_rows)."""
     c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
@@ -416,9 +445,10 @@ def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, W2out, Mout, Qgout, 
     base = i_bh.to(tl.int64) * NT + c
     off_t = base * BT * BT + r[:, None] * BT + r[None, :]
     Tt = tl.trans(tl.load(Tin + off_t).to(DT))
-    Qk = tl.load(Qkin + off_t).to(DT)
+    _, srow, _ = _out_rows(BT, WR, EDA)
+    Qk = tl.load(Qkin + base * BT * BT + srow[:, None] * BT + r[None, :]).to(DT)
     M = tl.dot(Tt, tl.trans(Qk), input_precision=PREC)  # stored once rounded; the walk's M dO is fp32
-    tl.store(Mout + off_t, M.to(Mout.dtype.element_ty))
+    tl.store(Mout + base * BT * WR + r[:, None] * WR + tl.arange(0, WR)[None, :], M.to(Mout.dtype.element_ty))
     bb, _, _, _ = _chunk_rows(beta, gamma, i_b, i_hv, c, T, HV, BT, EDA)
     for kb in range(tl.cdiv(K, BKC)):  # K in blocks of BKC columns (as in the prep kernel)
         kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
@@ -430,7 +460,7 @@ def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, W2out, Mout, Qgout, 
         m_k = (r >= 0)[:, None] & (ck < K)[None, :]
         W2 = tl.dot(Tt, (kk * tl.exp(GN[None, :] - G)).to(DT), input_precision=PREC)
         tl.store(W2out + off_k, W2.to(W2out.dtype.element_ty), mask=m_k)
-        tl.store(Qgout + off_k, (qq * eG).to(Qgout.dtype.element_ty), mask=m_k)
+        _qg_store(Qgout, qq * eG, base, r, ck, m_k, BT, WR, K)
         tl.store(Kgout + off_k, (bb[:, None] * kk * eG).to(Kgout.dtype.element_ty), mask=m_k)
         tl.store(eGNout + base * K + ck, tl.exp(GN), mask=ck < K)
 
@@ -438,21 +468,22 @@ def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, W2out, Mout, Qgout, 
 @triton.jit
 def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT,
                        HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-                       BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
+                       BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, WR: tl.constexpr, EDA: tl.constexpr,
                        HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Reverse walk of the state gradient. The chunk map is affine in S_0, so without S_0, on the dh prep
     kernel's operands (dX = T^T dU, dU = Qk^T dO + exp(G_C - G) K' dS_C the gradient of what the chunk writes):
         dX = M dO + W2 dS_C,   dS_0 = exp(G_C) dS_C + Qg^T dO - Kg^T dX.
     Stores dS_C of every chunk for the parallel gradient kernels. (dX is not kept for them: rounded to bf16
     it costs d(gamma) a relative error of ~2e-2 at T = 4096 through rowsum(dX R); fp32 would cost 4 bytes per
-    sub-step and value, over the memory target.)"""
+    sub-step and value, over the memory target.) dO, M's columns and Qg's rows: the WR output rows (_out_rows)."""
     i_v = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, _ = _heads(i_bh, HV, HV)
     r = tl.arange(0, BT)
     ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
     m_k = (r >= 0)[:, None] & mk[None, :]
-    tok, is_w = _sub_steps(BT, EDA)  # dO at the write sub-steps only
+    tok, _, is_w = _out_rows(BT, WR, EDA)  # dO at the write sub-steps only
+    rw = tl.arange(0, WR)
     dS = tl.zeros([BK, BV], dtype=tl.float32)
     if HAS_DHT:
         dS = tl.load(dht + i_bh.to(tl.int64) * K * V + off_s, mask=m_s, other=0.).to(tl.float32)
@@ -462,9 +493,10 @@ def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT,
         tl.store(dhs + base * K * V + off_s, dS.to(dhs.dtype.element_ty), mask=m_s)
         off_k = base * BT * K + r[:, None] * K + ck[None, :]
         W2 = tl.load(W2in + off_k, mask=m_k, other=0.).to(DT)
-        Qg = tl.load(Qgin + off_k, mask=m_k, other=0.).to(DT)
+        Qg = tl.load(Qgin + base * WR * K + rw[:, None] * K + ck[None, :], mask=(rw >= 0)[:, None] & mk[None, :],
+                     other=0.).to(DT)
         Kg = tl.load(Kgin + off_k, mask=m_k, other=0.).to(DT)
-        Mt = tl.load(Min + base * BT * BT + r[:, None] * BT + r[None, :]).to(DT)
+        Mt = tl.load(Min + base * BT * WR + r[:, None] * WR + rw[None, :]).to(DT)
         eGN = tl.load(eGNin + base * K + ck, mask=mk, other=0.)
         t_abs = c * (BT // 2 if EDA else BT) + tok
         dO = tl.load(do + ((i_b.to(tl.int64) * T + t_abs) * HV + i_hv)[:, None] * V + cv[None, :],
@@ -860,6 +892,9 @@ LAUNCH = dict(
     # spills, and what an SM does not set aside as shared memory is the L1 cache its spills go through
     # (notes/kernel.md, "Shared-memory carveout")
     BWD_CARVEOUT=0,
+    # 1: EDA's walks and dh prep leave out the erase rows, which have no q, output or dO (no zero rows of Qg
+    # and M stored, loaded or multiplied); 0: every sub-step
+    WRITE_ROWS=1,
     FILL_PROGRAMS=64,  # sequential walks: narrow the V-blocks while fewer programs than this would run
 )
 
@@ -908,6 +943,12 @@ def _anchor_rows(eda, BT):
     return min(BT, ANCHOR_TOKENS * (2 if eda else 1))
 
 
+def _out_width(eda, BT, L):
+    """Output rows per chunk the walks and the dh prep work on (_out_rows): EDA's write sub-steps alone with
+    launch WRITE_ROWS=1 where they are >= 16 (a tensor-core product's rows), else every sub-step."""
+    return BT // 2 if eda and L["WRITE_ROWS"] and BT >= 32 else BT
+
+
 def _stored_dtype(q):
     """dtype of the per-chunk matrices the kernels store: the dot dtype (_dot_types)."""
     return torch.float32 if q.dtype == torch.float32 else torch.bfloat16
@@ -927,7 +968,8 @@ def _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm
     tdt = _stored_dtype(q)
     SB = min(L["SUB_BLOCK"], BT)
     BKC = min(L["PREP_BK"], triton.next_power_of_2(K))
-    W, Ke, Qg = (torch.empty(B * HV, NT, BT, K, dtype=tdt, device=q.device) for _ in range(3))
+    W, Ke = (torch.empty(B * HV, NT, BT, K, dtype=tdt, device=q.device) for _ in range(2))
+    Qg = torch.empty(B * HV, NT, _out_width(eda, BT, L), K, dtype=tdt, device=q.device)
     U0 = torch.empty(B * HV, NT, BT, V, dtype=tdt, device=q.device)
     eGN = torch.empty(B * HV, NT, K, dtype=torch.float32, device=q.device)
     gmin = torch.empty(B * HV * NT, dtype=torch.float32, device=q.device) if check_g else None
@@ -937,7 +979,8 @@ def _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm
         H=H, HV=HV, K=K, V=V, BT=BT, BKC=BKC,
         BVP=min(64, triton.next_power_of_2(V)),
         SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
-        CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"])
+        CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, WR=_out_width(eda, BT, L), DT=DT, PREC=PREC,
+        num_warps=L["PREP_WARPS"])
     return (W, U0, Ke, Qg, eGN), gmin
 
 
@@ -968,7 +1011,7 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
     _eda_fwd_kernel[grid](
         *walk, Qk, h0 if h0 is not None else q,
         o, ht if output_final_state else o, hs if need_states else o, T, NT,
-        HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
+        HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, WR=_out_width(eda, BT, L), EDA=eda, HAS_H0=h0 is not None,
         STORE_HT=output_final_state, STORE_HS=need_states, DT=DT, PREC=PREC,
         num_warps=L["FWD_WARPS"] if BV >= 128 else 4, num_stages=L["FWD_STAGES"])
     if gmin is not None:  # after every launch: the sync waits for work already queued, the GPU never idles
@@ -1007,17 +1050,19 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
     dhs = torch.empty_like(hs)
     dh0 = torch.empty(B, HV, K, V, **f32) if need_dh0 else _absent(q)
     tdt = _stored_dtype(q)
-    W2, Qg, Kg = (torch.empty(B * HV, NT, BT, K, dtype=tdt, device=q.device) for _ in range(3))
-    M = torch.empty_like(Tm)
+    WR = _out_width(eda, BT, L)
+    W2, Kg = (torch.empty(B * HV, NT, BT, K, dtype=tdt, device=q.device) for _ in range(2))
+    Qg = torch.empty(B * HV, NT, WR, K, dtype=tdt, device=q.device)
+    M = torch.empty(B * HV, NT, BT, WR, dtype=tdt, device=q.device)
     eGN = torch.empty(B * HV, NT, K, **f32)
     _eda_dh_prep_kernel[(NT, B * HV)](
         q, k, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W2, M, Qg, Kg, eGN, scale, T, NT,
-        H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(L["DH_PREP_BK"], BK), EDA=eda,
+        H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(L["DH_PREP_BK"], BK), WR=WR, EDA=eda,
         DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"])
     _, BVd = _blocks(K, V, L["DH_BV"], B * HV, L["FILL_PROGRAMS"])
     _eda_bwd_dh_kernel[(triton.cdiv(V, BVd), B * HV)](
         W2, M, Qg, Kg, eGN, do, dht if dht is not None else do, dhs, dh0 if need_dh0 else dhs, T, NT,
-        HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BVd, EDA=eda, HAS_DHT=dht is not None,
+        HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BVd, WR=WR, EDA=eda, HAS_DHT=dht is not None,
         STORE_DH0=need_dh0, DT=DT, PREC=PREC, num_warps=L["DH_WARPS"] if BVd >= 128 else 4,
         num_stages=L["DH_STAGES"])
     del W2, M, Qg, Kg, eGN  # before the gradient buffers: the peak stays the gradient phase's

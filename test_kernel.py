@@ -70,6 +70,12 @@ def test_one_value_head_per_key_head_uses_plain_stores_and_matches_recurrence():
     compare(make_inputs(2, 37, 2, 2, 32, 32, seed=12, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8)
 
 
+def test_walks_on_the_write_rows_alone_match_recurrence():
+    # 16-token chunks (32 sub-steps): the walks and the dh prep take the 16 write rows alone (WRITE_ROWS);
+    # a partial chunk, an initial state
+    compare(make_inputs(1, 21, 1, 1, 16, 16, seed=31, device=DEV), kernel.eda_fused, 1e-4, chunk_size=16)
+
+
 def test_eda_without_initial_state_through_eda_triton():
     # the public wrapper in eda.py, default chunk, no initial state
     x = make_inputs(2, 20, 1, 1, 16, 16, h0=False, seed=3, device=DEV)
