@@ -24,7 +24,7 @@ Design (chunked training kernels, Sec. 3.4):
 - Forward, two launches:
   (1) `_eda_prep_kernel`, one program per chunk (fully parallel): the state-free part of a chunk, the
       UT transform's inverse T = (I + StrictTril(diag(b') A))^-1 (Eq. ut_transformation with the inverse
-      made explicit, notes/chunk_form.md §1; forward substitution in 8-row blocks, then exact block merges) and
+      made explicit, notes/chunk_form.md §1; forward substitution in 4-row blocks, then exact block merges) and
       Qk = Tril(Q' Gamma K'^T), stored as [BT, BT] per chunk (small: 2 BT^2 per chunk, kept for the
       backward); and the walk's operands (Eq. wy_representation), freed after the forward:
       W = T diag(b') exp(G) K', U_0 = T diag(b') V', Ke = exp(G_C - G) K', Qg = exp(G) Q', exp(G_C).
@@ -86,12 +86,13 @@ _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 @triton.jit
 def _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
                 H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr,
-                BT: tl.constexpr, BK: tl.constexpr, EDA: tl.constexpr, k0=0):
+                BT: tl.constexpr, BK: tl.constexpr, EDA: tl.constexpr, CUM: tl.constexpr, k0=0):
     """Sub-step tiles of chunk c (Eq. double_data), built in registers from the token tensors.
 
     Returns k' [BT, BK], q' (scaled) [BT, BK], beta' [BT], G (cumulative log decay in the chunk, fp32)
     [BT, BK], the (b, t) row of every sub-step, and the masks of write rows and erase rows. The key columns
-    are k0 .. k0 + BK (the decay is per channel, so every column block stands alone).
+    are k0 .. k0 + BK (the decay is per channel, so every column block stands alone). CUM: g holds G per token
+    already (the forward prep's store, fp32), read instead of summed.
     """
     ck = k0 + tl.arange(0, BK)
     mk = ck < K
@@ -102,11 +103,15 @@ def _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
     qq = tl.load(q + off_qk[:, None] + ck[None, :], mask=wrow[:, None] & mk[None, :], other=0.).to(tl.float32)
     if EDA:
         kk += tl.load(e + off_hk[:, None] + ck[None, :], mask=erow[:, None] & mk[None, :], other=0.).to(tl.float32)
-        gmask = erow  # the decay rides on the erase sub-step; the write sub-step has identity decay
-    else:
-        gmask = wrow
-    gg = tl.load(g + off_hk[:, None] + ck[None, :], mask=gmask[:, None] & mk[None, :], other=0.).to(tl.float32)
-    G = tl.cumsum(gg, axis=0)
+    if CUM:  # both sub-steps of a token share its G; rows past T repeat the last token's, as the sum does
+        tok, _ = _sub_steps(BT, EDA)
+        tok = tl.minimum(tok + c * (BT // 2 if EDA else BT), T - 1)
+        off_g = ((i_b.to(tl.int64) * T + tok) * HV + i_hv) * K
+        G = tl.load(g + off_g[:, None] + ck[None, :], mask=(tok >= 0)[:, None] & mk[None, :], other=0.)
+    else:  # the decay rides on the erase sub-step (EDA; the write sub-step has identity decay)
+        gmask = erow if EDA else wrow
+        gg = tl.load(g + off_hk[:, None] + ck[None, :], mask=gmask[:, None] & mk[None, :], other=0.)
+        G = tl.cumsum(gg.to(tl.float32), axis=0)
     return kk, qq * scale, bb, G, row_bt, wrow, erow
 
 
@@ -118,6 +123,32 @@ def _sub_steps(BT: tl.constexpr, EDA: tl.constexpr):
     if EDA:
         return r // 2, (r % 2) == 1
     return r, r >= 0
+
+
+@triton.jit
+def _out_rows(BT: tl.constexpr, WR: tl.constexpr, EDA: tl.constexpr):
+    """The rows of a chunk's outputs (o, dO) and of the operands that only they meet (Qg, M's columns): the
+    token (within the chunk) of each, the sub-step row it is, and whether it is a write sub-step. WR < BT
+    (EDA): the BT / 2 write sub-steps alone, erase rows (no q, no output) left out; WR = BT: every sub-step."""
+    if WR < BT:
+        tok = tl.arange(0, WR)
+        srow = 2 * tok + 1
+        is_w = tok >= 0
+    else:
+        tok, is_w = _sub_steps(BT, EDA)
+        srow = tl.arange(0, BT)
+    return tok, srow, is_w
+
+
+@triton.jit
+def _qg_store(Qgout, X, base, r, ck, m_k, BT: tl.constexpr, WR: tl.constexpr, K: tl.constexpr):
+    """Store Qg = exp(G) Q' (X, [BT, BKC] on the sub-step rows r) as WR rows per chunk: with WR < BT the write
+    rows alone (the erase rows of Q' are zero)."""
+    if WR < BT:
+        tl.store(Qgout + base * WR * K + (r // 2)[:, None] * K + ck[None, :], X.to(Qgout.dtype.element_ty),
+                 mask=m_k & (r % 2 == 1)[:, None])
+    else:
+        tl.store(Qgout + base * BT * K + r[:, None] * K + ck[None, :], X.to(Qgout.dtype.element_ty), mask=m_k)
 
 
 @triton.jit
@@ -260,12 +291,13 @@ def _cross_block(kk, qq, G, r, I: tl.constexpr, AB: tl.constexpr):
 
 
 @triton.jit
-def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout, Qgout, eGNout, gmin,
+def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout, Qgout, eGNout, gmin, Gout,
                      scale, T, NT,
                      H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
                      BT: tl.constexpr, BKC: tl.constexpr, BVP: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr,
                      AB: tl.constexpr, EDA: tl.constexpr, SCALAR_G: tl.constexpr, CHECK_G: tl.constexpr,
-                     DT: tl.constexpr, PREC: tl.constexpr):
+                     REUSE: tl.constexpr, KEEP_G: tl.constexpr, WR: tl.constexpr, DT: tl.constexpr,
+                     PREC: tl.constexpr):
     """Everything of a chunk that does not depend on the state, fully parallel over chunks:
     the UT transform's inverse T = (I + StrictTril(diag(b') A))^-1 and Qk = Tril(Q' Gamma K'^T) ([BT, BT],
     kept for the backward), and what the forward walk multiplies with the state (its WY form, Eq.
@@ -273,7 +305,8 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
     and exp(G_C). The walk is then U = U_0 - W S_0, O = Qg S_0 + Qk U, S_C = exp(G_C) S_0 + Ke^T U: matrix
     products only, no decay arithmetic.
     CHECK_G: also store the chunk's smallest log decay (the wrapper rejects g < G_MIN), which saves the
-    wrapper a separate pass over g."""
+    wrapper a separate pass over g. KEEP_G: also store G per token (fp32, g's layout) for the backward's
+    kernels, which then read it instead of summing g again."""
     c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
@@ -282,40 +315,38 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
     bb, row_bt, wrow, erow = _chunk_rows(beta, gamma, i_b, i_hv, c, T, HV, BT, EDA)
     # K in blocks of BKC columns, twice: A and Qk sum over the blocks (their products contract over K), then
     # each block's operands need T. Half-width tiles halve the live registers (the kernel is latency-bound:
-    # more programs per SM hide more of it); the second pass re-reads its inputs from cache.
-    A = tl.zeros([BT, BT], dtype=tl.float32)
-    Qk = tl.zeros([BT, BT], dtype=tl.float32)
-    for kb in range(tl.cdiv(K, BKC)):
+    # more programs per SM hide more of it); the second pass re-reads its inputs from cache. REUSE (one block
+    # covers K): the first pass's tiles stay live for the second, not loaded and cumsummed again.
+    if REUSE:
         kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
-                                            H, HV, K, BT, BKC, EDA, kb * BKC)
-        A_b, Qk_b, _, _, _, _, _, _ = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
-        A += A_b
-        Qk += Qk_b
+                                            H, HV, K, BT, BKC, EDA, False)
+        A, Qk, _, _, _, _, _, _ = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
+    else:
+        A = tl.zeros([BT, BT], dtype=tl.float32)
+        Qk = tl.zeros([BT, BT], dtype=tl.float32)
+        for kb in range(tl.cdiv(K, BKC)):
+            kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
+                                                H, HV, K, BT, BKC, EDA, False, kb * BKC)
+            A_b, Qk_b, _, _, _, _, _, _ = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
+            A += A_b
+            Qk += Qk_b
     Tm = _unit_lower_inverse(bb[:, None] * A, BT, SB, NLVL, DT, PREC)
     off = base * BT * BT + r[:, None] * BT + r[None, :]
     tl.store(Tout + off, Tm.to(Tout.dtype.element_ty))
     tl.store(Qkout + off, Qk.to(Qkout.dtype.element_ty))
     # the walk's operands, [BT, K] / [BT, V] per chunk (transient: the forward frees them)
     Td = Tm.to(DT)
-    low = tl.zeros([1], dtype=tl.float32)
-    for kb in range(tl.cdiv(K, BKC)):
-        kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
-                                            H, HV, K, BT, BKC, EDA, kb * BKC)
-        ck = kb * BKC + tl.arange(0, BKC)
-        off_k = base * BT * K + r[:, None] * K + ck[None, :]
-        m_k = (ck < K)[None, :] & (r >= 0)[:, None]
-        GN = _row(G, r, BT - 1)
-        eG = tl.exp(G)
-        W = tl.dot(Td, (bb[:, None] * kk * eG).to(DT), input_precision=PREC)
-        tl.store(Wout + off_k, W.to(Wout.dtype.element_ty), mask=m_k)
-        tl.store(Keout + off_k, (kk * tl.exp(GN[None, :] - G)).to(Keout.dtype.element_ty), mask=m_k)
-        tl.store(Qgout + off_k, (qq * eG).to(Qgout.dtype.element_ty), mask=m_k)
-        tl.store(eGNout + base * K + ck, tl.exp(GN), mask=ck < K)
-        if CHECK_G:  # this block's smallest log decay (from g itself: the tokens of the chunk)
-            tok = c * (BT // 2 if EDA else BT) + tl.arange(0, BT // 2 if EDA else BT)
-            off_g = ((i_b.to(tl.int64) * T + tok) * HV + i_hv)[:, None] * K + ck[None, :]
-            gg = tl.load(g + off_g, mask=(tok < T)[:, None] & (ck < K)[None, :], other=0.)
-            low = tl.minimum(low, tl.min(tl.min(gg, axis=1), axis=0))
+    if REUSE:
+        low = _walk_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, Gout, base, row_bt, wrow, erow,
+                             i_b, i_hv, c, T, 0, HV, K, BT, BKC, WR, EDA, CHECK_G, KEEP_G, DT, PREC)
+    else:
+        low = tl.zeros([1], dtype=tl.float32)
+        for kb in range(tl.cdiv(K, BKC)):
+            kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
+                                                H, HV, K, BT, BKC, EDA, False, kb * BKC)
+            low = tl.minimum(low, _walk_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, Gout, base,
+                                                 row_bt, wrow, erow, i_b, i_hv, c, T, kb * BKC, HV, K, BT, BKC,
+                                                 WR, EDA, CHECK_G, KEEP_G, DT, PREC))
     for i_v in range(tl.cdiv(V, BVP)):  # U_0 = T diag(b') V', V in blocks
         cv = i_v * BVP + tl.arange(0, BVP)
         mv = cv < V
@@ -329,14 +360,46 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
 
 
 @triton.jit
+def _walk_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, Gout, base, row_bt, wrow, erow, i_b, i_hv,
+                   c, T, k0, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BKC: tl.constexpr,
+                   WR: tl.constexpr, EDA: tl.constexpr, CHECK_G: tl.constexpr, KEEP_G: tl.constexpr,
+                   DT: tl.constexpr, PREC: tl.constexpr):
+    """The prep's stores of key columns k0 .. k0 + BKC of the walk's operands W, Ke, Qg, exp(G_C), from the
+    chunk's tiles and T (Td), and with KEEP_G of G per token. Returns these columns' smallest log decay with
+    CHECK_G (from g itself: the chunk's tokens), else 0."""
+    r = tl.arange(0, BT)
+    ck = k0 + tl.arange(0, BKC)
+    off_k = base * BT * K + r[:, None] * K + ck[None, :]
+    m_k = (ck < K)[None, :] & (r >= 0)[:, None]
+    GN = _row(G, r, BT - 1)
+    eG = tl.exp(G)
+    W = tl.dot(Td, (bb[:, None] * kk * eG).to(DT), input_precision=PREC)
+    tl.store(Wout + off_k, W.to(Wout.dtype.element_ty), mask=m_k)
+    tl.store(Keout + off_k, (kk * tl.exp(GN[None, :] - G)).to(Keout.dtype.element_ty), mask=m_k)
+    _qg_store(Qgout, qq * eG, base, r, ck, m_k, BT, WR, K)
+    tl.store(eGNout + base * K + ck, tl.exp(GN), mask=ck < K)
+    if KEEP_G:  # from the rows that carry the decay, one per token
+        tl.store(Gout + ((row_bt * HV + i_hv) * K)[:, None] + ck[None, :], G,
+                 mask=(erow if EDA else wrow)[:, None] & (ck < K)[None, :])
+    low = tl.zeros([1], dtype=tl.float32)
+    if CHECK_G:
+        tok = c * (BT // 2 if EDA else BT) + tl.arange(0, BT // 2 if EDA else BT)
+        off_g = ((i_b.to(tl.int64) * T + tok) * HV + i_hv)[:, None] * K + ck[None, :]
+        gg = tl.load(g + off_g, mask=(tok < T)[:, None] & (ck < K)[None, :], other=0.)
+        low = tl.minimum(low, tl.min(tl.min(gg, axis=1), axis=0))
+    return low
+
+
+@triton.jit
 def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT,
                     HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-                    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
+                    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, WR: tl.constexpr, EDA: tl.constexpr,
                     HAS_H0: tl.constexpr, STORE_HT: tl.constexpr, STORE_HS: tl.constexpr,
                     DT: tl.constexpr, PREC: tl.constexpr):
     """One program per (V-block, batch x value head): the chunk loop of Eq. chunk_wise_eda on the prep
     kernel's operands,
-        U = U_0 - W S_0,  O = Qg S_0 + Qk U,  S_C = exp(G_C) S_0 + Ke^T U."""
+        U = U_0 - W S_0,  O = Qg S_0 + Qk U,  S_C = exp(G_C) S_0 + Ke^T U,
+    O on the WR output rows (_out_rows) only: Qg's (stored so) and Qk's rows of them."""
     i_v = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, _ = _heads(i_bh, HV, HV)
@@ -344,7 +407,8 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT,
     ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
     m_k = (r >= 0)[:, None] & mk[None, :]
     m_u = (r >= 0)[:, None] & mv[None, :]
-    tok, is_w = _sub_steps(BT, EDA)  # outputs at the write sub-steps only
+    tok, srow, is_w = _out_rows(BT, WR, EDA)  # outputs at the write sub-steps only
+    rw = tl.arange(0, WR)
     S = tl.zeros([BK, BV], dtype=tl.float32)
     if HAS_H0:
         S = tl.load(h0 + i_bh.to(tl.int64) * K * V + off_s, mask=m_s, other=0.).to(tl.float32)
@@ -355,9 +419,10 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT,
         off_k = base * BT * K + r[:, None] * K + ck[None, :]
         W = tl.load(Win + off_k, mask=m_k, other=0.).to(DT)
         Ke = tl.load(Kein + off_k, mask=m_k, other=0.).to(DT)
-        Qg = tl.load(Qgin + off_k, mask=m_k, other=0.).to(DT)
+        Qg = tl.load(Qgin + base * WR * K + rw[:, None] * K + ck[None, :], mask=(rw >= 0)[:, None] & mk[None, :],
+                     other=0.).to(DT)
         U0 = tl.load(U0in + base * BT * V + r[:, None] * V + cv[None, :], mask=m_u, other=0.).to(tl.float32)
-        Qk = tl.load(Qkin + base * BT * BT + r[:, None] * BT + r[None, :]).to(DT)
+        Qk = tl.load(Qkin + base * BT * BT + srow[:, None] * BT + r[None, :]).to(DT)
         eGN = tl.load(eGNin + base * K + ck, mask=mk, other=0.)
         Sd = S.to(DT)
         U = U0 - tl.dot(W, Sd, input_precision=PREC)
@@ -379,12 +444,12 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT,
 @triton.jit
 def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, W2out, Mout, Qgout, Kgout, eGNout, scale, T, NT,
                         H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-                        BT: tl.constexpr, BKC: tl.constexpr, EDA: tl.constexpr,
-                        DT: tl.constexpr, PREC: tl.constexpr):
+                        BT: tl.constexpr, BKC: tl.constexpr, WR: tl.constexpr, EDA: tl.constexpr,
+                        CUM: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """What the reverse walk multiplies with dS_C and dO, fully parallel over chunks (the backward's twin of
-    the prep kernel): W2 = T^T (exp(G_C - G) K'), M = T^T Qk^T [BT, BT], Qg = exp(G) Q',
+    the prep kernel): W2 = T^T (exp(G_C - G) K'), M = T^T Qk^T [BT, WR], Qg = exp(G) Q',
     Kg = diag(b') exp(G) K' and exp(G_C). The walk is then dX = M dO + W2 dS_C,
-    dS_0 = exp(G_C) dS_C + Qg^T dO - Kg^T dX."""
+    dS_0 = exp(G_C) dS_C + Qg^T dO - Kg^T dX. M's columns and Qg's rows: the WR output rows (_out_rows)."""
     c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
@@ -392,13 +457,14 @@ def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, W2out, Mout, Qgout, 
     base = i_bh.to(tl.int64) * NT + c
     off_t = base * BT * BT + r[:, None] * BT + r[None, :]
     Tt = tl.trans(tl.load(Tin + off_t).to(DT))
-    Qk = tl.load(Qkin + off_t).to(DT)
+    _, srow, _ = _out_rows(BT, WR, EDA)
+    Qk = tl.load(Qkin + base * BT * BT + srow[:, None] * BT + r[None, :]).to(DT)
     M = tl.dot(Tt, tl.trans(Qk), input_precision=PREC)  # stored once rounded; the walk's M dO is fp32
-    tl.store(Mout + off_t, M.to(Mout.dtype.element_ty))
+    tl.store(Mout + base * BT * WR + r[:, None] * WR + tl.arange(0, WR)[None, :], M.to(Mout.dtype.element_ty))
     bb, _, _, _ = _chunk_rows(beta, gamma, i_b, i_hv, c, T, HV, BT, EDA)
     for kb in range(tl.cdiv(K, BKC)):  # K in blocks of BKC columns (as in the prep kernel)
         kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
-                                            H, HV, K, BT, BKC, EDA, kb * BKC)
+                                            H, HV, K, BT, BKC, EDA, CUM, kb * BKC)
         ck = kb * BKC + tl.arange(0, BKC)
         GN = _row(G, r, BT - 1)
         eG = tl.exp(G)
@@ -406,7 +472,7 @@ def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, W2out, Mout, Qgout, 
         m_k = (r >= 0)[:, None] & (ck < K)[None, :]
         W2 = tl.dot(Tt, (kk * tl.exp(GN[None, :] - G)).to(DT), input_precision=PREC)
         tl.store(W2out + off_k, W2.to(W2out.dtype.element_ty), mask=m_k)
-        tl.store(Qgout + off_k, (qq * eG).to(Qgout.dtype.element_ty), mask=m_k)
+        _qg_store(Qgout, qq * eG, base, r, ck, m_k, BT, WR, K)
         tl.store(Kgout + off_k, (bb[:, None] * kk * eG).to(Kgout.dtype.element_ty), mask=m_k)
         tl.store(eGNout + base * K + ck, tl.exp(GN), mask=ck < K)
 
@@ -414,21 +480,22 @@ def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, W2out, Mout, Qgout, 
 @triton.jit
 def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT,
                        HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-                       BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
+                       BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, WR: tl.constexpr, EDA: tl.constexpr,
                        HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Reverse walk of the state gradient. The chunk map is affine in S_0, so without S_0, on the dh prep
     kernel's operands (dX = T^T dU, dU = Qk^T dO + exp(G_C - G) K' dS_C the gradient of what the chunk writes):
         dX = M dO + W2 dS_C,   dS_0 = exp(G_C) dS_C + Qg^T dO - Kg^T dX.
     Stores dS_C of every chunk for the parallel gradient kernels. (dX is not kept for them: rounded to bf16
     it costs d(gamma) a relative error of ~2e-2 at T = 4096 through rowsum(dX R); fp32 would cost 4 bytes per
-    sub-step and value, over the memory target.)"""
+    sub-step and value, over the memory target.) dO, M's columns and Qg's rows: the WR output rows (_out_rows)."""
     i_v = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, _ = _heads(i_bh, HV, HV)
     r = tl.arange(0, BT)
     ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
     m_k = (r >= 0)[:, None] & mk[None, :]
-    tok, is_w = _sub_steps(BT, EDA)  # dO at the write sub-steps only
+    tok, _, is_w = _out_rows(BT, WR, EDA)  # dO at the write sub-steps only
+    rw = tl.arange(0, WR)
     dS = tl.zeros([BK, BV], dtype=tl.float32)
     if HAS_DHT:
         dS = tl.load(dht + i_bh.to(tl.int64) * K * V + off_s, mask=m_s, other=0.).to(tl.float32)
@@ -438,9 +505,10 @@ def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT,
         tl.store(dhs + base * K * V + off_s, dS.to(dhs.dtype.element_ty), mask=m_s)
         off_k = base * BT * K + r[:, None] * K + ck[None, :]
         W2 = tl.load(W2in + off_k, mask=m_k, other=0.).to(DT)
-        Qg = tl.load(Qgin + off_k, mask=m_k, other=0.).to(DT)
+        Qg = tl.load(Qgin + base * WR * K + rw[:, None] * K + ck[None, :], mask=(rw >= 0)[:, None] & mk[None, :],
+                     other=0.).to(DT)
         Kg = tl.load(Kgin + off_k, mask=m_k, other=0.).to(DT)
-        Mt = tl.load(Min + base * BT * BT + r[:, None] * BT + r[None, :]).to(DT)
+        Mt = tl.load(Min + base * BT * WR + r[:, None] * WR + rw[None, :]).to(DT)
         eGN = tl.load(eGNin + base * K + ck, mask=mk, other=0.)
         t_abs = c * (BT // 2 if EDA else BT) + tok
         dO = tl.load(do + ((i_b.to(tl.int64) * T + t_abs) * HV + i_hv)[:, None] * V + cv[None, :],
@@ -458,7 +526,8 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
                     scale, T, NT,
                     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
                     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, AB: tl.constexpr, EDA: tl.constexpr,
-                    SCALAR_G: tl.constexpr, ATOMIC_QK: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+                    SCALAR_G: tl.constexpr, ATOMIC_QK: tl.constexpr, CUM: tl.constexpr, DT: tl.constexpr,
+                    PREC: tl.constexpr):
     """Every input gradient of one chunk, in parallel over chunks (V in blocks of BV, looped inside the program).
     The chunk's forward is recomputed from S_0 (forward store) and T (prep store),
     R = V' - (exp(G) K') S_0, U = T diag(b') R, and from dS_C (reverse walk's store)
@@ -473,7 +542,7 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
     r = tl.arange(0, BT)
     kk, qq, bb, G, row_bt, wrow, erow = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
-                                                    H, HV, K, BT, BK, EDA)
+                                                    H, HV, K, BT, BK, EDA, CUM)
     off_t = (i_bh.to(tl.int64) * NT + c) * BT * BT + r[:, None] * BT + r[None, :]
     Tm = tl.load(Tin + off_t).to(DT)
     Qk = tl.load(Qkin + off_t).to(DT)
@@ -611,8 +680,10 @@ def _scatter(dq, dk, de, dg, dqq, dkk, dgg, row_bt, wrow, erow, i_h, i_hv, ck, m
     m_w = wrow[:, None] & mk[None, :]
     m_e = erow[:, None] & mk[None, :]
     if ATOMIC_QK:
-        tl.atomic_add(dq + off_qk, dqq, mask=m_w)
-        tl.atomic_add(dk + off_qk, dkk, mask=m_w)
+        # relaxed: commutative sums that nothing reads before the launch ends, so no ordering is needed; the
+        # default (acq_rel) compiles each add to a blocking atomic between a GPU-wide fence and an L1 flush
+        tl.atomic_add(dq + off_qk, dqq, mask=m_w, sem="relaxed")
+        tl.atomic_add(dk + off_qk, dkk, mask=m_w, sem="relaxed")
     else:
         tl.store(dq + off_qk, dqq.to(dq.dtype.element_ty), mask=m_w)
         tl.store(dk + off_qk, dkk.to(dk.dtype.element_ty), mask=m_w)
@@ -820,10 +891,12 @@ def _blocks(K, V, bv, programs=None, fill_programs=None):
 # settings and fusions"). The chunked kernels' entry point takes changes to them by name,
 # eda_fused(..., launch=dict(FWD_BV=64)): bench.py's sweep, the tests' small blocks
 LAUNCH = dict(
-    PREP_WARPS=4, SUB_BLOCK=8,
+    # SUB_BLOCK: rows per forward-substitution block of the UT solve (4: the prep 6-7% faster than at 8, H100)
+    PREP_WARPS=4, SUB_BLOCK=4,
     # key columns per pass: the forward prep would need two passes over a split K (A and Qk sum over K before T
     # exists), costing more than the registers saved; the backward's prep needs one, so it splits K in 64s
     PREP_BK=128, DH_PREP_BK=64,
+    PREP_REUSE=1,  # 1: when one block covers K, the forward prep's second pass reuses the first's tiles
     # the two walks: *_WARPS for 128-wide V-blocks, narrower ones (FILL_PROGRAMS) take 4; 3 stages keep the
     # next chunks' operands in flight
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3,
@@ -833,6 +906,13 @@ LAUNCH = dict(
     # spills, and what an SM does not set aside as shared memory is the L1 cache its spills go through
     # (notes/kernel.md, "Shared-memory carveout")
     BWD_CARVEOUT=0,
+    # 1: the forward prep stores G (g summed in each chunk, fp32, g's layout) for the backward's two per-chunk
+    # kernels, which read it in place of g instead of summing it again (and autograd keeps it instead of g).
+    # Off: compiled for sm_90a (triton 3.9) the per-chunk backward then spills 3x as much (1448 B, not 488)
+    KEEP_G=0,
+    # 1: EDA's walks and dh prep leave out the erase rows, which have no q, output or dO (no zero rows of Qg
+    # and M stored, loaded or multiplied); 0: every sub-step
+    WRITE_ROWS=1,
     FILL_PROGRAMS=64,  # sequential walks: narrow the V-blocks while fewer programs than this would run
 )
 
@@ -881,6 +961,12 @@ def _anchor_rows(eda, BT):
     return min(BT, ANCHOR_TOKENS * (2 if eda else 1))
 
 
+def _out_width(eda, BT, L):
+    """Output rows per chunk the walks and the dh prep work on (_out_rows): EDA's write sub-steps alone with
+    launch WRITE_ROWS=1 where they are >= 16 (a tensor-core product's rows), else every sub-step."""
+    return BT // 2 if eda and L["WRITE_ROWS"] and BT >= 32 else BT
+
+
 def _stored_dtype(q):
     """dtype of the per-chunk matrices the kernels store: the dot dtype (_dot_types)."""
     return torch.float32 if q.dtype == torch.float32 else torch.bfloat16
@@ -891,40 +977,46 @@ def _absent(q):
     return q.new_empty(0)
 
 
-def _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm, Qk, L):
-    """Per chunk, in the dot dtype: T = (I + diag(b') A)^-1 and Qk [B*HV, NT, BT, BT] (into Tm, Qk); the walk's
-    operands W, Ke, Qg [B*HV, NT, BT, K], U_0 [B*HV, NT, BT, V], exp(G_C) [B*HV, NT, K] (fp32); with check_g
-    the smallest log decay of every chunk (else None). L: the launch settings by name."""
+def _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm, Qk, Gc, L):
+    """Per chunk, in the dot dtype: T = (I + diag(b') A)^-1 and Qk [B*HV, NT, BT, BT] (into Tm, Qk), G per token
+    into Gc unless it is absent; the walk's operands W, Ke, Qg [B*HV, NT, BT, K], U_0 [B*HV, NT, BT, V],
+    exp(G_C) [B*HV, NT, K] (fp32); with check_g the smallest log decay of every chunk (else None). L: the launch
+    settings by name."""
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     DT, PREC = _dot_types(q)
     tdt = _stored_dtype(q)
     SB = min(L["SUB_BLOCK"], BT)
-    W, Ke, Qg = (torch.empty(B * HV, NT, BT, K, dtype=tdt, device=q.device) for _ in range(3))
+    BKC = min(L["PREP_BK"], triton.next_power_of_2(K))
+    W, Ke = (torch.empty(B * HV, NT, BT, K, dtype=tdt, device=q.device) for _ in range(2))
+    Qg = torch.empty(B * HV, NT, _out_width(eda, BT, L), K, dtype=tdt, device=q.device)
     U0 = torch.empty(B * HV, NT, BT, V, dtype=tdt, device=q.device)
     eGN = torch.empty(B * HV, NT, K, dtype=torch.float32, device=q.device)
     gmin = torch.empty(B * HV * NT, dtype=torch.float32, device=q.device) if check_g else None
     _eda_prep_kernel[(NT, B * HV)](
         q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W, U0, Ke, Qg, eGN,
-        gmin if check_g else Tm, scale, T, NT,
-        H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(L["PREP_BK"], triton.next_power_of_2(K)),
+        gmin if check_g else Tm, Gc if Gc.numel() else eGN, scale, T, NT,
+        H=H, HV=HV, K=K, V=V, BT=BT, BKC=BKC,
         BVP=min(64, triton.next_power_of_2(V)),
         SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
-        CHECK_G=check_g, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"])
+        CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, KEEP_G=Gc.numel() > 0,
+        WR=_out_width(eda, BT, L), DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"])
     return (W, U0, Ke, Qg, eGN), gmin
 
 
-def _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states):
+def _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states, L):
     """The forward op's results, allocated: o [B, T, HV, V] (v's dtype); the final state [B, HV, K, V] (fp32);
-    for the backward S_0 of every chunk [B, HV, NT, K, V] (q's dtype) and T, Qk [B*HV, NT, BT, BT]. The real
+    for the backward S_0 of every chunk [B, HV, NT, K, V] (q's dtype), T, Qk [B*HV, NT, BT, BT] and with
+    KEEP_G the in-chunk cumulative decay G [B, T, HV, K] (fp32, read by the backward in place of g). The real
     op fills them, the fake op (torch.compile's tracing) returns them as they are: one source of their shapes."""
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     o = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
     ht = torch.empty(B, HV, K, V, dtype=torch.float32, device=q.device) if output_final_state else _absent(q)
     if not need_states:
-        return o, ht, _absent(q), _absent(q), _absent(q)
+        return o, ht, _absent(q), _absent(q), _absent(q), _absent(q)
     hs = torch.empty(B, HV, NT, K, V, dtype=q.dtype, device=q.device)
     Tm, Qk = (torch.empty(B * HV, NT, BT, BT, dtype=_stored_dtype(q), device=q.device) for _ in range(2))
-    return o, ht, hs, Tm, Qk
+    Gc = torch.empty(B, T, HV, K, dtype=torch.float32, device=q.device) if L["KEEP_G"] else _absent(q)
+    return o, ht, hs, Tm, Qk, Gc
 
 
 def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states, chunk_tokens, scalar_g,
@@ -932,15 +1024,15 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     BK, BV = _blocks(K, V, L["FWD_BV"], B * HV, L["FILL_PROGRAMS"])
     DT, PREC = _dot_types(q)
-    outs = o, ht, hs, Tm, Qk = _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states)
+    outs = o, ht, hs, Tm, Qk, Gc = _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states, L)
     if not need_states:  # T and Qk only live through the forward (the op returns them absent, as the fake op)
         Tm, Qk = (torch.empty(B * HV, NT, BT, BT, dtype=_stored_dtype(q), device=q.device) for _ in range(2))
-    walk, gmin = _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm, Qk, L)
+    walk, gmin = _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm, Qk, Gc, L)
     grid = (triton.cdiv(V, BV), B * HV)
     _eda_fwd_kernel[grid](
         *walk, Qk, h0 if h0 is not None else q,
         o, ht if output_final_state else o, hs if need_states else o, T, NT,
-        HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
+        HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, WR=_out_width(eda, BT, L), EDA=eda, HAS_H0=h0 is not None,
         STORE_HT=output_final_state, STORE_HS=need_states, DT=DT, PREC=PREC,
         num_warps=L["FWD_WARPS"] if BV >= 128 else 4, num_stages=L["FWD_STAGES"])
     if gmin is not None:  # after every launch: the sync waits for work already queued, the GPU never idles
@@ -970,7 +1062,7 @@ def _bwd_grads(q, k, v, e, g, beta, gamma):
             like(gamma) if eda else _absent(q))
 
 
-def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk_tokens, scalar_g, L):
+def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk_tokens, scalar_g, g_cum, L):
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     BK = triton.next_power_of_2(K)
     DT, PREC = _dot_types(q)
@@ -979,17 +1071,19 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
     dhs = torch.empty_like(hs)
     dh0 = torch.empty(B, HV, K, V, **f32) if need_dh0 else _absent(q)
     tdt = _stored_dtype(q)
-    W2, Qg, Kg = (torch.empty(B * HV, NT, BT, K, dtype=tdt, device=q.device) for _ in range(3))
-    M = torch.empty_like(Tm)
+    WR = _out_width(eda, BT, L)
+    W2, Kg = (torch.empty(B * HV, NT, BT, K, dtype=tdt, device=q.device) for _ in range(2))
+    Qg = torch.empty(B * HV, NT, WR, K, dtype=tdt, device=q.device)
+    M = torch.empty(B * HV, NT, BT, WR, dtype=tdt, device=q.device)
     eGN = torch.empty(B * HV, NT, K, **f32)
     _eda_dh_prep_kernel[(NT, B * HV)](
         q, k, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W2, M, Qg, Kg, eGN, scale, T, NT,
-        H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(L["DH_PREP_BK"], BK), EDA=eda,
+        H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(L["DH_PREP_BK"], BK), WR=WR, EDA=eda, CUM=g_cum,
         DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"])
     _, BVd = _blocks(K, V, L["DH_BV"], B * HV, L["FILL_PROGRAMS"])
     _eda_bwd_dh_kernel[(triton.cdiv(V, BVd), B * HV)](
         W2, M, Qg, Kg, eGN, do, dht if dht is not None else do, dhs, dh0 if need_dh0 else dhs, T, NT,
-        HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BVd, EDA=eda, HAS_DHT=dht is not None,
+        HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BVd, WR=WR, EDA=eda, HAS_DHT=dht is not None,
         STORE_DH0=need_dh0, DT=DT, PREC=PREC, num_warps=L["DH_WARPS"] if BVd >= 128 else 4,
         num_stages=L["DH_STAGES"])
     del W2, M, Qg, Kg, eGN  # before the gradient buffers: the peak stays the gradient phase's
@@ -1000,7 +1094,8 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
     e_, gm_ = (e, gamma) if eda else (k, beta)
     grads = (dq, dk, dv, de if eda else dq, dg, dbeta, dgamma if eda else dbeta)
     consts = dict(H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
-                  ATOMIC_QK=HV > H, DT=DT, PREC=PREC, num_warps=L["BWD_WARPS"], num_stages=L["BWD_STAGES"])
+                  ATOMIC_QK=HV > H, CUM=g_cum, DT=DT, PREC=PREC, num_warps=L["BWD_WARPS"],
+                  num_stages=L["BWD_STAGES"])
     compiled = _eda_bwd_kernel[(NT, B * HV)](q, k, v, e_, g, beta, gm_, Tm, Qk, hs, dhs, do, *grads, scale, T, NT,
                                              **consts)
     _ask_carveout(compiled, L["BWD_CARVEOUT"])
@@ -1082,9 +1177,9 @@ Opt = Optional[torch.Tensor]
 def _eda_chunk_fwd(q: Tensor, k: Tensor, v: Tensor, e: Opt, g: Tensor, beta: Tensor, gamma: Opt, h0: Opt,
                    scale: float, chunk_tokens: int, scalar_g: bool, output_final_state: bool, need_states: bool,
                    check_g: bool, recompute_states: bool, launch: List[int]
-                   ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+                   ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     """The chunked forward (Eq. chunk_wise_eda) on a channel-wise g (scalar_g: every column equal, the exact
-    per-head path): (o, final state, and for the backward S_0 of every chunk, T, Qk), absent ones empty.
+    per-head path): (o, final state, and for the backward S_0 of every chunk, T, Qk, G), absent ones empty.
     recompute_states (with need_states False): the backward runs this forward again for them instead (its
     autograd formula). launch: launch_settings()."""
     q, k, v, g, beta = (x.contiguous() for x in (q, k, v, g, beta))
@@ -1096,24 +1191,25 @@ def _eda_chunk_fwd(q: Tensor, k: Tensor, v: Tensor, e: Opt, g: Tensor, beta: Ten
 @_eda_chunk_fwd.register_fake
 def _(q, k, v, e, g, beta, gamma, h0, scale, chunk_tokens, scalar_g, output_final_state, need_states, check_g,
       recompute_states, launch):
-    return _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states)
+    return _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states, dict(zip(LAUNCH, launch)))
 
 
 @torch.library.custom_op("nanoeda::eda_chunk_bwd", mutates_args=())
 def _eda_chunk_bwd(q: Tensor, k: Tensor, v: Tensor, e: Opt, g: Tensor, beta: Tensor, gamma: Opt, hs: Tensor,
                    Tm: Tensor, Qk: Tensor, do: Tensor, dht: Opt, scale: float, chunk_tokens: int, scalar_g: bool,
-                   need_dh0: bool, launch: List[int]
+                   g_cum: bool, need_dh0: bool, launch: List[int]
                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     """Gradients of the chunked forward: dq, dk, dv, de, dg, dbeta, dgamma, dh0 (as _bwd_grads allocates them;
-    dh0 fp32; absent ones empty). g's gradient is channel-wise (the caller sums it for a per-head g)."""
+    dh0 fp32; absent ones empty). g's gradient is channel-wise (the caller sums it for a per-head g). g_cum: g
+    is the forward's G (its cumsum in each chunk), dg still the gradient of g."""
     q, k, v, g, beta, hs, Tm, Qk, do = (x.contiguous() for x in (q, k, v, g, beta, hs, Tm, Qk, do))
     e, gamma, dht = (None if x is None else x.contiguous() for x in (e, gamma, dht))
-    return _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk_tokens, scalar_g,
+    return _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk_tokens, scalar_g, g_cum,
                 dict(zip(LAUNCH, launch)))
 
 
 @_eda_chunk_bwd.register_fake
-def _(q, k, v, e, g, beta, gamma, hs, Tm, Qk, do, dht, scale, chunk_tokens, scalar_g, need_dh0, launch):
+def _(q, k, v, e, g, beta, gamma, hs, Tm, Qk, do, dht, scale, chunk_tokens, scalar_g, g_cum, need_dh0, launch):
     B, HV, K, V = q.shape[0], v.shape[2], q.shape[3], v.shape[3]
     dh0 = torch.empty(B, HV, K, V, dtype=torch.float32, device=q.device) if need_dh0 else _absent(q)
     return (*_bwd_grads(q, k, v, e, g, beta, gamma), dh0)
@@ -1122,21 +1218,24 @@ def _(q, k, v, e, g, beta, gamma, hs, Tm, Qk, do, dht, scale, chunk_tokens, scal
 def _eda_chunk_setup(ctx, inputs, output):
     (q, k, v, e, g, beta, gamma, h0, scale, chunk_tokens, scalar_g, output_final_state, need_states, _, recompute,
      launch) = inputs
-    _, _, hs, Tm, Qk = output
+    _, _, hs, Tm, Qk, Gc = output
     # no zero gradients for outputs the loss did not reach: the kept states alone would be a zero-filled tensor the
     # size of hs (~1 GB at (8, 4096, 16, 16)), written and never read
     ctx.set_materialize_grads(False)
-    ctx.save_for_backward(q, k, v, e, g, beta, gamma, h0 if recompute else None, hs, Tm, Qk)
+    # the forward's G serves the backward in place of g (kept instead of it: g may then be freed)
+    ctx.save_for_backward(q, k, v, e, Gc if Gc.numel() else g, beta, gamma, h0 if recompute else None, hs, Tm, Qk)
     ctx.meta = (scale, chunk_tokens, scalar_g, output_final_state, need_states, recompute,
-                None if h0 is None else h0.dtype, launch)
+                None if h0 is None else h0.dtype, launch, g.dtype, Gc.numel() > 0)
 
 
 def _eda_chunk_backward(ctx, do, dht, *_):
     q, k, v, e, g, beta, gamma, h0, hs, Tm, Qk = ctx.saved_tensors
-    scale, chunk_tokens, scalar_g, output_final_state, need_states, recompute, h0_dtype, launch = ctx.meta
+    scale, chunk_tokens, scalar_g, output_final_state, need_states, recompute, h0_dtype, launch, g_dtype, g_cum = \
+        ctx.meta
     if recompute:  # the forward again, this time storing what the backward reads (one layer's worth at a time)
-        _, _, hs, Tm, Qk = torch.ops.nanoeda.eda_chunk_fwd(q, k, v, e, g, beta, gamma, h0, scale, chunk_tokens,
-                                                           scalar_g, False, True, False, False, launch)
+        _, _, hs, Tm, Qk, Gc = torch.ops.nanoeda.eda_chunk_fwd(q, k, v, e, g, beta, gamma, h0, scale, chunk_tokens,
+                                                               scalar_g, False, True, False, False, launch)
+        g, g_cum = (Gc, True) if Gc.numel() else (g, False)
     elif not need_states:
         raise RuntimeError("eda_triton: backward through a forward that ran without gradients (call it with "
                            "grad mode on and an input that requires grad)")
@@ -1144,9 +1243,9 @@ def _eda_chunk_backward(ctx, do, dht, *_):
         do = torch.zeros_like(v)  # o's shape and dtype
     grads = torch.ops.nanoeda.eda_chunk_bwd(q, k, v, e, g, beta, gamma, hs, Tm, Qk, do,
                                             dht if output_final_state else None, scale, chunk_tokens, scalar_g,
-                                            h0_dtype is not None, launch)
+                                            g_cum, h0_dtype is not None, launch)
     dq, dk, dv, de, dg, dbeta, dgamma, dh0 = grads
-    return (dq.to(q.dtype), dk.to(k.dtype), dv, None if e is None else de.to(e.dtype), dg.to(g.dtype),
+    return (dq.to(q.dtype), dk.to(k.dtype), dv, None if e is None else de.to(e.dtype), dg.to(g_dtype),
             dbeta.to(beta.dtype), None if gamma is None else dgamma.to(gamma.dtype),
             None if h0_dtype is None else dh0.to(h0_dtype), None, None, None, None, None, None, None, None)
 
@@ -1259,9 +1358,9 @@ def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
     # contiguous here, not only inside the op: what autograd saves for the backward is then the copy
     q, k, v, gx, beta, e, gamma, h0 = (None if x is None else x.contiguous()
                                        for x in (q, k, v, gx, beta, e, gamma, initial_state))
-    o, ht, _, _, _ = torch.ops.nanoeda.eda_chunk_fwd(q, k, v, e, gx, beta, gamma, h0, scale, chunk_size, scalar_g,
-                                                     output_final_state, need_states, bool(check_g) and not scalar_g,
-                                                     grad and bool(recompute_states), launch)
+    o, ht = torch.ops.nanoeda.eda_chunk_fwd(q, k, v, e, gx, beta, gamma, h0, scale, chunk_size, scalar_g,
+                                            output_final_state, need_states, bool(check_g) and not scalar_g,
+                                            grad and bool(recompute_states), launch)[:2]
     return o, (ht if output_final_state else None)
 
 

@@ -2,11 +2,15 @@
 Registers and spills of kernel.py's Triton kernels, compiled for Hopper (sm_90a) on a machine without a GPU.
 
     python scripts/kernel_regs.py                      # every kernel, EDA, bf16, K = V = 128, module settings
+    python scripts/kernel_regs.py --heads=16,16 bwd    # H = HV: plain stores of dq, dk instead of atomic adds
     python scripts/kernel_regs.py --warps=4 fwd        # one kernel, other num_warps
     python scripts/kernel_regs.py --sass fwd bwd       # also their machine instructions: in all, in the loop
     python scripts/kernel_regs.py --chunk=32           # 32-token chunks (eda_fused's chunk_size)
+    python scripts/kernel_regs.py --kda prep           # the KDA path (e = None: one sub-step per token)
     python scripts/kernel_regs.py --set=BWD_BV=32 --sass bwd           # another launch setting (kernel.LAUNCH)
 
+Compiles what the model and bench.py run: grouped value heads (H, HV = 8, 16: the backward adds dq, dk
+atomically) and no g check in the prep (check_g=False).
 Prints cuobjdump's resource line per kernel (REG: registers per thread, STACK: bytes per thread, mostly spills)
 and the shared memory a program takes (an SM has 228 KB).
 At 255 registers x 256 threads one program fills an SM's register file; STACK > 0 means local-memory traffic
@@ -33,7 +37,7 @@ from triton.compiler import ASTSource  # noqa: E402
 
 import kernel  # noqa: E402
 
-FP32_POINTERS = {"g", "gmin", "ht", "h0", "dht", "dh0", "dq", "dk", "dg", "de", "dbeta", "dgamma",
+FP32_POINTERS = {"g", "gmin", "Gout", "ht", "h0", "dht", "dh0", "dq", "dk", "dg", "de", "dbeta", "dgamma",
                  "s_in", "s_out", "eGNout", "eGNin"}
 SCALARS = {"scale": "fp32", "T": "i32", "NT": "i32"}
 
@@ -94,10 +98,12 @@ def instruction_mix(fn, consts, warps, stages, top=12):
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     warps = next((int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--warps=")), None)
-    H = HV = 16
+    H, HV = next((tuple(map(int, a.split("=")[1].split(","))) for a in sys.argv[1:] if a.startswith("--heads=")),
+                 (8, 16))
     K = V = 128
     chunk = next((int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--chunk=")), kernel.CHUNK_TOKENS)
-    BT = 2 * chunk
+    eda = "--kda" not in sys.argv[1:]
+    BT = 2 * chunk if eda else chunk
     BK = triton.next_power_of_2(K)
     L = dict(kernel.LAUNCH)
     for a in sys.argv[1:]:  # --set=NAME=VALUE: a launch setting other than kernel.LAUNCH's
@@ -105,22 +111,29 @@ def main():
             name, value = a[len("--set="):].split("=")
             kernel.launch_settings({name: value})  # a ValueError names an unknown setting
             L[name] = int(value)
-    common = dict(H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BKC=min(L["PREP_BK"], BK), BVP=64, EDA=True,
+    common = dict(H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BKC=min(L["PREP_BK"], BK), BVP=64, EDA=eda,
                   DT=tl.bfloat16, PREC="tf32")
+    common["WR"] = kernel._out_width(eda, BT, L)
     SB = min(L["SUB_BLOCK"], BT)
-    AB = kernel._anchor_rows(True, BT)
+    AB = kernel._anchor_rows(eda, BT)
     kernels = {  # name: (jit function, constexprs, num_warps, num_stages), as kernel.py launches them
         "prep": (kernel._eda_prep_kernel, dict(common, SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=AB,
-                                               SCALAR_G=False, CHECK_G=True), L["PREP_WARPS"], 1),
+                                               SCALAR_G=False, CHECK_G=False,
+                                               REUSE=bool(L["PREP_REUSE"]) and common["BKC"] >= K,
+                                               KEEP_G=bool(L["KEEP_G"])),
+                 L["PREP_WARPS"], 1),
         "fwd": (kernel._eda_fwd_kernel, dict(common, BV=L["FWD_BV"], HAS_H0=True, STORE_HT=True, STORE_HS=True),
                 L["FWD_WARPS"], L["FWD_STAGES"]),
-        "dh_prep": (kernel._eda_dh_prep_kernel, dict(common, BKC=min(L["DH_PREP_BK"], BK)), L["PREP_WARPS"], 1),
+        "dh_prep": (kernel._eda_dh_prep_kernel, dict(common, BKC=min(L["DH_PREP_BK"], BK), CUM=bool(L["KEEP_G"])),
+                    L["PREP_WARPS"], 1),
         "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, BV=L["DH_BV"], HAS_DHT=True, STORE_DH0=True),
                    L["DH_WARPS"], L["DH_STAGES"]),
-        "bwd": (kernel._eda_bwd_kernel, dict(common, BV=L["BWD_BV"], AB=AB, SCALAR_G=False, ATOMIC_QK=False),
+        "bwd": (kernel._eda_bwd_kernel, dict(common, BV=L["BWD_BV"], AB=AB, SCALAR_G=False, ATOMIC_QK=HV > H,
+                                              CUM=bool(L["KEEP_G"])),
                 L["BWD_WARPS"], L["BWD_STAGES"]),
     }
-    print(f"triton {triton.__version__}, sm_90a, EDA bf16, K = V = {K}, chunk {chunk} tokens (BT = {BT})")
+    print(f"triton {triton.__version__}, sm_90a, {'EDA' if eda else 'KDA path'} bf16, H = {H}, HV = {HV}, "
+          f"K = V = {K}, chunk {chunk} tokens (BT = {BT})")
     for name, (fn, consts, w, s) in kernels.items():
         if args and name not in args:
             continue
