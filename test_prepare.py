@@ -1,4 +1,5 @@
-"""data/prepare.py: the validation split, bad settings and faults (one clear line, nothing half-written)."""
+"""data/prepare.py: the validation split, bad settings and faults (one clear line, nothing half-written); and
+README's first steps after the Quick start: its words, a second run's folder, a prepared corpus, the GPU's."""
 import json
 import os
 import subprocess
@@ -131,3 +132,17 @@ def test_an_offline_hub_corpus_fails_fast_with_its_message(tmp_path):
     took = time.time() - t0
     assert p.returncode != 0 and 'could not load HuggingFaceFW/fineweb-edu' in p.stderr, p.stderr[-2000:]
     assert 'huggingface.co is unreachable' in p.stdout and took < 15, (took, p.stdout)  # (retrying took 25 s)
+
+
+def test_readme_defines_the_words_of_its_logs_and_tables_and_shows_a_newcomers_next_commands():
+    readme = open(os.path.join(ROOT, 'README.md')).read()
+    quick = readme.split('## Quick start', 1)[1].split('\n## Configs', 1)[0]
+    for word in ('`aux` is', '`mfu` is', '**safe gate**', "**KDA's gate**", '`kda\n  safe-gate` KDA with',
+                 '**A per channel**', '**NONE floor**'):
+        assert word in quick, word  # defined before the commands, tables and figures that use it
+    after_log = quick.split('done: 400 steps', 1)[1]
+    assert 'python train.py --mixer=kda --out_dir=out/kda' in after_log.split('```sh', 1)[1].split('```', 1)[0]
+    commands = readme.split('## Configs and commands', 1)[1].split('\n## ', 1)[0]
+    assert 'python train.py --dataset=mytext\n--out_dir=out/mytext' in commands
+    gpu = commands.split('needs a CUDA GPU', 1)[1].split('\n\n', 1)[0]
+    assert 'config/stdlib_26m.py' in gpu and '23 GB' in gpu and '`torchrun` line (8 GPUs)' in gpu
