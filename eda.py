@@ -77,6 +77,8 @@ def kda_gate(a, A_log, dt_bias, lower_bound=-5.0):
 
     a: [..., HV, K], A_log: [HV, K] (or [HV]), dt_bias: [HV, K].
     """
+    if lower_bound >= 0:  # a positive bound would give g > 0: a growing memory
+        raise ValueError(f"kda_gate: lower_bound must be negative, got {lower_bound}")
     A = _amplitude(A_log, dt_bias)
     return lower_bound * torch.sigmoid(A * (a.float() + dt_bias.float()))
 
@@ -86,9 +88,10 @@ def kda_gate(a, A_log, dt_bias, lower_bound=-5.0):
 # ValueError naming the argument.
 
 
-def check_inputs(q, k, v, e, g, beta, gamma, initial_state=None):
-    """Validate shapes, dtypes and devices; return (B, T, H, HV, K, V)."""
-    named = dict(q=q, k=k, v=v, g=g, beta=beta)
+def check_inputs(q, k, v, e, g, beta, gamma, initial_state=None, b=None, w=None):
+    """Validate shapes, dtypes and devices; return (B, T, H, HV, K, V). b, w: GDN-2's erase and write gates
+    ([B, T, HV, K], [B, T, HV, V]), given in place of beta."""
+    named = dict(q=q, k=k, v=v, g=g, **(dict(beta=beta) if b is None and w is None else dict(b=b, w=w)))
     if (e is None) != (gamma is None):
         raise ValueError("e and gamma go together: pass both (EDA) or neither (KDA/GDN); "
                          f"got e={'None' if e is None else 'tensor'}, gamma={'None' if gamma is None else 'tensor'}")
@@ -128,7 +131,11 @@ def check_inputs(q, k, v, e, g, beta, gamma, initial_state=None):
     if tuple(g.shape) not in ((B, T, HV, K), (B, T, HV)):
         raise ValueError(f"g must have shape {(B, T, HV, K)} (channel-wise) or {(B, T, HV)} (per head), "
                          f"got {tuple(g.shape)}")
-    expect("beta", beta, (B, T, HV))
+    if "beta" in named:
+        expect("beta", beta, (B, T, HV))
+    else:
+        expect("b", b, (B, T, HV, K))
+        expect("w", w, (B, T, HV, V))
     if e is not None:
         expect("e", e, (B, T, HV, K))
         expect("gamma", gamma, (B, T, HV))
@@ -360,11 +367,11 @@ def eda_chunk(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
 # Shapes as above: q, k [B,T,H,K]; v [B,T,HV,V]; g, b [B,T,HV,K] (or g [B,T,HV]); w [B,T,HV,V].
 
 
-def _gdn2_prepare(q, k, v, g, b, w, scale, initial_state):
-    B, T, H, K = q.shape
-    HV, V = v.shape[2], v.shape[3]
-    if HV % H or tuple(b.shape) != (B, T, HV, K) or tuple(w.shape) != (B, T, HV, V):
-        raise ValueError(f"gdn2: bad shapes q{tuple(q.shape)} v{tuple(v.shape)} b{tuple(b.shape)} w{tuple(w.shape)}")
+def _gdn2_prepare(q, k, v, g, b, w, scale, initial_state, check):
+    """The EDA paths' checks (check_inputs; check_values unless check=False), then the compute-dtype inputs."""
+    B, T, H, HV, K, V = check_inputs(q, k, v, None, g, None, None, initial_state, b=b, w=w)
+    if check:
+        check_values(g, dict(q=q, k=k, v=v, b=b, w=w, initial_state=initial_state))
     acc = torch.float64 if q.dtype == torch.float64 else torch.float32
     scale = K ** -0.5 if scale is None else scale
     G = HV // H
@@ -379,10 +386,11 @@ def _gdn2_prepare(q, k, v, g, b, w, scale, initial_state):
     return q, k, kb, z, g, S
 
 
-def gdn2_recurrent(q, k, v, g, b, w, scale=None, initial_state=None, output_final_state=False):
-    """GDN-2 one token at a time: the spec. Returns (o [B,T,HV,V] in v's dtype, final state or None)."""
+def gdn2_recurrent(q, k, v, g, b, w, scale=None, initial_state=None, output_final_state=False, check=True):
+    """GDN-2 one token at a time: the spec. Returns (o [B,T,HV,V] in v's dtype, final state or None).
+    check: as eda_recurrent's (g <= 0, no NaN or inf input; a host sync)."""
     out_dtype = v.dtype
-    q, k, kb, z, g, S = _gdn2_prepare(q, k, v, g, b, w, scale, initial_state)
+    q, k, kb, z, g, S = _gdn2_prepare(q, k, v, g, b, w, scale, initial_state, check)
     outs = []
     for t in range(q.shape[1]):
         S = g[:, t].exp().unsqueeze(-1) * S                                       # D_t S_{t-1}
@@ -393,11 +401,15 @@ def gdn2_recurrent(q, k, v, g, b, w, scale=None, initial_state=None, output_fina
     return o.to(out_dtype), (S if output_final_state else None)
 
 
-def gdn2_chunk(q, k, v, g, b, w, scale=None, initial_state=None, output_final_state=False, chunk_size=64):
+def gdn2_chunk(q, k, v, g, b, w, scale=None, initial_state=None, output_final_state=False, chunk_size=64,
+               check=True):
     """GDN-2 chunk-parallel: chunk_delta_rule with the read direction b*k in place of k on the right, the
-    value w*v and strength 1 (u_i = w_i*v_i - S_{i-1}^T D_i (b_i*k_i), unrolled in the chunk)."""
+    value w*v and strength 1 (u_i = w_i*v_i - S_{i-1}^T D_i (b_i*k_i), unrolled in the chunk). check: as
+    gdn2_recurrent's."""
+    if not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
     out_dtype = v.dtype
-    q, k, kb, z, g, S = _gdn2_prepare(q, k, v, g, b, w, scale, initial_state)
+    q, k, kb, z, g, S = _gdn2_prepare(q, k, v, g, b, w, scale, initial_state, check)
     ones = z.new_ones(z.shape[:3])
     o, S = chunk_delta_rule(q, k, z, g, ones, S, chunk_size, read=kb)
     return o.to(out_dtype), (S if output_final_state else None)

@@ -492,10 +492,10 @@ class LinearAttention(nn.Module):
         # the update rule (eda.py) from the cached state, or zeros; the final state only to continue a cache
         state, keep = (None, False) if cache is None else (cache["state"], True)
         if self.mixer == "gdn2" and rule == "recurrent":
-            o, S = eda.gdn2_recurrent(q, k, v, g, b, w, initial_state=state, output_final_state=keep)
-        elif self.mixer == "gdn2":
+            o, S = eda.gdn2_recurrent(q, k, v, g, b, w, initial_state=state, output_final_state=keep, check=False)
+        elif self.mixer == "gdn2":  # (value checks off, as for the reference paths below)
             o, S = eda.gdn2_chunk(q, k, v, g, b, w, initial_state=state, output_final_state=keep,
-                                  chunk_size=cfg.la_chunk_size)
+                                  chunk_size=cfg.la_chunk_size, check=False)
         elif rule == "triton":
             o, S = eda.eda_triton(q, k, v, e, g, beta, gamma, initial_state=state, output_final_state=keep,
                                   check_g=eda.triton_checks_g(cfg.gate, cfg.la_gate_lower_bound),

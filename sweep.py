@@ -17,8 +17,13 @@ the device (from the first record of the run's log.jsonl) and how many runs the 
 started (at_once: runs at once share a GPU's time).
 Stopping the sweep (Ctrl-C, SIGTERM, even SIGKILL on Linux) stops its runs. matplotlib is optional: without
 it the table is still written.
+A sweep holds its results file for its life (a lock on <results file>.lock): a second sweep on the same file
+is refused, naming the first one's pid. Run from any folder, relative paths are the repository's (its runs run
+there): results_dir, runs_dir and a task's config (else the working directory's); a grid file is read from
+the working directory, else from the repository.
 """
 import ctypes
+import fcntl
 import itertools
 import json
 import math
@@ -80,7 +85,18 @@ metric = 'val_acc'            # 'val_acc' (synthetic tasks: higher is better; th
                               # difficulty) or 'val_loss' (language models: lower is better; the figure is the
                               # validation loss against step, from each run's evaluations)
 python = sys.executable
-configure(globals())
+
+
+def _grid_file(arg):
+    """A grid file (a .py argument) from the working directory, else the repository's."""
+    found = arg.startswith('--') or not arg.endswith('.py') or os.path.exists(arg)
+    return arg if found else os.path.join(os.path.dirname(os.path.abspath(__file__)), arg)
+
+
+configure(globals(), [_grid_file(a) for a in sys.argv[1:]])
+HERE, CWD = os.path.dirname(os.path.abspath(__file__)), os.getcwd()
+if __name__ == '__main__':
+    os.chdir(HERE)  # relative paths are the repository's, as for the runs (train.py runs there)
 if metric not in ('val_acc', 'val_loss'):
     sys.exit(f"sweep: metric must be 'val_acc' or 'val_loss', got {metric!r}")
 if jobs < 1 or run_timeout <= 0:
@@ -91,13 +107,72 @@ if evaluate and (not checkpoints or any(not isinstance(e, list) or not e for e i
     sys.exit(f'sweep: evaluate needs checkpoints=True and a list [what, eval.py args...] each, got {evaluate!r}')
 if best_repeats < 0:
     sys.exit(f'sweep: best_repeats must be 0 or more, got {best_repeats}')
+
+
+def grid_problem():
+    """What is wrong with the grid's settings, in one line naming the key, or None: checked before anything
+    runs (a run of a malformed grid would fail, or a string be split into its characters)."""
+    def strs(v):
+        return isinstance(v, (list, tuple)) and all(isinstance(a, str) for a in v)
+
+    def nums(v, kind):
+        return all(isinstance(a, kind) and not isinstance(a, bool) for a in v)
+    if not tasks:
+        return 'tasks is empty: give at least one task'
+    for task, spec in tasks.items():
+        at = f'tasks[{task!r}]'
+        if not isinstance(spec, dict):
+            return f"{at} must be a dict with 'config', 'x' and 'levels', got {spec!r}"
+        if missing := [k for k in ('config', 'x', 'levels') if k not in spec]:
+            return f"{at} lacks {', '.join(map(repr, missing))} (a task: {{'config': .., 'x': .., 'levels': ..}})"
+        if not isinstance(spec['config'], str) or not spec['config'].endswith('.py'):
+            return f"{at}['config'] must be a train.py config file (a .py path), got {spec['config']!r}"
+        if not os.path.exists(os.path.join(HERE, spec['config'])):
+            if not os.path.exists(os.path.join(CWD, spec['config'])):
+                return f"{at}['config'] {spec['config']!r} is found neither in the repository nor in {CWD}"
+            spec['config'] = os.path.join(CWD, spec['config'])
+        levels = spec['levels']
+        if not isinstance(levels, (list, tuple)) or not levels:
+            return f"{at}['levels'] must be a non-empty list of [x, [train.py args]], got {levels!r}"
+        for i, level in enumerate(levels):
+            if not isinstance(level, (list, tuple)) or len(level) != 2 or not strs(level[1]):
+                return f"{at}['levels'][{i}] must be a pair [x, [train.py args]], got {level!r}"
+        xs = [x for x, _ in levels]
+        if len(set(map(repr, xs))) < len(xs):
+            return f"{at}['levels'] names a level twice: {xs!r}"
+        if 'floor' in spec and not (isinstance(spec['floor'], (list, tuple)) and len(spec['floor']) == 2
+                                    and isinstance(spec['floor'][1], dict)):
+            return f"{at}['floor'] must be [what, {{x: accuracy}}], got {spec['floor']!r}"
+    if not mixers:
+        return 'mixers is empty: give at least one mixer'
+    for m, args in mixers.items():
+        if not strs(args):
+            return f"mixers[{m!r}] must be a list of train.py args (e.g. ['--mixer=eda']), got {args!r}"
+    if not strs(extra):
+        return f'extra must be a list of train.py args, got {extra!r}'
+    if not nums(learning_rates, (int, float)) or any(not lr > 0 for lr in learning_rates):
+        return f'learning_rates must be positive numbers ([]: the task config\'s own), got {learning_rates!r}'
+    for key_, v in (('seeds', seeds), ('best_seeds', best_seeds)):
+        if not nums(v, int):
+            return f'{key_} must be a list of ints, got {v!r}'
+    return None if seeds else 'seeds is empty: give at least one seed'
+
+
+if problem := grid_problem():
+    sys.exit(f'sweep: {problem}')
+for _key in ('seeds', 'best_seeds', 'learning_rates'):  # a value listed twice (0.001 and 1e-3 too) runs once
+    if len(set(globals()[_key])) < len(globals()[_key]):
+        print(f'sweep: {_key} lists a value more than once, {globals()[_key]!r}: each runs once', file=sys.stderr)
+        globals()[_key] = list(dict.fromkeys(globals()[_key]))
 # ----------------------------------------------------------------------------------------------------
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 results_path = os.path.join(results_dir, f'{name}.jsonl')
 mixer_args = mixers
 KEY = ('task', 'x', 'mixer', 'lr', 'seed', 'repeat')  # one run; rows from before repeats existed are repeat 0
 ROW_KEYS = ('task', 'x', 'mixer', 'lr', 'seed', 'status')  # what a line needs to be a run's row
+ROW_NUMBERS = ('lr', 'seed', 'repeat', 'val_acc', 'val_loss', 'best_val_acc', 'seconds', 'step', 'at_once',
+               'params')
+warned = set()  # the results file's lines already named: read_results runs after every run
 
 
 def key(row):
@@ -116,13 +191,18 @@ def read_results(path):
                 continue
             try:
                 row = json.loads(line)
+                bad = None
             except ValueError:
-                print(f'sweep: {path}:{i} is not JSON (a line cut mid-write?), left out', file=sys.stderr)
-                continue
-            missing = [k for k in ROW_KEYS if not isinstance(row, dict) or k not in row]
-            if missing:
-                print(f"sweep: {path}:{i} is not a run's row (it lacks {', '.join(map(repr, missing))}), left out",
-                      file=sys.stderr)
+                row, bad = None, 'is not JSON (a line cut mid-write?)'
+            if row is not None and (missing := [k for k in ROW_KEYS if not isinstance(row, dict) or k not in row]):
+                bad = f"is not a run's row (it lacks {', '.join(map(repr, missing))})"
+            elif row is not None and (odd := [k for k in ROW_NUMBERS if row.get(k) is not None and (
+                    not isinstance(row[k], (int, float)) or isinstance(row[k], bool))]):
+                bad = f"is not a run's row ({', '.join(f'{k} is {row[k]!r}' for k in odd)}, not a number)"
+            if bad:
+                if (path, i, line) not in warned:
+                    warned.add((path, i, line))
+                    print(f'sweep: {path}:{i} {bad}, left out', file=sys.stderr)
                 continue
             rows[key(row)] = row
     return list(rows.values())
@@ -239,11 +319,13 @@ def outcome(proc_rc, out_dir, log_path, seconds, timed_out):
     finished = bool(evals) and evals[-1].get('final', False)  # killed after its last evaluation: finished
     if timed_out and not finished:
         res['status'] = 'timeout'
-    elif (proc_rc == 0 or timed_out) and evals:
+    elif finished and (proc_rc == 0 or timed_out):  # only a final evaluation is the run's result
         res['status'] = 'ok'
     else:
         res['status'] = 'diverged' if 'non-finite loss' in text else 'failed'
-        res['error'] = error_line(text) or f'exit {proc_rc}, no output'
+        log = os.path.join(out_dir, 'log.jsonl')
+        res['error'] = (f'exit 0, but {log} holds no final evaluation' if proc_rc == 0 and not timed_out
+                        else error_line(text) or f'exit {proc_rc}, no output')
     return res
 
 
@@ -391,7 +473,36 @@ def stop_on_signal(signum, frame):
                      f'recorded nothing (the same command resumes)')
 
 
+def hold_results_file():
+    """Check that the results file and the runs' folder can be written, and lock the results file for the
+    sweep's life (the lock goes with the process): two sweeps on one file would run every run twice and each
+    delete the other's run folders. Exits naming the problem, or the pid of the sweep that holds the file."""
+    def cannot(why):
+        sys.exit(f'sweep: cannot write {why}; nothing was run: give a writable --results_dir and --runs_dir')
+    for folder in (results_dir, runs_dir):
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except OSError as err:
+            cannot(f'in {folder} ({err.strerror})')
+    if os.path.isdir(results_path) or (os.path.exists(results_path) and not os.access(results_path, os.W_OK)):
+        cannot(f"the results file {results_path} ({'a folder' if os.path.isdir(results_path) else 'read-only'})")
+    try:
+        fd = os.open(f'{results_path}.lock', os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        cannot(f'{results_path}.lock ({err.strerror})')
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.pread(fd, 32, 0).decode(errors='replace').strip() or '?'
+        sys.exit(f'sweep: another sweep (pid {holder}) is running on {results_path}; nothing was run: wait for it '
+                 f'to end, or give this one another --name or --results_dir')
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f'{os.getpid()}\n'.encode(), 0)
+    return fd
+
+
 def sweep():
+    hold_results_file()
     rerun = ('failed', 'timeout') if retry_failed else ()
     done = {key(r) for r in read_results(results_path) if r['status'] not in rerun}
     tried = set(done)  # each run starts at most once per invocation
@@ -406,8 +517,6 @@ def sweep():
           f'run, {jobs} at a time', flush=True)
     if not todo:
         return
-    os.makedirs(results_dir, exist_ok=True)
-    os.makedirs(runs_dir, exist_ok=True)
     n_gpu, code, running, durations, t0 = gpu_count(), commit(), [], [], time.time()
     at_once = jobs  # falls when runs sharing a GPU run out of its memory
     took = {}  # (task, x) -> (seconds, runs at once) of its finished runs, for the deadline

@@ -452,3 +452,38 @@ def test_triton_problem_names_a_head_dim_the_kernels_cannot_take_and_auto_stops_
     assert eda.auto_backend_problem("auto", False, "eda", 24, 16) is None  # the chunked path takes it
     assert eda.auto_backend_problem("chunk", True, "eda", 24, 16) is None
     assert eda.auto_backend_problem("auto", True, "eda", 16, 16) is None
+
+
+def test_gdn2_refuses_a_positive_log_decay_and_bad_shapes_as_the_eda_paths_do():
+    q, k, v, g, b, w, S0 = _gdn2_inputs(T=9)
+    x = dict(q=q, k=k, v=v, g=g, b=b, w=w)
+    bad = [
+        (dict(g=0.3 * torch.rand_like(g)), "g is a log decay and must be ≤ 0.*values up to"),
+        (dict(g=g[..., :5]), "g must have shape"),
+        (dict(b=b[..., :5]), "b must have shape"),
+        (dict(w=w[:, :4]), "w must have shape"),
+        (dict(k=k[:, :4]), "k must have shape"),
+        (dict(v=v[:, :, :3]), "multiple of the query/key heads"),
+        (dict(w=w.long()), "w must be a floating-point"),
+        (dict(b=None), "b must be a torch.Tensor"),
+        (dict(v=v.clone().fill_(float("nan"))), "^v holds NaN or inf"),
+        ({n: t[:0] for n, t in x.items()}, "q has batch size B = 0"),
+    ]
+    for fn in (gdn2_recurrent, gdn2_chunk):
+        for change, message in bad:
+            with pytest.raises(ValueError, match=message):
+                fn(**dict(x, **change))
+        with pytest.raises(ValueError, match="initial_state must have shape"):
+            fn(**x, initial_state=S0[:, :, :3])
+    with pytest.raises(ValueError, match="chunk_size must be a positive int"):
+        gdn2_chunk(**x, chunk_size=0)
+    g_pos = dict(x, g=0.3 * torch.rand_like(g))  # unchecked (the model's callers): computed as given
+    assert torch.isfinite(gdn2_chunk(**g_pos, check=False)[0]).all()
+
+
+def test_kda_gate_refuses_a_non_negative_lower_bound_as_the_safe_gate_does():
+    a, A_log, dt_bias = torch.randn(2, 3, 8), torch.randn(3), torch.randn(3, 8)
+    for gate in (safe_gate, kda_gate):
+        for bound in (1.0, 0.0):
+            with pytest.raises(ValueError, match=f"lower_bound must be negative, got {bound}"):
+                gate(a, A_log, dt_bias, lower_bound=bound)

@@ -467,3 +467,91 @@ def test_an_lr_whose_runs_all_failed_reads_failed_in_the_lr_table_and_one_seed_s
     md = (tmp_path / 't.md').read_text()
     assert '| mqar | 4 | eda | 1.5000 | ! failed |' in md and 'inf' not in md, md
     assert '| eda | 1 | 1.5000 (1 seed) lr 0.001 |' in md, md
+
+
+def test_a_second_sweep_on_a_held_results_file_is_refused_naming_the_holders_pid(tmp_path):
+    # the holder: this process, through the sweep's own lock (as a running sweep holds it for its life)
+    mod = load_script('sweep.py', ['sweep.py', '--name=t', f'--results_dir={tmp_path}',
+                                   f'--runs_dir={tmp_path / "runs"}'])
+    fd = mod.hold_results_file()
+    try:
+        p = run_sweep(tmp_path, "--mixers={'eda': ['--mixer=eda']}", timeout=60)
+    finally:
+        os.close(fd)
+    assert p.returncode != 0 and p.stderr.strip() == (
+        f'sweep: another sweep (pid {os.getpid()}) is running on {tmp_path / "t.jsonl"}; nothing was run: wait for '
+        f'it to end, or give this one another --name or --results_dir'), p.stderr
+    assert not (tmp_path / 't.jsonl').exists() and not list((tmp_path / 'runs').iterdir())
+
+
+def test_a_row_is_ok_only_when_its_runs_log_holds_the_final_evaluation(tmp_path):
+    mod = load_script('sweep.py')
+    (tmp_path / 'run').mkdir()
+    (tmp_path / 'run' / 'log.jsonl').write_text(json.dumps({'start': True, 'params': 1}) + '\n' + json.dumps(
+        {'eval': True, 'step': 0, 'val_loss': 4.1, 'val_acc': 0.0}) + '\n')  # half-written: step 0 only
+    res = mod.outcome(0, str(tmp_path / 'run'), str(tmp_path / 'run.log'), 3.0, False)
+    assert res['status'] == 'failed' and res['error'] == (
+        f"exit 0, but {tmp_path / 'run' / 'log.jsonl'} holds no final evaluation"), res
+
+
+@pytest.mark.parametrize('setting,message', [
+    ("--tasks={'mqar': {'config': 'config/mqar.py', 'x': 'n'}}", "tasks['mqar'] lacks 'levels'"),
+    ("--tasks={'mqar': {'config': 'config/mqar.py', 'x': 'n', 'levels': [[4]]}}",
+     r"tasks['mqar']['levels'][0] must be a pair [x, [train.py args]], got [4]"),
+    ("--mixers={'eda': '--mixer=eda'}", "mixers['eda'] must be a list of train.py args"),
+])
+def test_a_malformed_grid_is_one_line_naming_the_key_before_anything_runs(tmp_path, setting, message):
+    p = run_sweep(tmp_path, setting, timeout=60)
+    assert p.returncode != 0 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert p.stderr.startswith(f'sweep: {message}'), p.stderr
+    assert not (tmp_path / 'runs').exists()
+
+
+def test_seeds_or_learning_rates_listed_twice_run_once(capsys):
+    mod = load_script('sweep.py', ['sweep.py', TINY_TASK, "--mixers={'eda': ['--mixer=eda']}", '--seeds=[0, 0]',
+                                   '--learning_rates=[1e-3, 0.001]'])
+    assert [(row['seed'], row['lr']) for row, _ in mod.grid()] == [(0, 1e-3)]
+    assert 'seeds lists a value more than once, [0, 0]: each runs once' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize('where', ['results file', 'results folder'])
+def test_an_unwritable_results_file_or_folder_is_found_before_the_first_run(tmp_path, where):
+    args = []
+    if where == 'results file':
+        (tmp_path / 't.jsonl').mkdir()  # a folder where the file goes (permissions do not stop root)
+    else:
+        (tmp_path / 'file').write_text('')
+        args = [f'--results_dir={tmp_path / "file"}']
+    p = run_sweep(tmp_path, "--mixers={'eda': ['--mixer=eda']}", *args, timeout=60)
+    assert p.returncode != 0 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert p.stderr.startswith('sweep: cannot write') and 'nothing was run' in p.stderr, p.stderr
+    assert not list((tmp_path / 'runs').glob('*.log'))
+
+
+def test_a_row_with_a_non_numeric_value_is_named_and_left_out_and_each_bad_line_named_once(tmp_path, capsys):
+    mod = load_script('sweep.py')
+    good = {'task': 'mqar', 'x': 4, 'mixer': 'eda', 'lr': 1e-3, 'seed': 0, 'status': 'ok', 'val_acc': 0.5}
+    (tmp_path / 't.jsonl').write_text(json.dumps(dict(good, seed=1, val_acc='0.5')) + '\n' + json.dumps(good)
+                                      + '\n{"task": "mqar", "x": 4\n')
+    assert mod.read_results(str(tmp_path / 't.jsonl')) == [good]
+    assert mod.read_results(str(tmp_path / 't.jsonl')) == [good]  # (read again after every run)
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 't.jsonl'}:1 is not a run's row (val_acc is '0.5', not a number), left out" in err
+    assert err.count(f"{tmp_path / 't.jsonl'}:3 is not JSON") == 1 and err.count(':1 is not') == 1, err
+
+
+def test_a_sweep_run_from_another_folder_finds_its_grid_and_writes_where_its_runs_write(tmp_path):
+    """Relative paths are the repository's: the grid file, results_dir and runs_dir (where train.py, run in the
+    repository, writes each run's log) mean the same files from any working directory."""
+    fake = tmp_path / 'fake_train.py'  # FAKE_TRAIN without its wait: writes the log of a finished run
+    fake.write_text(FAKE_TRAIN.format(python=sys.executable).replace('time.sleep(1.0)', ''))
+    fake.chmod(0o755)
+    (tmp_path / 'elsewhere').mkdir()
+    rel = lambda p: os.path.relpath(p, ROOT)
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'sweep.py'), 'config/sweep/synthetic.py', TINY_TASK,
+                        "--mixers={'eda': ['--mixer=eda']}", '--learning_rates=[1e-3]', '--seeds=[0]', '--jobs=1',
+                        '--pairs=[]', '--name=t', f'--results_dir={rel(tmp_path / "res")}', f'--runs_dir={rel(tmp_path / "runs")}',
+                        f'--python={fake}'], cwd=tmp_path / 'elsewhere', capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    [row] = [json.loads(line) for line in (tmp_path / 'res' / 't.jsonl').read_text().splitlines()]
+    assert row['status'] == 'ok' and row['val_acc'] == 0.5

@@ -17,12 +17,18 @@ Token files: a 64-byte header, then the tokens as one flat array (numpy memmap o
 Documents are separated by an end-of-document token: tiktoken's <|endoftext|>, or byte 0 for the byte
 encoding (NUL never occurs in text). load_tokens() checks the header and the file size, so a missing,
 truncated or mismatched file is an error naming the file and the command that rebuilds it.
+
+Validation split (--val_fraction, in (0, 0.5]): whole files or documents, chosen by a stable hash of their
+name, when that holds out at least MIN_VAL_FILES of them; with fewer files (a few text files), the last
+val_fraction of every file instead, so that validation text follows the training text's distribution.
 """
 import argparse
 import codecs
+import contextlib
 import glob
 import json
 import os
+import signal
 import struct
 import sys
 import sysconfig
@@ -36,6 +42,8 @@ VERSION = 1
 HEADER_BYTES = 64
 HEADER = struct.Struct("<8sIIQQ")  # magic, version, itemsize, vocab_size, n_tokens (32 bytes, then zeros)
 DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32}
+MAX_VOCAB = 1 << 22  # 20x the largest tiktoken vocab (o200k): a header claiming more is damaged, not a corpus
+MIN_VAL_FILES = 10   # fewer held-out files would make a validation set unlike the training text
 HUB = {  # name: (hub repo, subset, split, default encoding)
     "fineweb_edu": ("HuggingFaceFW/fineweb-edu", "sample-10BT", "train", "gpt2"),
     "openwebtext": ("Skylion007/openwebtext", None, "train", "gpt2"),
@@ -61,12 +69,14 @@ def write_tokens(path, arrays, vocab_size, total=None, desc=None):
     that looks complete; the header's token count is filled in last and checked against the size on load.
     """
     from tqdm import tqdm
+    if not 1 <= vocab_size <= MAX_VOCAB:
+        raise ValueError(f"vocab_size {vocab_size} is outside [1, {MAX_VOCAB}] while writing {path}")
     dtype = dtype_for(vocab_size)
     itemsize = np.dtype(dtype).itemsize
     counts = np.zeros(vocab_size, dtype=np.int64)
     n = 0
     tmp = f"{path}.tmp{os.getpid()}"  # per process: two preparations at once cannot mix their bytes
-    with open(tmp, "wb") as f:
+    with removed_unless_done(tmp), open(tmp, "wb") as f:
         f.write(b"\0" * HEADER_BYTES)
         for arr in tqdm(arrays, total=total, desc=desc or os.path.basename(path), unit="shard", leave=False):
             arr = np.asarray(arr)
@@ -79,16 +89,31 @@ def write_tokens(path, arrays, vocab_size, total=None, desc=None):
         f.write(HEADER.pack(MAGIC, VERSION, itemsize, vocab_size, n))
         f.flush()
         os.fsync(f.fileno())
-    os.replace(tmp, path)
+        f.close()
+        os.replace(tmp, path)
     return n, counts
+
+
+@contextlib.contextmanager
+def removed_unless_done(tmp):
+    """Remove the temporary file `tmp` if the block is left by an error or an interrupt (Ctrl-C; SIGTERM too,
+    which main() turns into one), so that no half-written file is left behind; a finished block renamed it."""
+    try:
+        yield
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
 
 
 def rebuild_command(data_dir):
     """The command that (re)builds the token files of `data_dir`, as written in its meta.json."""
     try:
         with open(os.path.join(data_dir, "meta.json")) as f:
-            return json.load(f)["command"]
-    except (OSError, ValueError, KeyError):
+            command = json.load(f)["command"]
+        if isinstance(command, str):
+            return command
+    except (OSError, ValueError, KeyError, TypeError):
         pass
     name = os.path.basename(os.path.normpath(data_dir))
     if name == "stdlib" or name in HUB:
@@ -118,6 +143,10 @@ def load_tokens(path, vocab_size=None):
         raise TokenFileError(f"token file {path} has format version {version}, this code reads {VERSION}; {fix}")
     if itemsize not in DTYPES:
         raise TokenFileError(f"token file {path} has an unknown token size of {itemsize} bytes; {fix}")
+    if not 1 <= vocab <= min(MAX_VOCAB, 2 ** (8 * itemsize)):  # (a model is built with this vocab)
+        raise TokenFileError(f"token file {path} claims vocab size {vocab:,}, outside [1, "
+                             f"{min(MAX_VOCAB, 2 ** (8 * itemsize)):,}] for {itemsize}-byte tokens: a damaged "
+                             f"header; {fix}")
     expected = HEADER_BYTES + n * itemsize
     if size != expected:
         what = "truncated" if size < expected else "longer than its header says"
@@ -136,12 +165,29 @@ def load_tokens(path, vocab_size=None):
     return tokens, vocab
 
 
+META_FIELDS = dict(vocab_size=("an int", int), encoding=("a string", str), command=("a string", str),
+                   unigram_entropy=("a number", (int, float)), train_tokens=("an int", int),
+                   val_tokens=("an int", int))
+
+
 def read_meta(data_dir):
+    """meta.json's fields ({} without a readable one: the token files' headers are what a run needs). A field
+    of the wrong type (a hand-edited or damaged file) exits with one line naming it and the rebuild command."""
+    path = os.path.join(data_dir, "meta.json")
+    fix = f"rebuild it with: {rebuild_command(data_dir)}"
     try:
-        with open(os.path.join(data_dir, "meta.json")) as f:
-            return json.load(f)
-    except (OSError, ValueError):
+        with open(path) as f:
+            meta = json.load(f)
+    except FileNotFoundError:
         return {}
+    except (OSError, ValueError) as err:
+        raise SystemExit(f"{path} cannot be read as JSON ({err}); {fix}") from None
+    if not isinstance(meta, dict):
+        raise SystemExit(f"{path} is not a JSON object; {fix}")
+    for field, (what, kind) in META_FIELDS.items():
+        if field in meta and (not isinstance(meta[field], kind) or isinstance(meta[field], bool)):  # bool: no int
+            raise SystemExit(f"{path}: {field} is {meta[field]!r}, not {what}; {fix}")
+    return meta
 
 
 def finish(out, splits, vocab_size, encoding, command, extra=None):
@@ -155,9 +201,10 @@ def finish(out, splits, vocab_size, encoding, command, extra=None):
             p = counts[counts > 0] / n
             meta["unigram_entropy"] = float(-(p * np.log(p)).sum())  # nats/token, the loss's unit
     tmp = os.path.join(out, f"meta.json.tmp{os.getpid()}")
-    with open(tmp, "w") as f:
-        json.dump(meta, f, indent=1)
-    os.replace(tmp, os.path.join(out, "meta.json"))
+    with removed_unless_done(tmp):
+        with open(tmp, "w") as f:
+            json.dump(meta, f, indent=1)
+        os.replace(tmp, os.path.join(out, "meta.json"))
     print(f"wrote {out}: " + ", ".join(f"{s} {meta[f'{s}_tokens']:,} tokens" for s in splits)
           + f", vocab {vocab_size}, unigram entropy {meta['unigram_entropy']:.4f} nats/token")
     return meta
@@ -166,6 +213,26 @@ def finish(out, splits, vocab_size, encoding, command, extra=None):
 def is_val(name, val_fraction):
     """Deterministic split by name: a stable hash, independent of file order, machine and Python run."""
     return zlib.crc32(name.encode()) % 10_000 < val_fraction * 10_000
+
+
+def val_names(names, val_fraction):
+    """The names of the files held out whole for validation, or None when the hash holds out fewer than
+    MIN_VAL_FILES (or all): then every file's tail is validation (tail_split)."""
+    val = {n for n in names if is_val(n, val_fraction)}
+    return val if MIN_VAL_FILES <= len(val) < len(names) else None
+
+
+def tail_split(text, val_fraction):
+    """(head, tail) of a str or bytes: the tail, at least one element, is the last val_fraction of it."""
+    cut = len(text) - max(1, round(len(text) * val_fraction))
+    return text[:max(cut, 0)], text[max(cut, 0):]
+
+
+def check_out(out):
+    """Exit before any work when the output folder cannot be one (an existing file)."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise SystemExit(f"prepare: --out={out} is an existing file, not a folder: give a folder for "
+                         f"train.bin, val.bin and meta.json")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -211,23 +278,29 @@ def stdlib_files():
 
 def prepare_stdlib(out=os.path.join(DATA_DIR, "stdlib"), val_fraction=0.02):
     """Byte-level corpus of the stdlib source, split into train/val by file. Fast (a few seconds)."""
+    check_out(out)
     root, files = stdlib_files()
     if not files:
         raise SystemExit(f"prepare: no *.py files under {root}: this Python has no stdlib source to train on")
+    val = val_names([os.path.relpath(p, root) for p in files], val_fraction)
     parts = {"train": [], "val": []}
     for path in files:
-        rel = os.path.relpath(path, root)
         with open(path, "rb") as f:
             data = f.read().replace(b"\0", b"")  # byte 0 is the document separator
-        parts["val" if is_val(rel, val_fraction) else "train"].append(np.frombuffer(data + b"\0", np.uint8))
+        if val is None:
+            pieces = zip(("train", "val"), tail_split(data, val_fraction))
+        else:
+            pieces = [("val" if os.path.relpath(path, root) in val else "train", data)]
+        for split, piece in pieces:
+            parts[split].append(np.frombuffer(piece + b"\0", np.uint8))
     import platform
     return finish(out, {s: (a, len(a)) for s, a in parts.items()}, 256, "bytes",
                   f"python data/prepare.py stdlib --out={os.path.relpath(out)}",
                   dict(source=root, python=platform.python_version(), files=len(files),
-                       val_files=len(parts["val"])))
+                       **(dict(val_files=len(val)) if val else dict(val_split="every file's tail"))))
 
 
-def tokenize_dataset(ds, encoding, num_proc, out, command, text_column="text"):
+def tokenize_dataset(ds, encoding, num_proc, out, command, text_column="text", extra=None):
     """Tokenize a datasets.Dataset with a 'split' column into train/val files, in parallel."""
     encode, vocab, _ = get_encoder(encoding)
     ds = ds.map(lambda b: {"ids": encode(b[text_column])}, batched=True, remove_columns=[
@@ -245,10 +318,31 @@ def tokenize_dataset(ds, encoding, num_proc, out, command, text_column="text"):
                 shard = part.shard(shards, i, contiguous=True).with_format("numpy")
                 yield np.concatenate(list(shard["ids"]))
         splits[split] = (arrays(), shards)
-    return finish(out, splits, vocab, encoding, command)
+    return finish(out, splits, vocab, encoding, command, extra)
+
+
+def hub_reachable(timeout=5.0):
+    """One request to the Hugging Face Hub (through the environment's proxy, as the hub client goes): None
+    when it answers, else why not."""
+    import urllib.error
+    import urllib.request
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    try:
+        urllib.request.urlopen(urllib.request.Request(endpoint, method="HEAD"), timeout=timeout).close()
+    except urllib.error.HTTPError:
+        return None  # it answered (with an error status): reachable
+    except (OSError, ValueError) as err:
+        return f"{endpoint} is unreachable ({getattr(err, 'reason', err)})"
+    return None
 
 
 def prepare_hub(name, out, encoding=None, num_proc=None, val_fraction=0.0005):
+    check_out(out)
+    # offline, the hub client retries for ~25 s before failing: ask once, and if nothing answers read only
+    # the local cache (set before datasets is imported, which reads these once)
+    if not os.environ.get("HF_HUB_OFFLINE") and (why := hub_reachable()):
+        print(f"prepare: {why}; looking in the local Hugging Face cache only")
+        os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
     import datasets
     repo, subset, split, default_enc = HUB[name]
     encoding = encoding or default_enc
@@ -308,23 +402,32 @@ def check_text_file(path):
 
 
 def prepare_text(inputs, out, encoding="bytes", num_proc=None, val_fraction=0.02, exts=("txt", "md", "py")):
-    """Local text files or folders through datasets' text loader, one document per file, split by file."""
+    """Local text files or folders through datasets' text loader, one document per file; validation is
+    whole files, or every file's tail when there are too few files for that (val_names)."""
+    check_out(out)
     files = text_files(inputs, exts)
     for path in files:
         check_text_file(path)
     import datasets
     get_encoder(encoding)  # fail early (and clearly) if the tokenizer cannot be loaded
-    val = [f for f in files if is_val(os.path.basename(f), val_fraction)]
-    if not val:  # tiny corpora: make sure val is not empty, deterministically
-        val = [min(files, key=lambda f: zlib.crc32(os.path.basename(f).encode()))]
-    train = [f for f in files if f not in val] or val
-    parts = []
-    for split, fs in (("train", train), ("val", val)):
-        ds = datasets.load_dataset("text", data_files=fs, sample_by="document", split="train")
-        parts.append(ds.add_column("split", [split] * len(ds)))
+    val = val_names([os.path.basename(f) for f in files], val_fraction)
+    load = lambda fs: datasets.load_dataset("text", data_files=fs, sample_by="document", split="train")
+    if val is None:  # each file's head to train, its tail to val (an empty piece is left out)
+        def cut(batch):
+            pieces = [(split, p) for t in batch["text"] for split, p in zip(("train", "val"),
+                                                                            tail_split(t, val_fraction)) if p]
+            return {"text": [p for _, p in pieces], "split": [split for split, _ in pieces]}
+        ds = load(files)
+        ds = ds.map(cut, batched=True, remove_columns=ds.column_names, desc="cutting each file's tail for val")
+    else:
+        parts = [load([f for f in files if (os.path.basename(f) in val) == (split == "val")])
+                 for split in ("train", "val")]
+        ds = datasets.concatenate_datasets([d.add_column("split", [split] * len(d))
+                                            for split, d in zip(("train", "val"), parts)])
     command = (f"python data/prepare.py text {' '.join('--input=' + i for i in inputs)} "
                f"--out={out} --encoding={encoding}")
-    return tokenize_dataset(datasets.concatenate_datasets(parts), encoding, num_proc, out, command)
+    how = dict(val_split="every file's tail") if val is None else dict(val_files=len(parts[1]))
+    return tokenize_dataset(ds, encoding, num_proc, out, command, extra=dict(files=len(files), **how))
 
 
 if __name__ == "__main__":
@@ -342,13 +445,21 @@ if __name__ == "__main__":
     args = parser.parse_args()
     out = args.out or os.path.join(DATA_DIR, args.name or args.source)
     vf = {} if args.val_fraction is None else {"val_fraction": args.val_fraction}
-    if args.source == "stdlib":
-        if args.encoding not in (None, "bytes"):
-            sys.exit("prepare: the stdlib corpus is byte-level; drop --encoding")
-        prepare_stdlib(out, **vf)
-    elif args.source == "text":
-        if not args.input:
-            sys.exit("prepare: text needs --input=<file, folder or glob> (repeatable)")
-        prepare_text(args.input, out, args.encoding or "bytes", args.num_proc, exts=tuple(args.ext.split(",")), **vf)
-    else:
-        prepare_hub(args.source, out, args.encoding, args.num_proc, **vf)
+    if args.val_fraction is not None and not 0 < args.val_fraction <= 0.5:  # (NaN fails too)
+        sys.exit(f"prepare: --val_fraction must be in (0, 0.5] (a share held out from training), "
+                 f"got {args.val_fraction}")
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a scheduler's stop: as Ctrl-C, files cleaned up
+    try:
+        if args.source == "stdlib":
+            if args.encoding not in (None, "bytes"):
+                sys.exit("prepare: the stdlib corpus is byte-level; drop --encoding")
+            prepare_stdlib(out, **vf)
+        elif args.source == "text":
+            if not args.input:
+                sys.exit("prepare: text needs --input=<file, folder or glob> (repeatable)")
+            prepare_text(args.input, out, args.encoding or "bytes", args.num_proc, exts=tuple(args.ext.split(",")),
+                         **vf)
+        else:
+            prepare_hub(args.source, out, args.encoding, args.num_proc, **vf)
+    except KeyboardInterrupt:
+        sys.exit(f"prepare: interrupted; nothing half-written is left in {out} (files it had finished stay)")
