@@ -32,6 +32,9 @@ import time
 
 from configurator import configure
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'scripts'))
+from rows import commit  # noqa: E402  (scripts/rows.py: the code's commit, as every results row records it)
+
 # ----------------------------------------------------------------------------------------------------
 # Settings (config files and --key=value, as train.py)
 name = 'sweep'                # results go to <results_dir>/<name>.jsonl, .md, .png
@@ -252,20 +255,6 @@ def error_line(text):
 def fmt_time(s):
     s = int(s)
     return f'{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}'
-
-
-def commit():
-    """The code's commit: $NANOEDA_COMMIT where set (a copy of the tree whose .git, if any, is not its history),
-    else git's short hash ('-dirty' with uncommitted changes to tracked files), else None."""
-    if os.environ.get('NANOEDA_COMMIT'):
-        return os.environ['NANOEDA_COMMIT']
-    try:
-        head = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=HERE, capture_output=True, text=True)
-        dirty = subprocess.run(['git', 'status', '--porcelain', '--untracked-files=no'], cwd=HERE,
-                               capture_output=True, text=True)
-    except OSError:
-        return None
-    return head.stdout.strip() + ('-dirty' if dirty.stdout.strip() else '') if head.returncode == 0 else None
 
 
 # ----------------------------------------------------------------------------------------------------
