@@ -571,22 +571,28 @@ def cell(s, n_unfinished):
     return f"{fmt(s['mean'])} ± {spread} [{fmt(s['min'])}, {fmt(s['max'])}] lr {fmt_lr(s['lr'])}{bad}{more}"
 
 
+def md_table(title, header, rows, intro=()):
+    """A report section: its title, intro lines, and a table of rows (lists of cells)."""
+    return [f'## {title}', '', *intro, '| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header),
+            *('| ' + ' | '.join(map(str, row)) + ' |' for row in rows), '']
+
+
 def task_table(task, spec, rows, summary):
     """The task's table: a row per mixer, a column per level; its floor (a trivial answer's score) as a row."""
     xs = [x for x, _ in spec['levels']]
     unfinished = [(r['task'], r['x'], r['mixer']) for r in rows if r['status'] == 'timeout']
-    lines = [f'## {task} (difficulty: {spec["x"]})', '', *data_line(task, rows),
-             '| mixer | params | ' + ' | '.join(f'{spec["x"]}={x}' for x in xs) + ' |', '|---|---|' + '---|' * len(xs)]
+    out = []
     for m in mixer_args:
         params = next((summary[(task, x, m)]['params'] for x in xs if (task, x, m) in summary and
                        summary[(task, x, m)]['params']), None)
         params = params or next((r['params'] for r in rows if r['mixer'] == m and r.get('params')), None)
-        cells = [cell(summary.get((task, x, m)), unfinished.count((task, x, m))) for x in xs]
-        lines.append((f'| {m} | {params:,} | ' if params else f'| {m} | ? | ') + ' | '.join(cells) + ' |')
+        out.append([m, f'{params:,}' if params else '?',
+                    *(cell(summary.get((task, x, m)), unfinished.count((task, x, m))) for x in xs)])
     if 'floor' in spec:
         answer, floor = spec['floor']
-        lines.append(f'| *{answer}* | — | ' + ' | '.join(fmt(floor[x]) if x in floor else '—' for x in xs) + ' |')
-    return lines + ['']
+        out.append([f'*{answer}*', '—', *(fmt(floor[x]) if x in floor else '—' for x in xs)])
+    return md_table(f'{task} (difficulty: {spec["x"]})', ['mixer', 'params', *(f'{spec["x"]}={x}' for x in xs)], out,
+                    data_line(task, rows))
 
 
 def split_table(summary):
@@ -595,12 +601,10 @@ def split_table(summary):
     for (task, x, m), s in ordered(summary):
         ok = [r for r in s['runs'] if r['status'] == 'ok']
         if metric == 'val_acc' and ok and all('val_acc_value' in r for r in ok):
-            split.append(f"| {task} | {x} | {m} | {fmt(mean([r['val_acc_value'] for r in ok]))} | "
-                         f"{fmt(mean([r['val_acc_none'] for r in ok]))} |")
-    if not split:
-        return []
-    return ['## Values vs NONE answers (best lr, mean over seeds): recall of values | NONE answered right', '',
-            '| task | x | mixer | values (%) | NONE answers (%) |', '|---|---|---|---|---|', *split, '']
+            split.append([task, x, m, fmt(mean([r['val_acc_value'] for r in ok])),
+                          fmt(mean([r['val_acc_none'] for r in ok]))])
+    return split and md_table('Values vs NONE answers (best lr, mean over seeds): recall of values | NONE answered '
+                              'right', ['task', 'x', 'mixer', 'values (%)', 'NONE answers (%)'], split)
 
 
 def seed_diffs(sa, sb):
@@ -620,21 +624,17 @@ def pair_stats(sa, sb):
 
 def paired_table(summary):
     """pairs, seed by seed at each level (pair_stats)."""
-    paired = []
-    both = {**summarize(foreign_rows()), **summary}
+    paired, both = [], {**summarize(foreign_rows()), **summary}
     for (task, spec), (a, b) in itertools.product(tasks.items(), pairs):
         for x, _ in spec['levels']:
             if (task, x, a) in both and (task, x, b) in both and (p := pair_stats(both[(task, x, a)],
                                                                                   both[(task, x, b)])):
-                paired.append(f"| {task} | {x} | {a} vs {b} | {p[0]} of {p[1]} | {fmt_diff(p[2])} |")
-    if not paired:
-        return []
-    lines = ['## Paired by seed (same seed: same data; each mixer at its best lr)', '']
-    if PAIRED_ELSEWHERE and paired_from:
-        lines += [', '.join(PAIRED_ELSEWHERE) + ': the rows of ' + ', '.join(
-            f'`{os.path.join(results_dir, other + ".jsonl")}` ({task})' for task, other in paired_from.items())
-            + ', made with this sweep\'s commands but the mixer.', '']
-    return lines + ['| task | x | A vs B | A ahead (seeds) | mean A - B |', '|---|---|---|---|---|', *paired, '']
+                paired.append([task, x, f'{a} vs {b}', f'{p[0]} of {p[1]}', fmt_diff(p[2])])
+    elsewhere = [', '.join(PAIRED_ELSEWHERE) + ': the rows of ' + ', '.join(
+        f'`{os.path.join(results_dir, other + ".jsonl")}` ({task})' for task, other in paired_from.items())
+        + ', made with this sweep\'s commands but the mixer.', ''] if PAIRED_ELSEWHERE and paired_from else []
+    return paired and md_table('Paired by seed (same seed: same data; each mixer at its best lr)',
+                               ['task', 'x', 'A vs B', 'A ahead (seeds)', 'mean A - B'], paired, elsewhere)
 
 
 def run_to_run(s):
@@ -648,32 +648,25 @@ def run_to_run(s):
 def repeats_table(summary):
     """Run-to-run noise beside the seed spread, where a seed ran more than once (at the best lr): the sample std
     of the seeds' means, and the pooled sample std of runs of the same seed."""
-    lines = []
+    out = []
     for (task, x, m), s in ordered(summary):
         seeds_ = by_seed(s['runs'])
         again = {seed: v for seed, v in seeds_.items() if len(v) > 1}
-        if not again:
-            continue
-        pooled = run_to_run(s)
-        each = '; '.join(f'seed {seed}: ' + ', '.join(fmt(a) for a in v) for seed, v in sorted(again.items()))
-        lines.append(f"| {task} | {x} | {m} | {fmt_lr(s['lr'])} | {len(seeds_)} | "
-                     f"{fmt(std([mean(v) for v in seeds_.values()]))} | {fmt(pooled)} | {each} |")
-    if not lines:
-        return []
-    return ['## Same-seed repeats: run-to-run spread beside the spread over seeds (best lr)', '',
-            '| task | x | mixer | lr | seeds | std of the seeds\' means | std within a seed (pooled) | repeated runs |',
-            '|---|---|---|---|---|---|---|---|', *lines, '']
+        if again:
+            out.append([task, x, m, fmt_lr(s['lr']), len(seeds_), fmt(std([mean(v) for v in seeds_.values()])),
+                        fmt(run_to_run(s)), '; '.join(f'seed {seed}: ' + ', '.join(fmt(a) for a in v)
+                                                      for seed, v in sorted(again.items()))])
+    return out and md_table('Same-seed repeats: run-to-run spread beside the spread over seeds (best lr)',
+                            ['task', 'x', 'mixer', 'lr', 'seeds', 'std of the seeds\' means',
+                             'std within a seed (pooled)', 'repeated runs'], out)
 
 
 def lr_table(summary):
     lrs = learning_rates or [None]
-    lines = [f'## Every learning rate (mean {WHAT[metric][0]} over seeds)', '',
-             '| task | x | mixer | ' + ' | '.join(f'lr {l:g}' if l is not None else 'cfg' for l in lrs) + ' |',
-             '|---|---|---|' + '---|' * len(lrs)]
-    for (task, x, m), s in ordered(summary):
-        lines.append(f'| {task} | {x} | {m} | ' + ' | '.join(lr_cell(s['lrs'].get(l, None), l in s['lrs'])
-                                                             for l in lrs) + ' |')
-    return lines + ['']
+    return md_table(f'Every learning rate (mean {WHAT[metric][0]} over seeds)',
+                    ['task', 'x', 'mixer', *(f'lr {l:g}' if l is not None else 'cfg' for l in lrs)],
+                    [[task, x, m, *(lr_cell(s['lrs'].get(l, None), l in s['lrs']) for l in lrs)]
+                     for (task, x, m), s in ordered(summary)])
 
 
 def lr_cell(score, ran):
@@ -685,29 +678,23 @@ def lr_cell(score, ran):
 
 def runs_table(summary):
     """Every run's result, seed by seed (a seed's repeats one after another; ! a failed or diverged run)."""
-    lines = ['## Every run (seed: result)', '', '| task | x | mixer | lr | runs |', '|---|---|---|---|---|']
+    out = []
     for (task, x, m), s in ordered(summary):
         for lr, runs in sorted(s['per_lr'].items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
             each = {}
             for r in sorted(runs, key=lambda r: (r['seed'], r.get('repeat', 0))):
                 each.setdefault(r['seed'], []).append(fmt(r[metric]) if value(r) is not None and r['status'] == 'ok'
                                                       else f"! {r['status']}")
-            lines.append(f'| {task} | {x} | {m} | {fmt_lr(lr)} | '
-                         + '; '.join(f'{seed}: ' + ', '.join(v) for seed, v in each.items()) + ' |')
-    return lines + ['']
+            out.append([task, x, m, fmt_lr(lr), '; '.join(f'{seed}: ' + ', '.join(v) for seed, v in each.items())])
+    return md_table('Every run (seed: result)', ['task', 'x', 'mixer', 'lr', 'runs'], out)
 
 
 def unfinished_table(rows):
-    unfinished = [r for r in rows if r['status'] == 'timeout']
-    if not unfinished:
-        return []
-    lines = ['## Unfinished runs (stopped by the sweep\'s time limit; rerun the sweep to finish them)', '',
-             '| task | x | mixer | lr | seed | last evaluation |', '|---|---|---|---|---|---|']
-    for r in unfinished:
-        last = f"{fmt(r[metric])} at step {r['step']}" if r.get(metric) is not None else 'none'
-        seed = f"{r['seed']} (repeat {r['repeat']})" if r.get('repeat') else r['seed']
-        lines.append(f"| {r['task']} | {r['x']} | {r['mixer']} | {fmt_lr(r['lr'])} | {seed} | {last} |")
-    return lines + ['']
+    out = [[r['task'], r['x'], r['mixer'], fmt_lr(r['lr']), f"{r['seed']} (repeat {r['repeat']})" if r.get('repeat')
+            else r['seed'], f"{fmt(r[metric])} at step {r['step']}" if r.get(metric) is not None else 'none']
+           for r in rows if r['status'] == 'timeout']
+    return out and md_table('Unfinished runs (stopped by the sweep\'s time limit; rerun the sweep to finish them)',
+                            ['task', 'x', 'mixer', 'lr', 'seed', 'last evaluation'], out)
 
 
 def report(rows):
