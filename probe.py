@@ -277,30 +277,25 @@ def num(x, w=8, p=3):
 
 def print_tables(name, s, d_k, lag_list, edges, other=None, other_name=None):
     """The probes' tables; `other` is the --compare model's summary (allocation and recall rows)."""
-    rows = s['rows']
+    rows, models = s['rows'], [(name, s)] + ([(other_name, other)] if other is not None else [])
     print(f"\n(a) gate-strength allocation, mean shares q_m = b_m / (b_D + b_Dlt + b_E) in %: b_D = 1 - abar, "
           f"b_Dlt = abar beta, b_E = abar gamma\n    [paper, all layers: D {PAPER['shares'][0]} / Dlt "
           f"{PAPER['shares'][1]} / E {PAPER['shares'][2]} %]")
     print(f"{'model':>6} {'layer':>5} {'head':>4} {'D':>6} {'Dlt':>6} {'E':>6} {'abar':>7}")
-    for label, summ in ((name, s), (other_name, other)):
-        if summ is None:
-            continue
+    for label, summ in models:
         for r in summ['rows']:
             print(f"{label:>6} {r['layer']:>5} {'all':>4} " + ' '.join(pct(x) for x in r['shares']) + f" {r['abar']:7.3f}")
-            if per_head:
-                for h, sh in enumerate(r['head_shares']):
-                    print(f"{label:>6} {r['layer']:>5} {h:>4} " + ' '.join(pct(x) for x in sh))
+            for h, sh in enumerate(r['head_shares'] if per_head else []):
+                print(f"{label:>6} {r['layer']:>5} {h:>4} " + ' '.join(pct(x) for x in sh))
         print(f"{label:>6} {'all':>5} {'all':>4} " + ' '.join(pct(x) for x in summ['alloc']['all']))
     print(f"  by abar bin (all layers and heads) [paper, abar >= 0.9: E {PAPER['erase_high']} %, "
           f"E / Dlt ~ {PAPER['erase_over_delta_high']}]")
     print(f"{'model':>6} {'bin':>9} {'tokens':>7} {'D':>6} {'Dlt':>6} {'E':>6} {'E/Dlt':>6}")
-    for label, summ in ((name, s), (other_name, other)):
-        if summ is None:
-            continue
+    for label, summ in models:
         for lab, (frac, sh) in zip(bin_labels(edges), summ['alloc']['bins']):
             sh = sh or [None] * 3
-            ratio = sh[2] / sh[1] if sh[1] else None
-            print(f"{label:>6} {lab:>9} {pct(frac)} " + ' '.join(pct(x) for x in sh) + f" {num(ratio, 6, 2)}")
+            print(f"{label:>6} {lab:>9} {pct(frac)} " + ' '.join(pct(x) for x in sh)
+                  + f" {num(sh[2] / sh[1] if sh[1] else None, 6, 2)}")
 
     if 'raw' in s:
         print("\n(b) collateral readout perturbation ||delta o_t|| / ||o_t^-|| of the erase step (mean over tokens, "
@@ -310,14 +305,11 @@ def print_tables(name, s, d_k, lag_list, edges, other=None, other_name=None):
               f"{PAPER['fold']['random']}x / shuffle {PAPER['fold']['shuffle']}x / e=k {PAPER['fold']['same']}x]")
         print(f"{'layer':>5} {'head':>4} {'actual':>8} {'random':>8} {'shuffle':>8} {'e=k':>8} | fold: "
               f"{'random':>7} {'shuffle':>7} {'e=k':>7}")
-        for r in rows:
-            if 'raw' not in r:
-                continue
+        for r in (r for r in rows if 'raw' in r):
             print(f"{r['layer']:>5} {'all':>4} " + ' '.join(num(r['raw'][m]) for m in STRATEGIES) + ' |       '
                   + ' '.join(num(r['fold'][m], 7, 2) for m in STRATEGIES[1:]))
-            if per_head:
-                for h in range(r['heads']):
-                    print(f"{r['layer']:>5} {h:>4} " + ' '.join(num(r['head_raw'][m][h]) for m in STRATEGIES))
+            for h in range(r['heads'] if per_head else 0):
+                print(f"{r['layer']:>5} {h:>4} " + ' '.join(num(r['head_raw'][m][h]) for m in STRATEGIES))
         print(f"{'mean':>5} {'all':>4} " + ' '.join(num(s['raw'][m]) for m in STRATEGIES) + ' |       '
               + ' '.join(num(s['fold'][m], 7, 2) for m in STRATEGIES[1:]) + '   (fold: mean of the layers\' folds)')
 
@@ -325,27 +317,21 @@ def print_tables(name, s, d_k, lag_list, edges, other=None, other_name=None):
         print(f"\n(c) mean |cos(e_t, k_t)| [paper: ~{PAPER['cos']} at d_k = 128, reference "
               f"{PAPER['cos_ref_128']}]; independent-direction reference at d_k = {d_k}: {ref:.4f}; e = k: 1")
         print(f"{'layer':>5} {'head':>4} {'|cos|':>8} {'/ ref':>7}")
-        for r in rows:
-            if 'cos' in r:
-                print(f"{r['layer']:>5} {'all':>4} {num(r['cos'], 8, 4)} {num(r['cos'] / ref, 7, 2)}")
-                if per_head:
-                    for h, c in enumerate(r['head_cos']):
-                        print(f"{r['layer']:>5} {h:>4} {num(c, 8, 4)} {num(c / ref, 7, 2)}")
+        for r in (r for r in rows if 'cos' in r):
+            for h, c in [('all', r['cos'])] + list(enumerate(r['head_cos'] if per_head else [])):
+                print(f"{r['layer']:>5} {h:>4} {num(c, 8, 4)} {num(c / ref, 7, 2)}")
         print(f"{'mean':>5} {'all':>4} {num(s['cos'], 8, 4)} {num(s['cos'] / ref, 7, 2)}")
 
     print("\n(d) raw write-key recall R(lag) = mean cos(S_t^T k_{t-lag}, v_{t-lag}) (1: the value written lag tokens "
           "ago reads back intact in direction) [paper: KDA ahead of EDA]")
     print(f"{'model':>6} {'layer':>5} {'head':>4} " + ' '.join(f"{'lag ' + str(x):>8}" for x in lag_list)
           + f" {'mean':>8}")
-    for label, summ in ((name, s), (other_name, other)):
-        if summ is None:
-            continue
+    for label, summ in models:
         for r in summ['rows']:
             print(f"{label:>6} {r['layer']:>5} {'all':>4} " + ' '.join(num(x) for x in r['recall'])
                   + f" {num(sum(r['recall']) / len(r['recall']))}")
-            if per_head:
-                for h, hr in enumerate(r['head_recall']):
-                    print(f"{label:>6} {r['layer']:>5} {h:>4} " + ' '.join(num(x) for x in hr))
+            for h, hr in enumerate(r['head_recall'] if per_head else []):
+                print(f"{label:>6} {r['layer']:>5} {h:>4} " + ' '.join(num(x) for x in hr))
         print(f"{label:>6} {'mean':>5} {'all':>4} " + ' '.join(num(x) for x in summ['recall'])
               + f" {num(sum(summ['recall']) / len(summ['recall']))}")
 
@@ -360,62 +346,54 @@ def draw_figure(path, name, s, d_k, lag_list, edges, other=None, other_name=None
     except ImportError:
         return None
     n = 4 if other is not None else 3
-    fig, axes = plt.subplots(1, n, figsize=(4.6 * n, 3.8))
-    colors = dict(D='#9e9e9e', Dlt='#4878cf', E='#d62728')
+    with plt.rc_context({'axes.titlesize': 10, 'legend.fontsize': 7}):
+        fig, axes = plt.subplots(1, n, figsize=(4.6 * n, 3.8))
+        colors = dict(D='#9e9e9e', Dlt='#4878cf', E='#d62728')
 
-    ax = axes[0]  # (a) stacked shares per alpha_bar bin, the erase share in red above each bar
-    labels = ['all'] + bin_labels(edges)
-    groups = [(1.0, s['alloc']['all'])] + s['alloc']['bins']
-    for x, (frac, sh) in enumerate(groups):
-        if sh is None:
-            continue
-        bottom = 0
-        for m, v in zip(MECHANISMS, sh):
-            ax.bar(x, 100 * v, bottom=bottom, color=colors[m], label=m if x == 0 else None, width=0.7)
-            bottom += 100 * v
-        ax.text(x, 101, f"{100 * sh[2]:.1f}%", ha='center', va='bottom', color=colors['E'], fontsize=8)
-    ax.set_xticks(range(len(labels)), [f"{lab}\n{100 * f:.0f}%" for lab, (f, _) in zip(labels, groups)], fontsize=7)
-    ax.set_ylim(0, 128)
-    ax.set_ylabel('share of gate strength (%)')
-    ax.set_xlabel(r'mean retention $\bar\alpha$ bin (token share)')
-    ax.set_title('(a) gate-strength allocation', fontsize=10)
-    ax.legend(['decay D', r'delta $\beta k$', r'erase $\gamma e$'], fontsize=7, loc='upper center', ncol=3)
+        ax = axes[0]  # (a) stacked shares per alpha_bar bin, the erase share in red above each bar
+        labels = ['all'] + bin_labels(edges)
+        groups = [(1.0, s['alloc']['all'])] + s['alloc']['bins']
+        for x, (frac, sh) in enumerate(groups):
+            for k, (m, v) in enumerate(zip(MECHANISMS, sh or [])):
+                ax.bar(x, 100 * v, bottom=100 * sum(sh[:k]), color=colors[m], label=m if x == 0 else None, width=0.7)
+            if sh is not None:
+                ax.text(x, 101, f"{100 * sh[2]:.1f}%", ha='center', va='bottom', color=colors['E'], fontsize=8)
+        ax.set_xticks(range(len(labels)), [f"{lab}\n{100 * f:.0f}%" for lab, (f, _) in zip(labels, groups)], fontsize=7)
+        ax.set(ylim=(0, 128), ylabel='share of gate strength (%)',
+               xlabel=r'mean retention $\bar\alpha$ bin (token share)',
+               title='(a) gate-strength allocation')
+        ax.legend(['decay D', r'delta $\beta k$', r'erase $\gamma e$'], loc='upper center', ncol=3)
 
-    eda_rows = [r for r in s['rows'] if 'raw' in r]
-    ax = axes[1]  # (b) fold change over Actual per layer
-    width = 0.8 / 3
-    names = dict(random='Random', shuffle='Shuffle', same='$e_t=k_t$')
-    for j, m in enumerate(STRATEGIES[1:]):
-        xs = [i + (j - 1) * width for i in range(len(eda_rows))]
-        ax.bar(xs, [r['fold'][m] for r in eda_rows], width, label=f"{names[m]} ($\\mu$={s['raw'][m]:.3f})")
-    ax.axhline(1.0, color='k', lw=1, ls='--', label=f"Actual ($\\mu$={s['raw']['actual']:.3f})")
-    ax.set_xticks(range(len(eda_rows)), [str(r['layer']) for r in eda_rows])
-    ax.set_xlabel('layer')
-    ax.set_ylabel('perturbation / Actual')
-    ax.set_title('(b) collateral readout perturbation', fontsize=10)
-    ax.legend(fontsize=7)
+        eda_rows = [r for r in s['rows'] if 'raw' in r]
+        layers = (range(len(eda_rows)), [str(r['layer']) for r in eda_rows])
+        ax = axes[1]  # (b) fold change over Actual per layer
+        names = dict(random='Random', shuffle='Shuffle', same='$e_t=k_t$')
+        for j, m in enumerate(STRATEGIES[1:]):
+            ax.bar([i + (j - 1) * 0.8 / 3 for i in layers[0]], [r['fold'][m] for r in eda_rows], 0.8 / 3,
+                   label=f"{names[m]} ($\\mu$={s['raw'][m]:.3f})")
+        ax.axhline(1.0, color='k', lw=1, ls='--', label=f"Actual ($\\mu$={s['raw']['actual']:.3f})")
+        ax.set_xticks(*layers)
+        ax.set(xlabel='layer', ylabel='perturbation / Actual', title='(b) collateral readout perturbation')
+        ax.legend()
 
-    ax = axes[2]  # (c) |cos(e, k)| per layer against the reference
-    ref = independent_abs_cos(d_k)
-    ax.bar(range(len(eda_rows)), [r['cos'] for r in eda_rows], 0.6, color=colors['E'], label=r'observed $|\cos(e,k)|$')
-    ax.axhline(ref, color='k', ls='--', lw=1, label=f"independent, $d_k$={d_k}: {ref:.4f}")
-    ax.set_xticks(range(len(eda_rows)), [str(r['layer']) for r in eda_rows])
-    ax.set_xlabel('layer')
-    ax.set_ylabel(r'mean $|\cos(e_t, k_t)|$ (same address: 1)')
-    ax.set_title('(c) erase-address geometry', fontsize=10)
-    ax.legend(fontsize=7)
+        ax = axes[2]  # (c) |cos(e, k)| per layer against the reference
+        ref = independent_abs_cos(d_k)
+        ax.bar(layers[0], [r['cos'] for r in eda_rows], 0.6, color=colors['E'], label=r'observed $|\cos(e,k)|$')
+        ax.axhline(ref, color='k', ls='--', lw=1, label=f"independent, $d_k$={d_k}: {ref:.4f}")
+        ax.set_xticks(*layers)
+        ax.set(xlabel='layer', ylabel=r'mean $|\cos(e_t, k_t)|$ (same address: 1)', title='(c) erase-address geometry')
+        ax.legend()
 
-    if other is not None:  # (d) recall by lag, both models
-        ax = axes[3]
-        for label, summ, c in ((name, s, colors['E']), (other_name, other, colors['Dlt'])):
-            ax.plot(lag_list, summ['recall'], marker='o', color=c, label=label)
-        ax.set_xscale('log', base=2)
-        ax.set_xlabel('lag (tokens)')
-        ax.set_ylabel(r'mean $\cos(S_t^\top k_{t-lag}, v_{t-lag})$')
-        ax.set_title('(d) raw write-key recall', fontsize=10)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=150)
+        if other is not None:  # (d) recall by lag, both models
+            ax = axes[3]
+            for label, summ, c in ((name, s, colors['E']), (other_name, other, colors['Dlt'])):
+                ax.plot(lag_list, summ['recall'], marker='o', color=c, label=label)
+            ax.set_xscale('log', base=2)
+            ax.set(xlabel='lag (tokens)', ylabel=r'mean $\cos(S_t^\top k_{t-lag}, v_{t-lag})$',
+                   title='(d) raw write-key recall')
+            ax.legend()
+        fig.tight_layout()
+        fig.savefig(path, dpi=150)
     plt.close(fig)
     return path
 
