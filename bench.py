@@ -1,19 +1,16 @@
 """
-Benchmarks for nanoEDA (GPU). Each writes JSON rows (command, date, commit, device and its figures) to
-`results_file`, one line each, and prints them as they come; scripts/results.py makes RESULTS.md from such rows.
+Benchmarks (GPU), each appending JSON rows (command, date, commit, device, figures) to `results_file`:
 
-    python bench.py                              # kernels: checks, then fwd / fwd+bwd / peak, decode steps, FLA
-    python bench.py --shapes="[(1, 4096, 4, 4)]" --use_fla=False
-    python bench.py --what=model_decode           # sample.py's decoding: EDA hybrid vs Transformer
-    python bench.py --what=model_train            # train.py's step, EDA hybrid vs Transformer: per layer, per kernel
+    python bench.py                     # kernels: checks, then fwd / fwd+bwd / peak, decode steps, FLA's beside
+    python bench.py --what=model_decode  # sample.py's decoding: EDA hybrid vs Transformer
+    python bench.py --what=model_train   # train.py's step, EDA hybrid vs Transformer: per layer, per kernel kind
 
-Times are `triton.testing.do_bench` medians in ms; "fwd" is a training forward (inputs require grad), "fwd+bwd"
-one forward plus backward(do); "peak MiB" the memory allocated during fwd+bwd beyond the inputs. Decode steps are
-timed from CUDA-graph replays (the kernel alone), the eager call's time (host included) beside it. Nothing is timed
-unless the kernels first match the float64 reference (the run exits non-zero otherwise). FLA
+Times are do_bench medians in ms ("fwd": a training forward; "peak MiB": allocated during fwd+bwd beyond the inputs).
+Nothing is timed unless the kernels match the float64 reference first (else the run exits non-zero). FLA
 (flash-linear-attention) is optional: only this script and optional GPU tests import it.
 """
 import dataclasses
+import itertools
 import os
 import runpy
 import shlex
@@ -25,10 +22,14 @@ import time
 os.environ.setdefault("TRITON_CACHE_AUTOTUNING", "1")
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from torch.profiler import ProfilerActivity, profile as torch_profile  # noqa: E402
+from triton.testing import do_bench  # noqa: E402
 
 import eda  # noqa: E402
 import kernel  # noqa: E402
 from configurator import configure  # noqa: E402
+from decode import GraphDecoder, decode_state_snapshot, decode_step, new_cache  # noqa: E402
+from model import GPT, GPTConfig  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts"))
 import rows as result_rows  # noqa: E402  (scripts/rows.py: the rows' provenance and the append)
 
@@ -44,14 +45,13 @@ warmup = 10          # ms, do_bench's warm-up
 rep = 50             # ms, do_bench's repetitions
 check = 1            # correctness before timing: 0 none, 1 bf16 EDA/KDA + decode (+ FLA agreement), 2 + fp32, GDN
 check_fla_baseline = False  # check=1 also runs FLA chunk_kda on the doubled sequence through the EDA checks
-profile = True       # per-kernel GPU times of one fwd+bwd (torch.profiler): EDA, our KDA path, FLA's safe gate, and
-                     # each sweep variant
+profile = True       # per-kernel GPU times of one fwd+bwd (torch.profiler): EDA, KDA path, FLA safe gate, sweep
 profile_shapes = None  # [(B, T, H, HV), ...] profiled; None: the first shape
 use_fla = True       # compare with FLA when it imports
 fla_extra_shapes = 1  # FLA safe_gate and doubled-sequence rows for this many shapes (FLA's autotuning is slow)
 fla_doubled_rows = True  # the extra rows include EDA through FLA's chunk_kda on the doubled sequence
-sweep = [dict(FILL_PROGRAMS=128), dict(BWD_BV=128), dict(DH_WARPS=4), dict(PREP_WARPS=8)]  # launch variants
-                     # (kernel.LAUNCH's names; 'chunk_size' too), each checked against float64 (check >= 1)
+# launch variants (kernel.LAUNCH's names; 'chunk_size' too), each checked against float64 (check >= 1)
+sweep = [dict(FILL_PROGRAMS=128), dict(BWD_BV=128), dict(DH_WARPS=4), dict(PREP_WARPS=8)]
 sweep_shapes = None  # [(B, T, H, HV), ...] of the sweep; None: the first shape
 sweep_kda = False    # the sweep times each variant on our KDA path (e=None) too: the launch settings are shared
 bench_eda_chunk = True
@@ -61,8 +61,7 @@ decode_config = "config/eda_125m.py"  # model_decode: the EDA hybrid of this con
 decode_contexts = [4096, 32768]
 decode_model_batches = [1, 8, 64]
 decode_steps = 32
-decode_modes = ["graph", "compiled", "eager"]  # decode.GraphDecoder (generate's path on CUDA), the same with the
-                           # step torch.compile'd inside the graph, and plain decode_step
+decode_modes = ["graph", "compiled", "eager"]  # GraphDecoder (generate's CUDA path), it compiled, decode_step
 decode_attention = "auto"  # model_decode: GPTConfig.attn_decode ('auto': the split-KV kernel where it applies)
 train_config = "config/eda_125m.py"  # model_train: the EDA hybrid of this config vs its Transformer
 train_shapes = [(8, 4096)]  # model_train: (batch, block_size) of the profiled training steps
@@ -78,14 +77,6 @@ DEV = "cuda"
 COMMAND = "python " + shlex.join(sys.argv)  # what every row of this run says made it
 T0 = time.time()
 MODES = ("graph", "compiled", "eager")
-
-
-def versions():
-    import triton
-    name = torch.cuda.get_device_name() if torch.cuda.is_available() else "no CUDA device"
-    return f"device: {name} | torch {torch.__version__} | triton {triton.__version__}"
-
-
 PROVENANCE = {}
 
 
@@ -98,34 +89,25 @@ def emit(bench, **figures):
     return row
 
 
-def others_gib(free, total, ours):
-    """GiB of the GPU held beyond this process's: total - free - ours, less ~1 GiB for our CUDA context."""
-    return max(0.0, (total - free - ours) / 2**30 - 1.0)
-
-
 def load_fla():
-    if not use_fla:
-        return None
-    try:  # optional: the rows lose FLA's cases
-        from fla.ops.kda import chunk_kda, fused_recurrent_kda
+    """FLA's (chunk_kda, fused_recurrent_kda), or None (optional: the rows lose FLA's cases)."""
+    try:
         import fla
-        print(f"FLA {getattr(fla, '__version__', '?')} imported")
-        return chunk_kda, fused_recurrent_kda
+        from fla.ops.kda import chunk_kda, fused_recurrent_kda
     except Exception as err:
-        print(f"FLA not available ({type(err).__name__}: {err}); its rows are skipped")
-        return None
+        return print(f"FLA not available ({type(err).__name__}: {err}); its rows are skipped")
+    print(f"FLA {getattr(fla, '__version__', '?')} imported")
+    return chunk_kda, fused_recurrent_kda
 
 
 def fused(*args, launch=None, **kw):
-    """eda.eda_triton with this run's chunk size and `launch`'s changes to kernel.LAUNCH (which may name a
-    chunk_size too)."""
+    """eda.eda_triton with this run's chunk size and `launch`'s changes to kernel.LAUNCH (or chunk_size)."""
     launch = dict(launch or {})
     return eda.eda_triton(*args, chunk_size=launch.pop("chunk_size", chunk_size), launch=launch, **kw)
 
 
 def make_inputs(B, T, H, HV, K=None, V=None, dt=None, erase=True, seed=0):
-    """Layer-like inputs drawn on the GPU: unit q, k, e; g from the safe gate (Eq. safe_gate) in (-5, 0], fp32;
-    gates in (0, 1)."""
+    """Layer-like inputs on the GPU: unit q, k, e; g from the safe gate in (-5, 0], fp32; gates in (0, 1)."""
     K, V, dt = K or head_k, V or head_v, dt or DTYPE
     gen = torch.Generator(device=DEV).manual_seed(seed)
     rn = lambda *s: torch.randn(*s, device=DEV, generator=gen)  # noqa: E731
@@ -140,8 +122,7 @@ def make_inputs(B, T, H, HV, K=None, V=None, dt=None, erase=True, seed=0):
 
 
 def fla_doubled(chunk_kda, q, k, v, e, g, beta, gamma, **kw):
-    """EDA the paper's way: FLA chunk_kda on the doubled sequence (Eq. double_data); (o at the write sub-steps,
-    final state or None)."""
+    """EDA the paper's way, FLA chunk_kda on the doubled sequence: (o at the write sub-steps, final state)."""
     o, ht = chunk_kda(*eda.double_sequence(q, k, v, e, g, beta, gamma), scale=head_k ** -0.5, **kw)
     return o[:, 1::2], ht
 
@@ -149,6 +130,50 @@ def fla_doubled(chunk_kda, q, k, v, e, g, beta, gamma, **kw):
 def rel(a, b):
     a, b = a.double(), b.double()
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+def without_erase(x):
+    return (x[0], x[1], x[2], None, x[4], x[5], None)
+
+
+def shape_of(inputs):
+    return [*inputs[0].shape[:3], inputs[2].shape[2]]  # (B, T, H, HV)
+
+
+def leaves(inputs, cast=lambda x: x.detach().clone()):
+    """inputs as fresh leaves requiring grad (None stays None)."""
+    return [cast(x).requires_grad_() if x is not None else None for x in inputs]
+
+
+def bench_ms(fn, grads=None, mode="median"):
+    return do_bench(fn, warmup=warmup, rep=rep, grad_to_none=grads, return_mode=mode)
+
+
+def event_ms(fn, n, warm):
+    """ms per call of fn over n calls (CUDA events) after warm(), which the peak memory is counted from."""
+    warm()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(n):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / n
+
+
+def profiled(fn):
+    """torch.profiler's record of one call of fn (GPU activity)."""
+    with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return prof
+
+
+def device_us(evt):
+    """Self GPU time of a profiler event in µs (the attribute was named after CUDA before torch 2.4)."""
+    return getattr(evt, "self_device_time_total", None) or getattr(evt, "self_cuda_time_total", 0)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -160,14 +185,14 @@ H0_DRAWS = 4
 TOL_SCALE = {"dgamma": 2}
 
 
-def check_grads(name, inputs, fn, tol, h0=True, h0_seed=0, **kw):
-    q = inputs[0]
-    B, HV, K, V = q.shape[0], inputs[2].shape[2], q.shape[3], inputs[2].shape[3]
+def check_grads(checks, name, inputs, fn, tol, h0_seed=0):
+    """fn's output, final state and every gradient against eda_recurrent's in float64, from a random initial
+    state; the verdict printed and kept in checks[name]."""
+    q, v = inputs[0], inputs[2]
     gen = torch.Generator(device=DEV).manual_seed(h0_seed)
-    xs = list(inputs) + [torch.randn(B, HV, K, V, device=DEV, generator=gen) if h0 else None]
-    xt = [x.clone().requires_grad_() if x is not None else None for x in xs]
-    xr = [x.double().requires_grad_() if x is not None else None for x in xs]
-    o, ht = fn(*xt[:7], initial_state=xt[7], output_final_state=True, **kw)
+    xs = list(inputs) + [torch.randn(q.shape[0], v.shape[2], q.shape[3], v.shape[3], device=DEV, generator=gen)]
+    xt, xr = leaves(xs, torch.clone), leaves(xs, torch.Tensor.double)
+    o, ht = fn(*xt[:7], initial_state=xt[7], output_final_state=True)
     orf, htr = eda.eda_recurrent(*xr[:7], initial_state=xr[7], output_final_state=True)
     # the cotangents come from the draw's generator: every variant meets the same draws, and a rerun the same check
     do = torch.randn(o.shape, device=DEV, generator=gen).to(o.dtype)
@@ -177,51 +202,50 @@ def check_grads(name, inputs, fn, tol, h0=True, h0_seed=0, **kw):
     errs = {"o": rel(o, orf), "ht": rel(ht, htr)}
     errs.update({"d" + n: rel(a.grad, b.grad) for n, a, b in zip(("q", "k", "v", "e", "g", "beta", "gamma", "h0"),
                                                                   xt, xr) if a is not None})
-    ok = all(x <= tol * TOL_SCALE.get(n, 1) for n, x in errs.items())  # NaN fails too
-    print(f"  {'PASS' if ok else 'FAIL'} {name}: worst {max(errs.values()):.1e} (tol {tol:.0e}, d(gamma) "
-          f"{TOL_SCALE['dgamma'] * tol:.0e}) " + " ".join(f"{n} {v:.1e}" for n, v in errs.items()))
-    return ok
+    verdict(checks, name, max((x / TOL_SCALE.get(n, 1) for n, x in errs.items()), key=nan_first), tol,
+            f" (d(gamma) tol {TOL_SCALE['dgamma'] * tol:.0e}) " + " ".join(f"{n} {v:.1e}" for n, v in errs.items()))
+
+
+def nan_first(x):
+    return (x != x, x)  # max(..., key=nan_first): a NaN error is the worst, never skipped
+
+
+def verdict(checks, name, err, tol, detail=""):
+    checks[name] = err <= tol  # NaN fails too
+    print(f"  {'PASS' if checks[name] else 'FAIL'} {name}: worst {err:.1e} (tol {tol:.0e}){detail}")
 
 
 def check_all(fla):
-    """Every check; a 'check' row with each one's verdict. False if any failed."""
+    """Every check, each one's verdict in a 'check' row. False if any failed."""
     print("correctness vs eda_recurrent (float64):")
     checks = {}
     eda_in, kda_in = (lambda: make_inputs(2, 512, 2, 4, seed=1)), (lambda: make_inputs(2, 512, 2, 4, erase=False, seed=2))
-    for h0_seed in range(H0_DRAWS):  # the initial state N(0, 1) dominates d(gamma)'s bf16 error at this length
-        checks[f"EDA bf16 T=512, h0 draw {h0_seed}"] = check_grads(
-            f"EDA bf16 B=2 T=512 H=2 HV=4, h0 draw {h0_seed}", eda_in(), fused, 1e-2, h0_seed=h0_seed)
-    checks["KDA path bf16 T=512"] = check_grads("KDA path (e=None) bf16 T=512", kda_in(), fused, 1e-2)
+    for s in range(H0_DRAWS):  # the initial state N(0, 1) dominates d(gamma)'s bf16 error at this length
+        check_grads(checks, f"EDA bf16 B=2 T=512 H=2 HV=4, h0 draw {s}", eda_in(), fused, 1e-2, h0_seed=s)
+    check_grads(checks, "KDA path (e=None) bf16 T=512", kda_in(), fused, 1e-2)
     for variant in list(sweep):  # the launch variants the sweep times compute the same thing
-        fn = lambda *a, variant=variant, **kw: fused(*a, launch=variant, **kw)  # noqa: E731
         try:
-            checks[f"EDA launch {variant}"] = check_grads(f"EDA bf16 B=2 T=512 H=2 HV=4, launch {variant}",
-                                                          eda_in(), fn, 1e-2)
-            if sweep_kda:
-                checks[f"KDA path launch {variant}"] = check_grads(f"KDA path (e=None) bf16 T=512, launch {variant}",
-                                                                   kda_in(), fn, 1e-2)
+            for path, inputs in (("EDA", eda_in), ("KDA path", kda_in))[:1 + sweep_kda]:
+                check_grads(checks, f"{path} bf16 B=2 T=512 H=2 HV=4, launch {variant}", inputs(),
+                            lambda *a, **kw: fused(*a, launch=variant, **kw), 1e-2)
         except Exception as err:  # e.g. more shared memory than an SM has: not timed, not a wrong result
             print(f"  SKIP launch {variant}: it does not run here ({type(err).__name__}: {str(err)[:160]}); "
                   "left out of the sweep")
             sweep.remove(variant)
     if check >= 2:  # fp32 and GDN compile their own kernel variants (about 10 s each on the device)
-        checks["EDA fp32"] = check_grads("EDA fp32 T=300 K=64 V=128", make_inputs(
-            1, 300, 2, 2, 64, 128, torch.float32, seed=3), fused, 1e-4)
+        check_grads(checks, "EDA fp32 T=300 K=64 V=128", make_inputs(1, 300, 2, 2, 64, 128, torch.float32, seed=3),
+                    fused, 1e-4)
         q, k, v, _, g, beta, _ = make_inputs(1, 300, 2, 2, 64, 64, torch.float32, erase=False, seed=4)
-        checks["GDN fp32"] = check_grads("GDN scalar g fp32 T=300", (q, k, v, None, g[..., 0].contiguous(), beta,
-                                                                      None), fused, 1e-4)
-    checks["decode"] = check_decode(*make_inputs(8, 64, 4, 8, seed=5))
+        check_grads(checks, "GDN scalar g fp32 T=300", (q, k, v, None, g[..., 0].contiguous(), beta, None), fused, 1e-4)
+    verdict(checks, "decode, 64 tokens step by step, in place", check_decode(*make_inputs(8, 64, 4, 8, seed=5)), 1e-2)
     if fla is not None:  # same conventions: FLA's chunk_kda equals our KDA path
-        chunk_kda = fla[0]
-        # not counted: FLA's bf16 error on the same EDA checks, the level bf16 allows (FLA autotunes its
-        # initial-state kernels for about 5 minutes on a fresh machine, hence a switch)
-        for h0_seed in range(H0_DRAWS if check_fla_baseline else 0):
-            check_grads(f"(baseline, not counted) EDA via doubled FLA chunk_kda, h0 draw {h0_seed}", eda_in(),
-                        lambda *a, **kw: fla_doubled(chunk_kda, *a, **kw), 1e-2, h0_seed=h0_seed)
+        # not counted: FLA's bf16 error on the EDA checks, what bf16 allows (a switch: FLA autotunes ~5 minutes)
+        for s in range(H0_DRAWS if check_fla_baseline else 0):
+            check_grads({}, f"(baseline, not counted) EDA via doubled FLA chunk_kda, h0 draw {s}", eda_in(),
+                        lambda *a, **kw: fla_doubled(fla[0], *a, **kw), 1e-2, h0_seed=s)
         q, k, v, _, g, beta, _ = make_inputs(2, 512, 2, 4, erase=False, seed=6)
-        err = rel(fused(q, k, v, None, g, beta, None)[0], chunk_kda(q, k, v, g, beta, scale=head_k ** -0.5)[0])
-        checks["FLA chunk_kda = our KDA path"] = err <= 2e-2
-        print(f"  {'PASS' if err <= 2e-2 else 'FAIL'} FLA chunk_kda vs our KDA path: {err:.1e}")
+        verdict(checks, "FLA chunk_kda vs our KDA path", rel(fused(q, k, v, None, g, beta, None)[0],
+                                                               fla[0](q, k, v, g, beta, scale=head_k ** -0.5)[0]), 2e-2)
     ok = all(checks.values())
     print("correctness:", "ALL PASS" if ok else "SOME FAILED")
     emit("check", ok=ok, checks=checks)
@@ -229,19 +253,16 @@ def check_all(fla):
 
 
 def check_decode(q, k, v, e, g, beta, gamma):
-    """The decode kernel against eda_recurrent, one token at a time, state updated in place."""
-    B, HV = q.shape[0], v.shape[2]
-    state = torch.randn(B, HV, head_k, head_v, device=DEV)
+    """The decode kernel's worst error against eda_recurrent, one token at a time, state updated in place."""
+    state = torch.randn(q.shape[0], v.shape[2], head_k, head_v, device=DEV)
     ref, worst = state.double(), 0.0
     for t in range(q.shape[1]):
         xs = [x[:, t:t + 1] if x is not None else None for x in (q, k, v, e, g, beta, gamma)]
         o, state = kernel.eda_decode(*xs, state=state)
         orf, ref = eda.eda_recurrent(*[x.double() if x is not None else None for x in xs], initial_state=ref,
                                      output_final_state=True)
-        worst = max(worst, rel(o, orf), rel(state, ref))
-    print(f"  {'PASS' if worst <= 1e-2 else 'FAIL'} decode, {q.shape[1]} tokens step by step, in place: "
-          f"worst {worst:.1e}")
-    return worst <= 1e-2
+        worst = max(worst, rel(o, orf), rel(state, ref), key=nan_first)
+    return worst
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -250,16 +271,11 @@ def check_decode(q, k, v, e, g, beta, gamma):
 
 def measure(fn, inputs):
     """(fwd ms, fwd+bwd ms, peak MiB) of fn(*inputs) -> output tensor, all float inputs requiring grad."""
-    from triton.testing import do_bench
-    xs = [x.detach().clone().requires_grad_() if x is not None else None for x in inputs]
+    xs = leaves(inputs)
     grads = [x for x in xs if x is not None]
     do = torch.randn_like(fn(*xs))
-
-    def fwdbwd():
-        fn(*xs).backward(do)
-
-    t_f = do_bench(lambda: fn(*xs), warmup=warmup, rep=rep, return_mode="median")
-    t_fb = do_bench(fwdbwd, warmup=warmup, rep=rep, grad_to_none=grads, return_mode="median")
+    fwdbwd = lambda: fn(*xs).backward(do)  # noqa: E731
+    t_f, t_fb = bench_ms(lambda: fn(*xs)), bench_ms(fwdbwd, grads)
     for x in grads:
         x.grad = None
     torch.cuda.synchronize()
@@ -268,118 +284,92 @@ def measure(fn, inputs):
     base = torch.cuda.memory_allocated()
     fwdbwd()
     torch.cuda.synchronize()
-    peak = (torch.cuda.max_memory_allocated() - base) / 2 ** 20
-    for x in grads:
-        x.grad = None
-    return t_f, t_fb, peak
+    return t_f, t_fb, (torch.cuda.max_memory_allocated() - base) / 2 ** 20
 
 
 def kernel_cases(fla, extra=True):
-    """name -> (fn taking (q, k, v, e, g, beta, gamma) and returning o, whether it takes the erase inputs)."""
-    scale = head_k ** -0.5
-    # as model.py calls the kernel: its gates bound g, so check_g=False; the default check_g=True reads every
-    # chunk's smallest g back to the host (a device sync per call): timed in its own row
-    cases = {"eda_triton (EDA)": (lambda q, k, v, e, g, b, gm: fused(q, k, v, e, g, b, gm, check_g=False)[0], True),
-             "eda_triton KDA path (e=None)": (lambda q, k, v, e, g, b, gm: fused(
-                 q, k, v, None, g, b, None, check_g=False)[0], False)}
+    """name -> (fn(q, k, v, e, g, beta, gamma) -> o, whether it takes the erase inputs). Ours as model.py calls them:
+    its gates bound g, so check_g=False; the default check_g=True (a device sync per call) in a row of its own."""
+    ours = lambda **kw: (lambda *a: fused(*a, **kw)[0])  # noqa: E731
+    cases = {"eda_triton (EDA)": (ours(check_g=False), True), "eda_triton KDA path (e=None)": (ours(check_g=False), False)}
     if extra:
-        cases["eda_triton (EDA), check_g=True"] = (lambda q, k, v, e, g, b, gm: fused(q, k, v, e, g, b, gm)[0], True)
+        cases["eda_triton (EDA), check_g=True"] = (ours(), True)
     if bench_eda_chunk:
         chunk = torch.compile(eda.eda_chunk) if compile_eda_chunk else eda.eda_chunk
-        cases["eda_chunk (PyTorch)"] = (lambda q, k, v, e, g, b, gm: chunk(q, k, v, e, g, b, gm)[0], True)
+        cases["eda_chunk (PyTorch)"] = (lambda *a: chunk(*a)[0], True)
     if fla is not None:
-        chunk_kda = fla[0]
-        cases["FLA chunk_kda"] = (lambda q, k, v, e, g, b, gm: chunk_kda(q, k, v, g, b, scale=scale)[0], False)
+        safe = dict(safe_gate=True, lower_bound=-5.0)
+        kda = lambda **kw: (lambda q, k, v, e, g, b, gm: fla[0](q, k, v, g, b, scale=head_k ** -0.5, **kw)[0])  # noqa: E731
+        doubled = lambda **kw: (lambda *a: fla_doubled(fla[0], *a, **kw)[0])  # noqa: E731
+        cases["FLA chunk_kda"] = (kda(), False)
         if extra:
-            cases["FLA chunk_kda safe_gate"] = (lambda q, k, v, e, g, b, gm: chunk_kda(
-                q, k, v, g, b, scale=scale, safe_gate=True, lower_bound=-5.0)[0], False)
+            cases["FLA chunk_kda safe_gate"] = (kda(**safe), False)
         if extra and fla_doubled_rows:
-            cases["EDA via doubled FLA chunk_kda"] = (lambda *a: fla_doubled(chunk_kda, *a)[0], True)
-            cases["EDA via doubled chunk_kda safe_gate"] = (
-                lambda *a: fla_doubled(chunk_kda, *a, safe_gate=True, lower_bound=-5.0)[0], True)
+            cases["EDA via doubled FLA chunk_kda"] = (doubled(), True)
+            cases["EDA via doubled chunk_kda safe_gate"] = (doubled(**safe), True)
     return cases
 
 
-def without_erase(full, erase):
-    return full if erase else (full[0], full[1], full[2], None, full[4], full[5], None)
+def time_case(case, fn, inputs, launch=None):
+    """A 'kernel' row of fn(*inputs): fwd, fwd+bwd, peak; None where it failed (out of memory, say: the rest go
+    on). Whether it ran."""
+    try:
+        t_f, t_fb, peak = measure(fn, inputs)
+    except Exception as err:
+        print(f"{case} {launch or ''} at {shape_of(inputs)} failed: {type(err).__name__}: {str(err)[:200]}")
+        t_f = t_fb = peak = None
+    torch.cuda.empty_cache()
+    emit("kernel", case=case, shape=shape_of(inputs), launch=launch or {}, fwd_ms=t_f and round(t_f, 3),
+         fwd_bwd_ms=t_fb and round(t_fb, 3), peak_mib=peak and round(peak))
+    return t_f is not None
 
 
 def bench_kernels(fla, ours):
     """A 'kernel' row per case and shape: ours (ours=True) or the references. Ours run first: FLA's first calls
     autotune for minutes, and a time limit must not cost us our own rows."""
-    for i, (B, T, H, HV) in enumerate(shapes):
-        full = make_inputs(B, T, H, HV, seed=7)
+    for i, s in enumerate(shapes):
+        full = make_inputs(*s, seed=7)
         for name, (fn, erase) in kernel_cases(fla, extra=i < fla_extra_shapes).items():
-            if name.startswith("eda_triton") != ours:
-                continue
-            try:
-                t_f, t_fb, peak = measure(fn, without_erase(full, erase))
-            except Exception as err:  # out of memory, or one failing comparison: the row says so, the rest go on
-                print(f"{name} at {(B, T, H, HV)} failed: {type(err).__name__}: {str(err)[:200]}")
-                t_f = t_fb = peak = None
-            torch.cuda.empty_cache()
-            emit("kernel", case=name, shape=[B, T, H, HV], launch={}, fwd_ms=round(t_f, 3) if t_f else None,
-                 fwd_bwd_ms=round(t_fb, 3) if t_fb else None, peak_mib=round(peak) if peak else None)
+            if name.startswith("eda_triton") == ours:
+                time_case(name, fn, full if erase else without_erase(full))
 
 
 def bench_sweep():
-    """Launch-setting variants of eda_triton on sweep_shapes ('kernel' rows with their launch, this run's settings
-    first as launch {}, and each one's kernels profiled); with sweep_kda, then the same on the KDA path."""
-    for erase in (True, False) if sweep_kda else (True,):
-        case = "eda_triton (EDA)" if erase else "eda_triton KDA path (e=None)"
-        for B, T, H, HV in sweep_shapes or shapes[:1]:
-            full = make_inputs(B, T, H, HV, seed=7, erase=erase)
-            for variant in [{}] + sweep:
-                fn = lambda *a, v=variant: fused(*a, check_g=False, launch=v)[0]  # noqa: E731
-                try:
-                    t_f, t_fb, _ = measure(fn, full)
-                except Exception as err:
-                    print(f"  sweep {variant} failed: {type(err).__name__}: {str(err)[:200]}")
-                    continue
-                emit("kernel", case=case, shape=[B, T, H, HV], launch=variant, fwd_ms=round(t_f, 3),
-                     fwd_bwd_ms=round(t_fb, 3), peak_mib=None)
-                if profile:  # which kernels the variant sped up or slowed down
-                    profile_one(case, fn, full, variant)
-
-
-PROFILED = ("eda_triton (EDA)", "eda_triton KDA path (e=None)", "FLA chunk_kda safe_gate")
+    """Launch-setting variants of eda_triton on sweep_shapes, this run's settings first as launch {}, each one's
+    kernels profiled; with sweep_kda, then the same on the KDA path."""
+    for erase, s, variant in itertools.product((True, False)[:1 + sweep_kda], sweep_shapes or shapes[:1], [{}] + sweep):
+        case, inputs = ("eda_triton (EDA)" if erase else "eda_triton KDA path (e=None)"), make_inputs(*s, seed=7, erase=erase)
+        fn = lambda *a, v=variant: fused(*a, check_g=False, launch=v)[0]  # noqa: E731
+        if time_case(case, fn, inputs, variant) and profile:  # which kernels the variant sped up or slowed down
+            profile_one(case, fn, inputs, variant)
 
 
 def profile_kernels(fla, ours):
     """Where the time goes at each of profile_shapes: EDA and our KDA path (ours=True) or FLA's safe-gate
     chunk_kda (ours=False, after its rows: autotuned by then)."""
-    for B, T, H, HV in profile_shapes or shapes[:1]:
-        full = make_inputs(B, T, H, HV, seed=7)
-        for name, (fn, erase) in kernel_cases(fla).items():
-            if name in PROFILED and name.startswith("eda_triton") == ours:
-                profile_one(name, fn, without_erase(full, erase))
-
-
-def device_us(evt):
-    """Self GPU time of a profiler event in µs (the attribute was named after CUDA before torch 2.4)."""
-    return getattr(evt, "self_device_time_total", None) or getattr(evt, "self_cuda_time_total", 0)
+    for s in profile_shapes or shapes[:1]:
+        full, cases = make_inputs(*s, seed=7), kernel_cases(fla)
+        for name in ("eda_triton (EDA)", "eda_triton KDA path (e=None)", "FLA chunk_kda safe_gate"):
+            if name in cases and name.startswith("eda_triton") == ours:
+                profile_one(name, cases[name][0], full if cases[name][1] else without_erase(full))
 
 
 def profile_one(case, fn, inputs, launch=None):
     """A 'profile' row: the GPU ms of each kernel in one fwd+bwd of fn(*inputs) (torch.profiler). A profiler failure
     is printed and costs only this row."""
-    from torch.profiler import ProfilerActivity, profile as torch_profile
+    def fwd_bwd():
+        o = fn(*xs)
+        o.backward(torch.ones_like(o))
     try:
-        xs = [x.detach().clone().requires_grad_() if x is not None else None for x in inputs]
+        xs = leaves(inputs)
         for _ in range(2):  # compiled and autotuned before the profiled call
-            fn(*xs).float().sum().backward()
-        for x in xs:  # else the profiled backward adds its gradients to these (kernels of their own)
-            if x is not None:
-                x.grad = None
+            fwd_bwd()
+        xs = leaves(inputs)  # fresh: else the profiled backward adds to their gradients (kernels of its own)
         torch.cuda.synchronize()
-        with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
-            o = fn(*xs)
-            o.backward(torch.ones_like(o))
-            torch.cuda.synchronize()
         per = {}
-        for evt in prof.key_averages():
+        for evt in profiled(fwd_bwd).key_averages():
             per[evt.key[:60]] = per.get(evt.key[:60], 0.0) + device_us(evt) / 1e3
-        emit("profile", case=case, shape=list(inputs[0].shape[:3]) + [inputs[2].shape[2]], launch=launch or {},
+        emit("profile", case=case, shape=shape_of(inputs), launch=launch or {},
              kernels={k: round(ms, 3) for k, ms in sorted(per.items(), key=lambda x: -x[1]) if ms > 0})
     except Exception as err:
         print(f"profile failed: {type(err).__name__}: {str(err)[:200]}")
@@ -408,7 +398,6 @@ def replayed(fn):
 def bench_decode(fla):
     """A 'decode_kernel' row per case and batch: GPU time of a CUDA-graph replay (as generate runs it on a GPU),
     the state's bytes read and written over it, and the eager call's time (host included)."""
-    from triton.testing import do_bench
     H = HV = 16
     for B in decode_batches:
         q, k, v, e, g, beta, gamma = make_inputs(B, 1, H, HV, seed=8)
@@ -421,8 +410,7 @@ def bench_decode(fla):
             cases["FLA fused_recurrent_kda"] = lambda: fla[1](q, k, v, g, beta, scale=head_k ** -0.5,
                                                              initial_state=state, output_final_state=True)
         for name, fn in cases.items():
-            eager = do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
-            ms = do_bench(replayed(fn), warmup=warmup, rep=rep, return_mode="median")
+            eager, ms = bench_ms(fn), bench_ms(replayed(fn))
             emit("decode_kernel", case=name, B=B, H=H, HV=HV, ms=round(ms, 4),
                  gb_s=round(2 * state.numel() * 4 / (ms * 1e-3) / 1e9), eager_ms=round(eager, 4))
 
@@ -430,116 +418,81 @@ def bench_decode(fla):
 # ----------------------------------------------------------------------------------------------------
 # 4. model decoding (sample.py's path): the EDA hybrid and the Transformer of `decode_config`, caches filled with
 # random content up to the context (what a prefill would leave), then `decode_steps` tokens one at a time, timed
-# with CUDA events in each of `decode_modes`, every mode from the same cache.
+# with CUDA events in each of `decode_modes`, every mode from the same cache. bf16 weights and cache: a fused or
+# reordered step differs from eager by rounding only (bf16 against float64 is 1-2e-2 at this config, measured on
+# the CPU); a wrong state or layer is O(1).
 
 DECODE_TOL = 5e-2  # relative L2 error of a decode step's logits against eager's, bf16
 
 
 def config_of(path):
     """(the GPTConfig fields a config file sets, GPTConfig's field names)."""
-    from model import GPTConfig
     fields = {f.name for f in dataclasses.fields(GPTConfig)}
     return {k: v for k, v in runpy.run_path(path).items() if k in fields}, fields
 
 
+def nbytes(tensors):
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+@torch.no_grad()
 def model_decode_table():
-    import triton.testing
-    from model import GPTConfig
+    """A 'model_decode' row per model, context, batch and mode: ms/step, tok/s, MiB of cache a sequence, the bytes
+    a step must read over its time against the copy bandwidth; then a 'model_decode_check' row: kernels a step
+    launches, and the worst of each mode's first-step logits against eager's."""
     if not decode_modes or set(decode_modes) - set(MODES):
         sys.exit(f"bench.py: decode_modes must be a non-empty list of 'graph', 'compiled' and 'eager', "
                  f"got {decode_modes!r}")
     base, _ = config_of(decode_config)
-    # the bandwidth yardstick: a device-to-device copy of 1 GiB (bytes read + written per second)
-    buf = torch.empty(2**29, dtype=torch.bfloat16, device=DEV)
-    copy_bw = 2 * buf.numel() * buf.element_size() / (triton.testing.do_bench(buf.clone, warmup=warmup, rep=rep) * 1e-3)
+    buf = torch.empty(2**29, dtype=torch.bfloat16, device=DEV)  # the yardstick: a 1 GiB device-to-device copy
+    copy_bw = 2 * nbytes([buf]) / (bench_ms(buf.clone, mode="mean") * 1e-3)
     del buf
     emit("copy_bandwidth", tb_s=round(copy_bw / 1e12, 2))
     launches, checks = {}, []
-    for mixer in ("eda", "transformer"):
-        for ctx_len in decode_contexts:
-            for B in decode_model_batches:
-                cfg = GPTConfig(**dict(base, mixer=mixer, block_size=ctx_len + decode_steps + 8,
-                                       attn_decode=decode_attention))
-                decode_modes_of(cfg, ctx_len, B, copy_bw, launches, checks)
-    # bf16 weights and cache: a fused or reordered step differs from eager by rounding only (bf16 against float64
-    # is 1-2e-2 at this config, measured on the CPU); a wrong state or layer is O(1)
+    for mixer, ctx_len, B in itertools.product(("eda", "transformer"), decode_contexts, decode_model_batches):
+        torch.cuda.empty_cache()
+        model = GPT(GPTConfig(**dict(base, mixer=mixer, block_size=ctx_len + decode_steps + 8,
+                                     attn_decode=decode_attention))).to(DEV, DTYPE).eval()
+        cache = new_cache(model, B, device=DEV, dtype=DTYPE)
+        for t in (t for layer in cache["layers"] for t in layer.values()):
+            t.normal_()  # random memory content, as if ctx_len tokens had been read
+        # the cache: KV for attention layers (grows with ctx_len), conv tail + fp32 state for linear layers (does not)
+        per_seq = nbytes(t for layer in cache["layers"] for t in layer.values()) / B
+        # what a step must read at least: every weight once, the linear states and conv tails, ctx_len cached K and V
+        need = nbytes(model.parameters()) + sum(
+            nbytes([t]) * (ctx_len / t.shape[2] if block.is_attention and name in "kv" else 1)
+            for layer, block in zip(cache["layers"], model.blocks) for name, t in layer.items())
+        tok = torch.randint(0, model.config.vocab_size, (B,), device=DEV)
+        restore = decode_state_snapshot(model, cache)  # each mode starts from the same conv tails and states
+        cache["pos"] = ctx_len
+        ref = decode_step(model, tok.view(B, 1), cache)[0].float()
+        for mode in decode_modes:
+            restore()
+            cache["pos"] = ctx_len
+            if mode == "compiled":  # a fresh compile per model: no recompile limit, no stale graph
+                torch._dynamo.reset()
+            step = (GraphDecoder(model, cache, compile=mode == "compiled") if mode != "eager"
+                    else (lambda t: decode_step(model, t, cache)[0]))
+
+            def at_ctx(t=tok):  # a step at the cache's last position, which it leaves there
+                cache["pos"] = ctx_len
+                return step(t)
+            checks.append((mixer, mode, ctx_len, B, rel(at_ctx(tok.view(B, 1)).float(), ref)))
+            ms = event_ms(lambda: step(tok), decode_steps, lambda: (at_ctx(), at_ctx(), cache.update(pos=ctx_len)))
+            emit("model_decode", config=decode_config, mixer=mixer, mode=mode, ctx=ctx_len, B=B, ms=round(ms, 3),
+                 tok_s=round(B * 1000 / ms), mib_per_seq=round(per_seq / 2**20, 2),
+                 floor_pct=round(100 * need / (ms * 1e-3) / copy_bw, 1))
+            if (mixer, mode) not in launches and mode != "eager":  # the static step once, outside its graph
+                step.pos.fill_(ctx_len)
+                prof = profiled(lambda: step.step_fn(model, step.tok, cache, step.pos))
+                launches[mixer, mode] = sum(e.device_type == torch.autograd.DeviceType.CUDA for e in prof.events())
+            del step  # (its graph's memory, before the next mode captures one)
     worst = max(checks, key=lambda c: c[4])
     emit("model_decode_check", kernels_per_step={f"{m} {mode}": n for (m, mode), n in launches.items()},
          worst=float(f"{worst[4]:.1e}"), worst_at=dict(zip(("mixer", "mode", "ctx", "B"), worst[:4])),
          tol=DECODE_TOL, ok=worst[4] < DECODE_TOL)
     if not worst[4] < DECODE_TOL:
         sys.exit("bench.py: a decode mode's logits differ from eager decode_step's (the model_decode_check row)")
-
-
-def decode_modes_of(cfg, ctx_len, B, copy_bw, launches, checks):
-    """A 'model_decode' row per mode of decode_modes on one model from one cache (ctx_len positions of random
-    content, batch B): ms/step, tok/s, MiB a sequence, the bytes a step must read over its time against copy_bw.
-    Adds to launches ({(mixer, mode): kernels per step}) and checks (the first step's logits against eager's)."""
-    from decode import GraphDecoder, decode_state_snapshot, decode_step, new_cache
-    from model import GPT
-    torch.cuda.empty_cache()
-    model = GPT(cfg).to(DEV, DTYPE).eval()
-    cache = new_cache(model, B, device=DEV, dtype=DTYPE)
-    for layer in cache["layers"]:  # random memory content, as if ctx_len tokens had been read
-        for t in layer.values():
-            t.normal_()
-    # the cache: KV for attention layers (grows with ctx_len), conv tail + fp32 state for linear layers (does not)
-    per_seq = sum(t.numel() * t.element_size() for layer in cache["layers"] for t in layer.values()) / B
-    # what a step must read at least: every weight once, the linear states and conv tails, ctx_len cached K and V
-    need = sum(p.numel() * p.element_size() for p in model.parameters())
-    for layer, block in zip(cache["layers"], model.blocks):
-        for name, t in layer.items():
-            need += t.numel() * t.element_size() * (ctx_len / t.shape[2] if block.is_attention and name in "kv" else 1)
-    tok = torch.randint(0, cfg.vocab_size, (B,), device=DEV)
-    restore = decode_state_snapshot(model, cache)  # each mode starts from the same conv tails and states
-    cache["pos"] = ctx_len
-    with torch.no_grad():
-        ref = decode_step(model, tok.view(B, 1), cache)[0].float()
-    for mode in decode_modes:
-        restore()
-        cache["pos"] = ctx_len
-        if mode == "compiled":  # a fresh compile per model: no recompile limit, no stale graph
-            torch._dynamo.reset()
-        step = (GraphDecoder(model, cache, compile=mode == "compiled") if mode != "eager"
-                else (lambda t: decode_step(model, t, cache)[0]))
-        with torch.no_grad():
-            err = rel(step(tok.view(B, 1)).float(), ref)
-            cache["pos"] -= 1
-        checks.append((cfg.mixer, mode, ctx_len, B, err))
-        ms = decode_step_ms(step, tok, cache)
-        emit("model_decode", config=decode_config, mixer=cfg.mixer, mode=mode, ctx=ctx_len, B=B, ms=round(ms, 3),
-             tok_s=round(B * 1000 / ms), mib_per_seq=round(per_seq / 2**20, 2),
-             floor_pct=round(100 * need / (ms * 1e-3) / copy_bw, 1))
-        if (cfg.mixer, mode) not in launches and mode != "eager":
-            launches[cfg.mixer, mode] = kernels_per_step(step, model, cache, ctx_len)
-        del step  # (its graph's memory, before the next mode captures one)
-
-
-@torch.no_grad()
-def decode_step_ms(step, tok, cache):
-    """ms per step of `decode_steps` steps (CUDA events), after two warm-up steps at the same position."""
-    for _ in range(2):
-        step(tok)
-        cache["pos"] -= 1
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(decode_steps):
-        step(tok)
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / decode_steps
-
-
-@torch.no_grad()
-def kernels_per_step(step, model, cache, ctx_len):
-    """Kernels one step launches (what the CUDA graph replays): the static step once, outside the graph."""
-    from torch.profiler import ProfilerActivity, profile as torch_profile
-    with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
-        step.pos.fill_(ctx_len)
-        step.step_fn(model, step.tok, cache, step.pos)
-        torch.cuda.synchronize()
-    return sum(e.device_type == torch.autograd.DeviceType.CUDA for e in prof.events())
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -553,86 +506,62 @@ KERNEL_KINDS = [  # (kind, substrings of a CUDA kernel name); the first match wi
 
 
 def model_train_table():
-    from model import GPT, GPTConfig
     base, fields = config_of(train_config)
     unknown = sorted(set(train_overrides) - fields)
     if unknown:
         sys.exit(f"bench.py: train_overrides names {unknown}, which are not GPTConfig fields")
-    for B, T in train_shapes:
-        for mixer in ("eda", "transformer"):
-            torch.cuda.empty_cache()
-            model = GPT(GPTConfig(**dict(base, **train_overrides, mixer=mixer, block_size=T)),
-                        compile=train_compile).to(DEV)
-            if train_compile:  # as train.py's compile: each block in place, one graph reused by every block of a kind
-                for blk in model.blocks:
-                    blk.compile()
-            layer_costs(model, B, T)
-            step_cost(model, B, T)
-            del model
+    for (B, T), mixer in itertools.product(train_shapes, ("eda", "transformer")):
+        torch.cuda.empty_cache()
+        model = GPT(GPTConfig(**dict(base, **train_overrides, mixer=mixer, block_size=T)), compile=train_compile).to(DEV)
+        if train_compile:  # as train.py's compile: each block in place, one graph reused by every block of a kind
+            for blk in model.blocks:
+                blk.compile()
+        row = lambda bench, **figures: emit(bench, config=train_config, mixer=mixer, overrides=train_overrides,  # noqa: E731
+                                            B=B, T=T, compiled=train_compile, **figures)
+        layer_costs(model, B, T, row)
+        step_cost(model, B, T, row)
+        del model
 
 
-def train_row(bench, model, B, T, **figures):
-    emit(bench, config=train_config, mixer=model.config.mixer, overrides=train_overrides, B=B, T=T,
-         compiled=train_compile, **figures)
-
-
-def fwd_bwd_ms(fn, params):
-    from triton.testing import do_bench
-    return do_bench(fn, warmup=warmup, rep=rep, grad_to_none=params, return_mode="median")
-
-
-def layer_costs(model, B, T):
-    """A 'model_train_layer' row per layer type: its count, fwd+bwd ms, its core's alone, and the bytes a token its
-    forward keeps for its backward (saved tensors; under compile what Inductor chose to save)."""
+def layer_costs(model, B, T, row):
+    """A 'model_train_layer' row per layer type: its count, fwd+bwd ms, its core's alone (eda_triton as the linear
+    layer runs it, SDPA for attention), and the bytes a token its forward keeps for its backward (saved tensors;
+    under compile what Inductor chose to save)."""
     cfg, seen = model.config, {}
-    for blk in model.blocks:
-        for layer in (blk.mixer, blk.ffn):
-            name = type(layer).__name__ + (f" ({cfg.mixer})" if type(layer).__name__ == "LinearAttention" else "")
-            seen.setdefault(name, [layer, 0])[1] += 1
+    for layer in (layer for blk in model.blocks for layer in (blk.mixer, blk.ffn)):
+        name = type(layer).__name__ + (f" ({cfg.mixer})" if type(layer).__name__ == "LinearAttention" else "")
+        seen.setdefault(name, [layer, 0])[1] += 1
     for name, (layer, count) in seen.items():
         h = torch.randn(B, T, cfg.n_embd, device=DEV, requires_grad=True)  # the fp32 residual stream
         dy = torch.randn(B, T, cfg.n_embd, device=DEV, dtype=DTYPE)
         layer_fn = torch.compile(layer) if train_compile else layer
-
-        def run_layer():
-            with torch.autocast(DEV, dtype=DTYPE):
-                out = layer_fn(h)
-            out.backward(dy)
-        whole = fwd_bwd_ms(run_layer, [h] + list(layer.parameters()))
+        forward = lambda: torch.autocast(DEV, dtype=DTYPE)(layer_fn)(h)  # noqa: E731
+        whole = bench_ms(lambda: forward().backward(dy), [h] + list(layer.parameters()))
         torch.cuda.synchronize()
         before = torch.cuda.memory_allocated()
-        with torch.autocast(DEV, dtype=DTYPE):
-            out = layer_fn(h)
+        out = forward()
         torch.cuda.synchronize()
-        kept = (torch.cuda.memory_allocated() - before - out.numel() * out.element_size()) / (B * T)
+        kept = (torch.cuda.memory_allocated() - before - nbytes([out])) / (B * T)
         del out
-        core = core_ms(cfg, name, B, T)
-        train_row("model_train_layer", model, B, T, layer=name, count=count, fwd_bwd_ms=round(whole, 3),
-                  core_ms=round(core, 3) if core is not None else None, kept_bytes_per_token=round(kept))
+        core = None
+        if name.startswith("LinearAttention"):
+            ins = make_inputs(B, T, cfg.la_n_head, cfg.la_n_v_head, cfg.la_head_dim, cfg.la_v_head_dim,
+                              erase=cfg.mixer == "eda")
+            core = measure(lambda *a: eda.eda_triton(*a, check_g=False, recompute_states=cfg.la_recompute_states)[0],
+                           ins)[1]
+        elif name == "GatedAttention":
+            q, k, v = (torch.randn(B, n, T, cfg.head_dim, device=DEV, dtype=DTYPE, requires_grad=True)
+                       for n in (cfg.n_head, cfg.kv_heads, cfg.kv_heads))
+            do = torch.randn_like(q)
+            core = bench_ms(lambda: F.scaled_dot_product_attention(
+                q, k, v, is_causal=True, enable_gqa=cfg.kv_heads != cfg.n_head).backward(do), [q, k, v])
+        row("model_train_layer", layer=name, count=count, fwd_bwd_ms=round(whole, 3),
+            core_ms=round(core, 3) if core is not None else None, kept_bytes_per_token=round(kept))
 
 
-def core_ms(cfg, name, B, T):
-    """fwd+bwd ms of a layer's core alone on inputs of the layer's shapes: eda_triton as the linear layer runs it,
-    SDPA for the attention layer; None for the rest."""
-    if name.startswith("LinearAttention"):
-        ins = make_inputs(B, T, cfg.la_n_head, cfg.la_n_v_head, cfg.la_head_dim, cfg.la_v_head_dim,
-                          erase=cfg.mixer == "eda")
-        return measure(lambda *a: eda.eda_triton(*a, check_g=False, recompute_states=cfg.la_recompute_states)[0],
-                       ins)[1]
-    if name == "GatedAttention":
-        q = torch.randn(B, cfg.n_head, T, cfg.head_dim, device=DEV, dtype=DTYPE, requires_grad=True)
-        k, v = (torch.randn(B, cfg.kv_heads, T, cfg.head_dim, device=DEV, dtype=DTYPE, requires_grad=True)
-                for _ in range(2))
-        do = torch.randn_like(q)
-        return fwd_bwd_ms(lambda: F.scaled_dot_product_attention(
-            q, k, v, is_causal=True, enable_gqa=cfg.kv_heads != cfg.n_head).backward(do), [q, k, v])
-    return None
-
-
-def step_cost(model, B, T):
-    """The 'model_train_step' row: ms a step, tok/s, peak GiB (CUDA events, after two warm-up steps), and the GPU
-    ms of one profiled step by kernel kind."""
-    from torch.profiler import ProfilerActivity, profile as torch_profile
+def step_cost(model, B, T, row):
+    """The 'model_train_step' row: ms a step, tok/s, peak GiB (CUDA events, after two warm-up steps: Triton and
+    torch.compile build their kernels on first use), and the GPU ms of one profiled step by kernel kind."""
     x, y = (torch.randint(0, model.config.vocab_size, (B, T), device=DEV) for _ in range(2))
 
     def step():
@@ -640,26 +569,14 @@ def step_cost(model, B, T):
             _, loss, aux = model(x, y, chunked_loss=True)
         (loss + aux).backward()
         model.zero_grad(set_to_none=True)
-    for _ in range(2):  # warm-up: Triton and torch.compile build their kernels on first use
-        step()
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(3):
-        step()
-    end.record()
-    torch.cuda.synchronize()
-    ms = start.elapsed_time(end) / 3
-    with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
-        step()
-        torch.cuda.synchronize()
-    events, kinds = prof.key_averages(), {}
+    ms = event_ms(step, 3, lambda: (step(), step()))
+    peak = torch.cuda.max_memory_allocated()
+    events, kinds = profiled(step).key_averages(), {}
     for evt in [e for e in events if str(getattr(e, "device_type", "")).endswith("CUDA")] or events:
         kind = next((k for k, keys in KERNEL_KINDS if any(s in evt.key.lower() for s in keys)), "other")
         kinds[kind] = round(kinds.get(kind, 0.0) + device_us(evt) / 1e3, 3)
-    train_row("model_train_step", model, B, T, ms=round(ms, 1), tok_s=round(B * T * 1000 / ms),
-              peak_gib=round(torch.cuda.max_memory_allocated() / 2**30, 1), gpu_ms_by_kind=kinds)
+    row("model_train_step", ms=round(ms, 1), tok_s=round(B * T * 1000 / ms), peak_gib=round(peak / 2**30, 1),
+        gpu_ms_by_kind=kinds)
 
 
 def main():
@@ -667,8 +584,8 @@ def main():
         sys.exit("bench.py needs a CUDA GPU")
     if what not in ("kernels", "model_decode", "model_train", "all"):
         sys.exit(f"bench.py: what must be 'kernels', 'model_decode', 'model_train' or 'all', got {what!r}")
-    print(versions(), flush=True)
-    held = others_gib(*torch.cuda.mem_get_info(), torch.cuda.memory_reserved())
+    free, total = torch.cuda.mem_get_info()  # held beyond ours, less ~1 GiB for our CUDA context:
+    held = max(0.0, (total - free - torch.cuda.memory_reserved()) / 2**30 - 1.0)
     if held > 1.0:  # timings taken beside other work are of the two together, not of the kernels
         if not shared_gpu:
             sys.exit(f"bench.py: other processes hold {held:.1f} GiB of this GPU, so the timings would share it "
@@ -680,7 +597,7 @@ def main():
         model_decode_table()
     if what not in ("kernels", "all"):
         return
-    fla = load_fla()
+    fla = load_fla() if use_fla else None
     if check and not check_all(fla):  # timings of a kernel that computes the wrong thing are not to be quoted
         sys.exit("bench.py: the correctness check failed (the FAIL lines above); no timings")
     bench_decode(fla)

@@ -37,6 +37,9 @@ import time
 
 from configurator import configure
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'scripts'))
+from rows import commit  # noqa: E402  (scripts/rows.py: the code's commit, as every results row records it)
+
 # ----------------------------------------------------------------------------------------------------
 # Settings (config files and --key=value, as train.py)
 name = 'sweep'                # results go to <results_dir>/<name>.jsonl, .md, .png
@@ -340,20 +343,6 @@ def error_line(text):
 def fmt_time(s):
     s = int(s)
     return f'{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}'
-
-
-def commit():
-    """The code's commit: $NANOEDA_COMMIT where set (a copy of the tree whose .git, if any, is not its history),
-    else git's short hash ('-dirty' with uncommitted changes to tracked files), else None."""
-    if os.environ.get('NANOEDA_COMMIT'):
-        return os.environ['NANOEDA_COMMIT']
-    try:
-        head = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=HERE, capture_output=True, text=True)
-        dirty = subprocess.run(['git', 'status', '--porcelain', '--untracked-files=no'], cwd=HERE,
-                               capture_output=True, text=True)
-    except OSError:
-        return None
-    return head.stdout.strip() + ('-dirty' if dirty.stdout.strip() else '') if head.returncode == 0 else None
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -733,22 +722,28 @@ def cell(s, n_unfinished):
     return f"{fmt(s['mean'])} ± {spread} [{fmt(s['min'])}, {fmt(s['max'])}] lr {fmt_lr(s['lr'])}{bad}{more}"
 
 
+def md_table(title, header, rows, intro=()):
+    """A report section: its title, intro lines, and a table of rows (lists of cells)."""
+    return [f'## {title}', '', *intro, '| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header),
+            *('| ' + ' | '.join(map(str, row)) + ' |' for row in rows), '']
+
+
 def task_table(task, spec, rows, summary):
     """The task's table: a row per mixer, a column per level; its floor (a trivial answer's score) as a row."""
     xs = [x for x, _ in spec['levels']]
     unfinished = [(r['task'], r['x'], r['mixer']) for r in rows if r['status'] == 'timeout']
-    lines = [f'## {task} (difficulty: {spec["x"]})', '', *data_line(task, rows),
-             '| mixer | params | ' + ' | '.join(f'{spec["x"]}={x}' for x in xs) + ' |', '|---|---|' + '---|' * len(xs)]
+    out = []
     for m in mixer_args:
         params = next((summary[(task, x, m)]['params'] for x in xs if (task, x, m) in summary and
                        summary[(task, x, m)]['params']), None)
         params = params or next((r['params'] for r in rows if r['mixer'] == m and r.get('params')), None)
-        cells = [cell(summary.get((task, x, m)), unfinished.count((task, x, m))) for x in xs]
-        lines.append((f'| {m} | {params:,} | ' if params else f'| {m} | ? | ') + ' | '.join(cells) + ' |')
+        out.append([m, f'{params:,}' if params else '?',
+                    *(cell(summary.get((task, x, m)), unfinished.count((task, x, m))) for x in xs)])
     if 'floor' in spec:
         answer, floor = spec['floor']
-        lines.append(f'| *{answer}* | — | ' + ' | '.join(fmt(floor[x]) if x in floor else '—' for x in xs) + ' |')
-    return lines + ['']
+        out.append([f'*{answer}*', '—', *(fmt(floor[x]) if x in floor else '—' for x in xs)])
+    return md_table(f'{task} (difficulty: {spec["x"]})', ['mixer', 'params', *(f'{spec["x"]}={x}' for x in xs)], out,
+                    data_line(task, rows))
 
 
 def split_table(summary):
@@ -757,12 +752,10 @@ def split_table(summary):
     for (task, x, m), s in ordered(summary):
         ok = [r for r in s['runs'] if r['status'] == 'ok']
         if metric == 'val_acc' and ok and all('val_acc_value' in r for r in ok):
-            split.append(f"| {task} | {x} | {m} | {fmt(mean([r['val_acc_value'] for r in ok]))} | "
-                         f"{fmt(mean([r['val_acc_none'] for r in ok]))} |")
-    if not split:
-        return []
-    return ['## Values vs NONE answers (best lr, mean over seeds): recall of values | NONE answered right', '',
-            '| task | x | mixer | values (%) | NONE answers (%) |', '|---|---|---|---|---|', *split, '']
+            split.append([task, x, m, fmt(mean([r['val_acc_value'] for r in ok])),
+                          fmt(mean([r['val_acc_none'] for r in ok]))])
+    return split and md_table('Values vs NONE answers (best lr, mean over seeds): recall of values | NONE answered '
+                              'right', ['task', 'x', 'mixer', 'values (%)', 'NONE answers (%)'], split)
 
 
 def seed_diffs(sa, sb):
@@ -782,21 +775,17 @@ def pair_stats(sa, sb):
 
 def paired_table(summary):
     """pairs, seed by seed at each level (pair_stats)."""
-    paired = []
-    both = {**summarize(foreign_rows()), **summary}
+    paired, both = [], {**summarize(foreign_rows()), **summary}
     for (task, spec), (a, b) in itertools.product(tasks.items(), pairs):
         for x, _ in spec['levels']:
             if (task, x, a) in both and (task, x, b) in both and (p := pair_stats(both[(task, x, a)],
                                                                                   both[(task, x, b)])):
-                paired.append(f"| {task} | {x} | {a} vs {b} | {p[0]} of {p[1]} | {fmt_diff(p[2])} |")
-    if not paired:
-        return []
-    lines = ['## Paired by seed (same seed: same data; each mixer at its best lr)', '']
-    if PAIRED_ELSEWHERE and paired_from:
-        lines += [', '.join(PAIRED_ELSEWHERE) + ': the rows of ' + ', '.join(
-            f'`{os.path.join(results_dir, other + ".jsonl")}` ({task})' for task, other in paired_from.items())
-            + ', made with this sweep\'s commands but the mixer.', '']
-    return lines + ['| task | x | A vs B | A ahead (seeds) | mean A - B |', '|---|---|---|---|---|', *paired, '']
+                paired.append([task, x, f'{a} vs {b}', f'{p[0]} of {p[1]}', fmt_diff(p[2])])
+    elsewhere = [', '.join(PAIRED_ELSEWHERE) + ': the rows of ' + ', '.join(
+        f'`{os.path.join(results_dir, other + ".jsonl")}` ({task})' for task, other in paired_from.items())
+        + ', made with this sweep\'s commands but the mixer.', ''] if PAIRED_ELSEWHERE and paired_from else []
+    return paired and md_table('Paired by seed (same seed: same data; each mixer at its best lr)',
+                               ['task', 'x', 'A vs B', 'A ahead (seeds)', 'mean A - B'], paired, elsewhere)
 
 
 def run_to_run(s):
@@ -810,32 +799,25 @@ def run_to_run(s):
 def repeats_table(summary):
     """Run-to-run noise beside the seed spread, where a seed ran more than once (at the best lr): the sample std
     of the seeds' means, and the pooled sample std of runs of the same seed."""
-    lines = []
+    out = []
     for (task, x, m), s in ordered(summary):
         seeds_ = by_seed(s['runs'])
         again = {seed: v for seed, v in seeds_.items() if len(v) > 1}
-        if not again:
-            continue
-        pooled = run_to_run(s)
-        each = '; '.join(f'seed {seed}: ' + ', '.join(fmt(a) for a in v) for seed, v in sorted(again.items()))
-        lines.append(f"| {task} | {x} | {m} | {fmt_lr(s['lr'])} | {len(seeds_)} | "
-                     f"{fmt(std([mean(v) for v in seeds_.values()]))} | {fmt(pooled)} | {each} |")
-    if not lines:
-        return []
-    return ['## Same-seed repeats: run-to-run spread beside the spread over seeds (best lr)', '',
-            '| task | x | mixer | lr | seeds | std of the seeds\' means | std within a seed (pooled) | repeated runs |',
-            '|---|---|---|---|---|---|---|---|', *lines, '']
+        if again:
+            out.append([task, x, m, fmt_lr(s['lr']), len(seeds_), fmt(std([mean(v) for v in seeds_.values()])),
+                        fmt(run_to_run(s)), '; '.join(f'seed {seed}: ' + ', '.join(fmt(a) for a in v)
+                                                      for seed, v in sorted(again.items()))])
+    return out and md_table('Same-seed repeats: run-to-run spread beside the spread over seeds (best lr)',
+                            ['task', 'x', 'mixer', 'lr', 'seeds', 'std of the seeds\' means',
+                             'std within a seed (pooled)', 'repeated runs'], out)
 
 
 def lr_table(summary):
     lrs = learning_rates or [None]
-    lines = [f'## Every learning rate (mean {WHAT[metric][0]} over seeds)', '',
-             '| task | x | mixer | ' + ' | '.join(f'lr {l:g}' if l is not None else 'cfg' for l in lrs) + ' |',
-             '|---|---|---|' + '---|' * len(lrs)]
-    for (task, x, m), s in ordered(summary):
-        lines.append(f'| {task} | {x} | {m} | ' + ' | '.join(lr_cell(s['lrs'].get(l, None), l in s['lrs'])
-                                                             for l in lrs) + ' |')
-    return lines + ['']
+    return md_table(f'Every learning rate (mean {WHAT[metric][0]} over seeds)',
+                    ['task', 'x', 'mixer', *(f'lr {l:g}' if l is not None else 'cfg' for l in lrs)],
+                    [[task, x, m, *(lr_cell(s['lrs'].get(l, None), l in s['lrs']) for l in lrs)]
+                     for (task, x, m), s in ordered(summary)])
 
 
 def lr_cell(score, ran):
@@ -847,29 +829,23 @@ def lr_cell(score, ran):
 
 def runs_table(summary):
     """Every run's result, seed by seed (a seed's repeats one after another; ! a failed or diverged run)."""
-    lines = ['## Every run (seed: result)', '', '| task | x | mixer | lr | runs |', '|---|---|---|---|---|']
+    out = []
     for (task, x, m), s in ordered(summary):
         for lr, runs in sorted(s['per_lr'].items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
             each = {}
             for r in sorted(runs, key=lambda r: (r['seed'], r.get('repeat', 0))):
                 each.setdefault(r['seed'], []).append(fmt(r[metric]) if value(r) is not None and r['status'] == 'ok'
                                                       else f"! {r['status']}")
-            lines.append(f'| {task} | {x} | {m} | {fmt_lr(lr)} | '
-                         + '; '.join(f'{seed}: ' + ', '.join(v) for seed, v in each.items()) + ' |')
-    return lines + ['']
+            out.append([task, x, m, fmt_lr(lr), '; '.join(f'{seed}: ' + ', '.join(v) for seed, v in each.items())])
+    return md_table('Every run (seed: result)', ['task', 'x', 'mixer', 'lr', 'runs'], out)
 
 
 def unfinished_table(rows):
-    unfinished = [r for r in rows if r['status'] == 'timeout']
-    if not unfinished:
-        return []
-    lines = ['## Unfinished runs (stopped by the sweep\'s time limit; rerun the sweep to finish them)', '',
-             '| task | x | mixer | lr | seed | last evaluation |', '|---|---|---|---|---|---|']
-    for r in unfinished:
-        last = f"{fmt(r[metric])} at step {r['step']}" if r.get(metric) is not None else 'none'
-        seed = f"{r['seed']} (repeat {r['repeat']})" if r.get('repeat') else r['seed']
-        lines.append(f"| {r['task']} | {r['x']} | {r['mixer']} | {fmt_lr(r['lr'])} | {seed} | {last} |")
-    return lines + ['']
+    out = [[r['task'], r['x'], r['mixer'], fmt_lr(r['lr']), f"{r['seed']} (repeat {r['repeat']})" if r.get('repeat')
+            else r['seed'], f"{fmt(r[metric])} at step {r['step']}" if r.get(metric) is not None else 'none']
+           for r in rows if r['status'] == 'timeout']
+    return out and md_table('Unfinished runs (stopped by the sweep\'s time limit; rerun the sweep to finish them)',
+                            ['task', 'x', 'mixer', 'lr', 'seed', 'last evaluation'], out)
 
 
 def report(rows):
@@ -922,10 +898,7 @@ def figure_accuracy(plt, summary):
                     ax.hlines(100 * floor[x], j - 0.4, j + 0.4, color='grey', linestyles='dashed', label=what)
                     what = None
         ax.set_xticks(range(len(xs)), [str(x) for x in xs])
-        ax.set_xlim(-0.5, len(xs) - 0.5)
-        ax.set_xlabel(spec['x'])
-        ax.set_title(task)
-        ax.set_ylim(-2, 102)
+        ax.set(xlim=(-0.5, len(xs) - 0.5), xlabel=spec['x'], title=task, ylim=(-2, 102))
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel('val accuracy (%), best lr; dots: seeds')
     labelled = {}  # one legend entry per mixer, from whichever panel has its runs (a half-done grid has empty ones)
@@ -975,9 +948,7 @@ def figure_curves(plt, summary):
             pad = 0.1 * (max(highs) - min(lows) or 1.0)
             ax.set_ylim(min(lows) - pad, max(highs) + pad)
             ax.legend(fontsize=8)
-        ax.set_title(f'{task} ({x})')
-        ax.set_xlabel('step')
-        ax.set_ylabel('validation loss (nats/token)')
+        ax.set(title=f'{task} ({x})', xlabel='step', ylabel='validation loss (nats/token)')
         ax.grid(alpha=0.3)
         strip.set_xticks(range(len(names)), names, rotation=35, ha='right', fontsize=8)
         strip.set_title(f'{task} ({x}): final loss, each run (bar: mean over seeds)', fontsize=9)

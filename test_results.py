@@ -115,7 +115,7 @@ def test_a_pair_is_ahead_only_where_its_interval_excludes_zero(results):
 
 def test_the_lm_section_says_not_run_yet_without_rows_and_pairs_by_seed_with_them(tmp_path, results, monkeypatch):
     monkeypatch.setattr(results, 'results_dir', str(tmp_path))
-    assert 'Not run yet' in '\n'.join(results.lm_section()[0])
+    assert 'Not run yet' in results.render(results.lm_section)[0]
     grid = results.sweep_of('config/sweep/lm.py')
     lrs, best = grid.learning_rates, grid.learning_rates[1]
 
@@ -127,8 +127,7 @@ def test_the_lm_section_says_not_run_yet_without_rows_and_pairs_by_seed_with_the
     rows = runs('eda', {0: 0.70, 1: 0.72, 2: 0.74}) + runs('kda safe-gate', {0: 0.7100, 1: 0.7302, 2: 0.7498}) + \
         runs('kda', {0: 0.7300, 1: 0.7100, 2: 0.7700})
     (tmp_path / 'lm.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows))
-    lines, row = results.lm_section()
-    text = '\n'.join(lines)
+    text, row = results.render(results.lm_section)
     assert '| eda − kda safe-gate | the erase, behind the safe gate | -0.0100, -0.0102, -0.0098 | -0.0100 |' in text
     assert '3 of 3 | **eda ahead** |' in text and '| eda − kda | erase and gate |' in text
     assert '**unresolved** |' in text.split('| eda − kda |')[1].splitlines()[0]

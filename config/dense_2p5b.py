@@ -11,9 +11,8 @@ n_embd = 2048
 mixer = 'eda'
 attn_every = 4               # linear, linear, linear, full (3:1 hybrid)
 tie_embeddings = False       # Table 7's counts include both the embedding and the lm_head
-# full attention ("Attn/KV 8/2"): Gated Attention. head_dim 256 is Qwen3-Next's (the paper does not print
-# it); with it, the counts of Table 7 come out right. Partial RoPE (a quarter of the head dim, theta 1e7)
-# also follows Qwen3-Next; it has no parameters.
+# full attention ("Attn/KV 8/2"): Gated Attention; head_dim 256 and partial RoPE as in Qwen3-Next (not printed
+# in the paper; notes/params.md)
 n_head = 8
 n_kv_head = 2
 head_dim = 256
@@ -33,10 +32,8 @@ la_gate = 'auto'             # eda: safe gate (l = -5), kda: KDA gate, gdn / gdn
 la_gate_lower_bound = -5.0
 la_backend = 'auto'
 la_chunk_size = 64
-# FFN: SwiGLU. Table 6 gives 7424--7488. With 7424, GDN / GDN-2 / KDA / EDA all land within 0.01% of
-# Table 7, so every hybrid uses 7424. The Transformer at 7424 is +0.37% (2.5145B vs 2.5052B); 7360 would
-# match it exactly but lies outside the printed range, so we keep 7424 (set transformer_ffn_hidden = 7360
-# to reproduce the exact count). transformer_ffn_hidden = 0 means "same as ffn_hidden".
+# FFN: SwiGLU at 7424, the low end of Table 6's 7424--7488, for every mixer (why, and the Transformer's 7360:
+# notes/params.md); transformer_ffn_hidden = 0 means "same as ffn_hidden"
 ffn_hidden = 7424
 transformer_ffn_hidden = 0
 moe = False

@@ -3,7 +3,7 @@
 # Data are generated in-process from the seed (data/synthetic.py); eval reports accuracy on the answers.
 # Like Zoology: two layers, no full attention (attn_every larger than n_layer), so the linear layer's memory
 # alone must do the recall; --mixer=transformer is the attention baseline, with a short conv on attention's
-# input (attn_conv_size below). Every mixer learns it at this recipe: RESULTS.md, "Every default recipe learns".
+# input (attn_conv_size below). Every mixer learns it at this recipe: RESULTS.md, "Do the default recipes learn?".
 
 dataset = 'mqar'
 vocab_size = 8192            # Zoology's vocab: keys and values from disjoint halves

@@ -1,7 +1,7 @@
 # The small language-model comparison (RESULTS.md): config/stdlib_26m.py (~26M parameters, 1600 steps x 16 x 1024 tokens, the
 # same tokens for every run of a seed) for every mixer the paper compares, each at its own best learning rate.
 # The grid is fixed before any run: lrs 5e-4, 1e-3, 2e-3 on seed 0; at each mixer's best lr (chosen on seed 0),
-# seeds 1 and 2, and seed 0 once more (same data, same init: the run-to-run noise beside the seed spread).
+# seeds 1 and 2, and seed 0 once more (same data; the run-to-run noise beside the seed spread).
 #   python sweep.py config/sweep/lm.py --jobs=7       # one 80 GB GPU
 #   python sweep.py config/sweep/lm.py --jobs=12 "--mixer_jobs={'gdn2': 3}"   # one 141 GB GPU
 # A run takes ~7 GiB, gdn2's (its chunked PyTorch rule, eager) ~26 GiB: notes/train.md, "GPU measurements".
