@@ -24,7 +24,7 @@ Design (chunked training kernels, Sec. 3.4):
 - Forward, two launches:
   (1) `_eda_prep_kernel`, one program per chunk (fully parallel): the state-free part of a chunk, the
       UT transform's inverse T = (I + StrictTril(diag(b') A))^-1 (Eq. ut_transformation with the inverse
-      made explicit, notes/chunk_form.md §1; forward substitution in 4-row blocks, then exact block merges) and
+      made explicit, notes/chunk_form.md §1; forward substitution in 8-row blocks, then exact block merges) and
       Qk = Tril(Q' Gamma K'^T), stored as [BT, BT] per chunk (small: 2 BT^2 per chunk, kept for the
       backward); and the walk's operands (Eq. wy_representation), freed after the forward:
       W = T diag(b') exp(G) K', U_0 = T diag(b') V', Ke = exp(G_C - G) K', Qg = exp(G) Q', exp(G_C).
@@ -891,8 +891,7 @@ def _blocks(K, V, bv, programs=None, fill_programs=None):
 # settings and fusions"). The chunked kernels' entry point takes changes to them by name,
 # eda_fused(..., launch=dict(FWD_BV=64)): bench.py's sweep, the tests' small blocks
 LAUNCH = dict(
-    # SUB_BLOCK: rows per forward-substitution block of the UT solve (4: the prep 6-7% faster than at 8, H100)
-    PREP_WARPS=4, SUB_BLOCK=4,
+    PREP_WARPS=4, SUB_BLOCK=8,
     # key columns per pass: the forward prep would need two passes over a split K (A and Qk sum over K before T
     # exists), costing more than the registers saved; the backward's prep needs one, so it splits K in 64s
     PREP_BK=128, DH_PREP_BK=64,
