@@ -86,13 +86,12 @@ _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 @triton.jit
 def _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
                 H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr,
-                BT: tl.constexpr, BK: tl.constexpr, EDA: tl.constexpr, CUM: tl.constexpr, k0=0):
+                BT: tl.constexpr, BK: tl.constexpr, EDA: tl.constexpr, k0=0):
     """Sub-step tiles of chunk c (Eq. double_data), built in registers from the token tensors.
 
     Returns k' [BT, BK], q' (scaled) [BT, BK], beta' [BT], G (cumulative log decay in the chunk, fp32)
     [BT, BK], the (b, t) row of every sub-step, and the masks of write rows and erase rows. The key columns
-    are k0 .. k0 + BK (the decay is per channel, so every column block stands alone). CUM: g holds G per token
-    already (the forward prep's store, fp32), read instead of summed.
+    are k0 .. k0 + BK (the decay is per channel, so every column block stands alone).
     """
     ck = k0 + tl.arange(0, BK)
     mk = ck < K
@@ -103,15 +102,11 @@ def _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
     qq = tl.load(q + off_qk[:, None] + ck[None, :], mask=wrow[:, None] & mk[None, :], other=0.).to(tl.float32)
     if EDA:
         kk += tl.load(e + off_hk[:, None] + ck[None, :], mask=erow[:, None] & mk[None, :], other=0.).to(tl.float32)
-    if CUM:  # both sub-steps of a token share its G; rows past T repeat the last token's, as the sum does
-        tok, _ = _sub_steps(BT, EDA)
-        tok = tl.minimum(tok + c * (BT // 2 if EDA else BT), T - 1)
-        off_g = ((i_b.to(tl.int64) * T + tok) * HV + i_hv) * K
-        G = tl.load(g + off_g[:, None] + ck[None, :], mask=(tok >= 0)[:, None] & mk[None, :], other=0.)
-    else:  # the decay rides on the erase sub-step (EDA; the write sub-step has identity decay)
-        gmask = erow if EDA else wrow
-        gg = tl.load(g + off_hk[:, None] + ck[None, :], mask=gmask[:, None] & mk[None, :], other=0.)
-        G = tl.cumsum(gg.to(tl.float32), axis=0)
+        gmask = erow  # the decay rides on the erase sub-step; the write sub-step has identity decay
+    else:
+        gmask = wrow
+    gg = tl.load(g + off_hk[:, None] + ck[None, :], mask=gmask[:, None] & mk[None, :], other=0.).to(tl.float32)
+    G = tl.cumsum(gg, axis=0)
     return kk, qq * scale, bb, G, row_bt, wrow, erow
 
 
@@ -291,13 +286,12 @@ def _cross_block(kk, qq, G, r, I: tl.constexpr, AB: tl.constexpr):
 
 
 @triton.jit
-def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout, Qgout, eGNout, gmin, Gout,
+def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout, Qgout, eGNout, gmin,
                      scale, T, NT,
                      H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
                      BT: tl.constexpr, BKC: tl.constexpr, BVP: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr,
                      AB: tl.constexpr, EDA: tl.constexpr, SCALAR_G: tl.constexpr, CHECK_G: tl.constexpr,
-                     REUSE: tl.constexpr, KEEP_G: tl.constexpr, WR: tl.constexpr, DT: tl.constexpr,
-                     PREC: tl.constexpr):
+                     REUSE: tl.constexpr, WR: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Everything of a chunk that does not depend on the state, fully parallel over chunks:
     the UT transform's inverse T = (I + StrictTril(diag(b') A))^-1 and Qk = Tril(Q' Gamma K'^T) ([BT, BT],
     kept for the backward), and what the forward walk multiplies with the state (its WY form, Eq.
@@ -305,8 +299,7 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
     and exp(G_C). The walk is then U = U_0 - W S_0, O = Qg S_0 + Qk U, S_C = exp(G_C) S_0 + Ke^T U: matrix
     products only, no decay arithmetic.
     CHECK_G: also store the chunk's smallest log decay (the wrapper rejects g < G_MIN), which saves the
-    wrapper a separate pass over g. KEEP_G: also store G per token (fp32, g's layout) for the backward's
-    kernels, which then read it instead of summing g again."""
+    wrapper a separate pass over g."""
     c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
@@ -319,14 +312,14 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
     # covers K): the first pass's tiles stay live for the second, not loaded and cumsummed again.
     if REUSE:
         kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
-                                            H, HV, K, BT, BKC, EDA, False)
+                                            H, HV, K, BT, BKC, EDA)
         A, Qk, _, _, _, _, _, _ = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
     else:
         A = tl.zeros([BT, BT], dtype=tl.float32)
         Qk = tl.zeros([BT, BT], dtype=tl.float32)
         for kb in range(tl.cdiv(K, BKC)):
             kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
-                                                H, HV, K, BT, BKC, EDA, False, kb * BKC)
+                                                H, HV, K, BT, BKC, EDA, kb * BKC)
             A_b, Qk_b, _, _, _, _, _, _ = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
             A += A_b
             Qk += Qk_b
@@ -337,16 +330,15 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
     # the walk's operands, [BT, K] / [BT, V] per chunk (transient: the forward frees them)
     Td = Tm.to(DT)
     if REUSE:
-        low = _walk_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, Gout, base, row_bt, wrow, erow,
-                             i_b, i_hv, c, T, 0, HV, K, BT, BKC, WR, EDA, CHECK_G, KEEP_G, DT, PREC)
+        low = _walk_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, i_hv, c, T, 0,
+                             HV, K, BT, BKC, WR, EDA, CHECK_G, DT, PREC)
     else:
         low = tl.zeros([1], dtype=tl.float32)
         for kb in range(tl.cdiv(K, BKC)):
             kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
-                                                H, HV, K, BT, BKC, EDA, False, kb * BKC)
-            low = tl.minimum(low, _walk_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, Gout, base,
-                                                 row_bt, wrow, erow, i_b, i_hv, c, T, kb * BKC, HV, K, BT, BKC,
-                                                 WR, EDA, CHECK_G, KEEP_G, DT, PREC))
+                                                H, HV, K, BT, BKC, EDA, kb * BKC)
+            low = tl.minimum(low, _walk_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, i_hv,
+                                                 c, T, kb * BKC, HV, K, BT, BKC, WR, EDA, CHECK_G, DT, PREC))
     for i_v in range(tl.cdiv(V, BVP)):  # U_0 = T diag(b') V', V in blocks
         cv = i_v * BVP + tl.arange(0, BVP)
         mv = cv < V
@@ -360,13 +352,12 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
 
 
 @triton.jit
-def _walk_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, Gout, base, row_bt, wrow, erow, i_b, i_hv,
-                   c, T, k0, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BKC: tl.constexpr,
-                   WR: tl.constexpr, EDA: tl.constexpr, CHECK_G: tl.constexpr, KEEP_G: tl.constexpr,
-                   DT: tl.constexpr, PREC: tl.constexpr):
+def _walk_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, i_hv, c, T, k0,
+                   HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BKC: tl.constexpr, WR: tl.constexpr,
+                   EDA: tl.constexpr, CHECK_G: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """The prep's stores of key columns k0 .. k0 + BKC of the walk's operands W, Ke, Qg, exp(G_C), from the
-    chunk's tiles and T (Td), and with KEEP_G of G per token. Returns these columns' smallest log decay with
-    CHECK_G (from g itself: the chunk's tokens), else 0."""
+    chunk's tiles and T (Td). Returns these columns' smallest log decay with CHECK_G (from g itself: the chunk's
+    tokens), else 0."""
     r = tl.arange(0, BT)
     ck = k0 + tl.arange(0, BKC)
     off_k = base * BT * K + r[:, None] * K + ck[None, :]
@@ -378,9 +369,6 @@ def _walk_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, Gout, base,
     tl.store(Keout + off_k, (kk * tl.exp(GN[None, :] - G)).to(Keout.dtype.element_ty), mask=m_k)
     _qg_store(Qgout, qq * eG, base, r, ck, m_k, BT, WR, K)
     tl.store(eGNout + base * K + ck, tl.exp(GN), mask=ck < K)
-    if KEEP_G:  # from the rows that carry the decay, one per token
-        tl.store(Gout + ((row_bt * HV + i_hv) * K)[:, None] + ck[None, :], G,
-                 mask=(erow if EDA else wrow)[:, None] & (ck < K)[None, :])
     low = tl.zeros([1], dtype=tl.float32)
     if CHECK_G:
         tok = c * (BT // 2 if EDA else BT) + tl.arange(0, BT // 2 if EDA else BT)
@@ -445,7 +433,7 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT,
 def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, W2out, Mout, Qgout, Kgout, eGNout, scale, T, NT,
                         H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
                         BT: tl.constexpr, BKC: tl.constexpr, WR: tl.constexpr, EDA: tl.constexpr,
-                        CUM: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+                        DT: tl.constexpr, PREC: tl.constexpr):
     """What the reverse walk multiplies with dS_C and dO, fully parallel over chunks (the backward's twin of
     the prep kernel): W2 = T^T (exp(G_C - G) K'), M = T^T Qk^T [BT, WR], Qg = exp(G) Q',
     Kg = diag(b') exp(G) K' and exp(G_C). The walk is then dX = M dO + W2 dS_C,
@@ -464,7 +452,7 @@ def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, W2out, Mout, Qgout, 
     bb, _, _, _ = _chunk_rows(beta, gamma, i_b, i_hv, c, T, HV, BT, EDA)
     for kb in range(tl.cdiv(K, BKC)):  # K in blocks of BKC columns (as in the prep kernel)
         kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
-                                            H, HV, K, BT, BKC, EDA, CUM, kb * BKC)
+                                            H, HV, K, BT, BKC, EDA, kb * BKC)
         ck = kb * BKC + tl.arange(0, BKC)
         GN = _row(G, r, BT - 1)
         eG = tl.exp(G)
@@ -526,8 +514,7 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
                     scale, T, NT,
                     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
                     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, AB: tl.constexpr, EDA: tl.constexpr,
-                    SCALAR_G: tl.constexpr, ATOMIC_QK: tl.constexpr, CUM: tl.constexpr, DT: tl.constexpr,
-                    PREC: tl.constexpr):
+                    SCALAR_G: tl.constexpr, ATOMIC_QK: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Every input gradient of one chunk, in parallel over chunks (V in blocks of BV, looped inside the program).
     The chunk's forward is recomputed from S_0 (forward store) and T (prep store),
     R = V' - (exp(G) K') S_0, U = T diag(b') R, and from dS_C (reverse walk's store)
@@ -542,7 +529,7 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
     r = tl.arange(0, BT)
     kk, qq, bb, G, row_bt, wrow, erow = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
-                                                    H, HV, K, BT, BK, EDA, CUM)
+                                                    H, HV, K, BT, BK, EDA)
     off_t = (i_bh.to(tl.int64) * NT + c) * BT * BT + r[:, None] * BT + r[None, :]
     Tm = tl.load(Tin + off_t).to(DT)
     Qk = tl.load(Qkin + off_t).to(DT)
@@ -905,10 +892,6 @@ LAUNCH = dict(
     # spills, and what an SM does not set aside as shared memory is the L1 cache its spills go through
     # (notes/kernel.md, "Shared-memory carveout")
     BWD_CARVEOUT=0,
-    # 1: the forward prep stores G (g summed in each chunk, fp32, g's layout) for the backward's two per-chunk
-    # kernels, which read it in place of g instead of summing it again (and autograd keeps it instead of g).
-    # Off: compiled for sm_90a (triton 3.9) the per-chunk backward then spills 3x as much (1448 B, not 488)
-    KEEP_G=0,
     # 1: EDA's walks and dh prep leave out the erase rows, which have no q, output or dO (no zero rows of Qg
     # and M stored, loaded or multiplied); 0: every sub-step
     WRITE_ROWS=1,
@@ -976,11 +959,10 @@ def _absent(q):
     return q.new_empty(0)
 
 
-def _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm, Qk, Gc, L):
-    """Per chunk, in the dot dtype: T = (I + diag(b') A)^-1 and Qk [B*HV, NT, BT, BT] (into Tm, Qk), G per token
-    into Gc unless it is absent; the walk's operands W, Ke, Qg [B*HV, NT, BT, K], U_0 [B*HV, NT, BT, V],
-    exp(G_C) [B*HV, NT, K] (fp32); with check_g the smallest log decay of every chunk (else None). L: the launch
-    settings by name."""
+def _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm, Qk, L):
+    """Per chunk, in the dot dtype: T = (I + diag(b') A)^-1 and Qk [B*HV, NT, BT, BT] (into Tm, Qk); the walk's
+    operands W, Ke, Qg [B*HV, NT, BT, K], U_0 [B*HV, NT, BT, V], exp(G_C) [B*HV, NT, K] (fp32); with check_g
+    the smallest log decay of every chunk (else None). L: the launch settings by name."""
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     DT, PREC = _dot_types(q)
     tdt = _stored_dtype(q)
@@ -993,29 +975,27 @@ def _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm
     gmin = torch.empty(B * HV * NT, dtype=torch.float32, device=q.device) if check_g else None
     _eda_prep_kernel[(NT, B * HV)](
         q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W, U0, Ke, Qg, eGN,
-        gmin if check_g else Tm, Gc if Gc.numel() else eGN, scale, T, NT,
+        gmin if check_g else Tm, scale, T, NT,
         H=H, HV=HV, K=K, V=V, BT=BT, BKC=BKC,
         BVP=min(64, triton.next_power_of_2(V)),
         SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
-        CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, KEEP_G=Gc.numel() > 0,
-        WR=_out_width(eda, BT, L), DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"])
+        CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, WR=_out_width(eda, BT, L), DT=DT, PREC=PREC,
+        num_warps=L["PREP_WARPS"])
     return (W, U0, Ke, Qg, eGN), gmin
 
 
-def _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states, L):
+def _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states):
     """The forward op's results, allocated: o [B, T, HV, V] (v's dtype); the final state [B, HV, K, V] (fp32);
-    for the backward S_0 of every chunk [B, HV, NT, K, V] (q's dtype), T, Qk [B*HV, NT, BT, BT] and with
-    KEEP_G the in-chunk cumulative decay G [B, T, HV, K] (fp32, read by the backward in place of g). The real
+    for the backward S_0 of every chunk [B, HV, NT, K, V] (q's dtype) and T, Qk [B*HV, NT, BT, BT]. The real
     op fills them, the fake op (torch.compile's tracing) returns them as they are: one source of their shapes."""
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     o = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
     ht = torch.empty(B, HV, K, V, dtype=torch.float32, device=q.device) if output_final_state else _absent(q)
     if not need_states:
-        return o, ht, _absent(q), _absent(q), _absent(q), _absent(q)
+        return o, ht, _absent(q), _absent(q), _absent(q)
     hs = torch.empty(B, HV, NT, K, V, dtype=q.dtype, device=q.device)
     Tm, Qk = (torch.empty(B * HV, NT, BT, BT, dtype=_stored_dtype(q), device=q.device) for _ in range(2))
-    Gc = torch.empty(B, T, HV, K, dtype=torch.float32, device=q.device) if L["KEEP_G"] else _absent(q)
-    return o, ht, hs, Tm, Qk, Gc
+    return o, ht, hs, Tm, Qk
 
 
 def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states, chunk_tokens, scalar_g,
@@ -1023,10 +1003,10 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     BK, BV = _blocks(K, V, L["FWD_BV"], B * HV, L["FILL_PROGRAMS"])
     DT, PREC = _dot_types(q)
-    outs = o, ht, hs, Tm, Qk, Gc = _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states, L)
+    outs = o, ht, hs, Tm, Qk = _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states)
     if not need_states:  # T and Qk only live through the forward (the op returns them absent, as the fake op)
         Tm, Qk = (torch.empty(B * HV, NT, BT, BT, dtype=_stored_dtype(q), device=q.device) for _ in range(2))
-    walk, gmin = _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm, Qk, Gc, L)
+    walk, gmin = _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm, Qk, L)
     grid = (triton.cdiv(V, BV), B * HV)
     _eda_fwd_kernel[grid](
         *walk, Qk, h0 if h0 is not None else q,
@@ -1061,7 +1041,7 @@ def _bwd_grads(q, k, v, e, g, beta, gamma):
             like(gamma) if eda else _absent(q))
 
 
-def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk_tokens, scalar_g, g_cum, L):
+def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk_tokens, scalar_g, L):
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     BK = triton.next_power_of_2(K)
     DT, PREC = _dot_types(q)
@@ -1077,7 +1057,7 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
     eGN = torch.empty(B * HV, NT, K, **f32)
     _eda_dh_prep_kernel[(NT, B * HV)](
         q, k, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W2, M, Qg, Kg, eGN, scale, T, NT,
-        H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(L["DH_PREP_BK"], BK), WR=WR, EDA=eda, CUM=g_cum,
+        H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(L["DH_PREP_BK"], BK), WR=WR, EDA=eda,
         DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"])
     _, BVd = _blocks(K, V, L["DH_BV"], B * HV, L["FILL_PROGRAMS"])
     _eda_bwd_dh_kernel[(triton.cdiv(V, BVd), B * HV)](
@@ -1093,8 +1073,7 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
     e_, gm_ = (e, gamma) if eda else (k, beta)
     grads = (dq, dk, dv, de if eda else dq, dg, dbeta, dgamma if eda else dbeta)
     consts = dict(H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
-                  ATOMIC_QK=HV > H, CUM=g_cum, DT=DT, PREC=PREC, num_warps=L["BWD_WARPS"],
-                  num_stages=L["BWD_STAGES"])
+                  ATOMIC_QK=HV > H, DT=DT, PREC=PREC, num_warps=L["BWD_WARPS"], num_stages=L["BWD_STAGES"])
     compiled = _eda_bwd_kernel[(NT, B * HV)](q, k, v, e_, g, beta, gm_, Tm, Qk, hs, dhs, do, *grads, scale, T, NT,
                                              **consts)
     _ask_carveout(compiled, L["BWD_CARVEOUT"])
@@ -1176,9 +1155,9 @@ Opt = Optional[torch.Tensor]
 def _eda_chunk_fwd(q: Tensor, k: Tensor, v: Tensor, e: Opt, g: Tensor, beta: Tensor, gamma: Opt, h0: Opt,
                    scale: float, chunk_tokens: int, scalar_g: bool, output_final_state: bool, need_states: bool,
                    check_g: bool, recompute_states: bool, launch: List[int]
-                   ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+                   ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """The chunked forward (Eq. chunk_wise_eda) on a channel-wise g (scalar_g: every column equal, the exact
-    per-head path): (o, final state, and for the backward S_0 of every chunk, T, Qk, G), absent ones empty.
+    per-head path): (o, final state, and for the backward S_0 of every chunk, T, Qk), absent ones empty.
     recompute_states (with need_states False): the backward runs this forward again for them instead (its
     autograd formula). launch: launch_settings()."""
     q, k, v, g, beta = (x.contiguous() for x in (q, k, v, g, beta))
@@ -1190,25 +1169,24 @@ def _eda_chunk_fwd(q: Tensor, k: Tensor, v: Tensor, e: Opt, g: Tensor, beta: Ten
 @_eda_chunk_fwd.register_fake
 def _(q, k, v, e, g, beta, gamma, h0, scale, chunk_tokens, scalar_g, output_final_state, need_states, check_g,
       recompute_states, launch):
-    return _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states, dict(zip(LAUNCH, launch)))
+    return _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states)
 
 
 @torch.library.custom_op("nanoeda::eda_chunk_bwd", mutates_args=())
 def _eda_chunk_bwd(q: Tensor, k: Tensor, v: Tensor, e: Opt, g: Tensor, beta: Tensor, gamma: Opt, hs: Tensor,
                    Tm: Tensor, Qk: Tensor, do: Tensor, dht: Opt, scale: float, chunk_tokens: int, scalar_g: bool,
-                   g_cum: bool, need_dh0: bool, launch: List[int]
+                   need_dh0: bool, launch: List[int]
                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     """Gradients of the chunked forward: dq, dk, dv, de, dg, dbeta, dgamma, dh0 (as _bwd_grads allocates them;
-    dh0 fp32; absent ones empty). g's gradient is channel-wise (the caller sums it for a per-head g). g_cum: g
-    is the forward's G (its cumsum in each chunk), dg still the gradient of g."""
+    dh0 fp32; absent ones empty). g's gradient is channel-wise (the caller sums it for a per-head g)."""
     q, k, v, g, beta, hs, Tm, Qk, do = (x.contiguous() for x in (q, k, v, g, beta, hs, Tm, Qk, do))
     e, gamma, dht = (None if x is None else x.contiguous() for x in (e, gamma, dht))
-    return _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk_tokens, scalar_g, g_cum,
+    return _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk_tokens, scalar_g,
                 dict(zip(LAUNCH, launch)))
 
 
 @_eda_chunk_bwd.register_fake
-def _(q, k, v, e, g, beta, gamma, hs, Tm, Qk, do, dht, scale, chunk_tokens, scalar_g, g_cum, need_dh0, launch):
+def _(q, k, v, e, g, beta, gamma, hs, Tm, Qk, do, dht, scale, chunk_tokens, scalar_g, need_dh0, launch):
     B, HV, K, V = q.shape[0], v.shape[2], q.shape[3], v.shape[3]
     dh0 = torch.empty(B, HV, K, V, dtype=torch.float32, device=q.device) if need_dh0 else _absent(q)
     return (*_bwd_grads(q, k, v, e, g, beta, gamma), dh0)
@@ -1217,24 +1195,21 @@ def _(q, k, v, e, g, beta, gamma, hs, Tm, Qk, do, dht, scale, chunk_tokens, scal
 def _eda_chunk_setup(ctx, inputs, output):
     (q, k, v, e, g, beta, gamma, h0, scale, chunk_tokens, scalar_g, output_final_state, need_states, _, recompute,
      launch) = inputs
-    _, _, hs, Tm, Qk, Gc = output
+    _, _, hs, Tm, Qk = output
     # no zero gradients for outputs the loss did not reach: the kept states alone would be a zero-filled tensor the
     # size of hs (~1 GB at (8, 4096, 16, 16)), written and never read
     ctx.set_materialize_grads(False)
-    # the forward's G serves the backward in place of g (kept instead of it: g may then be freed)
-    ctx.save_for_backward(q, k, v, e, Gc if Gc.numel() else g, beta, gamma, h0 if recompute else None, hs, Tm, Qk)
+    ctx.save_for_backward(q, k, v, e, g, beta, gamma, h0 if recompute else None, hs, Tm, Qk)
     ctx.meta = (scale, chunk_tokens, scalar_g, output_final_state, need_states, recompute,
-                None if h0 is None else h0.dtype, launch, g.dtype, Gc.numel() > 0)
+                None if h0 is None else h0.dtype, launch)
 
 
 def _eda_chunk_backward(ctx, do, dht, *_):
     q, k, v, e, g, beta, gamma, h0, hs, Tm, Qk = ctx.saved_tensors
-    scale, chunk_tokens, scalar_g, output_final_state, need_states, recompute, h0_dtype, launch, g_dtype, g_cum = \
-        ctx.meta
+    scale, chunk_tokens, scalar_g, output_final_state, need_states, recompute, h0_dtype, launch = ctx.meta
     if recompute:  # the forward again, this time storing what the backward reads (one layer's worth at a time)
-        _, _, hs, Tm, Qk, Gc = torch.ops.nanoeda.eda_chunk_fwd(q, k, v, e, g, beta, gamma, h0, scale, chunk_tokens,
-                                                               scalar_g, False, True, False, False, launch)
-        g, g_cum = (Gc, True) if Gc.numel() else (g, False)
+        _, _, hs, Tm, Qk = torch.ops.nanoeda.eda_chunk_fwd(q, k, v, e, g, beta, gamma, h0, scale, chunk_tokens,
+                                                           scalar_g, False, True, False, False, launch)
     elif not need_states:
         raise RuntimeError("eda_triton: backward through a forward that ran without gradients (call it with "
                            "grad mode on and an input that requires grad)")
@@ -1242,9 +1217,9 @@ def _eda_chunk_backward(ctx, do, dht, *_):
         do = torch.zeros_like(v)  # o's shape and dtype
     grads = torch.ops.nanoeda.eda_chunk_bwd(q, k, v, e, g, beta, gamma, hs, Tm, Qk, do,
                                             dht if output_final_state else None, scale, chunk_tokens, scalar_g,
-                                            g_cum, h0_dtype is not None, launch)
+                                            h0_dtype is not None, launch)
     dq, dk, dv, de, dg, dbeta, dgamma, dh0 = grads
-    return (dq.to(q.dtype), dk.to(k.dtype), dv, None if e is None else de.to(e.dtype), dg.to(g_dtype),
+    return (dq.to(q.dtype), dk.to(k.dtype), dv, None if e is None else de.to(e.dtype), dg.to(g.dtype),
             dbeta.to(beta.dtype), None if gamma is None else dgamma.to(gamma.dtype),
             None if h0_dtype is None else dh0.to(h0_dtype), None, None, None, None, None, None, None, None)
 
@@ -1357,9 +1332,9 @@ def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
     # contiguous here, not only inside the op: what autograd saves for the backward is then the copy
     q, k, v, gx, beta, e, gamma, h0 = (None if x is None else x.contiguous()
                                        for x in (q, k, v, gx, beta, e, gamma, initial_state))
-    o, ht = torch.ops.nanoeda.eda_chunk_fwd(q, k, v, e, gx, beta, gamma, h0, scale, chunk_size, scalar_g,
-                                            output_final_state, need_states, bool(check_g) and not scalar_g,
-                                            grad and bool(recompute_states), launch)[:2]
+    o, ht, _, _, _ = torch.ops.nanoeda.eda_chunk_fwd(q, k, v, e, gx, beta, gamma, h0, scale, chunk_size, scalar_g,
+                                                     output_final_state, need_states, bool(check_g) and not scalar_g,
+                                                     grad and bool(recompute_states), launch)
     return o, (ht if output_final_state else None)
 
 

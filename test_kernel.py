@@ -72,16 +72,6 @@ def test_one_value_head_per_key_head_uses_plain_stores_and_matches_recurrence():
     compare(make_inputs(2, 37, 2, 2, 32, 32, seed=12, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8)
 
 
-@pytest.mark.parametrize("erase", [True, False])
-def test_two_pass_prep_and_the_backward_reading_the_stored_decay_match_recurrence(erase):
-    # PREP_REUSE=0 (the prep loads its tiles twice) and KEEP_G=1 (the prep stores G, the backward's kernels read
-    # it instead of summing g): grouped heads, a partial chunk (its rows past T must repeat the last G); the KDA
-    # path through recompute_states (G then comes from the backward's own forward)
-    x = make_inputs(1, 21, 1, 2, 16, 16, erase=erase, seed=30, device=DEV)
-    compare(x, kernel.eda_fused, 1e-4, chunk_size=8 if erase else 16, launch=dict(PREP_REUSE=0, KEEP_G=1),
-            recompute_states=not erase)
-
-
 def test_walks_on_the_write_rows_alone_match_recurrence():
     # 16-token chunks (32 sub-steps): the walks and the dh prep take the 16 write rows alone (WRITE_ROWS);
     # a partial chunk, an initial state
@@ -165,7 +155,7 @@ def test_recomputing_the_chunk_states_in_backward_gives_the_same_gradients(erase
     compare(x, kernel.eda_fused, 1e-4, chunk_size=chunk, recompute_states=True)
     xs = [t.clone().requires_grad_() if t is not None else None for t in (x[n] for n in NAMES)]
     outs = torch.ops.nanoeda.eda_chunk_fwd(*xs, 0.25, chunk, False, True, False, False, True, kernel.launch_settings())
-    assert [t.numel() for t in outs[2:]] == [0, 0, 0, 0]
+    assert [t.numel() for t in outs[2:]] == [0, 0, 0]
 
 
 @pytest.mark.parametrize("use", ["output", "final_state"])
@@ -298,17 +288,15 @@ def op_sample(name):
 
     if name in ("eda_chunk_fwd", "eda_chunk_bwd"):
         x = grads(make_inputs(1, 5, 1, 2, 16, 16, seed=21, device=DEV))
-        args = [x[n] for n in NAMES] + [0.25, 8, False, True, True, True, False,
-                                        kernel.launch_settings(dict(KEEP_G=1))]  # G kept: a 6th result
+        args = [x[n] for n in NAMES] + [0.25, 8, False, True, True, True, False, kernel.launch_settings()]
         if name == "eda_chunk_fwd":
             return ops.eda_chunk_fwd.default, args
         with torch.no_grad():
-            o, ht, hs, Tm, Qk, Gc = ops.eda_chunk_fwd(*args)
+            o, ht, hs, Tm, Qk = ops.eda_chunk_fwd(*args)
         gen = torch.Generator().manual_seed(22)
         do, dht = (torch.randn(t.shape, generator=gen).to(t.device) for t in (o, ht))  # CPU generator
         detached = [t.detach() if t is not None else None for t in args[:7]]
-        detached[4] = Gc  # the forward's G in place of g (g_cum), as the autograd formula passes it
-        return ops.eda_chunk_bwd.default, detached + [hs, Tm, Qk, do, dht, 0.25, 8, False, True, True, args[-1]]
+        return ops.eda_chunk_bwd.default, detached + [hs, Tm, Qk, do, dht, 0.25, 8, False, True, args[-1]]
     if name == "eda_chunk_fwd_kda_per_head_decay":
         x = make_inputs(1, 5, 1, 1, 16, 16, erase=False, scalar_g=True, h0=False, seed=23, device=DEV)
         x["g"] = x["g"].unsqueeze(-1).expand(1, 5, 1, 16).contiguous()  # what eda_fused hands the op

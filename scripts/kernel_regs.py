@@ -37,7 +37,7 @@ from triton.compiler import ASTSource  # noqa: E402
 
 import kernel  # noqa: E402
 
-FP32_POINTERS = {"g", "gmin", "Gout", "ht", "h0", "dht", "dh0", "dq", "dk", "dg", "de", "dbeta", "dgamma",
+FP32_POINTERS = {"g", "gmin", "ht", "h0", "dht", "dh0", "dq", "dk", "dg", "de", "dbeta", "dgamma",
                  "s_in", "s_out", "eGNout", "eGNin"}
 SCALARS = {"scale": "fp32", "T": "i32", "NT": "i32"}
 
@@ -119,21 +119,18 @@ def main():
     kernels = {  # name: (jit function, constexprs, num_warps, num_stages), as kernel.py launches them
         "prep": (kernel._eda_prep_kernel, dict(common, SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=AB,
                                                SCALAR_G=False, CHECK_G=False,
-                                               REUSE=bool(L["PREP_REUSE"]) and common["BKC"] >= K,
-                                               KEEP_G=bool(L["KEEP_G"])),
+                                               REUSE=bool(L["PREP_REUSE"]) and common["BKC"] >= K),
                  L["PREP_WARPS"], 1),
         "fwd": (kernel._eda_fwd_kernel, dict(common, BV=L["FWD_BV"], HAS_H0=True, STORE_HT=True, STORE_HS=True),
                 L["FWD_WARPS"], L["FWD_STAGES"]),
-        "dh_prep": (kernel._eda_dh_prep_kernel, dict(common, BKC=min(L["DH_PREP_BK"], BK), CUM=bool(L["KEEP_G"])),
-                    L["PREP_WARPS"], 1),
+        "dh_prep": (kernel._eda_dh_prep_kernel, dict(common, BKC=min(L["DH_PREP_BK"], BK)), L["PREP_WARPS"], 1),
         "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, BV=L["DH_BV"], HAS_DHT=True, STORE_DH0=True),
                    L["DH_WARPS"], L["DH_STAGES"]),
-        "bwd": (kernel._eda_bwd_kernel, dict(common, BV=L["BWD_BV"], AB=AB, SCALAR_G=False, ATOMIC_QK=HV > H,
-                                              CUM=bool(L["KEEP_G"])),
+        "bwd": (kernel._eda_bwd_kernel, dict(common, BV=L["BWD_BV"], AB=AB, SCALAR_G=False, ATOMIC_QK=HV > H),
                 L["BWD_WARPS"], L["BWD_STAGES"]),
     }
-    print(f"triton {triton.__version__}, sm_90a, {'EDA' if eda else 'KDA path'} bf16, H = {H}, HV = {HV}, "
-          f"K = V = {K}, chunk {chunk} tokens (BT = {BT})")
+    print(f"triton {triton.__version__}, sm_90a, {'EDA' if eda else 'KDA path'} bf16, H = {H}, HV = {HV}, K = V = {K}, chunk {chunk} tokens "
+          f"(BT = {BT})")
     for name, (fn, consts, w, s) in kernels.items():
         if args and name not in args:
             continue
