@@ -882,7 +882,9 @@ LAUNCH = dict(
     # key columns per pass: the forward prep would need two passes over a split K (A and Qk sum over K before T
     # exists), costing more than the registers saved; the backward's prep needs one, so it splits K in 64s
     PREP_BK=128, DH_PREP_BK=64,
-    PREP_REUSE=1,  # 1: when one block covers K, the forward prep's second pass reuses the first's tiles
+    # 1: when one block covers K, the forward prep's second pass reuses the first's tiles (fewer instructions
+    # compiled; off until timed on a GPU, as WRITE_ROWS)
+    PREP_REUSE=0,
     # the two walks: *_WARPS for 128-wide V-blocks, narrower ones (FILL_PROGRAMS) take 4; 3 stages keep the
     # next chunks' operands in flight
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3,
@@ -893,8 +895,8 @@ LAUNCH = dict(
     # (notes/kernel.md, "Shared-memory carveout")
     BWD_CARVEOUT=0,
     # 1: EDA's walks and dh prep leave out the erase rows, which have no q, output or dO (no zero rows of Qg
-    # and M stored, loaded or multiplied); 0: every sub-step
-    WRITE_ROWS=1,
+    # and M stored, loaded or multiplied); 0: every sub-step. Off until timed on a GPU (notes/kernel.md)
+    WRITE_ROWS=0,
     FILL_PROGRAMS=64,  # sequential walks: narrow the V-blocks while fewer programs than this would run
 )
 

@@ -75,7 +75,15 @@ def test_one_value_head_per_key_head_uses_plain_stores_and_matches_recurrence():
 def test_walks_on_the_write_rows_alone_match_recurrence():
     # 16-token chunks (32 sub-steps): the walks and the dh prep take the 16 write rows alone (WRITE_ROWS);
     # a partial chunk, an initial state
-    compare(make_inputs(1, 21, 1, 1, 16, 16, seed=31, device=DEV), kernel.eda_fused, 1e-4, chunk_size=16)
+    compare(make_inputs(1, 21, 1, 1, 16, 16, seed=31, device=DEV), kernel.eda_fused, 1e-4, chunk_size=16,
+            launch=dict(WRITE_ROWS=1))
+
+
+@pytest.mark.parametrize("erase", [True, False])
+def test_prep_reusing_its_first_pass_tiles_matches_recurrence(erase):
+    # PREP_REUSE: one K block covers K, so the second pass takes the first's k', q' and G; grouped heads
+    compare(make_inputs(1, 23, 1, 2, 16, 16, erase=erase, seed=32, device=DEV), kernel.eda_fused, 1e-4,
+            chunk_size=8 if erase else 16, launch=dict(PREP_REUSE=1))
 
 
 def test_eda_without_initial_state_through_eda_triton():
@@ -358,10 +366,12 @@ def test_kernel_py_imports_nothing_of_this_repo():
 
 @needs_gpu
 @pytest.mark.parametrize("launch, chunk", [({}, None), ({"FWD_STAGES": 2, "DH_STAGES": 2}, 32),
-                                           ({"SUB_BLOCK": 4}, None)])
+                                           ({"SUB_BLOCK": 4}, None),
+                                           ({"PREP_REUSE": 1, "WRITE_ROWS": 1}, None)])
 def test_gpu_bf16_T4096_matches_fp64_reference(launch, chunk):
-    # the shipped launch settings, 32-token chunks (whose walks fit a Hopper SM's shared memory at 2 stages), and the
-    # UT solve in 4-row substitution blocks (faster, its bf16 accuracy at this length to be shown before it ships)
+    # the shipped launch settings, 32-token chunks (whose walks fit a Hopper SM's shared memory at 2 stages), the
+    # UT solve in 4-row substitution blocks and the prep's tile reuse with write-row walks (each faster or
+    # leaner compiled, their bf16 accuracy at this length to be shown before they ship)
     x = make_inputs(1, 4096, 2, 4, 128, 128, dtype=torch.bfloat16, seed=11, device=DEV)
     compare(x, eda.eda_triton, 1e-2, launch=launch, chunk_size=chunk)
 
