@@ -266,6 +266,63 @@ def lm_section():
         v_gate=g('kda safe-gate', 'kda'), v_eda_kda=g('eda', 'kda'))
 
 
+def sign_test(k, n):
+    """Two-sided exact sign test: P(a split at least as uneven as k of n) under a fair coin."""
+    m = min(k, n - k)
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(m + 1)) / 2 ** n)
+
+
+def length_section():
+    sw, rows = sweep_rows('config/sweep/length.py')
+    evals = read_rows('length_eval.jsonl')
+    acc = {(r['mixer'], r['seed']): {x['multiple']: x for x in r['length']} for r in evals}
+    mults = sorted({m for a in acc.values() for m in a})
+    seeds = sorted({s for _, s in acc})
+    ms = [m for m in sw.mixers if all((m, s) in acc for s in seeds)]
+    pct = lambda v: f'{100 * v:.1f}'  # noqa: E731
+    prim = {k: 100 * sum(a[m]['acc'] for m in mults[1:]) / len(mults[1:]) for k, a in acc.items()}
+    mean = lambda m, f, x: sum(acc[m, s][x][f] for s in seeds) / len(seeds)  # noqa: E731
+    by_len = table(['mixer', *(f"{x}x ({acc[ms[0], seeds[0]][x]['seq_len']})" for x in mults), 'values / NONE at '
+                    f'{mults[-1]}x'], [[m, *(pct(mean(m, 'acc', x)) for x in mults), f"{pct(mean(m, 'acc_value', mults[-1]))}"
+                                         f" / {pct(mean(m, 'acc_none', mults[-1]))}"] for m in ms])
+    pairs, verdicts, t = [], {}, t_critical(len(seeds) - 1)
+    for a, b in sw.pairs:
+        d = [prim[a, s] - prim[b, s] for s in seeds]
+        mu = sum(d) / len(d)
+        half = t * math.sqrt(sum((x - mu) ** 2 for x in d) / (len(d) - 1) / len(d))
+        k, n = sum(x > 0 for x in d), sum(x != 0 for x in d)
+        verdicts[a, b] = v = f'{a} ahead' if mu - half > 0 else f'{b} ahead' if mu + half < 0 else 'not resolved'
+        pairs.append([f'{a} − {b}', ', '.join(f'{x:+.1f}' for x in d), f'{mu:+.1f}', f'[{mu - half:+.1f}, '
+                      f'{mu + half:+.1f}]', f'{k} of {n}', f'{sign_test(k, n):.2f}', f'**{v}**'])
+    low = [f'{m} seed {s} ({pct(a[1]["acc"])}%)' for (m, s), a in sorted(acc.items()) if a[1]['acc'] < 0.99]
+    worst = min(acc.items(), key=lambda kv: prim[kv[0]])
+    rest = [100 * acc[worst[0][0], s][mults[-1]]['acc'] for s in seeds if s != worst[0][1]]
+    at = lambda x: [100 * mean(m, 'acc', x) for m in ms]  # noqa: E731
+    span = lambda v: f'{min(v):.1f}-{max(v):.1f}'  # noqa: E731
+
+    def draw(ax):
+        for i, m in enumerate(ms):
+            c = f'C{i}'
+            for s in seeds:
+                ax.plot(mults, [100 * acc[m, s][x]['acc'] for x in mults], color=c, lw=0.5, alpha=0.35)
+            ax.plot(mults, [100 * mean(m, 'acc', x) for x in mults], color=c, lw=2, marker='o', label=m)
+        ax.set(xscale='log', xticks=mults, xticklabels=[f'{x}x' for x in mults], ylim=(50, 100.5),
+               xlabel='evaluation length / training length (256 tokens)', ylabel='accuracy (%)',
+               title='reassign past the training length (thin: seeds)')
+        ax.legend(fontsize=8)
+    figure('length_acc.png', draw)
+    return dict(provenance=sw.provenance(rows), eval_provenance=made(evals[:1]).split('```')[-1].strip()[5:],
+                first=span(at(1)), last=span(at(mults[-1])), rest=span(rest), top=f'{mults[-1]}x',
+                n_seeds=len(seeds), by_len=by_len, pairs=table(['A − B', 'per seed (points)', 'mean', '95% interval',
+                                                                  'A higher', 'sign test p', 'verdict'], pairs),
+                low=', '.join(low) or 'none', worst=f'{worst[0][0]} seed {worst[0][1]}', worst_acc=pct(
+                    worst[1][mults[-1]]['acc']), runs=table(['mixer', *(f'seed {s}' for s in seeds)], [
+                    [m, *(f"{pct(acc[m, s][1]['acc'])} / {prim[m, s]:.1f}" for s in seeds)] for m in ms]),
+                v_safe=verdicts.get(('eda', 'kda safe-gate'), 'not run'),
+                v_kda=verdicts.get(('eda kda-gate', 'kda'), 'not run'), n_ahead=sum(
+                    'not' not in v for v in verdicts.values()), n_pairs=len(verdicts))
+
+
 def probe_section():
     [r] = read_rows('probe.jsonl', 'probe')
     sh, p, f, rc = r['shares_pct'], r['perturbation'], r['fold'], r['recall']
@@ -419,10 +476,9 @@ def decode_section():
         ms=f"{c['ms']:.3f}", ctx=c['ctx'], big_x=big[6], big_B=big[1])
 
 
-# The report's sections in order. Later, from eval.py's rows: 'Past the training length' (the synthetic length
-# grid) and 'Long context and needles' (the LM grid) after lm_section, and the probes beside untrained models in
-# probe_section.
-SECTIONS = [erase_section, defaults_section, lm_section, probe_section, table7_section, kernel_section,
+# The report's sections in order. Still to come from eval.py's rows: 'Long context and needles' (the LM grid,
+# config/sweep/lm_long.py) after lm_section, and the probes beside untrained models in probe_section.
+SECTIONS = [erase_section, length_section, defaults_section, lm_section, probe_section, table7_section, kernel_section,
             train_section, decode_section]
 
 
