@@ -185,14 +185,11 @@ def erase_section():
     before = old.pop('before')
     verdict = (f"behind KDA's gate the erase {word(k, m)}: ahead on {k} of {m} paired seeds (mean "
                f"{sw.fmt_diff(sum(ds) / len(ds))} points)")
-    changed = table(['level', *sw.mixers], [[f'{t} {x} {LEVEL[t]}', *[f"{sw.fmt(before[t, x][mx])} → "
-                                                                    f"{sw.fmt(s[t, x, mx]['mean'])}" for mx in sw.mixers]]
-                                            for t, x in levels if (t, x) in before])
     return dict(old, floor=floor, runs=len(ok), verdict_with=verdict.replace('behind', 'with'), kda_before=sw.fmt(
         before['capacity', 64]['kda']), kda_now=sw.fmt(s['capacity', 64, 'kda']['mean']), shipped=TEMPLATE[
         'erase verdict'].format(provenance=sw.provenance(rows), verdict=verdict, safe_word=word(sk, sm), floor=floor,
                                 safe_ahead=f'{sk} of {sm}', safe_mean=sw.fmt_diff(sum(sds) / len(sds)), runs=len(ok),
-                                changed=changed, table=table(['level', *(c for a, b in sw.pairs for c in (
+                                table=table(['level', *(c for a, b in sw.pairs for c in (
                                     a, b, f'{a} ahead'))], out)))
 
 
