@@ -6,7 +6,9 @@ nanoGPT's configurator, strict: override a script's module-level settings, then 
 A script calls `configure(globals())` after its block of settings. Each argument is either
 - a config file (a path ending in .py), run as Python; every public name it binds is an override, or
 - `--key=value`: the value is read as a Python literal (`3`, `1e-3`, `True`, `None`, `(1, 2)`) and
-  otherwise taken as a plain string, so `--out_dir=out/run=1` works.
+  otherwise taken as a plain string, so `--out_dir=out/run=1` works; a string setting takes the text as
+  written (`--out_dir=2024`, `--start=42`).
+`--help` or `-h` prints the settings with their defaults and the comment beside each, and exits.
 Settings are the script's public globals of type bool/int/float/str/tuple/list/dict or None.
 An unknown key, or a value of the wrong type, stops the script with a message that names the key;
 an int is accepted for a float (never a bool for an int). A setting whose default is None has no type
@@ -14,8 +16,12 @@ to check against: annotate it (`lr_decay_iters: int | None = None`) and only tho
 accepted; an unannotated None default takes any value.
 """
 import ast
+import dataclasses
 import difflib
+import inspect
+import io
 import sys
+import tokenize
 import traceback
 import typing
 
@@ -26,17 +32,21 @@ def _fail(msg):
     raise SystemExit(f"configurator: {msg}")
 
 
+def _allowed(key, settings, annotations):
+    """The types setting `key` takes, or None for any (an unannotated None default)."""
+    if key in annotations:  # `int | None` accepts an int or None
+        return typing.get_args(annotations[key]) or (annotations[key],)
+    return None if settings[key] is None else (type(settings[key]),)
+
+
 def _check(key, value, settings, annotations, source):
     if key not in settings:
         close = difflib.get_close_matches(key, settings, n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         _fail(f"unknown setting '{key}' (from {source}){hint}")
-    if key in annotations:  # `int | None` accepts an int or None
-        allowed = typing.get_args(annotations[key]) or (annotations[key],)
-    elif settings[key] is None:
+    allowed = _allowed(key, settings, annotations)
+    if allowed is None:
         return value
-    else:
-        allowed = (type(settings[key]),)
     for want in allowed:
         if type(value) is want or (want is type(None) and value is None):
             return value
@@ -46,6 +56,50 @@ def _check(key, value, settings, annotations, source):
     _fail(f"setting '{key}' (from {source}) expects {names}, got {type(value).__name__} {value!r}")
 
 
+def _comments(source):
+    """{name: the comment beside it ('' if none)} for each assignment at the top level of `source` or of a class
+    in it, the comment with the lines below that hold only a comment starting in the same column."""
+    lines = source.splitlines()
+    marks = {t.start[0]: (t.start[1], t.string[1:].strip())  # line: (column, text)
+             for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type == tokenize.COMMENT}
+    tree = ast.parse(source)
+    out = {}
+    for node in tree.body + [n for c in tree.body if isinstance(c, ast.ClassDef) for n in c.body]:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if len(targets) != 1 or not isinstance(targets[0], ast.Name) or targets[0].id in out:
+            continue
+        line, text = node.end_lineno, []
+        col = marks.get(line, (None,))[0]
+        while line in marks and marks[line][0] == col and (not text or lines[line - 1].lstrip().startswith("#")):
+            text.append(marks[line][1])
+            line += 1
+        out[targets[0].id] = " ".join(text)
+    return out
+
+
+def _help(config, settings):
+    """Print the script's settings, each with its default and the comment beside it in the script's source
+    (or in a dataclass among its globals whose fields are settings too, as train.py takes GPTConfig's)."""
+    comments = {}
+    for cls in [v for v in config.values() if isinstance(v, type) and dataclasses.is_dataclass(v)]:
+        try:
+            comments.update(_comments(inspect.getsource(cls)))
+        except (OSError, TypeError):  # a class of the script itself (no module to find it in): read below
+            pass
+    script = config.get("__file__")
+    if script:
+        with open(script, encoding="utf-8") as f:
+            comments.update(_comments(f.read()))
+    name = script and script.rsplit("/", 1)[-1]
+    print(f"usage: python {name or 'SCRIPT'} [config/FILE.py ...] [--key=value ...]  (applied in order; "
+          f"a value is a Python literal or plain text)\nsettings, with their defaults:")
+    width = max(map(len, settings), default=0)
+    for key, value in settings.items():
+        if key in comments:  # (not a name the script imported)
+            print(f"  {key:<{width}} = {value!r}" + (f"  # {comments[key]}" if comments[key] else ""))
+    raise SystemExit(0)
+
+
 def configure(config, argv=None):
     """Apply config files and --key=value overrides from argv (default sys.argv[1:]) to the dict
     `config` (a script's globals()), in order. Returns the dict of applied overrides."""
@@ -53,6 +107,8 @@ def configure(config, argv=None):
     settings = {k: v for k, v in config.items()
                 if not k.startswith("_") and isinstance(v, SETTING_TYPES)}
     annotations = config.get("__annotations__", {})  # a script's `name: type = value` lines
+    if "--help" in argv or "-h" in argv:
+        _help(config, settings)
     applied = {}
     for arg in argv:
         if arg.startswith("--"):
@@ -63,6 +119,9 @@ def configure(config, argv=None):
                 value = ast.literal_eval(text)
             except (ValueError, SyntaxError):
                 value = text  # a bare word is a string: --mixer=eda
+            allowed = _allowed(key, settings, annotations) if key in settings else None
+            if allowed and str in allowed and type(value) not in allowed:
+                value = text  # a string setting takes the text: --out_dir=2024
             updates = {key: (value, f"'{arg}'")}
         elif arg.endswith(".py"):
             try:
@@ -78,9 +137,11 @@ def configure(config, argv=None):
             except (SyntaxError, ValueError) as err:  # (ValueError: a NUL byte in the source)
                 where = f", line {err.lineno}" if getattr(err, "lineno", None) else ""
                 _fail(f"config file '{arg}'{where} is not valid Python: {getattr(err, 'msg', err)}")
-            except Exception as err:  # the file runs, and fails on a line of its own
+            except (Exception, SystemExit) as err:  # the file runs, and fails (or exits) on a line of its own
                 lines = [f.lineno for f in traceback.extract_tb(err.__traceback__) if f.filename == arg]
                 where = f", line {lines[-1]}" if lines else ""
+                if isinstance(err, SystemExit):  # a silent exit 0 would look like a finished run
+                    _fail(f"config file '{arg}'{where} calls sys.exit({err.code!r}): a config file only sets values")
                 _fail(f"config file '{arg}'{where} failed: {type(err).__name__}: {err}")
             updates = {k: (v, f"config file {arg}") for k, v in scope.items()
                        if not k.startswith("_") and isinstance(v, SETTING_TYPES)}

@@ -14,11 +14,56 @@ the KV cache), so prefill and decoding run the model's one forward path. static_
 nothing depends on the position but a device tensor's contents, so that a CUDA graph can capture it once and
 replay it at every position. sample.py is the command line.
 """
+import math
 import warnings
 
 import torch
 
 from model import check_compile, check_kv_room
+
+
+# ----------------------------------------------------------------------------------------------------
+# Argument checks (sample.py states its settings' problems with the same words)
+
+
+def sampling_problem(temperature, top_k, top_p):
+    """What no sampling can use among these settings (a sentence), or None."""
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature < math.inf:
+        return f"temperature must be >= 0 (0: greedy), got {temperature!r}"
+    if top_k is not None and (type(top_k) is not int or top_k < 1):
+        return f"top_k must be a positive int or None, got {top_k!r}"
+    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1):
+        return f"top_p must be in (0, 1] or None, got {top_p!r}"
+    return None
+
+
+def tokens_problem(idx, vocab_size):
+    """What is wrong with a prompt idx [B, T] for a model of vocab_size (a sentence), or None: an id outside the
+    vocabulary would index past the embedding (a device-side assert on a GPU)."""
+    if not torch.is_tensor(idx) or idx.dim() != 2 or idx.dtype.is_floating_point or idx.dtype.is_complex \
+            or idx.dtype == torch.bool:
+        what = f"{idx.dim()}-D {idx.dtype}" if torch.is_tensor(idx) else type(idx).__name__
+        return f"the prompt must be a 2-D integer tensor [B, T], got a {what}"
+    if idx.numel() == 0:
+        return f"the prompt is empty (shape {list(idx.shape)}): give at least one token per row"
+    bad = idx[(idx < 0) | (idx >= vocab_size)]
+    if bad.numel():
+        return f"the prompt holds token {int(bad[0])}, outside the model's vocabulary of {vocab_size}"
+    return None
+
+
+def cache_batch(cache):
+    """The batch size a cache was made for."""
+    return next(iter(cache["layers"][0].values())).shape[0]
+
+
+def check_step_tokens(idx_next, cache, who):
+    """A ValueError unless idx_next holds one integer token id per row of the cache."""
+    if not torch.is_tensor(idx_next) or idx_next.dtype.is_floating_point or idx_next.dtype == torch.bool:
+        what = idx_next.dtype if torch.is_tensor(idx_next) else type(idx_next).__name__
+        raise ValueError(f"{who}: the tokens must be an integer tensor, got {what}")
+    if idx_next.numel() != cache_batch(cache):
+        raise ValueError(f"{who}: {idx_next.numel()} tokens for a cache of batch {cache_batch(cache)}")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -68,6 +113,9 @@ def prefill(model, idx, cache, all_logits=False, chunk_size=None):
     Returns (logits [B,1,vocab] for the last position, or [B,T,vocab] with all_logits, cache)."""
     if chunk_size is not None and (type(chunk_size) is not int or chunk_size < 1):  # a bool is no size
         raise ValueError(f"prefill: chunk_size must be a positive int or None, got {chunk_size!r}")
+    problem = tokens_problem(idx, model.config.vocab_size)
+    if problem:
+        raise ValueError(f"prefill: {problem}")
     step = idx.shape[1] if chunk_size is None else chunk_size
     outs = []
     for t0 in range(0, idx.shape[1], step):
@@ -82,7 +130,9 @@ def prefill(model, idx, cache, all_logits=False, chunk_size=None):
 @torch.no_grad()
 def decode_step(model, idx_next, cache):
     """One token per row, idx_next [B] or [B,1]: one recurrent step per linear layer, one KV-cache
-    attention step per full layer. Returns (logits [B,1,vocab], cache)."""
+    attention step per full layer. Returns (logits [B,1,vocab], cache). (Token ids are not checked against the
+    vocabulary here, which would cost a host sync per token: generate's come from the model's own logits.)"""
+    check_step_tokens(idx_next, cache, "decode_step")
     x = _cached_blocks(model, idx_next.view(-1, 1), cache, cache["pos"])
     cache["pos"] += 1
     return model.lm_head(model.norm_f(x)), cache
@@ -156,7 +206,7 @@ class GraphDecoder:
             backend = {} if compile is True else {"backend": compile}
             self.step_fn = torch.compile(static_decode_step, fullgraph=True, **backend)
         dev = model.wte.weight.device
-        self.batch = next(iter(cache["layers"][0].values())).shape[0]
+        self.batch = cache_batch(cache)
         self.kv = [c for c, b in zip(cache["layers"], model.blocks) if b.is_attention]
         self.tok = torch.zeros(self.batch, 1, dtype=torch.long, device=dev)
         self.pos = torch.zeros(1, dtype=torch.long, device=dev)
@@ -192,8 +242,7 @@ class GraphDecoder:
     @torch.no_grad()
     def __call__(self, idx_next):
         cache = self.cache
-        if idx_next.numel() != self.batch:
-            raise ValueError(f"GraphDecoder: {idx_next.numel()} tokens for a cache of batch {self.batch}")
+        check_step_tokens(idx_next, cache, "GraphDecoder")
         self._check_room()
         self.tok.copy_(idx_next.view(-1, 1))
         if self.pos_is != cache["pos"]:  # the first step, or the cache was advanced elsewhere
@@ -214,6 +263,9 @@ class GraphDecoder:
 
 def sample_next(logits, temperature=1.0, top_k=None, top_p=None):
     """logits [B, vocab] -> next tokens [B, 1]: greedy at temperature 0, else top-k / nucleus sampling."""
+    problem = sampling_problem(temperature, top_k, top_p)
+    if problem:
+        raise ValueError(f"sample_next: {problem}")
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
     logits = logits / temperature
@@ -231,14 +283,20 @@ def sample_next(logits, temperature=1.0, top_k=None, top_p=None):
 
 @torch.no_grad()
 def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, on_token=None, cuda_graph=None,
-             prefill_chunk=None, compile=False):
+             prefill_chunk=None, compile=False, n_vocab=None):
     """Sample max_new_tokens after idx [B,T] (temperature 0: greedy); returns [B, T + max_new_tokens].
     on_token(tokens [B,1]) is called for each new token batch (streaming), the first time right after the
     prefill. prefill_chunk: prefill's chunk_size. cuda_graph: replay decode steps from a CUDA graph
     (GraphDecoder; the same tokens). None: on a CUDA device when possible, else a warning says why not; True:
     a ValueError if not possible; False: plain decode_step (the reference, and the CPU's path). compile:
     GraphDecoder's (Inductor fuses the step's small kernels before the capture: 3-4x fewer kernels and ~2.5x
-    faster steps at batch 1, notes/decode.md, after a compile of tens of seconds); needs the graph."""
+    faster steps at batch 1, notes/decode.md, after a compile of tens of seconds); needs the graph.
+    n_vocab: sample only ids below it (a tokenizer's vocabulary, where the model's is padded beyond it)."""
+    problem = tokens_problem(idx, model.config.vocab_size) or sampling_problem(temperature, top_k, top_p)
+    if not problem and (type(max_new_tokens) is not int or max_new_tokens < 0):  # a bool is no count
+        problem = f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}"
+    if problem:
+        raise ValueError(f"generate: {problem}")
     B, T = idx.shape
     if T + max_new_tokens > model.config.block_size:
         raise ValueError(f"prompt ({T}) + max_new_tokens ({max_new_tokens}) exceeds block_size "
@@ -267,7 +325,7 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None
     step = None
     out = [idx]
     for i in range(max_new_tokens):
-        nxt = sample_next(logits[:, -1].float(), temperature, top_k, top_p)
+        nxt = sample_next(logits[:, -1, :n_vocab].float(), temperature, top_k, top_p)
         out.append(nxt)
         if on_token is not None:
             on_token(nxt)

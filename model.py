@@ -23,9 +23,11 @@ Open choices follow the closest published recipe (Kimi Linear's KDA, Gated Delta
 against Table 7's parameter counts (notes/params.md); measurements behind the code: notes/model.md.
 """
 import math
+import random
 import zlib
 from dataclasses import dataclass, fields
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -964,10 +966,40 @@ class CheckpointError(ValueError):
     """A checkpoint file that cannot be used; the message names the file."""
 
 
+def _rng_states_load(rng):
+    """Whether train.py's saved random-number states load into fresh generators (a garbage state fails here,
+    not at the resume's first random draw)."""
+    try:
+        random.Random().setstate(rng["python"])
+        name, key, *rest = rng["numpy"]
+        np.random.RandomState().set_state((name, np.array(key, dtype=np.uint32), *rest))
+        torch.Generator().set_state(rng["torch"])
+        return rng.get("cuda") is None or (torch.is_tensor(rng["cuda"]) and rng["cuda"].dtype == torch.uint8)
+    except Exception:
+        return False
+
+
+# each field train.py writes: (the test its value passes, what it must be)
+CHECKPOINT_FIELDS = {
+    "model": (lambda v: isinstance(v, dict) and all(isinstance(k, str) and torch.is_tensor(t) for k, t in v.items()),
+              "a dict of named tensors"),
+    "model_args": (lambda v: isinstance(v, dict) and all(isinstance(k, str) for k in v), "a dict of GPTConfig fields"),
+    "optimizer": (lambda v: isinstance(v, dict) and isinstance(v.get("state"), dict)
+                  and isinstance(v.get("param_groups"), list), "an optimizer state dict"),
+    "iter_num": (lambda v: type(v) is int and v >= 0, "a step count >= 0"),
+    "best_val_loss": (lambda v: type(v) in (int, float), "a number"),
+    "rng": (lambda v: isinstance(v, dict) and _rng_states_load(v), "the random-number states train.py saves"),
+    "data_position": (lambda v: isinstance(v, dict) and isinstance(v.get("dataset"), str)
+                      and type(v.get("block_size")) is int, "a dict with the dataset's name and block_size"),
+    "encoding": (lambda v: v is None or isinstance(v, str), "a tokenizer name"),
+}
+
+
 def load_checkpoint(path, keys=("model", "model_args"), **kw):
     """torch.load with weights_only=True (tensors and plain values only: a crafted ckpt.pt cannot run code while
-    it is read). A CheckpointError naming the file when it is not such a checkpoint, cannot be read, or lacks one
-    of `keys`."""
+    it is read), then checked before anything is built from it. A CheckpointError naming the file when it is
+    not such a checkpoint, cannot be read, lacks one of `keys`, has a field of the wrong kind, or weights that
+    do not fit its model_args (a crafted n_embd would allocate the model it names) or are not finite."""
     import pickle
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True, **kw)
@@ -982,9 +1014,44 @@ def load_checkpoint(path, keys=("model", "model_args"), **kw):
     missing = [k for k in keys if not isinstance(ckpt, dict) or k not in ckpt]
     if missing:
         raise CheckpointError(f"{path} is not a nanoEDA checkpoint: no {', '.join(map(repr, missing))}")
+    for name, (ok, what) in CHECKPOINT_FIELDS.items():
+        if name in ckpt and not ok(ckpt[name]):
+            raise CheckpointError(f"{path}: its field {name!r} ({type(ckpt[name]).__name__}) is not {what}")
     if "model" in ckpt:
         _A_per_channel(ckpt)
+    if "model" in ckpt and "model_args" in ckpt:
+        _check_weights(ckpt, path)
     return ckpt
+
+
+def checkpoint_config(ckpt, path, **runtime):
+    """The GPTConfig of a checkpoint's model_args (older checkpoints' RETIRED_FIELDS dropped), with the
+    `runtime` fields replaced; a CheckpointError naming the file for fields this code cannot build."""
+    args = {k: v for k, v in ckpt["model_args"].items() if k not in RETIRED_FIELDS}
+    unknown = sorted(set(args) - {f.name for f in fields(GPTConfig)})
+    if unknown:
+        raise CheckpointError(f"{path}: model_args has fields this code does not know: {', '.join(unknown)}")
+    try:
+        return GPTConfig(**dict(args, **runtime))
+    except (TypeError, ValueError) as err:
+        raise CheckpointError(f"{path}: {err}") from None
+
+
+def _check_weights(ckpt, path):
+    """The weights against the shapes of the model model_args describe (built on the meta device: no memory),
+    and finite: a CheckpointError naming the first weight that is not."""
+    with torch.device("meta"):
+        want = GPT(checkpoint_config(ckpt, path)).state_dict()
+    have = ckpt["model"]
+    bad = next((f"unexpected weight {k!r}" for k in have if k not in want), None) or next(
+        (f"no weight {k!r}" for k in want if k not in have), None) or next(
+        (f"{k} is {list(have[k].shape)} in the file, model_args make {list(t.shape)}"
+         for k, t in want.items() if have[k].shape != t.shape), None)
+    if bad:
+        raise CheckpointError(f"{path}: the weights do not fit its model_args: {bad}")
+    for k, t in have.items():
+        if t.is_floating_point() and not torch.isfinite(t).all():
+            raise CheckpointError(f"{path}: the weight {k} holds NaN or inf values: the model cannot be used")
 
 
 def _A_per_channel(ckpt):
@@ -1007,16 +1074,9 @@ def model_from_checkpoint(path, la_backend="auto", on_cuda=False):
     A CheckpointError with a one-line reason for an unreadable file, model_args this code cannot build, a
     backend this machine cannot run, or weights that do not fit."""
     ckpt = load_checkpoint(path)
-    args = {k: v for k, v in ckpt["model_args"].items() if k not in RETIRED_FIELDS}
-    try:
-        cfg = GPTConfig(**dict(args, la_backend=la_backend))
-    except (TypeError, ValueError) as err:
-        raise CheckpointError(f"{path}: {err}") from None
+    cfg = checkpoint_config(ckpt, path, la_backend=la_backend)
     if cfg.auto_backend_problem(on_cuda):
         raise CheckpointError(cfg.auto_backend_problem(on_cuda))
     model = GPT(cfg)
-    try:
-        model.load_state_dict(ckpt["model"])
-    except RuntimeError as err:
-        raise CheckpointError(f"{path}: the weights do not fit its model_args: {str(err).splitlines()[0]}") from None
+    model.load_state_dict(ckpt["model"])  # (shapes and names checked by load_checkpoint)
     return model, ckpt

@@ -15,14 +15,16 @@ replayed from a CUDA graph (decode.GraphDecoder): one graph launch per token ins
 time to the first token (the prefill), the first decode step's (graph capture, compile) and the decoding rate.
 """
 import codecs
+import glob
 import os
+import re
 import sys
 import time
 
 import torch
 
 from configurator import configure, file_text
-from decode import cuda_graph_problem, generate
+from decode import cuda_graph_problem, generate, sampling_problem, tokens_problem
 from model import GPT, CheckpointError, GPTConfig, model_from_checkpoint
 
 # -----------------------------------------------------------------------------
@@ -52,12 +54,8 @@ def fail(msg):
 
 
 # settings a slip can get wrong: stop before loading anything, naming the setting
-if temperature < 0:
-    fail(f"temperature must be >= 0 (0: greedy), got {temperature}")
-if top_k is not None and (not isinstance(top_k, int) or top_k < 1):
-    fail(f"top_k must be a positive int or None, got {top_k!r}")
-if top_p is not None and (not isinstance(top_p, (int, float)) or not 0 < top_p <= 1):
-    fail(f"top_p must be in (0, 1] or None, got {top_p!r}")
+if sampling_problem(temperature, top_k, top_p):
+    fail(sampling_problem(temperature, top_k, top_p))
 if num_samples < 1:
     fail(f"num_samples must be >= 1, got {num_samples}")
 if max_new_tokens is not None and (type(max_new_tokens) is not int or max_new_tokens < 1):  # a bool is no count
@@ -76,12 +74,25 @@ if device.startswith('cuda') and not torch.cuda.is_available():
 
 
 def load_tokenizer(name):
-    """(encode: str -> list of ids, token_bytes: id -> bytes) for 'bytes' or a tiktoken encoding."""
+    """(encode: str -> list of ids, token_bytes: id -> bytes, n_vocab: the ids it decodes are below it) for
+    'bytes' or a tiktoken encoding."""
     if name == 'bytes':
-        return (lambda s: list(s.encode('utf-8'))), (lambda t: bytes([t]))
+        return (lambda s: list(s.encode('utf-8'))), (lambda t: bytes([t])), 256
     from data.prepare import load_tiktoken
     enc = load_tiktoken(name, "sample.py")
-    return (lambda s: enc.encode(s)), enc.decode_single_token_bytes
+    return (lambda s: enc.encode(s)), enc.decode_single_token_bytes, enc.n_vocab
+
+
+def train_command(out_dir):
+    """The command that trains a checkpoint into out_dir: the config file that names it as its out_dir, else
+    train.py's toy model there."""
+    root = os.path.dirname(os.path.abspath(__file__))
+    for path in sorted(glob.glob(os.path.join(root, 'config', '*.py'))):
+        with open(path, encoding='utf-8') as f:
+            named = re.search(r"^out_dir\s*=\s*['\"]([^'\"]+)['\"]", f.read(), re.M)
+        if named and os.path.normpath(named.group(1)) == os.path.normpath(out_dir):
+            return f"python train.py {os.path.relpath(path, root)}"
+    return f"python train.py --out_dir={out_dir}"
 
 
 torch.manual_seed(seed)
@@ -90,29 +101,31 @@ torch.manual_seed(seed)
 if init_from == 'resume':
     ckpt_path = os.path.join(out_dir, 'ckpt.pt')
     if not os.path.exists(ckpt_path):
-        fail(f"no checkpoint at {ckpt_path}: train one first (python train.py --out_dir={out_dir}), "
+        fail(f"no checkpoint at {ckpt_path}: train one first ({train_command(out_dir)}), "
              f"point --out_dir at one, or try --init_from=scratch")
     try:
         model, ckpt = model_from_checkpoint(ckpt_path, la_backend, on_cuda='cuda' in device)
     except CheckpointError as err:
         fail(err)
-    tokenizer = encoding or ckpt.get('encoding')
+    trained_on = ckpt.get('encoding')
+    tokenizer = encoding or trained_on
     if tokenizer is None:
         fail(f"{ckpt_path} does not record its tokenizer (an older checkpoint?): pass --encoding=bytes "
              f"or --encoding=<tiktoken name>")
 elif init_from == 'scratch':
     model = GPT(GPTConfig(la_backend=la_backend))
-    tokenizer = encoding or 'bytes'
+    trained_on, tokenizer = None, encoding or 'bytes'
 else:
     fail(f"init_from must be 'resume' or 'scratch', got {init_from!r}")
-if tokenizer.startswith('synthetic'):
-    fail(f"this checkpoint was trained on a synthetic task ({tokenizer}): it has no text tokenizer to sample with")
+task = next((t for t in (trained_on, tokenizer) if t and t.startswith('synthetic')), None)
+if task:  # whatever --encoding says: the model has learnt no text
+    fail(f"this checkpoint was trained on a synthetic task ({task}): it has no text tokenizer to sample with")
 # on CUDA the weights are cast to dtype (rather than autocast, which would cast each weight at every step,
 # and whose cached casts a CUDA graph cannot hold on to); the CPU computes in float32
 model.eval().to(device, getattr(torch, dtype) if 'cuda' in device else torch.float32)
 if (cuda_graph or compile) and cuda_graph_problem(model):
     fail(f"cuda_graph=True or compile=True, but decode steps cannot be replayed from a CUDA graph: {cuda_graph_problem(model)}")
-encode, token_bytes = load_tokenizer(tokenizer)
+encode, token_bytes, n_vocab = load_tokenizer(tokenizer)
 
 # the prompt
 try:
@@ -123,11 +136,11 @@ try:
     prompt = encode(start)
 except (UnicodeEncodeError, ValueError) as err:  # lone surrogates; tiktoken's special-token guard
     fail(f"the prompt cannot be encoded with the '{tokenizer}' tokenizer: {err}")
-vocab = model.config.vocab_size
 if not prompt:
     fail("the prompt is empty: give at least one character with --start")
-if max(prompt) >= vocab:
-    fail(f"the prompt encodes to token {max(prompt)}, outside the model's vocabulary of {vocab}")
+idx = torch.tensor([prompt], dtype=torch.long, device=device)
+if tokens_problem(idx, model.config.vocab_size):
+    fail(f"{tokens_problem(idx, model.config.vocab_size)} (--start encoded with the '{tokenizer}' tokenizer)")
 limit = model.config.block_size
 if len(prompt) >= limit:
     fail(f"the prompt ({len(prompt)} tokens) fills the model's block_size ({limit}), the attention layers' "
@@ -139,8 +152,8 @@ if len(prompt) + max_new_tokens > limit:
          f"block_size ({limit}), the attention layers' context limit: shorten the prompt or lower "
          f"--max_new_tokens")
 
-# sample, streaming each token's text as soon as it forms complete UTF-8 characters
-idx = torch.tensor([prompt], dtype=torch.long, device=device)
+# sample, streaming each token's text as soon as it forms complete UTF-8 characters (and only ids the
+# tokenizer decodes: a model's vocab may be padded past the tokenizer's, e.g. 512 on bytes)
 for i in range(num_samples):
     text = codecs.getincrementaldecoder('utf-8')(errors='replace')
     sys.stdout.write(start)
@@ -154,7 +167,7 @@ for i in range(num_samples):
 
     t0 = time.perf_counter()
     generate(model, idx, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, on_token=show,
-             cuda_graph=cuda_graph, prefill_chunk=prefill_chunk, compile=compile)
+             cuda_graph=cuda_graph, prefill_chunk=prefill_chunk, compile=compile, n_vocab=n_vocab)
     sys.stdout.write(text.decode(b'', final=True))
     print('\n---------------', flush=True)
     # the rate counts from the second token: the first decode step also captures the CUDA graph (and compiles)

@@ -1,4 +1,9 @@
 """configurator.py: overrides apply in order, typed; every rejection names the key."""
+import os
+import runpy
+import subprocess
+import sys
+
 import pytest
 
 from configurator import configure
@@ -82,7 +87,8 @@ def test_annotated_none_default_rejects_a_value_of_another_type():
     ("max_iters = 7\n  learning_rate = 3e-3\n", r"'.*broken.py', line 2 is not valid Python: unexpected indent"),
     ("max_iters = 7\nlearning_rate = 3e-3 / zero\n", r"'.*broken.py', line 2 failed: NameError: name 'zero'"),
     ("max_iters = 7\0\n", r"'.*broken.py' is not valid Python: .*null bytes"),
-], ids=["syntax error", "indentation", "error when run", "NUL byte"])
+    ("max_iters = 7\nimport sys\nsys.exit(0)\n", r"'.*broken.py', line 3 calls sys.exit\(0\): a config file only"),
+], ids=["syntax error", "indentation", "error when run", "NUL byte", "sys.exit"])
 def test_a_config_file_that_does_not_run_is_one_line_naming_the_file_and_line(tmp_path, text, message):
     cfg = tmp_path / "broken.py"
     cfg.write_text(text)
@@ -96,3 +102,53 @@ def test_a_config_file_that_is_not_utf8_is_named(tmp_path):
     cfg.write_bytes(b"out_dir = 'caf\xe9'\n")
     with pytest.raises(SystemExit, match=r"config file '.*latin1.py' is not UTF-8 text"):
         configure(settings(), [str(cfg)])
+
+
+def test_a_string_setting_takes_the_text_of_a_value_that_reads_as_another_literal():
+    s = dict(settings(), start="\n", encoding=None, __annotations__={"encoding": str | None})
+    configure(s, ["--out_dir=2024", "--start=42", "--encoding=5", "--max_iters=3"])
+    assert (s["out_dir"], s["start"], s["encoding"], s["max_iters"]) == ("2024", "42", "5", 3)
+    configure(s, ["--encoding=None"])  # a literal of a type the setting takes stays that literal
+    assert s["encoding"] is None
+
+
+SCRIPT = '''"""A script; its docstring mentions lr=3e-3 # and a comment, not a setting."""
+from dataclasses import dataclass
+
+
+@dataclass
+class Config:
+    width: int = 8      # the model's width
+    depth: int = 2
+
+
+lr = 3e-3               # the learning rate,
+                        # peak value
+out_dir = 'out'
+steps: int | None = None  # None: until stopped
+globals().update(width=Config.width, depth=Config.depth)
+'''
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_prints_every_setting_with_its_default_and_comment_and_exits_0(tmp_path, capsys, flag):
+    path = tmp_path / "script.py"
+    path.write_text(SCRIPT)
+    config = runpy.run_path(str(path))
+    with pytest.raises(SystemExit) as err:
+        configure(config, ["--max_iters=oops", flag])  # help wins over anything else on the line
+    assert err.value.code in (0, None)
+    out = capsys.readouterr().out
+    lines = [line.split() for line in out.splitlines()[2:]]
+    assert [ln[0] for ln in lines] == ["lr", "out_dir", "steps", "width", "depth"], out
+    assert "= 0.003  # the learning rate, peak value" in out and "= 'out'\n" in out
+    assert "steps   = None  # None: until stopped" in out and "width   = 8  # the model's width" in out
+    assert "Config" not in out and "dataclass" not in out
+
+
+def test_help_of_train_py_lists_its_settings_and_the_models_with_their_comments():
+    root = os.path.dirname(os.path.abspath(__file__))
+    p = subprocess.run([sys.executable, "train.py", "--help"], cwd=root, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and not p.stderr, p.stderr
+    assert "  max_iters" in p.stdout and "= 400  # total optimizer steps" in p.stdout
+    assert "= 'eda'  # eda | kda | gdn | gdn2 | transformer" in p.stdout  # model.GPTConfig's field

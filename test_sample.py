@@ -1,6 +1,7 @@
 """Generation: cached decoding emits what full forwards emit, linear-layer state has a constant size,
 and sample.py runs end to end on a checkpoint from a short training run."""
 import os
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -8,8 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-from conftest import rel, tiny_gpt, tokens
-from decode import GraphDecoder, decode_state_snapshot, decode_step, generate, new_cache, prefill
+from conftest import rel, save_checkpoint, tiny_gpt, tokens
+from decode import (GraphDecoder, decode_state_snapshot, decode_step, generate, new_cache, prefill, sample_next,
+                    sampling_problem)
 from model import GPT, MIXERS, GPTConfig
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -168,6 +170,9 @@ def test_sample_script_errors_are_clear(trained, tmp_path):
         ([f"--out_dir={out}", "--prefill_chunk=0"], "prefill_chunk must be a positive int"),
         ([f"--out_dir={out}", "--cuda_graph=True"], "CUDA graphs need a CUDA device"),
         ([f"--out_dir={out}", "--compile=True"], "compile=True compiles the CUDA-graph decode step"),
+        (["--out_dir=out/eda_125m"], "train one first (python train.py config/eda_125m.py)"),
+        ([f"--out_dir={save_checkpoint(tiny_gpt(), str(tmp_path / 'mqar'), 'synthetic:mqar', 'mqar')}",
+          "--encoding=bytes"], "trained on a synthetic task (synthetic:mqar): it has no text tokenizer"),
     ]
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"caf\xe9")  # latin-1, not UTF-8
@@ -177,6 +182,54 @@ def test_sample_script_errors_are_clear(trained, tmp_path):
     for (args, message), r in zip(cases, results):
         assert r.returncode != 0 and message in r.stderr, (args, r.stderr)
         assert "Traceback" not in r.stderr
+
+
+def test_sample_script_never_samples_ids_its_tokenizer_cannot_decode(tmp_path):
+    """A model trained with a vocab padded past its tokenizer's (--vocab_size=512 on bytes): here every id >= 256
+    is far likelier than any byte, and sampling still keeps to the 256 the byte tokenizer decodes."""
+    model = tiny_gpt(vocab_size=512)
+    with torch.no_grad():
+        model.lm_head.weight[:256] = 0
+        model.lm_head.weight[256:] = 10 * model.lm_head.weight[256:].sign()
+    out = save_checkpoint(model, str(tmp_path / "padded"))
+    r = run([os.path.join(HERE, "sample.py"), f"--out_dir={out}", "--device=cpu", "--num_samples=1",
+             "--max_new_tokens=20", "--start=ab", "--temperature=0"], tmp_path)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert r.stdout.startswith("ab" + "\0" * 20), repr(r.stdout)  # every id >= 256 masked: the bytes are tied
+
+
+def test_decode_api_refuses_what_sample_py_refuses_with_the_same_words():
+    model = tiny_gpt(vocab_size=64)
+    logits = torch.tensor([[4.0, 0.0, -2.0, -4.0]])
+    idx = torch.zeros(2, 3, dtype=torch.long)
+    for kw, message in [(dict(temperature=-1.0), "temperature must be >= 0 (0: greedy), got -1.0"),
+                        (dict(temperature=float("nan")), "temperature must be >= 0"),
+                        (dict(top_k=0), "top_k must be a positive int or None, got 0"),
+                        (dict(top_k=-2), "top_k must be a positive int or None, got -2"),
+                        (dict(top_p=-0.1), "top_p must be in (0, 1] or None, got -0.1")]:
+        args = dict(dict(temperature=1.0, top_k=None, top_p=None), **kw)
+        assert message in sampling_problem(**args)  # what sample.py says for the same setting
+        with pytest.raises(ValueError, match=re.escape(message)):
+            sample_next(logits, **args)
+        with pytest.raises(ValueError, match=re.escape(message)):
+            generate(model, idx, 2, **args)
+    for prompt, n, message in [(idx, -1, "max_new_tokens must be an int >= 0, got -1"),
+                               (idx[0], 2, "must be a 2-D integer tensor [B, T], got a 1-D torch.int64"),
+                               (idx.float(), 2, "must be a 2-D integer tensor [B, T], got a 2-D torch.float32"),
+                               (idx[:, :0], 2, "the prompt is empty"),
+                               (idx + 64, 2, "the prompt holds token 64, outside the model's vocabulary of 64"),
+                               (idx - 1, 2, "the prompt holds token -1, outside")]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            generate(model, prompt, n)
+    with pytest.raises(ValueError, match="prefill: the prompt holds token 64"):
+        prefill(model, idx + 64, new_cache(model, 2))
+    cache = new_cache(model, 2)
+    prefill(model, idx, cache)
+    with pytest.raises(ValueError, match="decode_step: 3 tokens for a cache of batch 2"):
+        decode_step(model, torch.zeros(3, dtype=torch.long), cache)
+    with pytest.raises(ValueError, match="decode_step: the tokens must be an integer tensor"):
+        decode_step(model, torch.zeros(2), cache)
+    assert generate(model, idx, 0).shape == (2, 3)  # nothing to generate is no error
 
 
 def test_sample_script_rejects_a_bool_for_max_new_tokens(trained):

@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -75,9 +76,9 @@ def test_interrupted_checkpoint_write_leaves_previous_checkpoint_loadable(tmp_pa
     # the 2nd save (at step 4) dies halfway through writing its temp file
     p = train(tmp_path, '--max_iters=4', '--eval_interval=2', '--debug_crash_on_save=2', check=False)
     assert p.returncode == 3, p.stderr
-    assert os.path.exists(tmp_path / 'ckpt.pt.tmp')
+    [tmp] = tmp_path.glob('ckpt.pt.tmp*')
     with pytest.raises(Exception):
-        torch.load(tmp_path / 'ckpt.pt.tmp', weights_only=True)
+        torch.load(tmp, weights_only=True)
     ckpt = torch.load(tmp_path / 'ckpt.pt', weights_only=True)
     assert ckpt['iter_num'] == 2
     train(tmp_path, '--max_iters=4', '--eval_interval=2', '--init_from=resume')  # and training goes on from it
@@ -162,6 +163,61 @@ def test_checkpoint_with_a_pickle_payload_is_refused_without_running_it(tmp_path
     assert not marker.exists()
 
 
+TRAIN_KEYS = ('model', 'optimizer', 'model_args', 'iter_num', 'best_val_loss', 'rng', 'data_position')
+
+
+def _set(d, key, value):
+    d[key] = value
+
+
+@pytest.mark.parametrize('change, message', [
+    (lambda c: c['model_args'].update(n_embd=48), 'the weights do not fit its model_args: wte.weight is [256, 32] '
+                                                  'in the file, model_args make [256, 48]'),
+    (lambda c: c['model']['norm_f.weight'].__setitem__(0, float('nan')), 'the weight norm_f.weight holds NaN or inf'),
+    (lambda c: _set(c['model'], 'extra.weight', torch.zeros(2)), "do not fit its model_args: unexpected weight 'extra."),
+    (lambda c: _set(c, 'model_args', [1, 2]), "its field 'model_args' (list) is not a dict of GPTConfig fields"),
+    (lambda c: _set(c['rng'], 'python', 'garbage'), "its field 'rng' (dict) is not the random-number states"),
+    (lambda c: _set(c['rng'], 'numpy', ('MT19937', [1, 2], 0, 0, 0.0)), "its field 'rng' (dict) is not the random-n"),
+    (lambda c: _set(c, 'iter_num', '5'), "its field 'iter_num' (str) is not a step count >= 0"),
+    (lambda c: _set(c, 'data_position', {}), "its field 'data_position' (dict) is not a dict with the dataset's"),
+    (lambda c: _set(c, 'encoding', 5), "its field 'encoding' (int) is not a tokenizer name"),
+], ids=['shapes', 'nan', 'extra weight', 'model_args', 'python rng', 'numpy rng', 'iter_num', 'data_position',
+        'encoding'])
+def test_a_checkpoint_field_of_the_wrong_kind_is_named_before_any_model_is_built(tmp_path, good_run, monkeypatch,
+                                                                                change, message):
+    import model as M
+    ckpt = torch.load(good_run / 'ckpt.pt', weights_only=True)
+    change(ckpt)
+    path = tmp_path / 'ckpt.pt'
+    torch.save(ckpt, path)
+    built, real = [], M.GPT.__init__
+
+    def init(self, *a, **k):  # where each GPT is built: the meta device allocates nothing
+        real(self, *a, **k)
+        built.append(self.wte.weight.device.type)
+    monkeypatch.setattr(M.GPT, '__init__', init)
+    for load in (lambda: M.load_checkpoint(path, keys=TRAIN_KEYS), lambda: M.model_from_checkpoint(path, 'chunk')):
+        with pytest.raises(M.CheckpointError) as err:
+            load()
+        assert str(err.value).startswith(f'{path}: ') and message in str(err.value), str(err.value)
+    assert set(built) <= {'meta'}, built
+
+
+def test_a_checkpoint_with_non_finite_weights_is_named_by_resume_and_sample(tmp_path, good_run):
+    run = copy_run(good_run, tmp_path / 'run')
+    ckpt = torch.load(run / 'ckpt.pt', weights_only=True)
+    ckpt['model']['lm_head.weight'][3, 1] = float('inf')
+    torch.save(ckpt, run / 'ckpt.pt')
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        resume = pool.submit(train, run, '--init_from=resume', '--max_iters=4', check=False)
+        sample = pool.submit(subprocess.run, [sys.executable, os.path.join(ROOT, 'sample.py'), f'--out_dir={run}',
+                                              '--device=cpu'], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    for p in (resume.result(), sample.result()):
+        assert p.returncode != 0 and p.stderr.strip().endswith(
+            f'{run / "ckpt.pt"}: the weight lm_head.weight holds NaN or inf values: the model cannot be used'), p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1 and 'last good checkpoint' not in p.stderr
+
+
 def test_resume_with_max_iters_below_the_checkpoint_step_is_a_clear_error(tmp_path, good_run):
     p = train(copy_run(good_run, tmp_path / 'run'), '--init_from=resume', '--max_iters=1', check=False)
     assert p.returncode != 0 and 'max_iters=1 is below the step 2' in p.stderr, p.stderr
@@ -196,7 +252,7 @@ def save(obj, f, *a, **k):
     calls.append(f)
     if len(calls) < 2:
         return real(obj, f, *a, **k)
-    open(f, "wb").write(b"half a checkpoint")
+    f.write(b"half a checkpoint")
     shutil.disk_usage = lambda path: types.SimpleNamespace(total=2**30, used=2**30 - 4096, free=4096)
     raise RuntimeError("[enforce fail at inline_container.cc:672] . PytorchStreamWriter failed writing file "
                        "data/0: file write failed")
@@ -210,17 +266,17 @@ def test_full_disk_while_saving_says_so_removes_the_temp_file_and_keeps_the_last
     assert 'the disk is full (0.0 MiB free, the checkpoint takes' in p.stderr and 'Traceback' not in p.stderr
     assert 'enforce fail' not in p.stderr
     assert f'the last good checkpoint {tmp_path / "ckpt.pt"} (step 2) is unchanged' in p.stderr
-    assert not os.path.exists(tmp_path / 'ckpt.pt.tmp')
+    assert not list(tmp_path.glob('ckpt.pt.tmp*'))
     assert torch.load(tmp_path / 'ckpt.pt', weights_only=True)['iter_num'] == 2
 
 
 def test_resuming_into_another_runs_out_dir_refuses_to_replace_it_unless_told_to(tmp_path, good_run):
     a, b = copy_run(good_run, tmp_path / 'a'), copy_run(good_run, tmp_path / 'b')  # b: another run
-    before = {f: (b / f).read_bytes() for f in os.listdir(b)}
+    before = {f: (b / f).read_bytes() for f in os.listdir(b) if f != 'lock'}  # (the lock names its last holder)
     p = train(b, '--init_from=resume', f'--resume_dir={a}', '--max_iters=4', check=False)
     assert p.returncode != 0 and f'{b / "ckpt.pt"} holds an earlier run' in p.stderr, p.stderr
     assert f'--resume_dir={b}' in p.stderr and '--overwrite=True' in p.stderr and 'Traceback' not in p.stderr
-    assert {f: (b / f).read_bytes() for f in os.listdir(b)} == before
+    assert {f: (b / f).read_bytes() for f in os.listdir(b) if f != 'lock'} == before
 
 
 def test_resuming_does_not_rewrite_the_checkpoint_before_a_step_is_trained(tmp_path, good_run):
@@ -309,7 +365,17 @@ def test_ctrl_c_finishes_the_checkpoint_being_written_then_stops_with_one_line_n
     assert p.stderr.strip() == (f'train: interrupted (Ctrl-C) at step 4; the last good checkpoint '
                                 f'{tmp_path / "ckpt.pt"} (step 4) is unchanged'), p.stderr
     assert torch.load(tmp_path / 'ckpt.pt', weights_only=True)['iter_num'] == 4
-    assert not os.path.exists(tmp_path / 'ckpt.pt.tmp') and max(step_losses(tmp_path)) == 3
+    assert not list(tmp_path.glob('ckpt.pt.tmp*')) and max(step_losses(tmp_path)) == 3
+
+
+def test_sigterm_finishes_the_checkpoint_being_written_then_stops_as_ctrl_c_does(tmp_path):
+    p = train(tmp_path, '--max_iters=8', '--eval_interval=2', check=False,
+              prelude=CTRL_C_WHILE_SAVING.replace('SIGINT', 'SIGTERM'))  # what a scheduler sends
+    assert p.returncode == 143, p.stderr  # the shell's code for a SIGTERM
+    assert p.stderr.strip() == (f'train: terminated (SIGTERM) at step 4; the last good checkpoint '
+                                f'{tmp_path / "ckpt.pt"} (step 4) is unchanged'), p.stderr
+    assert torch.load(tmp_path / 'ckpt.pt', weights_only=True)['iter_num'] == 4
+    assert not list(tmp_path.glob('ckpt.pt.tmp*')) and max(step_losses(tmp_path)) == 3
 
 
 def test_resumed_run_logs_each_step_once(tmp_path):
@@ -760,7 +826,7 @@ import builtins, errno
 real_open = builtins.open
 def open_(path, mode='r', *a, **k):
     f = real_open(path, mode, *a, **k)
-    if str(path).endswith('log.jsonl') and ('a' in mode or 'w' in mode):
+    if str(path).endswith('log.jsonl') and set(mode) & set('awx'):
         write = f.write
         def write_(text):
             if '"step": 3,' in text and '"loss"' in text:
@@ -815,3 +881,200 @@ def test_runs_of_any_seed_score_the_same_validation_batches_and_train_on_their_o
         assert all(torch.equal(x, y) for (_, x), (_, y) in zip(a[val], b[val]))
         assert not any(torch.equal(x, y) for (_, x), (_, y) in zip(a[train_split], b[train_split]))
     assert not torch.equal(a[4][1], b[4][1])  # the training step's batch
+
+
+# ----------------------------------------------------------------------------------------------------
+# Run folders: one live run each, one run's checkpoint with that run's log, no write through a link
+
+# HOLD() (replaced by the test) at the run's first training-step log record
+HOLD_AT_FIRST_STEP = '''
+import builtins, time
+real_open = builtins.open
+def open_(path, mode='r', *a, **k):
+    f = real_open(path, mode, *a, **k)
+    if str(path).endswith('log.jsonl') and set(mode) & set('awx'):
+        write = f.write
+        def write_(text):
+            out = write(text)
+            if '"loss"' in text:
+                f.flush()
+                HOLD()
+            return out
+        f.write = write_
+    return f
+builtins.open = open_
+'''
+
+
+def start_train(out_dir, *args, prelude):
+    cmd = [sys.executable, '-c', prelude + '\nimport runpy, sys\nsys.argv = sys.argv[1:]\n'
+           'runpy.run_path(sys.argv[0], run_name="__main__")\n', os.path.join(ROOT, 'train.py'), *TINY,
+           f'--out_dir={out_dir}', *args]
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_lock(proc, out_dir, timeout=240):
+    """Until proc holds out_dir's lock (its pid in the lock file, written once the flock is taken)."""
+    for _ in range(timeout * 10):
+        if (out_dir / 'lock').exists() and (out_dir / 'lock').read_text().strip() == str(proc.pid):
+            return
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    raise AssertionError('the holding run never took the lock')
+
+
+def test_a_second_run_into_a_folder_in_use_is_refused_naming_the_holders_pid(tmp_path, good_run):
+    run = copy_run(good_run, tmp_path / 'run')
+    holder = start_train(run, '--init_from=resume', '--max_iters=6', '--eval_interval=1',
+                         prelude=HOLD_AT_FIRST_STEP.replace('HOLD()', 'time.sleep(600)'))
+    try:
+        wait_for_lock(holder, run)
+        before = {f: (run / f).read_bytes() for f in ('ckpt.pt', 'lock')}
+        with ThreadPoolExecutor(max_workers=3) as pool:  # scratch, overwrite and resume: each refused
+            others = list(pool.map(lambda a: train(run, '--max_iters=2', *a, check=False),
+                                   [(), ('--overwrite=True',), ('--init_from=resume', '--max_iters=6')]))
+    finally:
+        holder.kill()
+        holder.communicate()
+    for p in others:
+        assert p.returncode != 0 and f"out_dir '{run}' is in use by another run (pid {holder.pid})" in p.stderr, p.stderr
+        assert 'Traceback' not in p.stderr and 'model:' not in p.stdout
+    assert {f: (run / f).read_bytes() for f in before} == before
+    train(run, '--init_from=resume', '--max_iters=3')  # the holder gone (killed), its folder is free again
+
+
+# a kill -9 at the new run's first step log record, before its first checkpoint
+KILL_AT_FIRST_STEP = HOLD_AT_FIRST_STEP.replace('HOLD()', 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)')
+
+
+def test_overwrite_killed_before_its_first_checkpoint_leaves_no_earlier_weights_beside_its_log(tmp_path, good_run):
+    run = copy_run(good_run, tmp_path / 'run')
+    p = train(run, '--overwrite=True', '--max_iters=4', '--eval_interval=4', check=False, prelude=KILL_AT_FIRST_STEP)
+    assert p.returncode == -9, p.stderr
+    assert not (run / 'ckpt.pt').exists()  # the earlier run's weights went before this run's log began
+    assert [r['step'] for r in records(run)][:2] == [0, 0] and len(records(run)) == 3  # start, eval 0, step 0
+    p = train(run, '--init_from=resume', '--max_iters=4', check=False)
+    assert p.returncode != 0 and f'no checkpoint at {run / "ckpt.pt"}' in p.stderr, p.stderr
+
+
+def test_links_planted_in_out_dir_are_never_written_through(tmp_path, good_run):
+    victim = tmp_path / 'victim.txt'
+    victim.write_text('not yours')
+    fresh = tmp_path / 'fresh'
+    os.makedirs(fresh)
+    for name in ('ckpt.pt.tmp', 'log.jsonl.tmp', 'lock.tmp'):  # the temp names an older train.py used
+        os.symlink(victim, fresh / name)
+    linked = copy_run(good_run, tmp_path / 'linked')
+    os.remove(linked / 'log.jsonl')
+    os.symlink(victim, linked / 'log.jsonl')
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        a, b = pool.map(lambda r: train(r[0], *r[1], check=False),
+                        [(fresh, ('--max_iters=2', '--eval_interval=1')),
+                         (linked, ('--overwrite=True', '--max_iters=1'))])
+    assert a.returncode == 0, a.stderr
+    assert not (fresh / 'ckpt.pt').is_symlink() and torch.load(fresh / 'ckpt.pt', weights_only=True)['iter_num'] == 2
+    assert b.returncode != 0 and f'{linked / "log.jsonl"} is a symbolic link' in b.stderr, b.stderr
+    assert victim.read_text() == 'not yours'
+
+
+@pytest.fixture(scope='module')
+def early_refusals(tmp_path_factory):
+    """train.py on out_dirs and datasets that no run can use, a few at once: {case: CompletedProcess}."""
+    tmp = tmp_path_factory.mktemp('refusals')
+    for name in ('ckpt_dir', 'log_dir'):
+        os.makedirs(tmp / name / ('ckpt.pt' if name == 'ckpt_dir' else 'log.jsonl'))
+    os.symlink(tmp / 'nowhere', tmp / 'dangling')
+    os.symlink(tmp / 'loop', tmp / 'loop')
+    short = tiny_dataset(tmp / 'short')
+    write_tokens(str(short / 'val.bin'), [np.arange(33) % 256], 256)  # block_size 32: 33 tokens, one window
+    huge = tiny_dataset(tmp / 'huge')
+    from data.prepare import HEADER, MAGIC, VERSION
+    for split in ('train', 'val'):  # a header claiming a vocab of 10**9 over 4-byte tokens
+        with open(huge / f'{split}.bin', 'wb') as f:
+            f.write(HEADER.pack(MAGIC, VERSION, 4, 10**9, 100).ljust(HEADER_BYTES, b'\0'))
+            f.write(np.arange(100, dtype=np.uint32).tobytes())
+    metas = {'entropy': {'unigram_entropy': 'n/a'}, 'encoding': {'encoding': 5}}
+    for name, meta in metas.items():
+        (tiny_dataset(tmp / name) / 'meta.json').write_text(json.dumps(meta))
+    cases = {'wandb': ('--wandb_log=True', f'--out_dir={tmp / "wandb"}'),
+             'ckpt_dir': (f'--out_dir={tmp / "ckpt_dir"}',), 'log_dir': (f'--out_dir={tmp / "log_dir"}',),
+             'dangling': (f'--out_dir={tmp / "dangling"}',), 'loop': (f'--out_dir={tmp / "loop"}',),
+             'short': (f'--dataset={short}',), 'huge': (f'--dataset={huge}',),
+             **{name: (f'--dataset={tmp / name}',) for name in metas}}
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        done = pool.map(lambda c: train(tmp / f'out_{c}', '--max_iters=1', *cases[c], check=False), cases)
+        return tmp, dict(zip(cases, done))
+
+
+@pytest.mark.parametrize('case, message', [
+    ('wandb', 'train: wandb_log=True needs wandb, which is not installed: pip install wandb'),
+    ('ckpt_dir', 'ckpt_dir/ckpt.pt is a directory, where this run writes its checkpoint file'),
+    ('log_dir', 'log_dir/log.jsonl is a directory, where this run writes its log file'),
+    ('dangling', "dangling' is a symbolic link that points to"),
+    ('loop', "loop' is a symbolic link that loops"),
+    ('short', "the val split of '{tmp}/short' has 33 tokens; block_size=32 needs at least 34"),
+    ('huge', "huge/train.bin's header claims a vocabulary of 1,000,000,000 tokens, more than the 16,777,216"),
+    ('entropy', "entropy/meta.json is malformed: unigram_entropy is 'n/a', not a number"),
+    ('encoding', 'encoding/meta.json is malformed: encoding is 5, not a tokenizer name'),
+])
+def test_an_out_dir_or_dataset_no_run_can_use_is_one_line_before_the_model_is_built(early_refusals, case, message):
+    tmp, runs = early_refusals
+    p = runs[case]
+    assert p.returncode != 0 and message.format(tmp=tmp) in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and 'model:' not in p.stdout
+    if case == 'wandb':
+        assert not (tmp / 'wandb').exists()  # refused before out_dir is made
+
+
+def test_a_batch_too_large_for_memory_is_one_line_naming_the_setting(tmp_path):
+    p = train(tmp_path, '--max_iters=1', f'--batch_size={10**12}', check=False)
+    assert p.returncode == 1 and 'Traceback' not in p.stderr, p.stderr
+    assert p.stderr.strip().startswith('train: out of memory at step 0 (') and 'lower --batch_size' in p.stderr
+    assert 'no checkpoint was written' in p.stderr and 'warning: this CPU run needs roughly' in p.stdout
+
+
+FAKE_MEMINFO = '''
+import builtins, io
+real_open = builtins.open
+def open_(path, *a, **k):
+    return io.StringIO('MemTotal: 4096 kB\\nMemAvailable: 1024 kB\\n') if path == '/proc/meminfo' else real_open(path, *a, **k)
+builtins.open = open_
+'''
+
+
+def test_a_cpu_run_warns_before_the_first_step_when_it_will_not_fit_in_memory(tmp_path):
+    p = train(tmp_path, '--max_iters=0', prelude=FAKE_MEMINFO)  # 1 MiB available
+    warning = re.search(r'warning: this CPU run needs roughly ([\d.]+) GiB \(weights, gradients and AdamW state '
+                        r'[\d.]+ GiB \+ activations [\d.]+ GiB\), more than the 0.0 GiB of memory available', p.stdout)
+    assert warning and p.stdout.index('warning:') < p.stdout.index('model:'), p.stdout
+    assert 'warning' not in train(tmp_path / 'plain', '--max_iters=0').stdout  # the toy fits any machine
+
+
+SLOW_FIRST_STEP = '''
+import time, torch
+real, calls = torch.nn.utils.clip_grad_norm_, []
+def clip(*a, **k):
+    calls.append(1)
+    if len(calls) == 1:
+        time.sleep(4)  # as torch.compile's first step
+    return real(*a, **k)
+torch.nn.utils.clip_grad_norm_ = clip
+'''
+
+
+def test_the_eta_leaves_out_the_first_steps_compilation(tmp_path):
+    p = train(tmp_path, '--max_iters=4', '--eval_interval=4', prelude=SLOW_FIRST_STEP)
+    etas = re.findall(r'^step +(\d+) .*\| eta (.*)$', p.stdout, re.M)
+    assert etas[0] == ('0', '    n/a'), etas
+    # 3 steps of a tiny model left after step 0: a second or two, not ~3 x the 4 s of the first
+    assert all(int(e.split(':')[-1]) < 5 for _, e in etas[1:]), etas
+
+
+def test_every_config_file_names_its_own_out_dir():
+    named = {}
+    for config in CONFIGS:
+        with open(os.path.join(ROOT, 'config', config)) as f:
+            m = re.search(r"^out_dir = '([^']+)'", f.read(), re.M)
+        assert m and m.group(1) != 'out', config  # the toy run's folder
+        named[config] = m.group(1)
+    assert len(set(named.values())) == len(named), named

@@ -12,6 +12,8 @@ parallel='fsdp' shards it per block with FSDP2 (torch.distributed.fsdp.fully_sha
 """
 import dataclasses
 import errno
+import fcntl
+import importlib.util
 import json
 import math
 import os
@@ -31,7 +33,7 @@ from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model
                                                      set_model_state_dict, set_optimizer_state_dict)
 
 from configurator import configure
-from data.prepare import TokenFileError, load_tokens, prepare_stdlib, read_meta
+from data.prepare import TokenFileError, load_tokens, prepare_stdlib, read_meta, rebuild_command
 from data.synthetic import TASKS as SYNTHETIC_TASKS, accuracy_counts, evict, mqar, reassign
 from model import GPT, CheckpointError, GPTConfig, load_checkpoint
 
@@ -109,6 +111,7 @@ is_synthetic = dataset in SYNTHETIC_TASKS
 # Evaluation scores the synthetic tasks' answers, so there it takes their logits from the plain head.
 eval_chunked_loss = not is_synthetic
 
+MAX_VOCAB = 2**24  # a token file's header claiming more is damaged (the largest tokenizers have ~2**18)
 # peak dense bf16 tensor FLOP/s per GPU (datasheets, without sparsity), for MFU; matched in order
 PEAK_FLOPS = [('H100 PCIe', 756e12), ('H100 NVL', 835e12), ('H100', 989e12), ('H200', 989e12),
               ('GH200', 989e12), ('H800', 989e12), ('B200', 2250e12), ('A100', 312e12), ('A800', 312e12),
@@ -172,6 +175,8 @@ def settings_problems():
             out.append(f'{n} must be in [0, 2**64), got {globals()[n]}')
     if init_from not in ('scratch', 'resume'):
         out.append(f"init_from must be 'scratch' or 'resume', got {init_from!r}")
+    if wandb_log and importlib.util.find_spec('wandb') is None:  # (wandb is optional)
+        out.append('wandb_log=True needs wandb, which is not installed: pip install wandb, or leave wandb_log off')
     return out
 
 
@@ -263,15 +268,56 @@ def fail(msg, code=1):
     sys.exit(code)
 
 
-def ctrl_c_before_training(signum, frame):
-    """Ctrl-C while the data, the model or the compiler is being set up: one line, exit 130 (the training loop
-    installs on_ctrl_c, which also names the step and the checkpoint)."""
+STOP_SIGNALS = {signal.SIGINT: 'interrupted (Ctrl-C)', signal.SIGTERM: 'terminated (SIGTERM)'}  # (a scheduler's)
+
+
+def stop_before_training(signum, frame):
+    """Ctrl-C or SIGTERM while the data, the model or the compiler is being set up: one line, exit 128 + the
+    signal's number, as the shell reports it (the training loop installs on_stop_signal, which also names the
+    step and the checkpoint)."""
     held = os.path.join(out_dir, 'ckpt.pt')
-    fail('interrupted (Ctrl-C) before the first step; no checkpoint written'
-         + (f', {held} is unchanged' if os.path.exists(held) else ''), code=130)
+    fail(f'{STOP_SIGNALS[signum]} before the first step; no checkpoint written'
+         + (f', {held} is unchanged' if os.path.exists(held) else ''), code=128 + signum)
 
 
-signal.signal(signal.SIGINT, ctrl_c_before_training)
+for _sig in STOP_SIGNALS:
+    signal.signal(_sig, stop_before_training)
+
+
+def fail_on_rank0_problem(problem):
+    """Stop every rank with the problem rank 0 found (None: go on); only rank 0 looks at shared files."""
+    flag = torch.tensor(float(problem is not None), device=device)
+    if distributed:
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    if flag.item():
+        fail(problem or 'rank 0 stopped')
+
+
+def no_follow(path, flags):
+    """open()'s opener: never through a symbolic link (one planted in a shared folder would redirect the write)."""
+    return os.open(path, flags | os.O_NOFOLLOW, 0o644)
+
+
+def lock_out_dir():
+    """Hold an flock on out_dir/lock for the run's life (released when the process ends, however it ends): one
+    live run per folder. Returns None, or why the folder cannot be had (another run's pid)."""
+    global lock_fd
+    path = os.path.join(out_dir, 'lock')
+    try:
+        lock_fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as err:
+        return f'cannot open the lock file {path}: {err.strerror or err}'
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(lock_fd, 32, 0).decode(errors='replace').strip() or 'not yet written'
+        return (f'out_dir {out_dir!r} is in use by another run (pid {holder}): wait for it to end, or choose '
+                f'another --out_dir')
+    except OSError as err:  # a file system without locks
+        return f'cannot lock {path}: {err.strerror or err}'
+    os.ftruncate(lock_fd, 0)
+    os.write(lock_fd, f'{os.getpid()}\n'.encode())
+    return None
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -288,6 +334,14 @@ continuing = init_from == 'resume' and os.path.exists(ckpt_path) and os.path.sam
 if eval_only and init_from != 'resume':
     fail(f'eval_only=True evaluates a checkpoint: add --init_from=resume (it reads {src})')
 if not eval_only:
+    if os.path.islink(out_dir) and not os.path.exists(out_dir):
+        try:
+            os.stat(out_dir)
+            why = 'cannot be followed'
+        except OSError as err:
+            why = ('loops (a link cycle)' if err.errno == errno.ELOOP else
+                   f'points to {os.readlink(out_dir)!r}, which does not exist')
+        fail(f'out_dir {out_dir!r} is a symbolic link that {why}')
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as err:
@@ -298,6 +352,14 @@ if not eval_only:
         os.remove(probe)
     except OSError as err:
         fail(f'cannot write in out_dir {out_dir!r}: {err.strerror or err}')
+    fail_on_rank0_problem(lock_out_dir() if master else None)
+    for _path, _what in ((ckpt_path, 'checkpoint'), (log_path, 'log')):
+        if os.path.islink(_path):
+            fail(f'{_path} is a symbolic link: train.py writes its {_what} there and never through a link; '
+                 f'remove the link or choose another --out_dir')
+        if os.path.isdir(_path):
+            fail(f'{_path} is a directory, where this run writes its {_what} file: move it away or choose '
+                 f'another --out_dir')
     if save_ckpt and not overwrite and not continuing and os.path.exists(ckpt_path):
         how = ('Continue that run with --init_from=resume' if init_from == 'scratch' else
                f'Continue the run in it with --resume_dir={out_dir}')
@@ -326,9 +388,25 @@ else:
         splits['val'], _ = load_tokens(os.path.join(data_dir, 'val.bin'), vocab_size=data_vocab)
     except TokenFileError as err:
         fail(err)
-    unigram_entropy = read_meta(data_dir).get('unigram_entropy')
+    if data_vocab > MAX_VOCAB:  # a damaged header: the embedding it asks for would not fit any machine
+        fail(f"{os.path.join(data_dir, 'train.bin')}'s header claims a vocabulary of {data_vocab:,} tokens, more "
+             f"than the {MAX_VOCAB:,} any tokenizer here has; rebuild it with: {rebuild_command(data_dir)}")
+    for _split, _data in splits.items():
+        if len(_data) < block_size + 2:  # a batch's window of block_size + 1 tokens, at more than one start
+            fail(f'the {_split} split of {dataset!r} has {len(_data)} tokens; block_size={block_size} needs at '
+                 f'least {block_size + 2}')
+    meta = read_meta(data_dir)  # {} when there is none
+    meta_problem = ('it is not a JSON object' if not isinstance(meta, dict) else
+                    f"unigram_entropy is {meta['unigram_entropy']!r}, not a number"
+                    if type(meta.get('unigram_entropy', 0.0)) not in (int, float) else
+                    f"encoding is {meta['encoding']!r}, not a tokenizer name"
+                    if not isinstance(meta.get('encoding', ''), str) else None)
+    if meta_problem:
+        fail(f"{os.path.join(data_dir, 'meta.json')} is malformed: {meta_problem}; rebuild it with: "
+             f"{rebuild_command(data_dir)}")
+    unigram_entropy = meta.get('unigram_entropy')
 # the tokenizer, recorded in checkpoints so that sample.py decodes with the one the model was trained on
-encoding = f'synthetic:{dataset}' if is_synthetic else read_meta(data_dir).get('encoding')
+encoding = f'synthetic:{dataset}' if is_synthetic else meta.get('encoding')
 if vocab_size is None:
     settings['vocab_size'] = vocab_size = data_vocab
 elif vocab_size < data_vocab:
@@ -354,8 +432,6 @@ def get_batch(split, purpose, step, index):
             fail(err)
     else:
         data = splits[split]
-        if len(data) <= T + 1:
-            fail(f'the {split} split of {dataset!r} has {len(data)} tokens, fewer than block_size + 1 = {T + 1}')
         ix = rng.integers(0, len(data) - T - 1, size=batch_size)
         xy = np.stack([data[i:i + T + 1] for i in ix]).astype(np.int64)
         x, y = xy[:, :-1], xy[:, 1:]
@@ -401,6 +477,42 @@ last_saved = iter_num if continuing else None
 cfg = model_config()
 if cfg.auto_backend_problem(device_type == 'cuda'):
     fail(cfg.auto_backend_problem(True))
+
+
+def available_memory():
+    """Bytes of memory the kernel can still give (Linux's MemAvailable, else the free pages), or None."""
+    try:
+        with open('/proc/meminfo') as f:
+            return next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith('MemAvailable:'))
+    except (OSError, ValueError, StopIteration):
+        pass
+    try:
+        return os.sysconf('SC_AVPHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')
+    except (ValueError, OSError):
+        return None
+
+
+def cpu_memory_needed():
+    """(bytes, a breakdown) a CPU run takes, roughly: fp32 weights, gradients and AdamW's two moments (16 B a
+    parameter), and the activations kept for the backward: ~72 floats a channel and 4 an FFN unit per token
+    and layer, and attention's scores (config/stdlib_26m.py with gdn: 22.2 GiB estimated, where a run was seen
+    to grow to 23 GB)."""
+    with torch.device('meta'):
+        n = GPT(cfg).param_summary()['total']
+    tokens = batch_size * block_size
+    layers = 1 if grad_checkpoint else cfg.n_layer  # (recomputed in the backward: about one layer's kept)
+    acts = 4 * tokens * layers * (72 * cfg.n_embd + 4 * cfg.ffn_hidden)
+    acts += 8 * batch_size * cfg.n_head * block_size ** 2 * sum(map(cfg.is_attention_layer, range(cfg.n_layer)))
+    return 16 * n + acts, (f'weights, gradients and AdamW state {16 * n / 2**30:.1f} GiB + activations '
+                           f'{acts / 2**30:.1f} GiB')
+
+
+if device_type == 'cpu' and master and (available := available_memory()) is not None:
+    need, parts = cpu_memory_needed()
+    if need > available:  # the kernel's OOM killer would end it with a bare 'Killed'
+        say(f'warning: this CPU run needs roughly {need / 2**30:.1f} GiB ({parts}), more than the '
+            f'{available / 2**30:.1f} GiB of memory available: the kernel may kill it. Lower --batch_size (with '
+            f'more --gradient_accumulation_steps) or --block_size, or run it on a GPU')
 meta_init = distributed and parallel == 'fsdp' and fsdp_meta_init
 torch.manual_seed(seed)
 with torch.device('meta') if meta_init else nullcontext():
@@ -535,20 +647,22 @@ def save_checkpoint(path):
             'data_position': {'dataset': dataset, 'block_size': cfg.block_size, 'iter': iter_num},
             'encoding': encoding,
         }
-        tmp = path + '.tmp'
+        tmp, made = f'{path}.tmp{os.getpid()}', False  # this process's own, created here (never a planted link)
         try:
-            torch.save(ckpt, tmp)
-            saves += 1
-            if saves == debug_crash_on_save:  # simulate a crash mid-write: half a temp file, no rename
-                with open(tmp, 'r+b') as f:
-                    f.truncate(os.path.getsize(tmp) // 2)
-                print(f'debug_crash_on_save: dying while writing checkpoint #{saves}', flush=True)
-                os._exit(3)
-            with open(tmp, 'rb') as f:
+            with open(tmp, 'xb', opener=no_follow) as f:
+                made = True
+                torch.save(ckpt, f)
+                saves += 1
+                if saves == debug_crash_on_save:  # simulate a crash mid-write: half a temp file, no rename
+                    f.truncate(f.tell() // 2)
+                    f.flush()
+                    print(f'debug_crash_on_save: dying while writing checkpoint #{saves}', flush=True)
+                    os._exit(3)
+                f.flush()
                 os.fsync(f.fileno())
-            os.replace(tmp, path)
+            os.replace(tmp, path)  # (replaces a link at path itself, never its target)
         except (OSError, RuntimeError) as err:  # torch.save reports a failed write as a RuntimeError
-            if os.path.exists(tmp):
+            if made and os.path.exists(tmp):
                 os.remove(tmp)  # a full disk: give the space back, leave no half file behind
             why = disk_full(err, ckpt) or getattr(err, 'strerror', None) or err
             problem = f'could not write the checkpoint {tmp}: {why} (the partial file was removed)'
@@ -627,21 +741,25 @@ def trim_log(path, step):
         except (ValueError, KeyError, TypeError):
             pass  # a record cut short by the interruption
     if len(keep) < len(lines):
-        with open(path + '.tmp', 'w') as f:
+        with open(f'{path}.tmp{os.getpid()}', 'x', opener=no_follow) as f:
             f.writelines(keep)
-        os.replace(path + '.tmp', path)
+        os.replace(f.name, path)
 
 
 if master and not eval_only:
     try:
         if continuing:
             trim_log(log_path, iter_num)
-        elif os.path.exists(log_path) and not overwrite:  # a new run keeps an earlier run's log, renamed
+        elif overwrite:  # the earlier run goes, its checkpoint first: at no moment does the folder hold its
+            for _path in (ckpt_path, log_path):  # weights beside this run's log (a kill -9 anywhere included)
+                if os.path.lexists(_path):
+                    os.remove(_path)
+        elif os.path.exists(log_path):  # a new run keeps an earlier run's log, renamed
             kept_log = next(p for i in range(1, 10**6)
-                            if not os.path.exists(p := os.path.join(out_dir, f'log.{i}.jsonl')))
+                            if not os.path.lexists(p := os.path.join(out_dir, f'log.{i}.jsonl')))
             os.replace(log_path, kept_log)
             say(f'note: the earlier {log_path} was kept as {kept_log}')
-        log_file = open(log_path, 'a' if continuing else 'w')
+        log_file = open(log_path, 'a' if continuing else 'x', opener=no_follow)
         # the run's first record, what a reader of the log needs before any evaluation (sweep.py's rows take it)
         log_file.write(json.dumps({'step': iter_num, 'start': True, 'params': summary['total'],
                                    'params_active': summary['active'], 'dataset': dataset,
@@ -668,22 +786,36 @@ def log(record):
             wandb.log(record, step=record['step'])
 
 
-def on_ctrl_c(signum, frame):
-    """Ctrl-C: one line saying where the run stopped and which checkpoint holds, no traceback, exit 130 (the
-    shell's code for SIGINT). A checkpoint being written is finished first (the loop stops after it)."""
+def on_stop_signal(signum, frame):
+    """Ctrl-C or SIGTERM: one line saying where the run stopped and which checkpoint holds, no traceback, exit
+    128 + the signal's number (130, 143: the shell's codes). A checkpoint being written is finished first (the
+    loop stops after it)."""
     global interrupted
     if saving:
-        interrupted = True
+        interrupted = signum
         return
     bar.close()
-    fail(f'interrupted (Ctrl-C) at step {iter_num}; {kept_checkpoint()}', code=130)
+    fail(f'{STOP_SIGNALS[signum]} at step {iter_num}; {kept_checkpoint()}', code=128 + signum)
+
+
+def out_of_memory(kind, err, tb):
+    """sys.excepthook: running out of memory (a batch too large) is one line naming the settings to lower."""
+    if not (issubclass(kind, (MemoryError, torch.OutOfMemoryError)) or "can't allocate memory" in str(err)):
+        return sys.__excepthook__(kind, err, tb)
+    bar.close()
+    if master:
+        print(f'train: out of memory at step {iter_num} ({str(err).strip().splitlines()[0][:160]}): lower '
+              f'--batch_size (with more --gradient_accumulation_steps for the same batch) or --block_size; '
+              f'{kept_checkpoint()}', file=sys.stderr, flush=True)
 
 
 # ----------------------------------------------------------------------------------------------------
 # Training loop: at step `iter_num` evaluate/checkpoint if due, then take optimizer step `iter_num`.
 saves = 0
 saving = interrupted = False
-signal.signal(signal.SIGINT, on_ctrl_c)
+for _sig in STOP_SIGNALS:
+    signal.signal(_sig, on_stop_signal)
+sys.excepthook = out_of_memory
 bar = tqdm(total=max_iters, initial=iter_num, disable=not (master and progress) or None, unit='step',
            dynamic_ncols=True)
 t_start = t_last = time.time()
@@ -717,8 +849,8 @@ while True:
             if problem:
                 bar.close()
                 fail(f'{problem}; stopping. {kept_checkpoint()}')
-            if interrupted:  # Ctrl-C while it was written: stop now that it is in place
-                on_ctrl_c(signal.SIGINT, None)
+            if interrupted:  # Ctrl-C or SIGTERM while it was written: stop now that it is in place
+                on_stop_signal(interrupted, None)
         t_last = time.time()  # evaluation and saving do not count in the step time
     if iter_num >= max_iters:
         break
@@ -760,7 +892,8 @@ while True:
     # timing and logging (rank 0's loss; .item() syncs, only on log steps)
     t_now = time.time()
     dt, t_last = t_now - t_last, t_now
-    dt_avg = dt if dt_avg is None else 0.9 * dt_avg + 0.1 * dt
+    if iter_num > first_iter:  # the ETA leaves out the run's first step: torch.compile's or Triton's compilation
+        dt_avg = dt if dt_avg is None else 0.9 * dt_avg + 0.1 * dt
     window_tokens += tokens_per_iter
     window_time += dt
     iter_num += 1
@@ -773,10 +906,10 @@ while True:
         auxf = all_reduce_sum(aux_sum).item() / accum_local / world_size
         tok_s = window_tokens / window_time
         mfu = flops_per_token * tok_s / (peak_flops * world_size) if peak_flops else None
-        eta = (max_iters - iter_num) * dt_avg
+        eta = '    n/a' if dt_avg is None else fmt_time((max_iters - iter_num) * dt_avg)
         line = (f'step {iter_num - 1:6d} | loss {lossf:.4f} | aux {auxf:.4f} | lr {lr:.3e} | '
                 f'{tok_s:10,.0f} tok/s | mfu {"  n/a" if mfu is None else f"{100 * mfu:5.1f}%"} | '
-                f'eta {fmt_time(eta)}')
+                f'eta {eta}')
         mem = torch.cuda.max_memory_allocated(device) / 2**30 if device_type == 'cuda' else None
         if mem is not None:
             line += f' | mem {mem:.1f} GiB'

@@ -50,3 +50,4 @@ warmup_iters = 2000                  # not given in the paper
 lr_decay_iters = 95367
 weight_decay = 0.1                   # not given in the paper (nanoGPT / common default)
 dtype = 'bfloat16'
+out_dir = 'out/dense_2p5b'

@@ -53,3 +53,4 @@ warmup_iters = 2000          # not given in the paper
 lr_decay_iters = 95367
 weight_decay = 0.1           # not given in the paper
 dtype = 'bfloat16'
+out_dir = 'out/moe_25b_a2p8b'
