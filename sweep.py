@@ -1,26 +1,22 @@
 """
-Many small train.py runs over a fixed grid (tasks x difficulty x mixers x learning rates x seeds), several at
-once on one machine, each row of results appended to a JSONL file the moment its run ends; then a table and
-a figure from that file. Zoology's protocol: each mixer is reported at its best learning rate (best mean
-over seeds), with the spread over seeds and every run kept in the file.
+Many small train.py runs over a grid (tasks x difficulty x mixers x learning rates x seeds), several at once,
+each run's row appended to a JSONL file the moment it ends; then a table and a figure from that file. Zoology's
+protocol: each mixer at its best learning rate (best mean over seeds), the spread over seeds, every run kept.
 
     python sweep.py config/sweep/synthetic.py             # the erase benchmark of RESULTS.md
     python sweep.py config/sweep/synthetic.py --jobs=4    # 4 runs at a time (small runs share a GPU's time)
     python sweep.py config/sweep/synthetic.py --report_only=True   # table + figure from the results file
 
-A run is one `python train.py <task config> <level args> --mixer=.. --learning_rate=.. --seed=..` process,
-so a sweep trains exactly what a user's command trains. Rerunning the same command resumes: runs already in
-the results file are not run again, but failed ones are (retry_failed); a failed run is recorded and the sweep
-goes on, one that ran out of GPU memory beside others runs again with fewer at once, and a setting train.py
-rejects (a typo in the grid) stops the sweep at once. Each row records the run's date, the repository's commit,
-the device (from the first record of the run's log.jsonl) and how many runs the sweep allowed at once when it
-started (at_once: runs at once share a GPU's time).
-Stopping the sweep (Ctrl-C, SIGTERM, even SIGKILL on Linux) stops its runs. matplotlib is optional: without
-it the table is still written.
-A sweep holds its results file for its life (a lock on <results file>.lock): a second sweep on the same file
-is refused, naming the first one's pid. Run from any folder, relative paths are the repository's (its runs run
-there): results_dir, runs_dir and a task's config (else the working directory's); a grid file is read from
-the working directory, else from the repository.
+A run is one `python train.py <task config> <level args> --mixer=.. --learning_rate=.. --seed=..` process, so a
+sweep trains exactly what a user's command trains. The same command resumes: runs in the results file are not
+run again, failed ones are (retry_failed). A failed run is recorded and the sweep goes on; one out of GPU memory
+beside others runs again with fewer at once; a setting train.py rejects (a typo in the grid) stops the sweep.
+Rows record the date, commit, device (the run's first log.jsonl record) and at_once (the runs allowed at once:
+they share a GPU's time). Stopping the sweep (Ctrl-C, SIGTERM, even SIGKILL on Linux) stops its runs. A sweep
+locks <results file>.lock for its life: a second sweep on the file is refused, naming the first one's pid.
+From any folder, relative paths are the repository's (its runs run there): results_dir, runs_dir and a task's
+config (else the working directory's); a grid file is read from the working directory, else the repository.
+matplotlib is optional: without it the table is still written.
 """
 import ctypes
 import fcntl
@@ -34,6 +30,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 
 from configurator import configure
 
@@ -46,47 +43,38 @@ name = 'sweep'                # results go to <results_dir>/<name>.jsonl, .md, .
 results_dir = 'out/sweep'     # the grids whose results RESULTS.md reports write to results/
 runs_dir = 'out/sweep/runs'   # each run's out_dir and log (not kept in the repo)
 # task -> {'config': train.py config file, 'x': the difficulty's name, 'levels': [[x, [train.py args]], ...],
-#          optionally 'floor': [what, {x: accuracy}]: a trivial answer's score (e.g. NONE at every query), shown
-#          as a row of the table and a dashed line in the figure, so that a run stuck there reads as such}
+#          optionally 'floor': [what, {x: accuracy}]: a trivial answer's score (e.g. NONE at every query), a row of
+#          the table and a dashed line in the figure, so that a run stuck there reads as such}
 tasks = {'mqar': {'config': 'config/mqar.py', 'x': 'num_kv_pairs',
                   'levels': [[16, ['--num_kv_pairs=16']], [32, ['--num_kv_pairs=32']]]}}
 mixers = {m: [f'--mixer={m}'] for m in ('eda', 'kda', 'gdn', 'gdn2', 'transformer')}  # label -> train.py args
 learning_rates = [1e-3]       # [] : the task config's own
 seeds = [0, 1, 2]
-best_seeds = []               # more seeds, run only at each mixer's best lr (chosen on `seeds`) once all of its
-                              # `seeds` x lrs have a result: in the same invocation, as they come in
+best_seeds = []               # more seeds, run only at each mixer's best lr (chosen on `seeds`) once all its
+                              # `seeds` x lrs have a result, in the same invocation
 best_repeats = 0              # more runs of seeds[0] at each mixer's best lr (as best_seeds): on a GPU the same
-                              # command trains a little differently each time (atomic adds, bf16), and the report
+                              # command trains a little differently each time (atomic adds, bf16); the report
                               # sets that run-to-run spread beside the spread over seeds
-                              # measured where the comparison is made, without repeating every lr
-checkpoints = False           # True: each run saves a checkpoint at every evaluation, and a run cut off (its sweep
-                              # or machine stopped) goes on from it when the same command is run again
-pairs = []                    # [[A, B], ...]: mixers compared seed by seed at each level, each at its best lr (a
-                              # seed fixes the data): on how many seeds A is ahead, mean A - B
-paired_from = {}              # {task: another sweep's name}: a mixer of `pairs` that this sweep does not run is
-                              # read from that sweep's results file (same task, level and lr), for the pairing
-                              # only; the config must say that those runs had this sweep's commands but the mixer
+checkpoints = False           # True: runs save a checkpoint at every evaluation, and a run cut off goes on from it
+pairs = []                    # [[A, B], ...]: mixers compared seed by seed (a seed fixes the data) at each level,
+                              # each at its best lr: on how many seeds A is ahead, mean A - B
+paired_from = {}              # {task: another sweep's name}: a mixer of `pairs` this sweep lacks is read from that
+                              # sweep's results (same task, level, lr) for the pairing only; the config must say
+                              # that those runs had this sweep's commands but the mixer
 extra = []                    # train.py args for every run, e.g. ['--max_iters=1000']
-jobs = 4                      # runs at a time; on CUDA each starts on the visible GPU running the fewest. A run
-                              # that runs out of GPU memory beside others runs again, and fewer run at once
+jobs = 4                      # runs at a time; on CUDA each starts on the visible GPU running the fewest
 mixer_jobs = {}               # {mixer: most runs of it at a time}, for a mixer whose runs take more memory
 run_timeout = 1800            # seconds; a run still going then is killed and recorded as 'timeout'
-start_until = 0.0             # seconds into the sweep after which no new run starts (0: no limit): on a
-                              # machine held for a fixed time, start only what can finish in it
-deadline = 0.0                # seconds into the sweep by which every run it starts should have ended (0: none):
-                              # the next run starts only if the finished runs of its task and level made with as
-                              # many at once (the results file's 'seconds' and 'at_once', their median) say it
-                              # fits; a level with no such runs yet starts
-retry_failed = True           # rerun rows whose run failed or timed out (an OOM, a killed machine); the newest
-                              # row of a run is the one reported. False: a failure is that run's final result
+start_until = 0.0             # seconds into the sweep after which no new run starts (0: no limit)
+deadline = 0.0                # seconds into the sweep by which every run should have ended (0: none): a run starts
+                              # only if the median 'seconds' of its level's finished runs made with as many at once
+                              # says it fits (a level with no such runs starts)
+retry_failed = True           # rerun rows whose run failed or timed out (the newest row of a run is reported)
 report_only = False           # only rebuild the table and figure from the results file
-evaluate = []                 # [[what, eval.py args...], ...]: after each run that ends ok, `python eval.py
-                              # --what=<what> <args>` on its checkpoint, on its GPU (checkpoints cannot leave the
-                              # machine that trained them), each row appended to <results_dir>/<name>_eval.jsonl
-                              # with the run's task, x, mixer, lr, seed and repeat; needs checkpoints=True
-metric = 'val_acc'            # 'val_acc' (synthetic tasks: higher is better; the figure is accuracy against
-                              # difficulty) or 'val_loss' (language models: lower is better; the figure is the
-                              # validation loss against step, from each run's evaluations)
+evaluate = []                 # [[what, eval.py args...], ...]: eval.py --what=<what> on each ok run's checkpoint,
+                              # on its GPU, rows to <results_dir>/<name>_eval.jsonl (notes/eval.md); needs checkpoints
+metric = 'val_acc'            # 'val_acc' (higher is better; figure: accuracy against difficulty) or 'val_loss'
+                              # (lower is better; figure: validation loss against step)
 python = sys.executable
 
 
@@ -100,26 +88,26 @@ configure(globals(), [_grid_file(a) for a in sys.argv[1:]])
 HERE, CWD = os.path.dirname(os.path.abspath(__file__)), os.getcwd()
 if __name__ == '__main__':
     os.chdir(HERE)  # relative paths are the repository's, as for the runs (train.py runs there)
-if metric not in ('val_acc', 'val_loss'):
-    sys.exit(f"sweep: metric must be 'val_acc' or 'val_loss', got {metric!r}")
-if jobs < 1 or run_timeout <= 0:
-    sys.exit(f'sweep: jobs must be at least 1 and run_timeout positive, got jobs={jobs}, run_timeout={run_timeout}')
-if any(not isinstance(n, int) or n < 1 for n in mixer_jobs.values()) or set(mixer_jobs) - set(mixers):
-    sys.exit(f'sweep: mixer_jobs must map mixers of this grid to at least 1 run, got {mixer_jobs!r}')
-if evaluate and (not checkpoints or any(not isinstance(e, list) or not e for e in evaluate)):
-    sys.exit(f'sweep: evaluate needs checkpoints=True and a list [what, eval.py args...] each, got {evaluate!r}')
-if best_repeats < 0:
-    sys.exit(f'sweep: best_repeats must be 0 or more, got {best_repeats}')
 
 
 def grid_problem():
-    """What is wrong with the grid's settings, in one line naming the key, or None: checked before anything
-    runs (a run of a malformed grid would fail, or a string be split into its characters)."""
+    """What is wrong with the settings, in one line naming the key, or None: checked before anything runs (a run
+    of a malformed grid would fail, or a string be split into its characters)."""
     def strs(v):
         return isinstance(v, (list, tuple)) and all(isinstance(a, str) for a in v)
 
     def nums(v, kind):
         return all(isinstance(a, kind) and not isinstance(a, bool) for a in v)
+    if metric not in ('val_acc', 'val_loss'):
+        return f"metric must be 'val_acc' or 'val_loss', got {metric!r}"
+    if jobs < 1 or run_timeout <= 0:
+        return f'jobs must be at least 1 and run_timeout positive, got jobs={jobs}, run_timeout={run_timeout}'
+    if any(not isinstance(n, int) or n < 1 for n in mixer_jobs.values()) or set(mixer_jobs) - set(mixers):
+        return f'mixer_jobs must map mixers of this grid to at least 1 run, got {mixer_jobs!r}'
+    if evaluate and (not checkpoints or any(not isinstance(e, list) or not e for e in evaluate)):
+        return f'evaluate needs checkpoints=True and a list [what, eval.py args...] each, got {evaluate!r}'
+    if best_repeats < 0:
+        return f'best_repeats must be 0 or more, got {best_repeats}'
     if not tasks:
         return 'tasks is empty: give at least one task'
     for task, spec in tasks.items():
@@ -140,24 +128,23 @@ def grid_problem():
         for i, level in enumerate(levels):
             if not isinstance(level, (list, tuple)) or len(level) != 2 or not strs(level[1]):
                 return f"{at}['levels'][{i}] must be a pair [x, [train.py args]], got {level!r}"
-        xs = [x for x, _ in levels]
-        if len(set(map(repr, xs))) < len(xs):
+        if len(set(map(repr, xs := [x for x, _ in levels]))) < len(xs):
             return f"{at}['levels'] names a level twice: {xs!r}"
         if 'floor' in spec and not (isinstance(spec['floor'], (list, tuple)) and len(spec['floor']) == 2
                                     and isinstance(spec['floor'][1], dict)):
             return f"{at}['floor'] must be [what, {{x: accuracy}}], got {spec['floor']!r}"
     if not mixers:
         return 'mixers is empty: give at least one mixer'
-    for m, args in mixers.items():
-        if not strs(args):
-            return f"mixers[{m!r}] must be a list of train.py args (e.g. ['--mixer=eda']), got {args!r}"
+    if (bad := next((m for m, args in mixers.items() if not strs(args)), None)) is not None:
+        return f"mixers[{bad!r}] must be a list of train.py args (e.g. ['--mixer=eda']), got {mixers[bad]!r}"
     if not strs(extra):
         return f'extra must be a list of train.py args, got {extra!r}'
     if not nums(learning_rates, (int, float)) or any(not lr > 0 for lr in learning_rates):
         return f'learning_rates must be positive numbers ([]: the task config\'s own), got {learning_rates!r}'
-    for key_, v in (('seeds', seeds), ('best_seeds', best_seeds)):
-        if not nums(v, int):
-            return f'{key_} must be a list of ints, got {v!r}'
+    if bad := next((k for k in ('seeds', 'best_seeds') if not nums(globals()[k], int)), None):
+        return f'{bad} must be a list of ints, got {globals()[bad]!r}'
+    if set(paired_from) - set(tasks):
+        return f'paired_from names tasks this sweep does not have: {sorted(set(paired_from) - set(tasks))}'
     return None if seeds else 'seeds is empty: give at least one seed'
 
 
@@ -170,7 +157,6 @@ for _key in ('seeds', 'best_seeds', 'learning_rates'):  # a value listed twice (
 # ----------------------------------------------------------------------------------------------------
 
 results_path = os.path.join(results_dir, f'{name}.jsonl')
-mixer_args = mixers
 KEY = ('task', 'x', 'mixer', 'lr', 'seed', 'repeat')  # one run; rows from before repeats existed are repeat 0
 ROW_KEYS = ('task', 'x', 'mixer', 'lr', 'seed', 'status')  # what a line needs to be a run's row
 ROW_NUMBERS = ('lr', 'seed', 'repeat', 'val_acc', 'val_loss', 'best_val_acc', 'seconds', 'step', 'at_once',
@@ -182,32 +168,41 @@ def key(row):
     return tuple(row.get(k, 0) for k in KEY)
 
 
+def read_text(path):
+    """A file's text, '' where there is none (yet)."""
+    if not os.path.exists(path):
+        return ''
+    with open(path, errors='replace') as f:
+        return f.read()
+
+
+def row_problem(row):
+    """Why a line's JSON is not a run's row (a key missing, a value not a number), or None."""
+    if missing := [k for k in ROW_KEYS if not isinstance(row, dict) or k not in row]:
+        return f"is not a run's row (it lacks {', '.join(map(repr, missing))})"
+    if odd := [k for k in ROW_NUMBERS if row.get(k) is not None and (
+            not isinstance(row[k], (int, float)) or isinstance(row[k], bool))]:
+        return f"is not a run's row ({', '.join(f'{k} is {row[k]!r}' for k in odd)}, not a number)"
+    return None
+
+
 def read_results(path):
     """The rows of the results file, the newest row of each run only. A line that is not a run's row (cut by a
-    crash mid-write, or missing a key) is named on stderr and left out: its run is simply run again."""
+    crash mid-write, or missing a key) is named on stderr once and left out: its run is simply run again."""
     rows = {}
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        for i, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                bad = None
-            except ValueError:
-                row, bad = None, 'is not JSON (a line cut mid-write?)'
-            if row is not None and (missing := [k for k in ROW_KEYS if not isinstance(row, dict) or k not in row]):
-                bad = f"is not a run's row (it lacks {', '.join(map(repr, missing))})"
-            elif row is not None and (odd := [k for k in ROW_NUMBERS if row.get(k) is not None and (
-                    not isinstance(row[k], (int, float)) or isinstance(row[k], bool))]):
-                bad = f"is not a run's row ({', '.join(f'{k} is {row[k]!r}' for k in odd)}, not a number)"
-            if bad:
-                if (path, i, line) not in warned:
-                    warned.add((path, i, line))
-                    print(f'sweep: {path}:{i} {bad}, left out', file=sys.stderr)
-                continue
+    for i, line in enumerate(read_text(path).split('\n'), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            bad = row_problem(row)
+        except ValueError:
+            bad = 'is not JSON (a line cut mid-write?)'
+        if not bad:
             rows[key(row)] = row
+        elif (path, i, line) not in warned:
+            warned.add((path, i, line))
+            print(f'sweep: {path}:{i} {bad}, left out', file=sys.stderr)
     return list(rows.values())
 
 
@@ -233,8 +228,6 @@ def foreign_rows():
             if r['task'] == task and r['mixer'] in PAIRED_ELSEWHERE and r['lr'] in lrs]
 
 
-if set(paired_from) - set(tasks):
-    sys.exit(f"sweep: paired_from names tasks this sweep does not have: {sorted(set(paired_from) - set(tasks))}")
 _found = {r['mixer'] for r in foreign_rows()}
 for pair in pairs:
     if len(pair) != 2 or any(m not in mixers and m not in _found for m in pair):
@@ -243,35 +236,26 @@ for pair in pairs:
 
 
 def run_id(row):
-    lr = 'cfg' if row['lr'] is None else f"{row['lr']:g}"
     label = ''.join(c if c.isalnum() or c in '.-' else '_' for c in row['mixer'])
     again = f"_r{row['repeat']}" if row.get('repeat') else ''
-    return f"{row['task']}_{row['x']}_{label}_lr{lr}_s{row['seed']}{again}"
-
-
-def run_args(spec, level_args, mixer, lr, seed):
-    args = [spec['config'], *level_args, *mixer_args[mixer], f'--seed={seed}', *extra]
-    return args + ([f'--learning_rate={lr}'] if lr is not None else [])
+    return f"{row['task']}_{row['x']}_{label}_lr{fmt_lr(row['lr'])}_s{row['seed']}{again}"
 
 
 def grid(results=()):
-    """Every run of the grid, in a fixed order (task, level, seed, lr, mixer: a half-done sweep has whole
-    levels, and every mixer's runs at a level finish close together); then, for each (task, level, mixer) whose
-    `seeds` x lrs all have a result in `results`, its best_seeds and best_repeats at its best lr."""
-    lrs = learning_rates or [None]
+    """Every run of the grid as (row, train.py args), in a fixed order (task, level, seed, lr, mixer: a half-done
+    sweep has whole levels, and every mixer's runs at a level finish close together); then, for each (task, level,
+    mixer) whose `seeds` x lrs all have a result in `results`, its best_seeds and best_repeats at its best lr."""
     best = best_lrs(results)
+    more = [(s, 0) for s in best_seeds if s not in seeds] + [(seeds[0], r) for r in range(1, best_repeats + 1)]
     for task, spec in tasks.items():
-        for (x, level_args), seed, lr, mixer in itertools.product(spec['levels'], seeds, lrs, mixer_args):
-            yield ({'task': task, 'x': x, 'mixer': mixer, 'lr': lr, 'seed': seed, 'repeat': 0},
-                   run_args(spec, level_args, mixer, lr, seed))
-        for (x, level_args), mixer in itertools.product(spec['levels'], mixer_args):
-            if (task, x, mixer) in best:
-                lr = best[task, x, mixer]
-                more = [(s, 0) for s in best_seeds if s not in seeds] + [(seeds[0], r) for r in
-                                                                          range(1, best_repeats + 1)]
-                for seed, rep in more:
-                    yield ({'task': task, 'x': x, 'mixer': mixer, 'lr': lr, 'seed': seed, 'repeat': rep},
-                           run_args(spec, level_args, mixer, lr, seed))
+        runs = [(x, args, mixer, lr, seed, 0) for (x, args), seed, lr, mixer in
+                itertools.product(spec['levels'], seeds, learning_rates or [None], mixers)]
+        runs += [(x, args, mixer, best[task, x, mixer], seed, rep) for (x, args), mixer in
+                 itertools.product(spec['levels'], mixers) if (task, x, mixer) in best for seed, rep in more]
+        for x, args, mixer, lr, seed, rep in runs:
+            yield (dict(zip(KEY, (task, x, mixer, lr, seed, rep))),
+                   [spec['config'], *args, *mixers[mixer], f'--seed={seed}', *extra]
+                   + ([f'--learning_rate={lr}'] if lr is not None else []))
 
 
 def best_lrs(rows):
@@ -294,21 +278,16 @@ def lr_score(runs):
     return mean([value(r) for r in runs if r['seed'] in seeds and not r.get('repeat') and value(r) is not None])
 
 
-def read_log(out_dir):
-    """A run's log.jsonl records ([] if it has none yet)."""
-    try:
-        with open(os.path.join(out_dir, 'log.jsonl')) as f:
-            return [json.loads(line) for line in f if line.strip()]
-    except (OSError, ValueError):
-        return []
-
-
 def outcome(proc_rc, out_dir, log_path, seconds, timed_out):
     """The row's result fields from a finished train.py process: from its log.jsonl the first record (parameter
     count, corpus, device) and the last evaluation, and a status (ok | diverged | failed | timeout). A run killed
     by the time limit after its final evaluation (train.py marks it 'final') has its result: ok."""
     res = {'seconds': round(seconds, 1), 'returncode': proc_rc}
-    records = read_log(out_dir)
+    log = os.path.join(out_dir, 'log.jsonl')
+    try:
+        records = [json.loads(line) for line in read_text(log).split('\n') if line.strip()]
+    except ValueError:
+        records = []
     start = next((r for r in records if r.get('start')), {})
     res.update({k: start[k] for k in ('params', 'data_tokens', 'device') if start.get(k) is not None})
     evals = [r for r in records if r.get('eval')]
@@ -318,7 +297,7 @@ def outcome(proc_rc, out_dir, log_path, seconds, timed_out):
                    **{k: last[k] for k in ('val_acc_none', 'val_acc_value') if k in last},
                    best_val_acc=max(r.get('val_acc', float('nan')) for r in evals),
                    curve=[[r['step'], r['val_loss'], r.get('val_acc')] for r in evals])
-    text = open(log_path, errors='replace').read() if os.path.exists(log_path) else ''
+    text = read_text(log_path)
     finished = bool(evals) and evals[-1].get('final', False)  # killed after its last evaluation: finished
     if timed_out and not finished:
         res['status'] = 'timeout'
@@ -326,7 +305,6 @@ def outcome(proc_rc, out_dir, log_path, seconds, timed_out):
         res['status'] = 'ok'
     else:
         res['status'] = 'diverged' if 'non-finite loss' in text else 'failed'
-        log = os.path.join(out_dir, 'log.jsonl')
         res['error'] = (f'exit 0, but {log} holds no final evaluation' if proc_rc == 0 and not timed_out
                         else error_line(text) or f'exit {proc_rc}, no output')
     return res
@@ -361,10 +339,10 @@ def die_with_sweep(sweep_pid=os.getpid()):
 
 
 class Run:
-    """A started train.py process and what the sweep needs to record it."""
+    """A started train.py process, then its evaluations, and what the sweep needs to record it."""
 
     def __init__(self, row, args, gpu, at_once):
-        self.row, self.args, self.gpu, self.start, self.at_once = row, args, gpu, time.time(), at_once
+        self.row, self.args, self.gpu, self.at_once = row, args, gpu, at_once
         self.out_dir = os.path.join(runs_dir, run_id(row))
         self.log_path = self.out_dir + '.log'
         self.cmd = [python, os.path.join(HERE, 'train.py'), *args, f'--out_dir={self.out_dir}', '--progress=False']
@@ -375,39 +353,41 @@ class Run:
             shutil.rmtree(self.out_dir, ignore_errors=True)
             if not checkpoints:
                 self.cmd.append('--save_ckpt=False')
-        env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1')
+        self.env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1')
         if gpu is not None:
-            env['CUDA_VISIBLE_DEVICES'] = str(gpu)
-        self.env, self.result, self.evaluated = env, None, []  # result: its row, while evaluations run
-        self.log = open(self.log_path, 'a' if resume else 'w')
-        self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=HERE,
+            self.env['CUDA_VISIBLE_DEVICES'] = str(gpu)
+        self.result, self.evaluated = None, []  # result: its row, while evaluations run
+        self.spawn(self.cmd, self.env, 'a' if resume else 'w')
+
+    def spawn(self, cmd, env, mode='a'):
+        """Start cmd in the repository, its output to the run's log."""
+        self.log, self.start = open(self.log_path, mode), time.time()
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=HERE,
                                      preexec_fn=die_with_sweep if sys.platform.startswith('linux') else None)
 
     def evaluate_next(self, code):
-        """Start the next of `evaluate` on the run's checkpoint: eval.py on the run's GPU, output appended to its
-        log, rows to <name>_eval.jsonl. It takes the run's place (its GPU, its slot of `jobs`) while it runs, so
-        evaluations go on beside other runs. False when every evaluation has run."""
+        """Start the next of `evaluate` on the run's checkpoint (eval.py on the run's GPU, rows to
+        <name>_eval.jsonl): it takes the run's place (its GPU, its slot of `jobs`), beside other runs. False when
+        every evaluation has run."""
         if len(self.evaluated) == len(evaluate):
             return False
         what, *args = evaluate[len(self.evaluated)]
         rows = os.path.abspath(os.path.join(results_dir, f'{name}_eval.jsonl'))
-        cmd = [python, os.path.join(HERE, 'eval.py'), f'--out_dir={self.out_dir}', f'--what={what}', *args,
-               f'--results={rows}', f'--tags={ {k: self.row[k] for k in KEY}!r}']
-        self.log, self.start = open(self.log_path, 'a'), time.time()
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, cwd=HERE,
-                                     env=dict(self.env, NANOEDA_COMMIT=code or ''),
-                                     preexec_fn=die_with_sweep if sys.platform.startswith('linux') else None)
+        self.spawn([python, os.path.join(HERE, 'eval.py'), f'--out_dir={self.out_dir}', f'--what={what}', *args,
+                    f'--results={rows}', f'--tags={ {k: self.row[k] for k in KEY}!r}'],
+                   dict(self.env, NANOEDA_COMMIT=code or ''))
         return True
 
     def out_of_memory(self):
         """The run died of an allocation on its GPU (torch's OutOfMemoryError, or a CUDA error saying so)."""
-        text = open(self.log_path, errors='replace').read() if os.path.exists(self.log_path) else ''
+        text = read_text(self.log_path)
         return self.proc.returncode != 0 and ('OutOfMemoryError' in text or 'CUDA error: out of memory' in text)
 
     def rejected(self):
-        """train.py's configurator refused a setting: the grid is wrong, and every run of it would fail so."""
-        text = open(self.log_path, errors='replace').read().strip()
-        return self.proc.returncode != 0 and text.splitlines()[-1].startswith('configurator:') if text else False
+        """The line of train.py's configurator refusing a setting (the grid is wrong: every run of it would fail
+        so), or None."""
+        last = (read_text(self.log_path).strip().splitlines() or [''])[-1]
+        return last if self.proc.returncode != 0 and last.startswith('configurator:') else None
 
     def stop(self):
         if self.proc.poll() is None:
@@ -430,31 +410,17 @@ def gpu_count():
 
 def past_time(todo, running, took, t0, at_once):
     """True when no more runs should start: start_until has passed, or the deadline would (says why)."""
+    left = f'{len(todo)} runs left for the next invocation (the same command resumes)'
     if start_until and time.time() - t0 > start_until:
-        print(f'sweep: start_until={start_until}s passed; {len(todo)} runs left for the next invocation '
-              f'(the same command resumes)', flush=True)
+        print(f'sweep: start_until={start_until}s passed; {left}', flush=True)
         return True
     level = (todo[0][0]['task'], todo[0][0]['x'])
     same = sorted(sec for sec, n in took.get(level, []) if n == at_once)  # runs share the GPU: time depends on n
-    if deadline and same and len(running) < at_once:
-        need = same[len(same) // 2]
-        if time.time() - t0 + need > deadline:
-            print(f'sweep: the next run ({level[0]} {level[1]}, ~{need:.0f}s as its finished runs took {at_once} '
-                  f'at once) would end after deadline={deadline:g}s; {len(todo)} runs left for the next invocation '
-                  f'(the same command resumes)', flush=True)
-            return True
+    if deadline and same and len(running) < at_once and time.time() - t0 + same[len(same) // 2] > deadline:
+        print(f'sweep: the next run ({level[0]} {level[1]}, ~{same[len(same) // 2]:.0f}s as its finished runs took '
+              f'{at_once} at once) would end after deadline={deadline:g}s; {left}', flush=True)
+        return True
     return False
-
-
-def record(run, timed_out, code):
-    """The finished run's row: appended to the results file now, or, where `evaluate` follows an ok run, once
-    its evaluations have ended (finish)."""
-    res = outcome(run.proc.returncode, run.out_dir, run.log_path, time.time() - run.start, timed_out)
-    row = {**run.row, **res, 'at_once': run.at_once, 'date': time.strftime('%Y-%m-%d %H:%M', time.gmtime()),
-           'commit': code, 'command': ' '.join(['python', 'train.py', *run.cmd[2:]])}
-    if not (row['status'] == 'ok' and evaluate):
-        append_row(results_path, row)
-    return row
 
 
 def stop_on_signal(signum, frame):
@@ -508,19 +474,20 @@ def sweep():
         return
     n_gpu, code, running, durations, t0 = gpu_count(), commit(), [], [], time.time()
     at_once = jobs  # falls when runs sharing a GPU run out of its memory
-    took = {}  # (task, x) -> (seconds, runs at once) of its finished runs, for the deadline
-    for r in read_results(results_path):
-        if r['status'] == 'ok' and r.get('seconds') and r.get('at_once'):
+    took = {}  # (task, x) -> [(seconds, runs at once)] of its finished runs, for the deadline
+
+    def timed(r):
+        if r['status'] == 'ok' and r.get('seconds') is not None and r.get('at_once'):
             took.setdefault((r['task'], r['x']), []).append((r['seconds'], r['at_once']))
 
-    def finish(row):  # a run's row is in the results file: count it and say so
-        if 'evaluated' in row:  # record() left it to its evaluations
-            append_row(results_path, row)
+    def finish(row):  # the run's row to the results file, counted and said
+        append_row(results_path, row)
         durations.append(row['seconds'])
-        if row['status'] == 'ok':
-            took.setdefault((row['task'], row['x']), []).append((row['seconds'], row['at_once']))
+        timed(row)
         progress(row, len(done) + len(durations), total, len(todo) + len(running), durations, t0, at_once)
 
+    for r in read_results(results_path):
+        timed(r)
     signal.signal(signal.SIGTERM, stop_on_signal)
     signal.signal(signal.SIGINT, stop_on_signal)
     try:
@@ -543,18 +510,18 @@ def sweep():
             for run in [r for r in running if r.proc.poll() is not None or time.time() - r.start > run_timeout]:
                 timed_out = run.proc.poll() is None
                 run.stop()
+                running.remove(run)
                 if run.result is not None:  # one of its evaluations ended: the next, or its row at last
                     run.evaluated.append('timeout' if timed_out else run.proc.returncode)
-                    if timed_out or not run.evaluate_next(code):
-                        running.remove(run)
+                    if not timed_out and run.evaluate_next(code):
+                        running.append(run)
+                    else:
                         finish({**run.result, 'evaluated': run.evaluated})
                     continue
-                running.remove(run)
-                if run.rejected():
+                if rejection := run.rejected():
                     sys.exit(f'sweep: train.py rejected a setting of run {run_id(run.row)}, so every run of this '
-                             f'grid would fail: {open(run.log_path).read().strip().splitlines()[-1]}\n  command: '
-                             f'{" ".join(run.cmd)}\nnothing more was started and no row recorded; fix the grid and '
-                             f'run the same command again')
+                             f'grid would fail: {rejection}\n  command: {" ".join(run.cmd)}\nnothing more was '
+                             f'started and no row recorded; fix the grid and run the same command again')
                 beside = [r for r in running if r.gpu == run.gpu]
                 if not timed_out and beside and run.out_of_memory():  # too many at once: not the run's result
                     at_once = max(1, min(at_once - 1, len(running)))
@@ -563,13 +530,13 @@ def sweep():
                     print(f'sweep: {run_id(run.row)} ran out of GPU memory beside {len(beside)} other runs; it runs '
                           f'again, and from now on at most {at_once} at once', flush=True)
                     continue
-                row = record(run, timed_out, code)
-                if row['status'] == 'ok' and evaluate:  # evaluated where it trained, beside the other runs
-                    run.result = row
-                    run.evaluate_next(code)
+                res = outcome(run.proc.returncode, run.out_dir, run.log_path, time.time() - run.start, timed_out)
+                stamp = {'at_once': run.at_once, 'date': time.strftime('%Y-%m-%d %H:%M', time.gmtime()), 'commit': code}
+                run.result = {**run.row, **res, **stamp, 'command': ' '.join(['python', 'train.py', *run.cmd[2:]])}
+                if run.result['status'] == 'ok' and run.evaluate_next(code):  # evaluated where it trained
                     running.append(run)
-                    continue
-                finish(row)
+                else:
+                    finish(run.result)
     finally:
         for run in running:
             run.stop()
@@ -577,11 +544,8 @@ def sweep():
 
 def next_startable(todo, running):
     """The index of the first run of todo whose mixer is under its mixer_jobs cap, or None."""
-    for i, (row, _) in enumerate(todo):
-        cap = mixer_jobs.get(row['mixer'])
-        if cap is None or sum(r.row['mixer'] == row['mixer'] for r in running) < cap:
-            return i
-    return None
+    return next((i for i, (row, _) in enumerate(todo) if sum(r.row['mixer'] == row['mixer'] for r in running)
+                 < mixer_jobs.get(row['mixer'], math.inf)), None)
 
 
 def progress(row, n, total, left, durations, t0, at_once):
@@ -618,25 +582,21 @@ def std(vals):
 
 def summarize(rows):
     """{(task, x, mixer): {'lr', 'accs', 'mean', 'std', 'min', 'max', 'n_failed', 'params', 'runs', 'lrs', 'per_lr'}}
-    at the best lr ('accs': one value of `metric` per seed, a seed's repeats averaged; the best lr: highest mean accuracy
-    or lowest mean loss). A run the sweep stopped at run_timeout is unfinished, not a result: it is left out here
-    (report() lists it)."""
+    at the best lr (highest mean accuracy or lowest mean loss; 'accs': a value of `metric` per seed, its repeats
+    averaged). A run stopped at run_timeout is unfinished, not a result: left out here (report() lists it)."""
     by = {}
     for r in rows:
-        if r['status'] == 'timeout':
-            continue
-        by.setdefault((r['task'], r['x'], r['mixer']), {}).setdefault(r['lr'], []).append((value(r), r))
+        if r['status'] != 'timeout':
+            by.setdefault((r['task'], r['x'], r['mixer']), {}).setdefault(r['lr'], []).append(r)
     out = {}
-    best = max if metric == 'val_acc' else min
     for k, per_lr in by.items():
-        lr, runs = best(per_lr.items(), key=lambda kv: lr_score([r for _, r in kv[1]]))
+        lr, runs = (max if metric == 'val_acc' else min)(per_lr.items(), key=lambda kv: lr_score(kv[1]))
         # one value per seed (its repeats averaged): the spread over seeds; repeats_table shows the rest
-        accs = [mean(v) for v in by_seed([r for _, r in runs]).values()] or [float('nan')]  # nan: all failed
-        params = next((r['params'] for _, r in runs if r.get('params')), None)
+        accs = [mean(v) for v in by_seed(runs).values()] or [float('nan')]  # nan: all failed
         out[k] = dict(lr=lr, accs=accs, mean=sum(accs) / len(accs), std=std(accs), min=min(accs), max=max(accs),
-                      params=params, n_failed=sum(r['status'] != 'ok' for _, r in runs), runs=[r for _, r in runs],
-                      lrs={l: lr_score([r for _, r in v]) for l, v in per_lr.items()},
-                      per_lr={l: [r for _, r in v] for l, v in per_lr.items()})
+                      params=next((r['params'] for r in runs if r.get('params')), None), runs=runs,
+                      n_failed=sum(r['status'] != 'ok' for r in runs), per_lr=per_lr,
+                      lrs={l: lr_score(v) for l, v in per_lr.items()})
     return out
 
 
@@ -649,12 +609,12 @@ def by_seed(runs):
     return out
 
 
-def fmt(v):
-    return f'{100 * v:.1f}' if metric == 'val_acc' else f'{v:.4f}'
+def fmt(v, sign=''):
+    return f'{100 * v:{sign}.1f}' if metric == 'val_acc' else f'{v:{sign}.4f}'
 
 
 def fmt_diff(d):
-    return f'{100 * d:+.1f}' if metric == 'val_acc' else f'{d:+.4f}'
+    return fmt(d, '+')
 
 
 def fmt_lr(lr):
@@ -667,7 +627,7 @@ def ordered(summary):
         task, x, m = kv[0]
         levels = [lx for lx, _ in tasks[task]['levels']]
         return (list(tasks).index(task), levels.index(x) if x in levels else len(levels),
-                list(mixer_args).index(m) if m in mixer_args else len(mixer_args))
+                list(mixers).index(m) if m in mixers else len(mixers))
     return sorted(summary.items(), key=place)
 
 
@@ -678,23 +638,11 @@ WHAT = {'val_acc': ('validation accuracy (%)', 'highest', 'count as 0'),
 def provenance(rows):
     """Where the rows come from: the dates, commits and devices they record (rows of older sweeps may lack them)."""
     def counts(field):
-        n = {}
-        for r in rows:
-            n[r.get(field) or 'not recorded'] = n.get(r.get(field) or 'not recorded', 0) + 1
+        n = Counter(r.get(field) or 'not recorded' for r in rows)
         return ', '.join(f'{v} ({c})' for v, c in sorted(n.items()))
     dates = sorted(r['date'][:10] for r in rows if r.get('date'))
     when = (dates[0] if dates[0] == dates[-1] else f'{dates[0]} to {dates[-1]}') if dates else 'dates not recorded'
     return f'Runs made {when}; commit (runs): {counts("commit")}; device (runs): {counts("device")}.'
-
-
-def header_lines(rows):
-    what = WHAT[metric]
-    return [f'# Sweep `{name}`', '',
-            f'{len(rows)} runs from `{results_path}`. Each cell: {what[0]} at the mixer\'s best learning '
-            f'rate ({what[1]} mean over seeds), mean ± sample std over seeds [min, max], and that lr. '
-            f'Failed or diverged runs {what[2]} and are marked with !. Runs stopped by the sweep\'s time limit '
-            f'are unfinished: left out of the cells, marked with +N unfinished, and listed below the tables.', '',
-            provenance(rows), '']
 
 
 def data_line(task, rows):
@@ -723,9 +671,9 @@ def cell(s, n_unfinished):
 
 
 def md_table(title, header, rows, intro=()):
-    """A report section: its title, intro lines, and a table of rows (lists of cells)."""
-    return [f'## {title}', '', *intro, '| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header),
-            *('| ' + ' | '.join(map(str, row)) + ' |' for row in rows), '']
+    """A report section: its title, intro lines, and a table of rows (lists of cells); [] without rows."""
+    return rows and [f'## {title}', '', *intro, '| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header),
+                     *('| ' + ' | '.join(map(str, row)) + ' |' for row in rows), '']
 
 
 def task_table(task, spec, rows, summary):
@@ -733,10 +681,9 @@ def task_table(task, spec, rows, summary):
     xs = [x for x, _ in spec['levels']]
     unfinished = [(r['task'], r['x'], r['mixer']) for r in rows if r['status'] == 'timeout']
     out = []
-    for m in mixer_args:
-        params = next((summary[(task, x, m)]['params'] for x in xs if (task, x, m) in summary and
-                       summary[(task, x, m)]['params']), None)
-        params = params or next((r['params'] for r in rows if r['mixer'] == m and r.get('params')), None)
+    for m in mixers:
+        params = next((p for p in [summary[task, x, m]['params'] for x in xs if (task, x, m) in summary]
+                       + [r.get('params') for r in rows if r['mixer'] == m] if p), None)
         out.append([m, f'{params:,}' if params else '?',
                     *(cell(summary.get((task, x, m)), unfinished.count((task, x, m))) for x in xs)])
     if 'floor' in spec:
@@ -754,8 +701,8 @@ def split_table(summary):
         if metric == 'val_acc' and ok and all('val_acc_value' in r for r in ok):
             split.append([task, x, m, fmt(mean([r['val_acc_value'] for r in ok])),
                           fmt(mean([r['val_acc_none'] for r in ok]))])
-    return split and md_table('Values vs NONE answers (best lr, mean over seeds): recall of values | NONE answered '
-                              'right', ['task', 'x', 'mixer', 'values (%)', 'NONE answers (%)'], split)
+    return md_table('Values vs NONE answers (best lr, mean over seeds): recall of values | NONE answered right',
+                    ['task', 'x', 'mixer', 'values (%)', 'NONE answers (%)'], split)
 
 
 def seed_diffs(sa, sb):
@@ -778,22 +725,13 @@ def paired_table(summary):
     paired, both = [], {**summarize(foreign_rows()), **summary}
     for (task, spec), (a, b) in itertools.product(tasks.items(), pairs):
         for x, _ in spec['levels']:
-            if (task, x, a) in both and (task, x, b) in both and (p := pair_stats(both[(task, x, a)],
-                                                                                  both[(task, x, b)])):
+            if (task, x, a) in both and (task, x, b) in both and (p := pair_stats(both[task, x, a], both[task, x, b])):
                 paired.append([task, x, f'{a} vs {b}', f'{p[0]} of {p[1]}', fmt_diff(p[2])])
     elsewhere = [', '.join(PAIRED_ELSEWHERE) + ': the rows of ' + ', '.join(
         f'`{os.path.join(results_dir, other + ".jsonl")}` ({task})' for task, other in paired_from.items())
         + ', made with this sweep\'s commands but the mixer.', ''] if PAIRED_ELSEWHERE and paired_from else []
-    return paired and md_table('Paired by seed (same seed: same data; each mixer at its best lr)',
-                               ['task', 'x', 'A vs B', 'A ahead (seeds)', 'mean A - B'], paired, elsewhere)
-
-
-def run_to_run(s):
-    """The pooled sample std of runs of the same seed (a summarize() entry's repeats), None where no seed ran twice."""
-    again = [v for v in by_seed(s['runs']).values() if len(v) > 1]
-    if not again:
-        return None
-    return math.sqrt(sum(std(v) ** 2 * (len(v) - 1) for v in again) / sum(len(v) - 1 for v in again))
+    return md_table('Paired by seed (same seed: same data; each mixer at its best lr)',
+                    ['task', 'x', 'A vs B', 'A ahead (seeds)', 'mean A - B'], paired, elsewhere)
 
 
 def repeats_table(summary):
@@ -802,29 +740,24 @@ def repeats_table(summary):
     out = []
     for (task, x, m), s in ordered(summary):
         seeds_ = by_seed(s['runs'])
-        again = {seed: v for seed, v in seeds_.items() if len(v) > 1}
-        if again:
+        if again := {seed: v for seed, v in seeds_.items() if len(v) > 1}:
+            pooled = math.sqrt(sum(std(v) ** 2 * (len(v) - 1) for v in again.values())
+                               / sum(len(v) - 1 for v in again.values()))
             out.append([task, x, m, fmt_lr(s['lr']), len(seeds_), fmt(std([mean(v) for v in seeds_.values()])),
-                        fmt(run_to_run(s)), '; '.join(f'seed {seed}: ' + ', '.join(fmt(a) for a in v)
-                                                      for seed, v in sorted(again.items()))])
-    return out and md_table('Same-seed repeats: run-to-run spread beside the spread over seeds (best lr)',
-                            ['task', 'x', 'mixer', 'lr', 'seeds', 'std of the seeds\' means',
-                             'std within a seed (pooled)', 'repeated runs'], out)
+                        fmt(pooled), '; '.join(f'seed {seed}: ' + ', '.join(fmt(a) for a in v)
+                                               for seed, v in sorted(again.items()))])
+    return md_table('Same-seed repeats: run-to-run spread beside the spread over seeds (best lr)',
+                    ['task', 'x', 'mixer', 'lr', 'seeds', 'std of the seeds\' means',
+                     'std within a seed (pooled)', 'repeated runs'], out)
 
 
 def lr_table(summary):
+    """Every lr's mean: '! failed' where its runs left no value (a failed run is no result), '—' where none ran."""
     lrs = learning_rates or [None]
     return md_table(f'Every learning rate (mean {WHAT[metric][0]} over seeds)',
                     ['task', 'x', 'mixer', *(f'lr {l:g}' if l is not None else 'cfg' for l in lrs)],
-                    [[task, x, m, *(lr_cell(s['lrs'].get(l, None), l in s['lrs']) for l in lrs)]
-                     for (task, x, m), s in ordered(summary)])
-
-
-def lr_cell(score, ran):
-    """An lr's mean, '! failed' where its runs left no value (a failed run is no result), '—' where none ran."""
-    if not ran:
-        return '—'
-    return fmt(score) if score is not None and math.isfinite(score) else '! failed'
+                    [[task, x, m, *('—' if l not in s['lrs'] else fmt(s['lrs'][l]) if math.isfinite(s['lrs'][l])
+                                    else '! failed' for l in lrs)] for (task, x, m), s in ordered(summary)])
 
 
 def runs_table(summary):
@@ -844,14 +777,19 @@ def unfinished_table(rows):
     out = [[r['task'], r['x'], r['mixer'], fmt_lr(r['lr']), f"{r['seed']} (repeat {r['repeat']})" if r.get('repeat')
             else r['seed'], f"{fmt(r[metric])} at step {r['step']}" if r.get(metric) is not None else 'none']
            for r in rows if r['status'] == 'timeout']
-    return out and md_table('Unfinished runs (stopped by the sweep\'s time limit; rerun the sweep to finish them)',
-                            ['task', 'x', 'mixer', 'lr', 'seed', 'last evaluation'], out)
+    return md_table('Unfinished runs (stopped by the sweep\'s time limit; rerun the sweep to finish them)',
+                    ['task', 'x', 'mixer', 'lr', 'seed', 'last evaluation'], out)
 
 
 def report(rows):
     """The table (<results_dir>/<name>.md) and the figure (.png) from the results file's rows."""
-    summary = summarize(rows)
-    lines = header_lines(rows)
+    summary, what = summarize(rows), WHAT[metric]
+    lines = [f'# Sweep `{name}`', '',
+             f'{len(rows)} runs from `{results_path}`. Each cell: {what[0]} at the mixer\'s best learning '
+             f'rate ({what[1]} mean over seeds), mean ± sample std over seeds [min, max], and that lr. '
+             f'Failed or diverged runs {what[2]} and are marked with !. Runs stopped by the sweep\'s time limit '
+             f'are unfinished: left out of the cells, marked with +N unfinished, and listed below the tables.', '',
+             provenance(rows), '']
     for task, spec in tasks.items():
         lines += task_table(task, spec, rows, summary)
     lines += (split_table(summary) + paired_table(summary) + repeats_table(summary) + lr_table(summary)
@@ -860,7 +798,7 @@ def report(rows):
     with open(md_path, 'w') as f:
         f.write('\n'.join(lines).rstrip('\n') + '\n')
     print(f'table: {md_path}')
-    try:
+    try:  # optional
         import matplotlib
         matplotlib.use('Agg')
         import matplotlib.pyplot as plt
@@ -876,7 +814,7 @@ def report(rows):
 def figure_accuracy(plt, summary):
     """Accuracy against difficulty, one panel per task: per mixer (best lr) the mean over seeds, each run as a
     dot and the range from the lowest to the highest as a bar; the task's floor dashed."""
-    order = list(mixer_args)
+    order = list(mixers)
     fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.6), squeeze=False)
     for ax, (task, spec) in zip(axes[0], tasks.items()):
         xs = [x for x, _ in spec['levels']]
@@ -923,7 +861,7 @@ def figure_curves(plt, summary):
     for n, (task, x) in enumerate(panels):
         ax, strip = axes[0][2 * n], axes[0][2 * n + 1]
         lows, highs, names = [], [], []
-        for i, m in enumerate(mixer_args):
+        for i, m in enumerate(mixers):
             s = summary.get((task, x, m))
             curves = [r['curve'] for r in (s['runs'] if s else []) if r.get('curve')]
             steps = sorted(set.intersection(*[{c[0] for c in cv} for cv in curves])) if curves else []
