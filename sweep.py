@@ -1,22 +1,16 @@
 """
 Many small train.py runs over a grid (tasks x difficulty x mixers x learning rates x seeds), several at once,
-each run's row appended to a JSONL file the moment it ends; then a table and a figure from that file. Zoology's
-protocol: each mixer at its best learning rate (best mean over seeds), the spread over seeds, every run kept.
+each run's row appended to a JSONL file as it ends; then a table and a figure from it. Zoology's protocol: each
+mixer at its best learning rate (best mean over seeds), with the spread over seeds and every run kept.
 
     python sweep.py config/sweep/synthetic.py             # the erase benchmark of RESULTS.md
     python sweep.py config/sweep/synthetic.py --jobs=4    # 4 runs at a time (small runs share a GPU's time)
     python sweep.py config/sweep/synthetic.py --report_only=True   # table + figure from the results file
 
-A run is one `python train.py <task config> <level args> --mixer=.. --learning_rate=.. --seed=..` process, so a
-sweep trains exactly what a user's command trains. The same command resumes: runs in the results file are not
-run again, failed ones are (retry_failed). A failed run is recorded and the sweep goes on; one out of GPU memory
-beside others runs again with fewer at once; a setting train.py rejects (a typo in the grid) stops the sweep.
-Rows record the date, commit, device (the run's first log.jsonl record) and at_once (the runs allowed at once:
-they share a GPU's time). Stopping the sweep (Ctrl-C, SIGTERM, even SIGKILL on Linux) stops its runs. A sweep
-locks <results file>.lock for its life: a second sweep on the file is refused, naming the first one's pid.
-From any folder, relative paths are the repository's (its runs run there): results_dir, runs_dir and a task's
-config (else the working directory's); a grid file is read from the working directory, else the repository.
-matplotlib is optional: without it the table is still written.
+A run is a `python train.py <task config> <level args> --mixer=.. --learning_rate=.. --seed=..` process: a sweep
+trains what a user's command trains. The same command resumes (runs in the results file are not run again, failed
+ones are). Stopping the sweep (even SIGKILL, on Linux) stops its runs; a second sweep on its results file is
+refused. Relative paths are the repository's, else (a grid file, a task's config) the working directory's.
 """
 import ctypes
 import fcntl
@@ -34,7 +28,8 @@ from collections import Counter
 
 from configurator import configure
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'scripts'))
+HERE, CWD = os.path.dirname(os.path.abspath(__file__)), os.getcwd()
+sys.path.insert(0, os.path.join(HERE, 'scripts'))
 from rows import commit  # noqa: E402  (scripts/rows.py: the code's commit, as every results row records it)
 
 # ----------------------------------------------------------------------------------------------------
@@ -42,57 +37,42 @@ from rows import commit  # noqa: E402  (scripts/rows.py: the code's commit, as e
 name = 'sweep'                # results go to <results_dir>/<name>.jsonl, .md, .png
 results_dir = 'out/sweep'     # the grids whose results RESULTS.md reports write to results/
 runs_dir = 'out/sweep/runs'   # each run's out_dir and log (not kept in the repo)
-# task -> {'config': train.py config file, 'x': the difficulty's name, 'levels': [[x, [train.py args]], ...],
-#          optionally 'floor': [what, {x: accuracy}]: a trivial answer's score (e.g. NONE at every query), a row of
-#          the table and a dashed line in the figure, so that a run stuck there reads as such}
+# task -> {'config': train.py config file, 'x': the difficulty's name, 'levels': [[x, [train.py args]], ...], and
+#          optionally 'floor': [what, {x: accuracy}]: a trivial answer's score, shown so a run stuck there reads so}
 tasks = {'mqar': {'config': 'config/mqar.py', 'x': 'num_kv_pairs',
                   'levels': [[16, ['--num_kv_pairs=16']], [32, ['--num_kv_pairs=32']]]}}
 mixers = {m: [f'--mixer={m}'] for m in ('eda', 'kda', 'gdn', 'gdn2', 'transformer')}  # label -> train.py args
 learning_rates = [1e-3]       # [] : the task config's own
 seeds = [0, 1, 2]
-best_seeds = []               # more seeds, run only at each mixer's best lr (chosen on `seeds`) once all its
-                              # `seeds` x lrs have a result, in the same invocation
-best_repeats = 0              # more runs of seeds[0] at each mixer's best lr (as best_seeds): on a GPU the same
-                              # command trains a little differently each time (atomic adds, bf16); the report
-                              # sets that run-to-run spread beside the spread over seeds
-checkpoints = False           # True: runs save a checkpoint at every evaluation, and a run cut off goes on from it
-pairs = []                    # [[A, B], ...]: mixers compared seed by seed (a seed fixes the data) at each level,
-                              # each at its best lr: on how many seeds A is ahead, mean A - B
-paired_from = {}              # {task: another sweep's name}: a mixer of `pairs` this sweep lacks is read from that
-                              # sweep's results (same task, level, lr) for the pairing only; the config must say
-                              # that those runs had this sweep's commands but the mixer
+best_seeds = []               # more seeds at each mixer's best lr (chosen on `seeds`), once its `seeds` x lrs are in
+best_repeats = 0              # more runs of seeds[0] there: a GPU trains a command a little differently each time
+                              # (atomic adds, bf16); the report sets that beside the spread over seeds
+checkpoints = False           # True: a checkpoint at every evaluation, from which a run cut off goes on
+pairs = []                    # [[A, B], ...]: mixers compared seed by seed (a seed fixes the data), at best lrs
+paired_from = {}              # {task: another sweep's name} whose rows give a mixer of `pairs` this sweep lacks (the
+                              # config must say those runs had this sweep's commands but the mixer)
 extra = []                    # train.py args for every run, e.g. ['--max_iters=1000']
 jobs = 4                      # runs at a time; on CUDA each starts on the visible GPU running the fewest
 mixer_jobs = {}               # {mixer: most runs of it at a time}, for a mixer whose runs take more memory
 run_timeout = 1800            # seconds; a run still going then is killed and recorded as 'timeout'
 start_until = 0.0             # seconds into the sweep after which no new run starts (0: no limit)
 deadline = 0.0                # seconds into the sweep by which every run should have ended (0: none): a run starts
-                              # only if the median 'seconds' of its level's finished runs made with as many at once
-                              # says it fits (a level with no such runs starts)
-retry_failed = True           # rerun rows whose run failed or timed out (the newest row of a run is reported)
+                              # if the median time of its level's finished runs made with as many at once fits
+retry_failed = True           # rerun runs that failed or timed out (the newest row of a run is reported)
 report_only = False           # only rebuild the table and figure from the results file
-evaluate = []                 # [[what, eval.py args...], ...]: eval.py --what=<what> on each ok run's checkpoint,
-                              # on its GPU, rows to <results_dir>/<name>_eval.jsonl (notes/eval.md); needs checkpoints
-metric = 'val_acc'            # 'val_acc' (higher is better; figure: accuracy against difficulty) or 'val_loss'
-                              # (lower is better; figure: validation loss against step)
+evaluate = []                 # [[what, eval.py args...], ...] on each ok run's checkpoint (notes/eval.md)
+metric = 'val_acc'            # or 'val_loss': lower is better, and the figure is the loss against step
 python = sys.executable
 
-
-def _grid_file(arg):
-    """A grid file (a .py argument) from the working directory, else the repository's."""
-    found = arg.startswith('--') or not arg.endswith('.py') or os.path.exists(arg)
-    return arg if found else os.path.join(os.path.dirname(os.path.abspath(__file__)), arg)
-
-
-configure(globals(), [_grid_file(a) for a in sys.argv[1:]])
-HERE, CWD = os.path.dirname(os.path.abspath(__file__)), os.getcwd()
+# a grid file from the working directory, else the repository's
+configure(globals(), [a if a.startswith('--') or not a.endswith('.py') or os.path.exists(a) else os.path.join(HERE, a)
+                      for a in sys.argv[1:]])
 if __name__ == '__main__':
     os.chdir(HERE)  # relative paths are the repository's, as for the runs (train.py runs there)
 
 
 def grid_problem():
-    """What is wrong with the settings, in one line naming the key, or None: checked before anything runs (a run
-    of a malformed grid would fail, or a string be split into its characters)."""
+    """What is wrong with the settings, in one line naming the key, or None: checked before anything runs."""
     def strs(v):
         return isinstance(v, (list, tuple)) and all(isinstance(a, str) for a in v)
 
@@ -108,8 +88,8 @@ def grid_problem():
         return f'evaluate needs checkpoints=True and a list [what, eval.py args...] each, got {evaluate!r}'
     if best_repeats < 0:
         return f'best_repeats must be 0 or more, got {best_repeats}'
-    if not tasks:
-        return 'tasks is empty: give at least one task'
+    if empty := next((k for k in ('tasks', 'mixers', 'seeds') if not globals()[k]), None):
+        return f'{empty} is empty: give at least one {empty[:-1]}'
     for task, spec in tasks.items():
         at = f'tasks[{task!r}]'
         if not isinstance(spec, dict):
@@ -133,8 +113,6 @@ def grid_problem():
         if 'floor' in spec and not (isinstance(spec['floor'], (list, tuple)) and len(spec['floor']) == 2
                                     and isinstance(spec['floor'][1], dict)):
             return f"{at}['floor'] must be [what, {{x: accuracy}}], got {spec['floor']!r}"
-    if not mixers:
-        return 'mixers is empty: give at least one mixer'
     if (bad := next((m for m, args in mixers.items() if not strs(args)), None)) is not None:
         return f"mixers[{bad!r}] must be a list of train.py args (e.g. ['--mixer=eda']), got {mixers[bad]!r}"
     if not strs(extra):
@@ -145,7 +123,7 @@ def grid_problem():
         return f'{bad} must be a list of ints, got {globals()[bad]!r}'
     if set(paired_from) - set(tasks):
         return f'paired_from names tasks this sweep does not have: {sorted(set(paired_from) - set(tasks))}'
-    return None if seeds else 'seeds is empty: give at least one seed'
+    return None
 
 
 if problem := grid_problem():
@@ -176,28 +154,23 @@ def read_text(path):
         return f.read()
 
 
-def row_problem(row):
-    """Why a line's JSON is not a run's row (a key missing, a value not a number), or None."""
-    if missing := [k for k in ROW_KEYS if not isinstance(row, dict) or k not in row]:
-        return f"is not a run's row (it lacks {', '.join(map(repr, missing))})"
-    if odd := [k for k in ROW_NUMBERS if row.get(k) is not None and (
-            not isinstance(row[k], (int, float)) or isinstance(row[k], bool))]:
-        return f"is not a run's row ({', '.join(f'{k} is {row[k]!r}' for k in odd)}, not a number)"
-    return None
-
-
 def read_results(path):
-    """The rows of the results file, the newest row of each run only. A line that is not a run's row (cut by a
-    crash mid-write, or missing a key) is named on stderr once and left out: its run is simply run again."""
+    """The newest row of each run. A line that is not a run's row (cut mid-write, a key missing, a value not a
+    number) is named on stderr once and left out: its run runs again."""
     rows = {}
     for i, line in enumerate(read_text(path).split('\n'), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-            bad = row_problem(row)
         except ValueError:
-            bad = 'is not JSON (a line cut mid-write?)'
+            row, bad = None, 'is not JSON (a line cut mid-write?)'
+        else:
+            lacks = ', '.join(repr(k) for k in ROW_KEYS if not isinstance(row, dict) or k not in row)
+            odd = '' if lacks else ', '.join(f'{k} is {row[k]!r}' for k in ROW_NUMBERS if row.get(k) is not None and (
+                not isinstance(row[k], (int, float)) or isinstance(row[k], bool)))
+            bad = (lacks and f"is not a run's row (it lacks {lacks})"
+                   or odd and f"is not a run's row ({odd}, not a number)")
         if not bad:
             rows[key(row)] = row
         elif (path, i, line) not in warned:
@@ -222,10 +195,8 @@ PAIRED_ELSEWHERE = sorted({m for pair in pairs for m in pair} - set(mixers))  # 
 
 def foreign_rows():
     """Rows of the paired_from sweeps that pairs need: their task, this sweep's lrs, a mixer this sweep lacks."""
-    lrs = learning_rates or [None]
-    return [r for task, other in paired_from.items()
-            for r in read_results(os.path.join(results_dir, f'{other}.jsonl'))
-            if r['task'] == task and r['mixer'] in PAIRED_ELSEWHERE and r['lr'] in lrs]
+    return [r for task, other in paired_from.items() for r in read_results(os.path.join(results_dir, f'{other}.jsonl'))
+            if r['task'] == task and r['mixer'] in PAIRED_ELSEWHERE and r['lr'] in (learning_rates or [None])]
 
 
 _found = {r['mixer'] for r in foreign_rows()}
@@ -242,9 +213,8 @@ def run_id(row):
 
 
 def grid(results=()):
-    """Every run of the grid as (row, train.py args), in a fixed order (task, level, seed, lr, mixer: a half-done
-    sweep has whole levels, and every mixer's runs at a level finish close together); then, for each (task, level,
-    mixer) whose `seeds` x lrs all have a result in `results`, its best_seeds and best_repeats at its best lr."""
+    """Every run as (row, train.py args), by task, level, seed, lr, mixer (a half-done sweep has whole levels);
+    then best_seeds and best_repeats where best_lrs(results) has a (task, level, mixer)'s best lr."""
     best = best_lrs(results)
     more = [(s, 0) for s in best_seeds if s not in seeds] + [(seeds[0], r) for r in range(1, best_repeats + 1)]
     for task, spec in tasks.items():
@@ -259,29 +229,24 @@ def grid(results=()):
 
 
 def best_lrs(rows):
-    """{(task, x, mixer): its best lr}, chosen on the first runs (repeat 0) of `seeds` alone, for the mixers whose
-    every lr x seed of `seeds` has a result: ok, or diverged (a result of that lr). A failed run (out of memory, a
-    killed machine) or a timeout is no result: it runs again, and the choice waits for it."""
-    lrs = learning_rates or [None]
-    by = {}
+    """{(task, x, mixer): its best lr}, where every lr x seed of `seeds` has a result (ok or diverged: a failed
+    run or a timeout is none, it runs again)."""
+    lrs, by = learning_rates or [None], {}
     for r in rows:
         if r['seed'] in seeds and not r.get('repeat') and r['status'] in ('ok', 'diverged'):
             by.setdefault((r['task'], r['x'], r['mixer']), {}).setdefault(r['lr'], []).append(r)
-    pick = max if metric == 'val_acc' else min
-    return {k: pick(lrs, key=lambda lr: lr_score(per_lr[lr]))
+    return {k: (max if metric == 'val_acc' else min)(lrs, key=lambda lr: lr_score(per_lr[lr]))
             for k, per_lr in by.items() if all(len(per_lr.get(lr, ())) == len(seeds) for lr in lrs)}
 
 
 def lr_score(runs):
-    """What an lr is chosen on: the mean of its first runs (repeat 0) of `seeds` (best_seeds and best_repeats ran
-    at one lr only, and would tip the choice)."""
+    """What an lr is chosen on: the mean of its runs of `seeds`, repeat 0 (more ran at one lr only)."""
     return mean([value(r) for r in runs if r['seed'] in seeds and not r.get('repeat') and value(r) is not None])
 
 
 def outcome(proc_rc, out_dir, log_path, seconds, timed_out):
-    """The row's result fields from a finished train.py process: from its log.jsonl the first record (parameter
-    count, corpus, device) and the last evaluation, and a status (ok | diverged | failed | timeout). A run killed
-    by the time limit after its final evaluation (train.py marks it 'final') has its result: ok."""
+    """A finished run's result fields: from its log.jsonl the first record (params, corpus, device) and the last
+    evaluation, and a status (ok | diverged | failed | timeout)."""
     res = {'seconds': round(seconds, 1), 'returncode': proc_rc}
     log = os.path.join(out_dir, 'log.jsonl')
     try:
@@ -290,8 +255,7 @@ def outcome(proc_rc, out_dir, log_path, seconds, timed_out):
         records = []
     start = next((r for r in records if r.get('start')), {})
     res.update({k: start[k] for k in ('params', 'data_tokens', 'device') if start.get(k) is not None})
-    evals = [r for r in records if r.get('eval')]
-    if evals:
+    if evals := [r for r in records if r.get('eval')]:
         last = evals[-1]
         res.update(step=last['step'], val_loss=last['val_loss'], val_acc=last.get('val_acc'),
                    **{k: last[k] for k in ('val_acc_none', 'val_acc_value') if k in last},
@@ -305,22 +269,12 @@ def outcome(proc_rc, out_dir, log_path, seconds, timed_out):
         res['status'] = 'ok'
     else:
         res['status'] = 'diverged' if 'non-finite loss' in text else 'failed'
+        # the last exception line (a CUDA error is followed by hints that name nothing), else the last line
+        lines = text.strip().splitlines()
+        raised = [line for line in lines if re.match(r'[\w.]*(Error|Exception|Interrupt)\b.*:', line)]
         res['error'] = (f'exit 0, but {log} holds no final evaluation' if proc_rc == 0 and not timed_out
-                        else error_line(text) or f'exit {proc_rc}, no output')
+                        else (raised or lines or [''])[-1][:300] or f'exit {proc_rc}, no output')
     return res
-
-
-def error_line(text):
-    """What a failed run's log says went wrong: its last exception line (a CUDA error is followed by hints such as
-    'Compile with TORCH_USE_CUDA_DSA...', which name nothing), else its last line; '' for no output."""
-    lines = text.strip().splitlines()
-    raised = [line for line in lines if re.match(r'[\w.]*(Error|Exception|Interrupt)\b.*:', line)]
-    return (raised or lines or [''])[-1][:300]
-
-
-def fmt_time(s):
-    s = int(s)
-    return f'{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}'
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -351,8 +305,7 @@ class Run:
             self.cmd.append('--init_from=resume')
         else:  # a rerun starts its out_dir afresh
             shutil.rmtree(self.out_dir, ignore_errors=True)
-            if not checkpoints:
-                self.cmd.append('--save_ckpt=False')
+            self.cmd += [] if checkpoints else ['--save_ckpt=False']
         self.env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1')
         if gpu is not None:
             self.env['CUDA_VISIBLE_DEVICES'] = str(gpu)
@@ -366,9 +319,8 @@ class Run:
                                      preexec_fn=die_with_sweep if sys.platform.startswith('linux') else None)
 
     def evaluate_next(self, code):
-        """Start the next of `evaluate` on the run's checkpoint (eval.py on the run's GPU, rows to
-        <name>_eval.jsonl): it takes the run's place (its GPU, its slot of `jobs`), beside other runs. False when
-        every evaluation has run."""
+        """Start the next of `evaluate` on the run's checkpoint, in the run's place (its GPU, its slot of `jobs`);
+        False when every evaluation has run."""
         if len(self.evaluated) == len(evaluate):
             return False
         what, *args = evaluate[len(self.evaluated)]
@@ -384,8 +336,7 @@ class Run:
         return self.proc.returncode != 0 and ('OutOfMemoryError' in text or 'CUDA error: out of memory' in text)
 
     def rejected(self):
-        """The line of train.py's configurator refusing a setting (the grid is wrong: every run of it would fail
-        so), or None."""
+        """train.py's line refusing a setting (then every run of the grid fails so), or None."""
         last = (read_text(self.log_path).strip().splitlines() or [''])[-1]
         return last if self.proc.returncode != 0 and last.startswith('configurator:') else None
 
@@ -398,14 +349,6 @@ class Run:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
-
-
-def gpu_count():
-    try:
-        import torch
-        return torch.cuda.device_count()
-    except ImportError:
-        return 0
 
 
 def past_time(todo, running, took, t0, at_once):
@@ -429,22 +372,18 @@ def stop_on_signal(signum, frame):
 
 
 def hold_results_file():
-    """Check that the results file and the runs' folder can be written, and lock the results file for the
-    sweep's life (the lock goes with the process): two sweeps on one file would run every run twice and each
-    delete the other's run folders. Exits naming the problem, or the pid of the sweep that holds the file."""
-    def cannot(why):
-        sys.exit(f'sweep: cannot write {why}; nothing was run: give a writable --results_dir and --runs_dir')
-    for folder in (results_dir, runs_dir):
-        try:
-            os.makedirs(folder, exist_ok=True)
-        except OSError as err:
-            cannot(f'in {folder} ({err.strerror})')
-    if os.path.isdir(results_path) or (os.path.exists(results_path) and not os.access(results_path, os.W_OK)):
-        cannot(f"the results file {results_path} ({'a folder' if os.path.isdir(results_path) else 'read-only'})")
+    """Check that the results and runs can be written, and lock the results file for the sweep's life (the lock
+    goes with the process): two sweeps on one file would run every run twice and delete each other's run folders."""
     try:
+        for folder in (results_dir, runs_dir):
+            os.makedirs(folder, exist_ok=True)
+        if os.path.isdir(results_path) or (os.path.exists(results_path) and not os.access(results_path, os.W_OK)):
+            raise OSError(0, 'a folder' if os.path.isdir(results_path) else 'read-only', f'the results file '
+                          f'{results_path}')
         fd = os.open(f'{results_path}.lock', os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as err:
-        cannot(f'{results_path}.lock ({err.strerror})')
+        sys.exit(f'sweep: cannot write {err.filename} ({err.strerror}); nothing was run: give a writable '
+                 f'--results_dir and --runs_dir')
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -472,7 +411,12 @@ def sweep():
           f'run, {jobs} at a time', flush=True)
     if not todo:
         return
-    n_gpu, code, running, durations, t0 = gpu_count(), commit(), [], [], time.time()
+    try:  # torch: only to count the GPUs (the report needs no torch)
+        import torch
+        n_gpu = torch.cuda.device_count()
+    except ImportError:
+        n_gpu = 0
+    code, running, durations, t0, stopped = commit(), [], [], time.time(), False
     at_once = jobs  # falls when runs sharing a GPU run out of its memory
     took = {}  # (task, x) -> [(seconds, runs at once)] of its finished runs, for the deadline
 
@@ -480,18 +424,22 @@ def sweep():
         if r['status'] == 'ok' and r.get('seconds') is not None and r.get('at_once'):
             took.setdefault((r['task'], r['x']), []).append((r['seconds'], r['at_once']))
 
-    def finish(row):  # the run's row to the results file, counted and said
-        append_row(results_path, row)
+    def finish(row):  # the run's row to the results file, and a line; the ETA: the runs left, in waves of at_once
+        append_row(results_path, row)  # at the mean duration so far
         durations.append(row['seconds'])
         timed(row)
-        progress(row, len(done) + len(durations), total, len(todo) + len(running), durations, t0, at_once)
+        left = len(todo) + len(running)
+        eta = math.ceil(left / at_once) * (sum(durations) / len(durations)) if left else 0
+        acc = (f"{metric} {fmt(row[metric]) if row.get(metric) is not None else 'none'}" if row['status'] == 'ok'
+               else f"{row['status']}: {row.get('error', '')[:80]}")
+        print(f"[{len(done) + len(durations)}/{total}] {run_id(row)}: {acc} ({row['seconds']:.0f}s) | elapsed "
+              f"{fmt_time(time.time() - t0)} | eta {fmt_time(eta)}", flush=True)
 
     for r in read_results(results_path):
         timed(r)
     signal.signal(signal.SIGTERM, stop_on_signal)
     signal.signal(signal.SIGINT, stop_on_signal)
     try:
-        stopped = False
         while True:
             if not todo and not stopped:
                 todo = pending()
@@ -548,14 +496,9 @@ def next_startable(todo, running):
                  < mixer_jobs.get(row['mixer'], math.inf)), None)
 
 
-def progress(row, n, total, left, durations, t0, at_once):
-    """One line per finished run; the ETA is the runs left, in waves of `at_once` (the runs at once), at the mean
-    duration so far."""
-    eta = math.ceil(left / at_once) * (sum(durations) / len(durations)) if left else 0
-    acc = (f"{metric} {fmt(row[metric]) if row.get(metric) is not None else 'none'}" if row['status'] == 'ok'
-           else f"{row['status']}: {row.get('error', '')[:80]}")
-    print(f"[{n}/{total}] {run_id(row)}: {acc} ({row['seconds']:.0f}s) | elapsed {fmt_time(time.time() - t0)} | "
-          f"eta {fmt_time(eta)}", flush=True)
+def fmt_time(s):
+    s = int(s)
+    return f'{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}'
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -565,9 +508,7 @@ def progress(row, n, total, left, durations, t0, at_once):
 def value(r):
     """A run's result in `metric`. A failed or diverged run counts as accuracy 0 (it is a result of that lr, not
     a missing one); it has no loss, so with metric='val_loss' it is None: counted as failed, left out of the mean."""
-    if r['status'] == 'ok':
-        return r.get(metric)
-    return 0.0 if metric == 'val_acc' else None
+    return r.get(metric) if r['status'] == 'ok' else 0.0 if metric == 'val_acc' else None
 
 
 def mean(vals):
@@ -582,8 +523,7 @@ def std(vals):
 
 def summarize(rows):
     """{(task, x, mixer): {'lr', 'accs', 'mean', 'std', 'min', 'max', 'n_failed', 'params', 'runs', 'lrs', 'per_lr'}}
-    at the best lr (highest mean accuracy or lowest mean loss; 'accs': a value of `metric` per seed, its repeats
-    averaged). A run stopped at run_timeout is unfinished, not a result: left out here (report() lists it)."""
+    at the best lr; 'accs': one value per seed. A timed-out run is unfinished, not a result: left out here."""
     by = {}
     for r in rows:
         if r['status'] != 'timeout':
@@ -591,7 +531,7 @@ def summarize(rows):
     out = {}
     for k, per_lr in by.items():
         lr, runs = (max if metric == 'val_acc' else min)(per_lr.items(), key=lambda kv: lr_score(kv[1]))
-        # one value per seed (its repeats averaged): the spread over seeds; repeats_table shows the rest
+        # one value per seed (its repeats averaged): the spread over seeds; the repeats' table shows the rest
         accs = [mean(v) for v in by_seed(runs).values()] or [float('nan')]  # nan: all failed
         out[k] = dict(lr=lr, accs=accs, mean=sum(accs) / len(accs), std=std(accs), min=min(accs), max=max(accs),
                       params=next((r['params'] for r in runs if r.get('params')), None), runs=runs,
@@ -609,6 +549,18 @@ def by_seed(runs):
     return out
 
 
+def seed_diffs(sa, sb):
+    """A - B seed by seed over their shared seeds, given two summarize() entries (a seed's repeats: their mean)."""
+    va, vb = ({seed: mean(v) for seed, v in by_seed(s['runs']).items()} for s in (sa, sb))
+    return [va[seed] - vb[seed] for seed in sorted(set(va) & set(vb))]
+
+
+def pair_stats(sa, sb):
+    """A against B seed by seed: (seeds on which A is ahead, seeds compared, mean A - B), or None."""
+    diffs = seed_diffs(sa, sb)
+    return diffs and (sum(d > 0 if metric == 'val_acc' else d < 0 for d in diffs), len(diffs), mean(diffs)) or None
+
+
 def fmt(v, sign=''):
     return f'{100 * v:{sign}.1f}' if metric == 'val_acc' else f'{v:{sign}.4f}'
 
@@ -621,33 +573,17 @@ def fmt_lr(lr):
     return 'cfg' if lr is None else f'{lr:g}'
 
 
-def ordered(summary):
-    """summary's items in the grid's order: task, level, mixer (a mixer only another sweep has: last)."""
-    def place(kv):
-        task, x, m = kv[0]
-        levels = [lx for lx, _ in tasks[task]['levels']]
-        return (list(tasks).index(task), levels.index(x) if x in levels else len(levels),
-                list(mixers).index(m) if m in mixers else len(mixers))
-    return sorted(summary.items(), key=place)
-
-
-WHAT = {'val_acc': ('validation accuracy (%)', 'highest', 'count as 0'),
-        'val_loss': ('validation loss (nats/token)', 'lowest', 'have no loss: left out of the mean')}
-
-
 def provenance(rows):
     """Where the rows come from: the dates, commits and devices they record (rows of older sweeps may lack them)."""
     def counts(field):
-        n = Counter(r.get(field) or 'not recorded' for r in rows)
-        return ', '.join(f'{v} ({c})' for v, c in sorted(n.items()))
+        return ', '.join(f'{v} ({c})' for v, c in sorted(Counter(r.get(field) or 'not recorded' for r in rows).items()))
     dates = sorted(r['date'][:10] for r in rows if r.get('date'))
     when = (dates[0] if dates[0] == dates[-1] else f'{dates[0]} to {dates[-1]}') if dates else 'dates not recorded'
     return f'Runs made {when}; commit (runs): {counts("commit")}; device (runs): {counts("device")}.'
 
 
 def data_line(task, rows):
-    """The corpus the task's runs trained on: a table compares runs on the same tokens; say so, and say it loudly
-    when they differ ([] when no run recorded one)."""
+    """The corpus the task's runs trained on, loudly when it differs: a table compares runs on the same tokens."""
     corpora = {tuple(r['data_tokens']) for r in rows if r['task'] == task and r.get('data_tokens')}
     if not corpora:
         return []
@@ -666,8 +602,7 @@ def cell(s, n_unfinished):
     bad = f" !{s['n_failed']}" if s['n_failed'] else ''
     if len(s['accs']) == 1:  # one seed: no spread to show (± 0 [x, x] would read as a measured one)
         return f"{fmt(s['mean'])} (1 seed) lr {fmt_lr(s['lr'])}{bad}{more}"
-    spread = f"{100 * s['std']:.1f}" if metric == 'val_acc' else f"{s['std']:.4f}"
-    return f"{fmt(s['mean'])} ± {spread} [{fmt(s['min'])}, {fmt(s['max'])}] lr {fmt_lr(s['lr'])}{bad}{more}"
+    return f"{fmt(s['mean'])} ± {fmt(s['std'])} [{fmt(s['min'])}, {fmt(s['max'])}] lr {fmt_lr(s['lr'])}{bad}{more}"
 
 
 def md_table(title, header, rows, intro=()):
@@ -693,97 +628,19 @@ def task_table(task, spec, rows, summary):
                     data_line(task, rows))
 
 
-def split_table(summary):
-    """Runs that logged the accuracy on value answers and on NONE answers apart: both, at the best lr."""
-    split = []
-    for (task, x, m), s in ordered(summary):
-        ok = [r for r in s['runs'] if r['status'] == 'ok']
-        if metric == 'val_acc' and ok and all('val_acc_value' in r for r in ok):
-            split.append([task, x, m, fmt(mean([r['val_acc_value'] for r in ok])),
-                          fmt(mean([r['val_acc_none'] for r in ok]))])
-    return md_table('Values vs NONE answers (best lr, mean over seeds): recall of values | NONE answered right',
-                    ['task', 'x', 'mixer', 'values (%)', 'NONE answers (%)'], split)
-
-
-def seed_diffs(sa, sb):
-    """A - B seed by seed over their shared seeds, given two summarize() entries (a seed's repeats: their mean)."""
-    va, vb = ({seed: mean(v) for seed, v in by_seed(s['runs']).items()} for s in (sa, sb))
-    return [va[seed] - vb[seed] for seed in sorted(set(va) & set(vb))]
-
-
-def pair_stats(sa, sb):
-    """Mixer A against mixer B seed by seed, given their summarize() entries (each at its best lr; a seed's
-    repeats: their mean): (seeds on which A is ahead, seeds compared, mean A - B), or None without a shared seed."""
-    diffs = seed_diffs(sa, sb)
-    if not diffs:
-        return None
-    return sum(d > 0 if metric == 'val_acc' else d < 0 for d in diffs), len(diffs), mean(diffs)
-
-
-def paired_table(summary):
-    """pairs, seed by seed at each level (pair_stats)."""
-    paired, both = [], {**summarize(foreign_rows()), **summary}
-    for (task, spec), (a, b) in itertools.product(tasks.items(), pairs):
-        for x, _ in spec['levels']:
-            if (task, x, a) in both and (task, x, b) in both and (p := pair_stats(both[task, x, a], both[task, x, b])):
-                paired.append([task, x, f'{a} vs {b}', f'{p[0]} of {p[1]}', fmt_diff(p[2])])
-    elsewhere = [', '.join(PAIRED_ELSEWHERE) + ': the rows of ' + ', '.join(
-        f'`{os.path.join(results_dir, other + ".jsonl")}` ({task})' for task, other in paired_from.items())
-        + ', made with this sweep\'s commands but the mixer.', ''] if PAIRED_ELSEWHERE and paired_from else []
-    return md_table('Paired by seed (same seed: same data; each mixer at its best lr)',
-                    ['task', 'x', 'A vs B', 'A ahead (seeds)', 'mean A - B'], paired, elsewhere)
-
-
-def repeats_table(summary):
-    """Run-to-run noise beside the seed spread, where a seed ran more than once (at the best lr): the sample std
-    of the seeds' means, and the pooled sample std of runs of the same seed."""
-    out = []
-    for (task, x, m), s in ordered(summary):
-        seeds_ = by_seed(s['runs'])
-        if again := {seed: v for seed, v in seeds_.items() if len(v) > 1}:
-            pooled = math.sqrt(sum(std(v) ** 2 * (len(v) - 1) for v in again.values())
-                               / sum(len(v) - 1 for v in again.values()))
-            out.append([task, x, m, fmt_lr(s['lr']), len(seeds_), fmt(std([mean(v) for v in seeds_.values()])),
-                        fmt(pooled), '; '.join(f'seed {seed}: ' + ', '.join(fmt(a) for a in v)
-                                               for seed, v in sorted(again.items()))])
-    return md_table('Same-seed repeats: run-to-run spread beside the spread over seeds (best lr)',
-                    ['task', 'x', 'mixer', 'lr', 'seeds', 'std of the seeds\' means',
-                     'std within a seed (pooled)', 'repeated runs'], out)
-
-
-def lr_table(summary):
-    """Every lr's mean: '! failed' where its runs left no value (a failed run is no result), '—' where none ran."""
-    lrs = learning_rates or [None]
-    return md_table(f'Every learning rate (mean {WHAT[metric][0]} over seeds)',
-                    ['task', 'x', 'mixer', *(f'lr {l:g}' if l is not None else 'cfg' for l in lrs)],
-                    [[task, x, m, *('—' if l not in s['lrs'] else fmt(s['lrs'][l]) if math.isfinite(s['lrs'][l])
-                                    else '! failed' for l in lrs)] for (task, x, m), s in ordered(summary)])
-
-
-def runs_table(summary):
-    """Every run's result, seed by seed (a seed's repeats one after another; ! a failed or diverged run)."""
-    out = []
-    for (task, x, m), s in ordered(summary):
-        for lr, runs in sorted(s['per_lr'].items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
-            each = {}
-            for r in sorted(runs, key=lambda r: (r['seed'], r.get('repeat', 0))):
-                each.setdefault(r['seed'], []).append(fmt(r[metric]) if value(r) is not None and r['status'] == 'ok'
-                                                      else f"! {r['status']}")
-            out.append([task, x, m, fmt_lr(lr), '; '.join(f'{seed}: ' + ', '.join(v) for seed, v in each.items())])
-    return md_table('Every run (seed: result)', ['task', 'x', 'mixer', 'lr', 'runs'], out)
-
-
-def unfinished_table(rows):
-    out = [[r['task'], r['x'], r['mixer'], fmt_lr(r['lr']), f"{r['seed']} (repeat {r['repeat']})" if r.get('repeat')
-            else r['seed'], f"{fmt(r[metric])} at step {r['step']}" if r.get(metric) is not None else 'none']
-           for r in rows if r['status'] == 'timeout']
-    return md_table('Unfinished runs (stopped by the sweep\'s time limit; rerun the sweep to finish them)',
-                    ['task', 'x', 'mixer', 'lr', 'seed', 'last evaluation'], out)
+WHAT = {'val_acc': ('validation accuracy (%)', 'highest', 'count as 0'),
+        'val_loss': ('validation loss (nats/token)', 'lowest', 'have no loss: left out of the mean')}
 
 
 def report(rows):
     """The table (<results_dir>/<name>.md) and the figure (.png) from the results file's rows."""
     summary, what = summarize(rows), WHAT[metric]
+
+    def place(kv):  # the grid's order: task, level, mixer (a mixer only another sweep has: last)
+        (task, x, m), levels, ms = kv[0], [lx for lx, _ in tasks[kv[0][0]]['levels']], list(mixers)
+        return (list(tasks).index(task), levels.index(x) if x in levels else len(levels),
+                ms.index(m) if m in ms else len(ms))
+    every = sorted(summary.items(), key=place)
     lines = [f'# Sweep `{name}`', '',
              f'{len(rows)} runs from `{results_path}`. Each cell: {what[0]} at the mixer\'s best learning '
              f'rate ({what[1]} mean over seeds), mean ± sample std over seeds [min, max], and that lr. '
@@ -792,8 +649,55 @@ def report(rows):
              provenance(rows), '']
     for task, spec in tasks.items():
         lines += task_table(task, spec, rows, summary)
-    lines += (split_table(summary) + paired_table(summary) + repeats_table(summary) + lr_table(summary)
-              + runs_table(summary) + unfinished_table(rows))
+    # runs that logged the accuracy on value answers and on NONE answers apart: both, at the best lr
+    ok = {k: [r for r in s['runs'] if r['status'] == 'ok'] for k, s in every}
+    lines += md_table('Values vs NONE answers (best lr, mean over seeds): recall of values | NONE answered right',
+                      ['task', 'x', 'mixer', 'values (%)', 'NONE answers (%)'], [
+        [*k, fmt(mean([r['val_acc_value'] for r in ok[k]])), fmt(mean([r['val_acc_none'] for r in ok[k]]))]
+        for k, _ in every if metric == 'val_acc' and ok[k] and all('val_acc_value' in r for r in ok[k])])
+    both = {**summarize(foreign_rows()), **summary}
+    lines += md_table('Paired by seed (same seed: same data; each mixer at its best lr)',
+                      ['task', 'x', 'A vs B', 'A ahead (seeds)', 'mean A - B'], [
+        [task, x, f'{a} vs {b}', f'{p[0]} of {p[1]}', fmt_diff(p[2])]
+        for (task, spec), (a, b) in itertools.product(tasks.items(), pairs) for x, _ in spec['levels']
+        if (task, x, a) in both and (task, x, b) in both and (p := pair_stats(both[task, x, a], both[task, x, b]))],
+        [', '.join(PAIRED_ELSEWHERE) + ': the rows of ' + ', '.join(
+            f'`{os.path.join(results_dir, other + ".jsonl")}` ({task})' for task, other in paired_from.items())
+         + ', made with this sweep\'s commands but the mixer.', ''] if PAIRED_ELSEWHERE and paired_from else [])
+    # run-to-run noise beside the seed spread, where a seed ran more than once (at the best lr): the sample std
+    # of the seeds' means, and the pooled sample std of runs of the same seed
+    repeats = []
+    for k, s in every:
+        per_seed = by_seed(s['runs'])
+        if again := {seed: v for seed, v in per_seed.items() if len(v) > 1}:
+            pooled = math.sqrt(sum(std(v) ** 2 * (len(v) - 1) for v in again.values())
+                               / sum(len(v) - 1 for v in again.values()))
+            repeats.append([*k, fmt_lr(s['lr']), len(per_seed), fmt(std([mean(v) for v in per_seed.values()])),
+                            fmt(pooled), '; '.join(f'seed {seed}: ' + ', '.join(fmt(a) for a in v)
+                                                   for seed, v in sorted(again.items()))])
+    lines += md_table('Same-seed repeats: run-to-run spread beside the spread over seeds (best lr)',
+                      ['task', 'x', 'mixer', 'lr', 'seeds', 'std of the seeds\' means', 'std within a seed (pooled)',
+                       'repeated runs'], repeats)
+    # every lr's mean: '! failed' where its runs left no value (a failed run is no result), '—' where none ran
+    lrs = learning_rates or [None]
+    lines += md_table(f'Every learning rate (mean {what[0]} over seeds)',
+                      ['task', 'x', 'mixer', *(f'lr {l:g}' if l is not None else 'cfg' for l in lrs)],
+                      [[*k, *('—' if l not in s['lrs'] else fmt(s['lrs'][l]) if math.isfinite(s['lrs'][l])
+                              else '! failed' for l in lrs)] for k, s in every])
+    runs = []  # every run's result, seed by seed (a seed's repeats one after another; ! a failed or diverged run)
+    for k, s in every:
+        for lr, lr_runs in sorted(s['per_lr'].items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+            each = {}
+            for r in sorted(lr_runs, key=lambda r: (r['seed'], r.get('repeat', 0))):
+                each.setdefault(r['seed'], []).append(fmt(r[metric]) if value(r) is not None and r['status'] == 'ok'
+                                                      else f"! {r['status']}")
+            runs.append([*k, fmt_lr(lr), '; '.join(f'{seed}: ' + ', '.join(v) for seed, v in each.items())])
+    lines += md_table('Every run (seed: result)', ['task', 'x', 'mixer', 'lr', 'runs'], runs)
+    lines += md_table('Unfinished runs (stopped by the sweep\'s time limit; rerun the sweep to finish them)',
+                      ['task', 'x', 'mixer', 'lr', 'seed', 'last evaluation'], [
+        [r['task'], r['x'], r['mixer'], fmt_lr(r['lr']), f"{r['seed']} (repeat {r['repeat']})" if r.get('repeat')
+         else r['seed'], f"{fmt(r[metric])} at step {r['step']}" if r.get(metric) is not None else 'none']
+        for r in rows if r['status'] == 'timeout'])
     md_path = os.path.join(results_dir, f'{name}.md')
     with open(md_path, 'w') as f:
         f.write('\n'.join(lines).rstrip('\n') + '\n')
@@ -812,29 +716,24 @@ def report(rows):
 
 
 def figure_accuracy(plt, summary):
-    """Accuracy against difficulty, one panel per task: per mixer (best lr) the mean over seeds, each run as a
-    dot and the range from the lowest to the highest as a bar; the task's floor dashed."""
-    order = list(mixers)
+    """Accuracy against difficulty, a panel per task: per mixer (best lr) the mean, each seed a dot, the range a
+    bar; the task's floor dashed."""
     fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.6), squeeze=False)
     for ax, (task, spec) in zip(axes[0], tasks.items()):
         xs = [x for x, _ in spec['levels']]
-        for i, m in enumerate(order):
-            pts = [(j, summary[(task, x, m)]) for j, x in enumerate(xs) if (task, x, m) in summary]
-            if not pts:
+        for i, m in enumerate(mixers):
+            if not (pts := [(j, summary[task, x, m]) for j, x in enumerate(xs) if (task, x, m) in summary]):
                 continue
-            off = (i - (len(order) - 1) / 2) * 0.06  # side by side, so that seed dots do not hide each other
-            line, = ax.plot([j + off for j, _ in pts], [100 * s['mean'] for _, s in pts], marker='o', label=m,
-                            color=f'C{i % 10}')  # one colour per mixer in every panel
-            for j, s in pts:
-                ax.scatter([j + off] * len(s['accs']), [100 * a for a in s['accs']], s=8, color=line.get_color(),
-                           alpha=0.5)
-                ax.vlines(j + off, 100 * s['min'], 100 * s['max'], color=line.get_color(), alpha=0.6)
-        if 'floor' in spec:
-            what, floor = spec['floor']
-            for j, x in enumerate(xs):
-                if x in floor:  # one legend entry for the task's floor lines
-                    ax.hlines(100 * floor[x], j - 0.4, j + 0.4, color='grey', linestyles='dashed', label=what)
-                    what = None
+            off, c = (i - (len(mixers) - 1) / 2) * 0.06, f'C{i % 10}'  # side by side: seed dots do not hide each
+            ax.plot([j + off for j, _ in pts], [100 * s['mean'] for _, s in pts], marker='o', label=m, color=c)
+            for j, s in pts:  # other; one colour per mixer in every panel
+                ax.scatter([j + off] * len(s['accs']), [100 * a for a in s['accs']], s=8, color=c, alpha=0.5)
+                ax.vlines(j + off, 100 * s['min'], 100 * s['max'], color=c, alpha=0.6)
+        what, floor = spec.get('floor', (None, {}))
+        for j, x in enumerate(xs):
+            if x in floor:  # one legend entry for the task's floor lines
+                ax.hlines(100 * floor[x], j - 0.4, j + 0.4, color='grey', linestyles='dashed', label=what)
+                what = None
         ax.set_xticks(range(len(xs)), [str(x) for x in xs])
         ax.set(xlim=(-0.5, len(xs) - 0.5), xlabel=spec['x'], title=task, ylim=(-2, 102))
         ax.grid(alpha=0.3)
@@ -844,17 +743,15 @@ def figure_accuracy(plt, summary):
         for h, l in zip(*ax.get_legend_handles_labels()):
             labelled.setdefault(l, h)
     if labelled:
-        names = [m for m in order if m in labelled] + [l for l in labelled if l not in order]
+        names = [m for m in mixers if m in labelled] + [l for l in labelled if l not in mixers]
         axes[0][0].legend([labelled[m] for m in names], names, fontsize=8, loc='lower left')
     fig.tight_layout()
     return fig
 
 
 def figure_curves(plt, summary):
-    """Per (task, level) two panels: validation loss against step (per mixer at its best lr the mean over seeds of
-    the runs' evaluations, a band from the lowest to the highest run, each run a thin line), and beside it each
-    run's final loss as a dot per mixer with the mean as a bar: the differences the table reports, at a scale
-    where they show."""
+    """Per (task, level): the loss against step (per mixer at its best lr the mean, a band from the lowest to the
+    highest run, each run a thin line), and each run's final loss as a dot, at a scale where the differences show."""
     panels = [(task, x) for task, spec in tasks.items() for x, _ in spec['levels']]
     fig, axes = plt.subplots(1, 2 * len(panels), figsize=(10 * len(panels), 4.2), squeeze=False,
                              gridspec_kw={'width_ratios': [1.4, 1] * len(panels)})
@@ -865,11 +762,9 @@ def figure_curves(plt, summary):
             s = summary.get((task, x, m))
             curves = [r['curve'] for r in (s['runs'] if s else []) if r.get('curve')]
             steps = sorted(set.intersection(*[{c[0] for c in cv} for cv in curves])) if curves else []
-            steps = [t for t in steps if t > 0]  # step 0 (the untrained model) would squash the scale
-            if not steps:
+            if not (steps := [t for t in steps if t > 0]):  # step 0 (the untrained model) would squash the scale
                 continue
-            per = [[dict((c[0], c[1]) for c in cv)[t] for cv in curves] for t in steps]
-            color = f'C{i % 10}'
+            per, color = [[dict((c[0], c[1]) for c in cv)[t] for cv in curves] for t in steps], f'C{i % 10}'
             ax.plot(steps, [sum(v) / len(v) for v in per], color=color,
                     label=f"{m} ({len(curves)} run{'s' if len(curves) > 1 else ''})")
             ax.fill_between(steps, [min(v) for v in per], [max(v) for v in per], color=color, alpha=0.2)
@@ -878,9 +773,8 @@ def figure_curves(plt, summary):
             lows.append(min(min(v) for v in per[len(per) // 3:]))
             highs.append(max(max(v) for v in per[len(per) // 3:]))
             finals = [value(r) for r in s['runs'] if value(r) is not None]
-            k = len(names)
-            strip.scatter([k] * len(finals), finals, color=color, s=14, alpha=0.7)
-            strip.hlines(s['mean'], k - 0.3, k + 0.3, color=color)
+            strip.scatter([len(names)] * len(finals), finals, color=color, s=14, alpha=0.7)
+            strip.hlines(s['mean'], len(names) - 0.3, len(names) + 0.3, color=color)
             names.append(m)
         if lows:  # zoom on the last two thirds, where the mixers separate
             pad = 0.1 * (max(highs) - min(lows) or 1.0)
