@@ -6,22 +6,18 @@ trained checkpoint: held-out text runs through the model, and for every EDA laye
     (a) gate-strength allocation   shares q_m = b_m / (b_D + b_Delta + b_E) of b_D = 1 - alpha_bar,
                                    b_Delta = alpha_bar beta, b_E = alpha_bar gamma (alpha_bar = mean_j exp(g_j)
                                    over the d_k key channels), overall and per alpha_bar bin
-    (b) readout perturbation       ||delta o_t|| / ||o_t^-||: the change the erase makes to the readout of the
-                                   decayed state, for the actual address e_t and, replaying the recurrence, for
-                                   random unit vectors, head-shuffled addresses and e_t = k_t (per layer, the fold
-                                   over Actual). It equals gamma_t |q_t . e_t| ||S^_t^T e_t|| / ||S^_t^T q_t||: it
-                                   grows with |q_t . e_t|, so a low score is not "little collateral damage"
+    (b) readout perturbation       ||delta o_t|| / ||o_t^-||, the change the erase makes to the readout of the
+                                   decayed state, for e_t and (replayed) random, head-shuffled and e_t = k_t
+                                   addresses; it grows with |q_t . e_t|: a low score is not "little damage"
     (c) geometry                   mean |cos(e_t, k_t)| and |cos(e_t, q_t)| beside the mean |u^T r| of two
                                    independent uniform unit vectors in R^{d_k}
     (d) raw write-key recall       R(lag) = mean cos(S_t^T k_{t-lag}, v_{t-lag}): 1 when the value written lag
                                    tokens earlier reads back intact at its raw key. Any delta-rule model has it:
                                    EDA beside a KDA checkpoint (--compare)
 
-The replay is eda.eda_recurrent (the spec) in float64 on the rule inputs the layer itself computes
-(LinearAttention.forward with return_rule_inputs=True); put through the layer's output path, it is checked
+The replay is eda.eda_recurrent (the spec) in float64 on the rule inputs the layer itself computes, checked
 against the layer's own output (the replay check). --baseline=untrained sets every probe beside the untrained
-model (the checkpoint's architecture at the init of its training seed), so that what training changed stands
-apart from where it started (an untrained EDA is already near the random |cos(e, k)| reference).
+model (the architecture at the init of its training seed): what training changed apart from where it started.
 
     python probe.py --out_dir=out/stdlib_26m                                # the checkpoint's val split
     python probe.py --out_dir=out/eda --compare=out/kda --num_tokens=16384  # recall beside a KDA model

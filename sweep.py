@@ -306,9 +306,8 @@ class Run:
         else:  # a rerun starts its out_dir afresh
             shutil.rmtree(self.out_dir, ignore_errors=True)
             self.cmd += [] if checkpoints else ['--save_ckpt=False']
-        self.env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1')
-        if gpu is not None:
-            self.env['CUDA_VISIBLE_DEVICES'] = str(gpu)
+        self.env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1',
+                        **({} if gpu is None else {'CUDA_VISIBLE_DEVICES': str(gpu)}))
         self.result, self.evaluated = None, []  # result: its row, while evaluations run
         self.spawn(self.cmd, self.env, 'a' if resume else 'w')
 
@@ -364,11 +363,6 @@ def past_time(todo, running, took, t0, at_once):
               f'{at_once} at once) would end after deadline={deadline:g}s; {left}', flush=True)
         return True
     return False
-
-
-def stop_on_signal(signum, frame):
-    raise SystemExit(f'sweep: stopped by {signal.Signals(signum).name}; its unfinished runs were stopped and '
-                     f'recorded nothing (the same command resumes)')
 
 
 def hold_results_file():
@@ -437,6 +431,10 @@ def sweep():
 
     for r in read_results(results_path):
         timed(r)
+
+    def stop_on_signal(signum, frame):
+        raise SystemExit(f'sweep: stopped by {signal.Signals(signum).name}; its unfinished runs were stopped and '
+                         f'recorded nothing (the same command resumes)')
     signal.signal(signal.SIGTERM, stop_on_signal)
     signal.signal(signal.SIGINT, stop_on_signal)
     try:
@@ -757,7 +755,7 @@ def figure_curves(plt, summary):
                              gridspec_kw={'width_ratios': [1.4, 1] * len(panels)})
     for n, (task, x) in enumerate(panels):
         ax, strip = axes[0][2 * n], axes[0][2 * n + 1]
-        lows, highs, names = [], [], []
+        zoom, names = [], []
         for i, m in enumerate(mixers):
             s = summary.get((task, x, m))
             curves = [r['curve'] for r in (s['runs'] if s else []) if r.get('curve')]
@@ -770,15 +768,14 @@ def figure_curves(plt, summary):
             ax.fill_between(steps, [min(v) for v in per], [max(v) for v in per], color=color, alpha=0.2)
             for cv in curves:
                 ax.plot([c[0] for c in cv if c[0] > 0], [c[1] for c in cv if c[0] > 0], color=color, lw=0.5, alpha=0.5)
-            lows.append(min(min(v) for v in per[len(per) // 3:]))
-            highs.append(max(max(v) for v in per[len(per) // 3:]))
+            zoom += [x for v in per[len(per) // 3:] for x in v]
             finals = [value(r) for r in s['runs'] if value(r) is not None]
             strip.scatter([len(names)] * len(finals), finals, color=color, s=14, alpha=0.7)
             strip.hlines(s['mean'], len(names) - 0.3, len(names) + 0.3, color=color)
             names.append(m)
-        if lows:  # zoom on the last two thirds, where the mixers separate
-            pad = 0.1 * (max(highs) - min(lows) or 1.0)
-            ax.set_ylim(min(lows) - pad, max(highs) + pad)
+        if zoom:  # on the last two thirds, where the mixers separate
+            pad = 0.1 * (max(zoom) - min(zoom) or 1.0)
+            ax.set_ylim(min(zoom) - pad, max(zoom) + pad)
             ax.legend(fontsize=8)
         ax.set(title=f'{task} ({x})', xlabel='step', ylabel='validation loss (nats/token)')
         ax.grid(alpha=0.3)
