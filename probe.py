@@ -1,45 +1,30 @@
 """
 The paper's memory-state probes (Sec. 4.4 sec:memory_state_analysis, Fig. eda_memory_state_analysis) on a
-trained checkpoint: held-out text runs through the model, and for every EDA layer and value head:
+trained checkpoint: held-out text runs through the model, and for every EDA layer and value head
+(notes/probe.md derives each definition and the choices the paper leaves open):
 
-    (a) gate-strength allocation   per token and head, with alpha_bar = mean_j exp(g_j) over the d_k key
-                                   channels:  b_D = 1 - alpha_bar,  b_Delta = alpha_bar beta,  b_E = alpha_bar gamma,
-                                   shares q_m = b_m / (b_D + b_Delta + b_E); their means overall and per alpha_bar bin
-    (b) readout perturbation       ||delta o_t|| / ||o_t^-||: o_t^- = S^_t^T q_t, the readout of the decayed state
-                                   just before the erase, delta o_t = (S~_t - S^_t)^T q_t, the change the erase
-                                   makes to it; for the actual address e_t and, replaying the whole recurrence
-                                   with the same q, k, v, g, beta, gamma, for three counterfactual addresses:
-                                   random unit vectors, head-shuffled erase addresses, e_t = k_t. Per layer, the
-                                   fold change mean(score) / mean(Actual score). What it measures: the score is
-                                   gamma_t |q_t . e_t| ||S^_t^T e_t|| / ||S^_t^T q_t||, how much the erase moves
-                                   this token's own readout. It grows with |q_t . e_t|: an address the current
-                                   query does not read scores low whatever it clears, and an erase aimed at
-                                   content the query reads scores high. A low score is not "little collateral
-                                   damage to stored content" (notes/probe.md)
-    (c) geometry                   mean |cos(e_t, k_t)| and |cos(e_t, q_t)| (the factor (b) scales with), beside
-                                   the mean |u^T r| of two independent uniform unit vectors in R^{d_k}:
-                                   Gamma(d/2) / (sqrt(pi) Gamma((d+1)/2)), d = d_k
-    (d) raw write-key recall       R(lag) = mean over t >= lag, batch and heads of cos(S_t^T k_{t-lag}, v_{t-lag}):
-                                   the state at token t read at the raw write key of the token `lag` steps
-                                   earlier (unit k, no query, no scale), compared in direction with the value
-                                   written there. 1: that value comes back intact (up to scale); 0: nothing of
-                                   it. Any delta-rule model has it: EDA beside a KDA checkpoint (--compare)
+    (a) gate-strength allocation   shares q_m = b_m / (b_D + b_Delta + b_E) of b_D = 1 - alpha_bar,
+                                   b_Delta = alpha_bar beta, b_E = alpha_bar gamma (alpha_bar = mean_j exp(g_j)
+                                   over the d_k key channels), overall and per alpha_bar bin
+    (b) readout perturbation       ||delta o_t|| / ||o_t^-||, the change the erase makes to the readout of the
+                                   decayed state, for e_t and (replayed) random, head-shuffled and e_t = k_t
+                                   addresses; it grows with |q_t . e_t|: a low score is not "little damage"
+    (c) geometry                   mean |cos(e_t, k_t)| and |cos(e_t, q_t)| beside the mean |u^T r| of two
+                                   independent uniform unit vectors in R^{d_k}
+    (d) raw write-key recall       R(lag) = mean cos(S_t^T k_{t-lag}, v_{t-lag}): 1 when the value written lag
+                                   tokens earlier reads back intact at its raw key. Any delta-rule model has it:
+                                   EDA beside a KDA checkpoint (--compare)
 
-notes/probe.md derives each definition and the choices the paper leaves open. The replay is eda.eda_recurrent
-(the spec), traced token by token, on the rule inputs the layer itself computes (LinearAttention.forward with
-return_rule_inputs=True), in float64; the replayed readout, put through the layer's output norm, gate and
-projection, is checked against the layer's own output (printed as the replay check). --baseline=untrained puts
-every probe beside the same probe on the untrained model: the checkpoint's architecture at its init, drawn from
-the checkpoint's training seed (model.GPT's init), so that what training changed stands apart from where it
-started (an untrained EDA is already near the random |cos(e, k)| reference).
+The replay is eda.eda_recurrent (the spec) in float64 on the rule inputs the layer itself computes, checked
+against the layer's own output (the replay check). --baseline=untrained sets every probe beside the untrained
+model (the architecture at the init of its training seed): what training changed apart from where it started.
 
     python probe.py --out_dir=out/stdlib_26m                                # the checkpoint's val split
     python probe.py --out_dir=out/eda --compare=out/kda --num_tokens=16384  # recall beside a KDA model
     python probe.py --out_dir=out/eda --text=FILE:held_out.txt --png=probe.png
     python probe.py --out_dir=out/eda --baseline=untrained                # each probe beside the untrained model
 
-Prints a table per layer and overall; draws the paper's three panels (a)-(c), and (d) recall with --compare,
-to a PNG when matplotlib is installed (the table prints without it); the untrained baselines beside them.
+Prints a table per layer and overall; draws (a)-(c), and (d) with --compare, to a PNG (matplotlib is optional).
 """
 import math
 import os
@@ -50,6 +35,7 @@ import torch.nn.functional as F
 
 import eda
 from configurator import configure, file_text
+from data.prepare import TokenFileError, get_encoder, load_tokens, read_meta
 from data.synthetic import TASKS as SYNTHETIC_TASKS
 from model import GPT, CheckpointError, LinearAttention, la_output, model_from_checkpoint
 
@@ -59,7 +45,7 @@ compare = ''               # a KDA (or EDA) checkpoint directory to put beside i
 baseline = ''              # 'untrained': each model's probes beside its untrained twin (its init at its training seed)
 dataset: str | None = None  # token source: a name in data/ or a folder with {split}.bin (None: the checkpoint's own)
 split = 'val'              # which file of the dataset: held-out text by default
-text: str | None = None    # instead of a dataset: the text itself, or FILE:path (encoded with the checkpoint's tokenizer)
+text: str | None = None    # instead of a dataset: the text, or FILE:path (encoded with the checkpoint's tokenizer)
 num_tokens = 8192          # tokens probed (cut into sequences of seq_len; the remainder is dropped)
 seq_len: int | None = None  # tokens per sequence (None: the model's block_size, or the whole text if shorter)
 offset = 0                 # first token taken from the dataset file
@@ -68,8 +54,7 @@ bins = (0.3, 0.5, 0.7, 0.9)  # alpha_bar bin edges of the allocation: [0, 0.3), 
 per_head = False           # True: also a row per value head in the per-layer tables
 seed = 1337                # the random counterfactual addresses
 device = 'cuda' if torch.cuda.is_available() else 'cpu'
-dtype = 'float32'          # the model's forward on CUDA ('bfloat16': as trained); the CPU runs float32. The
-                           # replay is float64 whatever this is
+dtype = 'float32'          # the model's forward on CUDA ('bfloat16': as trained); CPU: float32; the replay: float64
 la_backend = 'auto'        # the model's forward: auto (triton on CUDA, chunk on CPU), chunk, recurrent, triton
 png: str | None = None     # the figure (None: out_dir/probe.png; '': no figure)
 # -----------------------------------------------------------------------------
@@ -98,9 +83,7 @@ def to_value_heads(x, HV):
 
 
 def gate_allocation(g, beta, gamma):
-    """Probe (a) per token and value head: (alpha_bar [B,T,HV], shares [B,T,HV,3] = q_D, q_Delta, q_E), float64.
-    alpha_bar = mean over the key channels of exp(g); b_D = 1 - alpha_bar, b_Delta = alpha_bar beta,
-    b_E = alpha_bar gamma (0 without an erase); q_m = b_m / (b_D + b_Delta + b_E)."""
+    """Probe (a) per token and value head: (alpha_bar [B,T,HV], shares [B,T,HV,3] = q_D, q_Delta, q_E), float64."""
     alpha = g.double().exp()
     abar = alpha.mean(-1) if alpha.dim() == 4 else alpha  # a per-head g (GDN) is its own mean
     erase = abar * gamma.double() if gamma is not None else torch.zeros_like(abar)
@@ -121,29 +104,22 @@ def independent_abs_cos(d):
 
 def counterfactual_addresses(inputs, generator):
     """Probe (b)'s alternatives to the layer's e, each [B, T, HV, K] float64 with the structure of the learned
-    address (one unit vector per q/k head, shared by its HV // H value heads, like e and k):
-    random:  i.i.d. uniform unit vectors (normalized Gaussians from `generator`);
-    shuffle: the learned addresses of another q/k head at the same token (value heads rolled by HV // H, a
-             cyclic shift of the q/k heads, so no head keeps its own); None with a single q/k head;
-    same:    e_t = k_t."""
+    address (one unit vector per q/k head, shared by its HV // H value heads): random (normalized Gaussians),
+    shuffle (another q/k head's address at the same token: value heads rolled by HV // H; None with one q/k
+    head), same (e_t = k_t)."""
     e, k = inputs['e'], inputs['k']
     B, T, H, K = k.shape
     HV = e.shape[2]
     rand = torch.randn(B, T, H, K, generator=generator, dtype=torch.float64).to(e.device)
     return dict(random=to_value_heads(F.normalize(rand, dim=-1), HV),
-                shuffle=e.double().roll(HV // H, dims=2) if H > 1 else None,
-                same=to_value_heads(k, HV))
+                shuffle=e.double().roll(HV // H, dims=2) if H > 1 else None, same=to_value_heads(k, HV))
 
 
 def replay(inputs, e=None, lags=()):
-    """Run eda.eda_recurrent in float64 on a layer's rule inputs with erase address e, recording along the way
-    what probes (b) and (d) need. e: None (the layer's own, inputs['e']), or [n*B, T, HV, K]: n addresses
-    replayed side by side in one batch (the other inputs repeated n times). Returns a dict:
-      o             [n*B, T, HV, V] the rule's output (float64)
-      perturbation  [n*B, T, HV] ||delta o_t|| / ||o_t^-||, NaN where ||o_t^-|| = 0 (the first token reads the
-                    empty state); None without an erase
-      recall        [len(lags), HV] mean cos(S_t^T k_{t-lag}, v_{t-lag}) over t >= lag and the batch
-    """
+    """Run eda.eda_recurrent in float64 on a layer's rule inputs with erase address e (None: the layer's own;
+    [n*B, T, HV, K]: n addresses side by side in one batch), recording what probes (b) and (d) need. Returns
+    dict(o [n*B,T,HV,V], perturbation [n*B,T,HV] (NaN where ||o_t^-|| = 0, the first token; None without an
+    erase), recall [len(lags), HV] (mean over t >= lag and the batch))."""
     e = inputs['e'] if e is None else e
     n = 1 if e is None else e.shape[0] // inputs['v'].shape[0]
     q, k, v, g, beta, gamma = (None if inputs[m] is None else torch.cat([inputs[m].double()] * n)
@@ -173,31 +149,22 @@ def replay(inputs, e=None, lags=()):
 
 
 def probe_inputs(inputs, lags=(), seed=0):
-    """Every probe on one layer's rule inputs (the dict LinearAttention.forward returns with
-    return_rule_inputs=True). Returns a dict of CPU float64 tensors: abar, shares (probe a), perturbation
-    {strategy: [B,T,HV] or None}, cos and qcos (|cos(e, k)|, |cos(e, q)|) (b, c; None without an erase),
-    recall [len(lags), HV] (d), o (the replayed rule output, [B,T,HV,V])."""
+    """Every probe on one layer's rule inputs (LinearAttention.forward's with return_rule_inputs=True), as CPU
+    float64 tensors: abar, shares (a), perturbation {strategy: [B,T,HV] or None}, cos and qcos (|cos(e, k)|,
+    |cos(e, q)|) (b, c; None without an erase), recall [len(lags), HV] (d), o (the replayed rule output)."""
     abar, shares = gate_allocation(inputs['g'], inputs['beta'], inputs['gamma'])
     actual = replay(inputs, lags=lags)
-    res = dict(abar=abar, shares=shares, recall=actual['recall'], o=actual['o'], perturbation=None, cos=None,
-               qcos=None)
+    res = dict(abar=abar.cpu(), shares=shares.cpu(), recall=actual['recall'].cpu(), o=actual['o'].cpu(),
+               perturbation=None, cos=None, qcos=None)
     if inputs['e'] is not None:
-        res['cos'] = abs_cos(inputs['e'], inputs['k'])
-        res['qcos'] = abs_cos(inputs['e'], inputs['q'])
-        res['perturbation'] = {'actual': actual['perturbation']}
+        res['cos'] = abs_cos(inputs['e'], inputs['k']).cpu()
+        res['qcos'] = abs_cos(inputs['e'], inputs['q']).cpu()
         alternatives = counterfactual_addresses(inputs, torch.Generator().manual_seed(seed))
         names = [m for m, e in alternatives.items() if e is not None]
         replayed = replay(inputs, torch.cat([alternatives[m] for m in names]))['perturbation']  # one batch
-        for name, p in zip(names, replayed.chunk(len(names))):
-            res['perturbation'][name] = p
-        res['perturbation'].update({m: None for m, e in alternatives.items() if e is None})
-    return {n: ({s: (p.cpu() if p is not None else None) for s, p in r.items()} if isinstance(r, dict)
-                else r.cpu() if r is not None else None) for n, r in res.items()}
-
-
-def rel(a, b):
-    a, b = a.double(), b.double()
-    return ((a - b).norm() / b.norm().clamp_min(1e-300)).item()
+        res['perturbation'] = {'actual': actual['perturbation'].cpu(), **{m: None for m in alternatives},
+                               **dict(zip(names, replayed.cpu().chunk(len(names))))}
+    return res
 
 
 @torch.no_grad()
@@ -218,10 +185,9 @@ def probe_model(model, idx, lags=(), seed=0):
     for i, layer in layers:
         x, out = seen.pop(i)
         res = probe_inputs(layer(x, return_rule_inputs=True), lags, seed=seed * 1000 + i)
-        o = res['o'].to(x.device, x.dtype)
-        replayed = layer.o_proj(la_output(o, layer.o_norm.weight, layer.o_norm.eps, layer.g_proj(x)))
-        res['replay_err'] = rel(replayed, out)
-        del res['o']
+        o = res.pop('o').to(x.device, x.dtype)
+        replayed = layer.o_proj(la_output(o, layer.o_norm.weight, layer.o_norm.eps, layer.g_proj(x))).double()
+        res['replay_err'] = ((replayed - out.double()).norm() / out.double().norm().clamp_min(1e-300)).item()
         results.append((i, res))
     return results
 
@@ -234,48 +200,36 @@ def bin_labels(edges):
     return [f"<{edges[0]:g}"] + [f"{a:g}-{b:g}" for a, b in zip(edges, edges[1:])] + [f">={edges[-1]:g}"]
 
 
-def allocation_summary(abar, shares, edges):
-    """abar [N], shares [N, 3] (tokens x heads flattened): mean shares overall and per bin of alpha_bar.
-    Returns dict(all=[3], bins=[(fraction of tokens, [3] or None)] one per bin)."""
-    which = torch.bucketize(abar, torch.tensor(edges, dtype=abar.dtype), right=True)  # [0, e0) -> 0, ...
-    out = []
-    for j in range(len(edges) + 1):
-        sel = which == j
-        out.append((sel.double().mean().item(), shares[sel].mean(0).tolist() if sel.any() else None))
-    return dict(all=shares.mean(0).tolist(), bins=out)
-
-
 def summarize(results, edges):
-    """Per-layer rows and overall numbers of every probe from probe_model's list."""
-    rows, abars, shares = [], [], []
+    """Per-layer rows and overall numbers of every probe from probe_model's list; alloc: the mean shares over all
+    tokens and heads, overall and per alpha_bar bin (bins: [(fraction of tokens, shares or None)])."""
+    rows = []
     for i, r in results:
         HV = r['abar'].shape[-1]
-        row = dict(layer=i, heads=HV, replay_err=r['replay_err'],
-                   shares=r['shares'].reshape(-1, 3).mean(0).tolist(),
-                   head_shares=r['shares'].reshape(-1, HV, 3).mean(0).tolist(),
-                   abar=r['abar'].mean().item(), recall=r['recall'].mean(-1).tolist(),
-                   head_recall=r['recall'].T.tolist())
-        if r['perturbation'] is not None:
-            p = r['perturbation']
+        row = dict(layer=i, heads=HV, replay_err=r['replay_err'], shares=r['shares'].reshape(-1, 3).mean(0).tolist(),
+                   head_shares=r['shares'].reshape(-1, HV, 3).mean(0).tolist(), abar=r['abar'].mean().item(),
+                   recall=r['recall'].mean(-1).tolist(), head_recall=r['recall'].T.tolist())
+        if (p := r['perturbation']) is not None:
             row['raw'] = {s: (p[s].nanmean().item() if p[s] is not None else math.nan) for s in STRATEGIES}
             row['head_raw'] = {s: (p[s].flatten(0, 1).nanmean(0).tolist() if p[s] is not None else [math.nan] * HV)
                                for s in STRATEGIES}
             base = row['raw']['actual']
             row['fold'] = {s: row['raw'][s] / base if base > 0 else math.nan for s in STRATEGIES[1:]}
-            row['cos'] = r['cos'].mean().item()
-            row['qcos'] = r['qcos'].mean().item()
-            row['head_cos'] = r['cos'].flatten(0, 1).mean(0).tolist()
+            row.update(cos=r['cos'].mean().item(), qcos=r['qcos'].mean().item(),
+                       head_cos=r['cos'].flatten(0, 1).mean(0).tolist())
         rows.append(row)
-        abars.append(r['abar'].reshape(-1))
-        shares.append(r['shares'].reshape(-1, 3))
-    s = dict(rows=rows, alloc=allocation_summary(torch.cat(abars), torch.cat(shares), edges),
-             recall=[sum(r['recall'][j] for r in rows) / len(rows) for j in range(len(rows[0]['recall']))])
-    eda_rows = [r for r in rows if 'raw' in r]
-    if eda_rows:
-        s['raw'] = {m: sum(r['raw'][m] for r in eda_rows) / len(eda_rows) for m in STRATEGIES}
-        s['fold'] = {m: sum(r['fold'][m] for r in eda_rows) / len(eda_rows) for m in STRATEGIES[1:]}
-        s['cos'] = sum(r['cos'] for r in eda_rows) / len(eda_rows)
-        s['qcos'] = sum(r['qcos'] for r in eda_rows) / len(eda_rows)
+    abar = torch.cat([r['abar'].reshape(-1) for _, r in results])
+    shares = torch.cat([r['shares'].reshape(-1, 3) for _, r in results])
+    which = torch.bucketize(abar, torch.tensor(edges, dtype=abar.dtype), right=True)  # [0, e0) -> 0, ...
+    bins = [((which == j).double().mean().item(), shares[which == j].mean(0).tolist() if (which == j).any() else None)
+            for j in range(len(edges) + 1)]
+    s = dict(rows=rows, alloc=dict(all=shares.mean(0).tolist(), bins=bins),
+             recall=[sum(col) / len(rows) for col in zip(*(r['recall'] for r in rows))])
+    if eda_rows := [r for r in rows if 'raw' in r]:
+        n = len(eda_rows)
+        s.update(raw={m: sum(r['raw'][m] for r in eda_rows) / n for m in STRATEGIES},
+                 fold={m: sum(r['fold'][m] for r in eda_rows) / n for m in STRATEGIES[1:]},
+                 **{c: sum(r[c] for r in eda_rows) / n for c in ('cos', 'qcos')})
     return s
 
 
@@ -296,26 +250,31 @@ def print_tables(models, d_k, lag_list, edges):
     every model, perturbation and geometry for those with an erase."""
     W = max(6, *(len(label) for label, _ in models))
     erasing = [(label, m) for label, m in models if 'raw' in m]
+
+    def table(models, key, cells, heads, total=None, last='mean'):  # per model: its layers (those with `key`),
+        for label, summ in models:                                  # their value heads (per_head), the total
+            for r in (r for r in summ['rows'] if key in r):
+                print(f"{label:>{W}} {r['layer']:>5} {'all':>4} {cells(r)}")
+                for h, c in enumerate(heads(r) if per_head else []):
+                    print(f"{label:>{W}} {r['layer']:>5} {h:>4} {c}")
+            print(f"{label:>{W}} {last:>5} {'all':>4} {(total or cells)(summ)}")
+
+    def pcts(xs):
+        return ' '.join(pct(x) for x in xs)
+
     print(f"\n(a) gate-strength allocation, mean shares q_m = b_m / (b_D + b_Dlt + b_E) in %: b_D = 1 - abar, "
           f"b_Dlt = abar beta, b_E = abar gamma\n    [paper, all layers: D {PAPER['shares'][0]} / Dlt "
           f"{PAPER['shares'][1]} / E {PAPER['shares'][2]} %]")
     print(f"{'model':>{W}} {'layer':>5} {'head':>4} {'D':>6} {'Dlt':>6} {'E':>6} {'abar':>7}")
-    for label, summ in models:
-        for r in summ['rows']:
-            print(f"{label:>{W}} {r['layer']:>5} {'all':>4} " + ' '.join(pct(x) for x in r['shares'])
-                  + f" {r['abar']:7.3f}")
-            if per_head:
-                for h, sh in enumerate(r['head_shares']):
-                    print(f"{label:>{W}} {r['layer']:>5} {h:>4} " + ' '.join(pct(x) for x in sh))
-        print(f"{label:>{W}} {'all':>5} {'all':>4} " + ' '.join(pct(x) for x in summ['alloc']['all']))
+    table(models, 'shares', lambda r: f"{pcts(r['shares'])} {r['abar']:7.3f}", lambda r: map(pcts, r['head_shares']),
+          lambda s: pcts(s['alloc']['all']), last='all')
     print(f"  by abar bin (all layers and heads) [paper, abar >= 0.9: E {PAPER['erase_high']} %, "
           f"E / Dlt ~ {PAPER['erase_over_delta_high']}]")
     print(f"{'model':>{W}} {'bin':>9} {'tokens':>7} {'D':>6} {'Dlt':>6} {'E':>6} {'E/Dlt':>6}")
     for label, summ in models:
         for lab, (frac, sh) in zip(bin_labels(edges), summ['alloc']['bins']):
             sh = sh or [None] * 3
-            ratio = sh[2] / sh[1] if sh[1] else None
-            print(f"{label:>{W}} {lab:>9} {pct(frac)} " + ' '.join(pct(x) for x in sh) + f" {num(ratio, 6, 2)}")
+            print(f"{label:>{W}} {lab:>9} {pct(frac)} {pcts(sh)} {num(sh[2] / sh[1] if sh[1] else None, 6, 2)}")
 
     if erasing:
         print("\n(b) readout perturbation ||delta o_t|| / ||o_t^-|| of the erase step (mean over tokens, heads), same "
@@ -327,56 +286,35 @@ def print_tables(models, d_k, lag_list, edges):
               f"{PAPER['fold']['random']}x / shuffle {PAPER['fold']['shuffle']}x / e=k {PAPER['fold']['same']}x]")
         print(f"{'model':>{W}} {'layer':>5} {'head':>4} {'actual':>8} {'random':>8} {'shuffle':>8} {'e=k':>8} | fold: "
               f"{'random':>7} {'shuffle':>7} {'e=k':>7}")
-        for label, summ in erasing:
-            for r in summ['rows']:
-                if 'raw' not in r:
-                    continue
-                print(f"{label:>{W}} {r['layer']:>5} {'all':>4} " + ' '.join(num(r['raw'][m]) for m in STRATEGIES)
-                      + ' |       ' + ' '.join(num(r['fold'][m], 7, 2) for m in STRATEGIES[1:]))
-                if per_head:
-                    for h in range(r['heads']):
-                        print(f"{label:>{W}} {r['layer']:>5} {h:>4} "
-                              + ' '.join(num(r['head_raw'][m][h]) for m in STRATEGIES))
-            print(f"{label:>{W}} {'mean':>5} {'all':>4} " + ' '.join(num(summ['raw'][m]) for m in STRATEGIES)
-                  + ' |       ' + ' '.join(num(summ['fold'][m], 7, 2) for m in STRATEGIES[1:])
-                  + '   (fold: mean of the layers\' folds)')
+
+        def raw_fold(d):
+            return (' '.join(num(d['raw'][m]) for m in STRATEGIES) + ' |       '
+                    + ' '.join(num(d['fold'][m], 7, 2) for m in STRATEGIES[1:]))
+        table(erasing, 'raw', raw_fold,
+              lambda r: [' '.join(num(r['head_raw'][m][h]) for m in STRATEGIES) for h in range(r['heads'])],
+              lambda s: raw_fold(s) + '   (fold: mean of the layers\' folds)')
 
         ref = independent_abs_cos(d_k)
         print(f"\n(c) mean |cos(e_t, k_t)| [paper: ~{PAPER['cos']} at d_k = 128, reference "
               f"{PAPER['cos_ref_128']}]; independent-direction reference at d_k = {d_k}: {ref:.4f}; e = k: 1. "
               f"|cos(e_t, q_t)|: the factor (b) scales with")
         print(f"{'model':>{W}} {'layer':>5} {'head':>4} {'|cos|':>8} {'/ ref':>7} {'|cos eq|':>8}")
-        for label, summ in erasing:
-            for r in summ['rows']:
-                if 'cos' in r:
-                    print(f"{label:>{W}} {r['layer']:>5} {'all':>4} {num(r['cos'], 8, 4)} {num(r['cos'] / ref, 7, 2)} "
-                          f"{num(r['qcos'], 8, 4)}")
-                    if per_head:
-                        for h, c in enumerate(r['head_cos']):
-                            print(f"{label:>{W}} {r['layer']:>5} {h:>4} {num(c, 8, 4)} {num(c / ref, 7, 2)}")
-            print(f"{label:>{W}} {'mean':>5} {'all':>4} {num(summ['cos'], 8, 4)} {num(summ['cos'] / ref, 7, 2)} "
-                  f"{num(summ['qcos'], 8, 4)}")
+        table(erasing, 'cos', lambda d: f"{num(d['cos'], 8, 4)} {num(d['cos'] / ref, 7, 2)} {num(d['qcos'], 8, 4)}",
+              lambda r: [f"{num(c, 8, 4)} {num(c / ref, 7, 2)}" for c in r['head_cos']])
 
     print("\n(d) raw write-key recall R(lag) = mean cos(S_t^T k_{t-lag}, v_{t-lag}) (1: the value written lag tokens "
           "ago reads back intact in direction) [paper: KDA ahead of EDA]")
     print(f"{'model':>{W}} {'layer':>5} {'head':>4} " + ' '.join(f"{'lag ' + str(x):>8}" for x in lag_list)
           + f" {'mean':>8}")
-    for label, summ in models:
-        for r in summ['rows']:
-            print(f"{label:>{W}} {r['layer']:>5} {'all':>4} " + ' '.join(num(x) for x in r['recall'])
-                  + f" {num(sum(r['recall']) / len(r['recall']))}")
-            if per_head:
-                for h, hr in enumerate(r['head_recall']):
-                    print(f"{label:>{W}} {r['layer']:>5} {h:>4} " + ' '.join(num(x) for x in hr))
-        print(f"{label:>{W}} {'mean':>5} {'all':>4} " + ' '.join(num(x) for x in summ['recall'])
-              + f" {num(sum(summ['recall']) / len(summ['recall']))}")
+    table(models, 'recall', lambda d: ' '.join(num(x) for x in d['recall'] + [sum(d['recall']) / len(d['recall'])]),
+          lambda r: [' '.join(num(x) for x in hr) for hr in r['head_recall']])
 
 
 def draw_figure(path, models, d_k, lag_list, edges):
-    """The paper's three panels (a)-(c) for the models with an erase (the probed one, its untrained baseline
-    hatched beside it) and, with more than one model, (d) recall by lag for all. Returns the path, or None
-    without matplotlib."""
-    try:
+    """The paper's panels (a)-(c) for the models with an erase (the probed one, its untrained baseline hatched
+    beside it) and, with more than one model, (d) recall by lag for all. Returns the path, or None without
+    matplotlib."""
+    try:  # optional
         import matplotlib
         matplotlib.use('Agg')
         import matplotlib.pyplot as plt
@@ -397,67 +335,52 @@ def draw_figure(path, models, d_k, lag_list, edges):
     ax = axes[0]  # (a) stacked shares per alpha_bar bin, the erase share in red above each bar
     labels = ['all'] + bin_labels(edges)
     for j, (label, s) in enumerate(erasing):
-        groups = [(1.0, s['alloc']['all'])] + s['alloc']['bins']
-        for x, (frac, sh) in enumerate(groups):
-            if sh is None:
-                continue
+        for x, (frac, sh) in enumerate([(1.0, s['alloc']['all'])] + s['alloc']['bins']):
             bottom = 0
-            for m, v in zip(MECHANISMS, sh):
+            for m, v in zip(MECHANISMS, sh or []):
                 ax.bar(place(x, j), 100 * v, bottom=bottom, color=colors[m], width=width * 0.9, hatch=hatch(j),
                        label=m if x == 0 and j == 0 else None)
                 bottom += 100 * v
-            ax.text(place(x, j), 101, f"{100 * sh[2]:.0f}", ha='center', va='bottom', color=colors['E'], fontsize=7)
+            if sh is not None:
+                ax.text(place(x, j), 101, f"{100 * sh[2]:.0f}", ha='center', va='bottom', color=colors['E'], fontsize=7)
     groups = [(1.0, None)] + erasing[0][1]['alloc']['bins']
     ax.set_xticks(range(len(labels)), [f"{lab}\n{100 * f:.0f}%" for lab, (f, _) in zip(labels, groups)], fontsize=7)
-    ax.set_ylim(0, 128)
-    ax.set_ylabel('share of gate strength (%)')
-    ax.set_xlabel(r'mean retention $\bar\alpha$ bin (token share)')
+    ax.set(ylim=(0, 128), ylabel='share of gate strength (%)', xlabel=r'mean retention $\bar\alpha$ bin (token share)')
     ax.set_title('(a) gate-strength allocation' + (f" ({erasing[1][0]}: hatched)" if len(erasing) > 1 else ''),
                  fontsize=10)
     ax.legend(['decay D', r'delta $\beta k$', r'erase $\gamma e$'], fontsize=7, loc='upper center', ncol=3)
 
-    eda_rows = [r for r in erasing[0][1]['rows'] if 'raw' in r]
     names = dict(random='Random', shuffle='Shuffle', same='$e_t=k_t$')
-    ax = axes[1]  # (b) fold change over Actual per layer
-    w3 = width / 3
+    w3 = width / 3  # (b) fold change over Actual per layer; (c) |cos(e, k)| per layer against the reference
+    ref = independent_abs_cos(d_k)
     for j, (label, s) in enumerate(erasing):
         rows = [r for r in s['rows'] if 'raw' in r]
         for i, m in enumerate(STRATEGIES[1:]):
             xs = [place(x, j) + (i - 1) * w3 for x in range(len(rows))]
-            ax.bar(xs, [r['fold'][m] for r in rows], w3 * 0.9, color=f"C{i}", hatch=hatch(j),
-                   label=f"{names[m]} ($\\mu$={s['raw'][m]:.3f})" if j == 0 else None)
-    ax.axhline(1.0, color='k', lw=1, ls='--', label=f"Actual ($\\mu$={erasing[0][1]['raw']['actual']:.3f})")
-    ax.set_xticks(range(len(eda_rows)), [str(r['layer']) for r in eda_rows])
-    ax.set_xlabel('layer')
-    ax.set_ylabel('perturbation / Actual')
-    ax.set_title('(b) readout perturbation (scales with |q.e|)', fontsize=10)
-    ax.legend(fontsize=7)
+            axes[1].bar(xs, [r['fold'][m] for r in rows], w3 * 0.9, color=f"C{i}", hatch=hatch(j),
+                        label=f"{names[m]} ($\\mu$={s['raw'][m]:.3f})" if j == 0 else None)
+        axes[2].bar([place(x, j) for x in range(len(rows))], [r['cos'] for r in rows], width * 0.9, color=colors['E'],
+                    hatch=hatch(j), label=f"{label} $|\\cos(e,k)|$")
+    axes[1].axhline(1.0, color='k', lw=1, ls='--', label=f"Actual ($\\mu$={erasing[0][1]['raw']['actual']:.3f})")
+    axes[2].axhline(ref, color='k', ls='--', lw=1, label=f"independent, $d_k$={d_k}: {ref:.4f}")
+    eda_rows = [r for r in erasing[0][1]['rows'] if 'raw' in r]
+    for ax, ylabel, title in ((axes[1], 'perturbation / Actual', '(b) readout perturbation (scales with |q.e|)'),
+                              (axes[2], r'mean $|\cos(e_t, k_t)|$ (same address: 1)', '(c) erase-address geometry')):
+        ax.set_xticks(range(len(eda_rows)), [str(r['layer']) for r in eda_rows])
+        ax.set(xlabel='layer', ylabel=ylabel)
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=7)
 
-    ax = axes[2]  # (c) |cos(e, k)| per layer against the reference
-    ref = independent_abs_cos(d_k)
-    for j, (label, s) in enumerate(erasing):
-        rows = [r for r in s['rows'] if 'raw' in r]
-        ax.bar([place(x, j) for x in range(len(rows))], [r['cos'] for r in rows], width * 0.9, color=colors['E'],
-               hatch=hatch(j), label=f"{label} $|\\cos(e,k)|$")
-    ax.axhline(ref, color='k', ls='--', lw=1, label=f"independent, $d_k$={d_k}: {ref:.4f}")
-    ax.set_xticks(range(len(eda_rows)), [str(r['layer']) for r in eda_rows])
-    ax.set_xlabel('layer')
-    ax.set_ylabel(r'mean $|\cos(e_t, k_t)|$ (same address: 1)')
-    ax.set_title('(c) erase-address geometry', fontsize=10)
-    ax.legend(fontsize=7)
-
-    if len(models) > 1:  # (d) recall by lag, every model; the untrained ones dashed
-        ax = axes[3]
+    if len(models) > 1:  # (d) recall by lag, every model; the untrained ones dashed, in their model's colour
         bases = [label for label, _ in models if not label.endswith(UNTRAINED)]
         for label, summ in models:
-            base = label.removesuffix(UNTRAINED)  # a baseline in its model's colour
-            ax.plot(lag_list, summ['recall'], marker='o', color=f"C{bases.index(base)}", label=label,
-                    ls='--' if base != label else '-')
-        ax.set_xscale('log', base=2)
-        ax.set_xlabel('lag (tokens)')
-        ax.set_ylabel(r'mean $\cos(S_t^\top k_{t-lag}, v_{t-lag})$')
-        ax.set_title('(d) raw write-key recall', fontsize=10)
-        ax.legend(fontsize=7)
+            base = label.removesuffix(UNTRAINED)
+            axes[3].plot(lag_list, summ['recall'], marker='o', color=f"C{bases.index(base)}", label=label,
+                         ls='--' if base != label else '-')
+        axes[3].set_xscale('log', base=2)
+        axes[3].set(xlabel='lag (tokens)', ylabel=r'mean $\cos(S_t^\top k_{t-lag}, v_{t-lag})$')
+        axes[3].set_title('(d) raw write-key recall', fontsize=10)
+        axes[3].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=150)
     plt.close(fig)
@@ -483,9 +406,8 @@ def load_model(ckpt_dir, role):
 
 
 def untrained(model, ckpt, label, where):
-    """The model's untrained twin: its architecture at the init its training started from, model.GPT's init at
-    the training seed the checkpoint records (train.py's settings, ckpt['config']), on the model's device and
-    dtype."""
+    """The model's untrained twin: model.GPT's init at the training seed the checkpoint records (train.py's
+    settings, ckpt['config']), on the model's device and dtype."""
     start = (ckpt.get('config') or {}).get('seed')
     if type(start) is not int:
         fail(f"{os.path.join(where, 'ckpt.pt')} records no training seed (train.py's settings, its 'config'): "
@@ -499,19 +421,22 @@ def n_linear(cfg):
     return sum(not cfg.is_attention_layer(i) for i in range(cfg.n_layer))
 
 
-def read_tokens(ckpt, cfg):
+def describe(cfg):
+    return f"{cfg.mixer}, {n_linear(cfg)} linear layers x {cfg.la_n_v_head} value heads, d_k = {cfg.la_head_dim}"
+
+
+def read_tokens(ckpt):
     """The probed token ids (a 1-D int64 tensor) and a description of where they came from."""
     encoding = ckpt.get('encoding')
     if text is not None:
         if encoding is None or encoding.startswith('synthetic'):
             fail(f"the checkpoint {'records no tokenizer' if encoding is None else f'was trained on {encoding}'}: "
                  f"--text needs a text tokenizer; pass --dataset instead")
-        where = text[5:] if text.startswith('FILE:') else 'the --text string'
         try:
             body = file_text(text, 'the text file')
         except ValueError as err:
             fail(str(err))
-        from data.prepare import get_encoder
+        where = text[5:] if text.startswith('FILE:') else 'the --text string'
         encode = get_encoder(encoding)[0]
         return torch.from_numpy(encode([body])[0][:-1].astype('int64')), where  # without the end-of-document token
     name = dataset or (ckpt.get('data_position') or {}).get('dataset')
@@ -522,7 +447,6 @@ def read_tokens(ckpt, cfg):
              f"or --text=...")
     folder = name if (os.sep in name or '/' in name) else os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                                           'data', name)
-    from data.prepare import TokenFileError, load_tokens, read_meta
     try:
         data, _ = load_tokens(os.path.join(folder, f'{split}.bin'))
     except TokenFileError as err:
@@ -532,8 +456,8 @@ def read_tokens(ckpt, cfg):
         fail(f"{folder} holds {data_encoding} tokens, the model reads {encoding} tokens")
     if offset < 0 or offset >= len(data):
         fail(f"offset={offset} is outside {folder}/{split}.bin ({len(data)} tokens)")
-    data = data[offset:offset + num_tokens]
-    return torch.from_numpy(data.astype('int64')), f"{folder}/{split}.bin from token {offset}"
+    where = f"{folder}/{split}.bin from token {offset}"
+    return torch.from_numpy(data[offset:offset + num_tokens].astype('int64')), where
 
 
 def main():
@@ -544,7 +468,8 @@ def main():
     if not lags or not all(type(x) is int and x >= 1 for x in lags):
         fail(f"lags must be a non-empty tuple of positive ints, got {lags!r}")
     edges = tuple(bins)
-    if not edges or not all(isinstance(x, (int, float)) and 0 < x < 1 for x in edges) or list(edges) != sorted(set(edges)):
+    increasing = all(isinstance(x, (int, float)) and 0 < x < 1 for x in edges) and list(edges) == sorted(set(edges))
+    if not edges or not increasing:
         fail(f"bins must be increasing edges in (0, 1), got {bins!r}")
     if baseline not in ('', 'untrained'):
         fail(f"baseline must be '' (none) or 'untrained', got {baseline!r}")
@@ -557,7 +482,7 @@ def main():
     if cfg.mixer != 'eda' or n_linear(cfg) == 0:
         fail(f"{os.path.join(out_dir, 'ckpt.pt')} is a {cfg.mixer} model with no EDA layer: the probes need an EDA "
              f"checkpoint (a KDA one goes beside it with --compare=...)")
-    other = other_cfg = None
+    runs = [('EDA', model, ckpt, out_dir)]  # (label, model, checkpoint, its directory)
     if compare:
         other, other_cfg, other_ckpt = load_model(compare, 'compare')
         if other_cfg.mixer not in ('kda', 'eda') or n_linear(other_cfg) == 0:
@@ -566,14 +491,14 @@ def main():
         if other_ckpt.get('encoding') != ckpt.get('encoding'):
             fail(f"--compare={compare} uses the tokenizer {other_ckpt.get('encoding')!r}, the probed model "
                  f"{ckpt.get('encoding')!r}: the two must read the same tokens")
+        runs.append((other_cfg.mixer.upper() if other_cfg.mixer != 'eda' else 'EDA-2', other, other_ckpt, compare))
 
-    tokens, source = read_tokens(ckpt, cfg)
-    tokens = tokens[:num_tokens]
-    chunk = cfg.la_chunk_size
+    tokens = read_tokens(ckpt)
+    tokens, source, chunk = tokens[0][:num_tokens], tokens[1], cfg.la_chunk_size
     if len(tokens) < chunk:
         fail(f"the text is {len(tokens)} tokens, shorter than one chunk ({chunk} tokens, the model's la_chunk_size): "
              f"give a longer text")
-    limit = min(cfg.block_size, other_cfg.block_size if other_cfg else cfg.block_size)
+    limit = min(m.config.block_size for _, m, _, _ in runs)
     T = seq_len if seq_len is not None else min(limit, len(tokens))
     if T < chunk:
         fail(f"seq_len={T} is shorter than one chunk ({chunk} tokens, the model's la_chunk_size)")
@@ -581,24 +506,17 @@ def main():
         fail(f"seq_len={T} exceeds the model's block_size ({limit})")
     if len(tokens) < T:
         fail(f"the text is {len(tokens)} tokens, fewer than seq_len={T}")
-    vocab = min(cfg.vocab_size, other_cfg.vocab_size if other_cfg else cfg.vocab_size)
-    if int(tokens.max()) >= vocab:
+    if int(tokens.max()) >= (vocab := min(m.config.vocab_size for _, m, _, _ in runs)):
         fail(f"the text holds token {int(tokens.max())}, outside the model's vocabulary of {vocab}")
     n_seq = len(tokens) // T
     idx = tokens[:n_seq * T].view(n_seq, T).to(device)
-    lag_list = tuple(x for x in lags if x < T)
-    if not lag_list:
+    if not (lag_list := tuple(x for x in lags if x < T)):
         fail(f"every lag in {lags} is >= seq_len={T}")
 
-    d_k = cfg.la_head_dim
-    print(f"probe.py: {out_dir} ({cfg.mixer}, {n_linear(cfg)} linear layers x {cfg.la_n_v_head} value heads, "
-          f"d_k = {d_k}); {n_seq} x {T} tokens of {source}; lags {lag_list}"
+    print(f"probe.py: {out_dir} ({describe(cfg)}); {n_seq} x {T} tokens of {source}; lags {lag_list}"
           + (f"; dropped lags >= {T}" if len(lag_list) < len(lags) else ''))
-    runs = [('EDA', model, ckpt, out_dir)]
-    if other is not None:
-        runs.append((other_cfg.mixer.upper() if other_cfg.mixer != 'eda' else 'EDA-2', other, other_ckpt, compare))
-        print(f"compare: {compare} ({other_cfg.mixer}, {n_linear(other_cfg)} linear layers x "
-              f"{other_cfg.la_n_v_head} value heads, d_k = {other_cfg.la_head_dim})")
+    if compare:
+        print(f"compare: {compare} ({describe(other_cfg)})")
     if baseline:
         runs = [twin for label, m, ck, where in runs
                 for twin in ((label, m, ck, where), (label + UNTRAINED, untrained(m, ck, label, where), ck, where))]
@@ -607,16 +525,13 @@ def main():
     tol = 1e-3 if (dtype == 'float32' or 'cuda' not in device) else 3e-2
     for label, summ in models:
         worst = max(r['replay_err'] for r in summ['rows'])
-        print(f"replay check ({label}): the float64 step-by-step replay reproduces the layers' outputs to a "
-              f"relative error of {worst:.1e} at most" + ('' if worst <= tol else
-                                                         f"  WARNING: above {tol:g}: the probe may not measure the model that runs"))
-    print_tables(models, d_k, lag_list, edges)
-    path = os.path.join(out_dir, 'probe.png') if png is None else png
-    if path:
-        if draw_figure(path, models, d_k, lag_list, edges) is None:
-            print('figure: skipped (matplotlib is not installed: pip install matplotlib)')
-        else:
-            print(f"figure: {path}")
+        print(f"replay check ({label}): the float64 step-by-step replay reproduces the layers' outputs to a relative "
+              f"error of {worst:.1e} at most" + ('' if worst <= tol else f"  WARNING: above {tol:g}: the probe may "
+                                                                         f"not measure the model that runs"))
+    print_tables(models, cfg.la_head_dim, lag_list, edges)
+    if path := os.path.join(out_dir, 'probe.png') if png is None else png:
+        drawn = draw_figure(path, models, cfg.la_head_dim, lag_list, edges)
+        print(f"figure: {path}" if drawn else 'figure: skipped (matplotlib is not installed: pip install matplotlib)')
 
 
 if __name__ == '__main__':
