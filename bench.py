@@ -1,13 +1,12 @@
 """
 Benchmarks (GPU), each appending JSON rows (command, date, commit, device, figures) to `results_file`:
 
-    python bench.py                     # kernels: checks, then fwd / fwd+bwd / peak, decode steps, FLA's beside
+    python bench.py                      # kernels: checks, then fwd / fwd+bwd / peak, decode steps, FLA's beside
     python bench.py --what=model_decode  # sample.py's decoding: EDA hybrid vs Transformer
     python bench.py --what=model_train   # train.py's step, EDA hybrid vs Transformer: per layer, per kernel kind
 
 Times are do_bench medians in ms ("fwd": a training forward; "peak MiB": allocated during fwd+bwd beyond the inputs).
-Nothing is timed unless the kernels match the float64 reference first (else the run exits non-zero). FLA
-(flash-linear-attention) is optional: only this script and optional GPU tests import it.
+Nothing is timed unless the kernels match the float64 reference first (else the run exits non-zero). FLA is optional.
 """
 import dataclasses
 import itertools
@@ -37,12 +36,10 @@ import rows as result_rows  # noqa: E402  (scripts/rows.py: the rows' provenance
 # settings (override with config files or --key=value, see configurator.py)
 results_file = "out/bench.jsonl"  # every row is appended here (RESULTS.md's are results/*.jsonl)
 shapes = [(8, 4096, 16, 16), (1, 32768, 16, 16), (4, 4096, 8, 16)]  # (B, T, H, HV)
-head_k = 128
-head_v = 128
+head_k = head_v = 128  # K, V
 dtype = "bfloat16"
 decode_batches = [1, 64]
-warmup = 10          # ms, do_bench's warm-up
-rep = 50             # ms, do_bench's repetitions
+warmup, rep = 10, 50  # ms, do_bench's warm-up and repetitions
 check = 1            # correctness before timing: 0 none, 1 bf16 EDA/KDA + decode (+ FLA agreement), 2 + fp32, GDN
 check_fla_baseline = False  # check=1 also runs FLA chunk_kda on the doubled sequence through the EDA checks
 profile = True       # per-kernel GPU times of one fwd+bwd (torch.profiler): EDA, KDA path, FLA safe gate, sweep
@@ -54,13 +51,10 @@ fla_doubled_rows = True  # the extra rows include EDA through FLA's chunk_kda on
 sweep = [dict(FILL_PROGRAMS=128), dict(BWD_BV=128), dict(DH_WARPS=4), dict(PREP_WARPS=8)]
 sweep_shapes = None  # [(B, T, H, HV), ...] of the sweep; None: the first shape
 sweep_kda = False    # the sweep times each variant on our KDA path (e=None) too: the launch settings are shared
-bench_eda_chunk = True
-compile_eda_chunk = False
+bench_eda_chunk, compile_eda_chunk = True, False  # rows of eda_chunk (PyTorch's chunk form), torch.compile'd
 what = "kernels"     # 'kernels', 'model_decode' (sample.py's path), 'model_train' (a training step), or 'all'
 decode_config = "config/eda_125m.py"  # model_decode: the EDA hybrid of this config vs its Transformer
-decode_contexts = [4096, 32768]
-decode_model_batches = [1, 8, 64]
-decode_steps = 32
+decode_contexts, decode_model_batches, decode_steps = [4096, 32768], [1, 8, 64], 32  # model_decode's grid, tokens timed
 decode_modes = ["graph", "compiled", "eager"]  # GraphDecoder (generate's CUDA path), it compiled, decode_step
 decode_attention = "auto"  # model_decode: GPTConfig.attn_decode ('auto': the split-KV kernel where it applies)
 train_config = "config/eda_125m.py"  # model_train: the EDA hybrid of this config vs its Transformer
@@ -71,22 +65,15 @@ chunk_size = kernel.CHUNK_TOKENS  # the kernel tables' chunk (model_decode and m
 shared_gpu = False   # True: time even while other processes hold the GPU (their work shares its time)
 configure(globals())
 # ----------------------------------------------------------------------------------------------------
-
-DTYPE = getattr(torch, dtype)
-DEV = "cuda"
+DTYPE, DEV, T0, PROVENANCE = getattr(torch, dtype), "cuda", time.time(), {}
 COMMAND = "python " + shlex.join(sys.argv)  # what every row of this run says made it
-T0 = time.time()
-MODES = ("graph", "compiled", "eager")
-PROVENANCE = {}
 
 
 def emit(bench, **figures):
     """One row: appended to results_file, printed."""
     PROVENANCE or PROVENANCE.update(result_rows.provenance(COMMAND))
-    row = dict(bench=bench, **PROVENANCE, **figures)
-    result_rows.append(results_file, row)
+    result_rows.append(results_file, dict(bench=bench, **PROVENANCE, **figures))
     print(f"  [{time.time() - T0:5.0f}s] {bench}: " + ", ".join(f"{k} {v}" for k, v in figures.items()), flush=True)
-    return row
 
 
 def load_fla():
@@ -111,14 +98,12 @@ def make_inputs(B, T, H, HV, K=None, V=None, dt=None, erase=True, seed=0):
     K, V, dt = K or head_k, V or head_v, dt or DTYPE
     gen = torch.Generator(device=DEV).manual_seed(seed)
     rn = lambda *s: torch.randn(*s, device=DEV, generator=gen)  # noqa: E731
-    q, k = (F.normalize(rn(B, T, H, K), dim=-1).to(dt) for _ in range(2))
+    q, k, e = (F.normalize(rn(B, T, h, K), dim=-1).to(dt) for h in (H, H, HV))
     v = rn(B, T, HV, V).to(dt)
-    e = F.normalize(rn(B, T, HV, K), dim=-1).to(dt) if erase else None
     A_log = torch.log(torch.empty(HV, device=DEV).uniform_(1, 16, generator=gen))
     g = eda.safe_gate(rn(B, T, HV, K), A_log, torch.zeros(HV, K, device=DEV))
-    beta = torch.rand(B, T, HV, device=DEV, generator=gen).to(dt)
-    gamma = torch.rand(B, T, HV, device=DEV, generator=gen).to(dt) if erase else None
-    return q, k, v, e, g, beta, gamma
+    beta, gamma = (torch.rand(B, T, HV, device=DEV, generator=gen).to(dt) for _ in range(2))
+    return q, k, v, e if erase else None, g, beta, gamma if erase else None
 
 
 def fla_doubled(chunk_kda, q, k, v, e, g, beta, gamma, **kw):
@@ -128,16 +113,13 @@ def fla_doubled(chunk_kda, q, k, v, e, g, beta, gamma, **kw):
 
 
 def rel(a, b):
-    a, b = a.double(), b.double()
-    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+    """a's relative L2 error against b; inf for NaN, so that a NaN is the worst error, never skipped by max()."""
+    err = ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30)).item()
+    return err if err == err else float("inf")
 
 
-def without_erase(x):
-    return (x[0], x[1], x[2], None, x[4], x[5], None)
-
-
-def shape_of(inputs):
-    return [*inputs[0].shape[:3], inputs[2].shape[2]]  # (B, T, H, HV)
+def nbytes(tensors):
+    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def leaves(inputs, cast=lambda x: x.detach().clone()):
@@ -150,9 +132,8 @@ def bench_ms(fn, grads=None, mode="median"):
 
 
 def event_ms(fn, n, warm):
-    """ms per call of fn over n calls (CUDA events) after warm(), which the peak memory is counted from."""
+    """ms per call of fn over n calls (CUDA events, queued after warm()'s work), peak memory counted from there."""
     warm()
-    torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
@@ -171,14 +152,7 @@ def profiled(fn):
     return prof
 
 
-def device_us(evt):
-    """Self GPU time of a profiler event in µs (the attribute was named after CUDA before torch 2.4)."""
-    return getattr(evt, "self_device_time_total", None) or getattr(evt, "self_cuda_time_total", 0)
-
-
-# ----------------------------------------------------------------------------------------------------
-# 1. correctness (small shapes, against eda_recurrent in float64 on the GPU)
-
+# 1. correctness (small shapes, against eda_recurrent in float64 on the GPU) ----------------------------------
 H0_DRAWS = 4
 # d(gamma) is a sum that cancels (notes/kernel.md): in bf16 the shipped kernel's relative error there ranges
 # 4.7e-3 to 1.1e-2 over random cotangents at these shapes, every other output under 7e-3 (H100, 2026-11-25)
@@ -186,11 +160,10 @@ TOL_SCALE = {"dgamma": 2}
 
 
 def check_grads(checks, name, inputs, fn, tol, h0_seed=0):
-    """fn's output, final state and every gradient against eda_recurrent's in float64, from a random initial
-    state; the verdict printed and kept in checks[name]."""
-    q, v = inputs[0], inputs[2]
+    """fn's output, final state and gradients against eda_recurrent's in float64 from a random initial state."""
+    (B, _, _, K), (_, _, HV, V) = inputs[0].shape, inputs[2].shape
     gen = torch.Generator(device=DEV).manual_seed(h0_seed)
-    xs = list(inputs) + [torch.randn(q.shape[0], v.shape[2], q.shape[3], v.shape[3], device=DEV, generator=gen)]
+    xs = list(inputs) + [torch.randn(B, HV, K, V, device=DEV, generator=gen)]
     xt, xr = leaves(xs, torch.clone), leaves(xs, torch.Tensor.double)
     o, ht = fn(*xt[:7], initial_state=xt[7], output_final_state=True)
     orf, htr = eda.eda_recurrent(*xr[:7], initial_state=xr[7], output_final_state=True)
@@ -202,16 +175,12 @@ def check_grads(checks, name, inputs, fn, tol, h0_seed=0):
     errs = {"o": rel(o, orf), "ht": rel(ht, htr)}
     errs.update({"d" + n: rel(a.grad, b.grad) for n, a, b in zip(("q", "k", "v", "e", "g", "beta", "gamma", "h0"),
                                                                   xt, xr) if a is not None})
-    verdict(checks, name, max((x / TOL_SCALE.get(n, 1) for n, x in errs.items()), key=nan_first), tol,
+    verdict(checks, name, max(x / TOL_SCALE.get(n, 1) for n, x in errs.items()), tol,
             f" (d(gamma) tol {TOL_SCALE['dgamma'] * tol:.0e}) " + " ".join(f"{n} {v:.1e}" for n, v in errs.items()))
 
 
-def nan_first(x):
-    return (x != x, x)  # max(..., key=nan_first): a NaN error is the worst, never skipped
-
-
 def verdict(checks, name, err, tol, detail=""):
-    checks[name] = err <= tol  # NaN fails too
+    checks[name] = err <= tol
     print(f"  {'PASS' if checks[name] else 'FAIL'} {name}: worst {err:.1e} (tol {tol:.0e}){detail}")
 
 
@@ -237,7 +206,16 @@ def check_all(fla):
                     fused, 1e-4)
         q, k, v, _, g, beta, _ = make_inputs(1, 300, 2, 2, 64, 64, torch.float32, erase=False, seed=4)
         check_grads(checks, "GDN scalar g fp32 T=300", (q, k, v, None, g[..., 0].contiguous(), beta, None), fused, 1e-4)
-    verdict(checks, "decode, 64 tokens step by step, in place", check_decode(*make_inputs(8, 64, 4, 8, seed=5)), 1e-2)
+    # the decode kernel, one token at a time with its state updated in place
+    ins, state = make_inputs(8, 64, 4, 8, seed=5), torch.randn(8, 8, head_k, head_v, device=DEV)
+    ref, worst = state.double(), 0.0
+    for t in range(64):
+        xs = [x[:, t:t + 1] if x is not None else None for x in ins]
+        o, state = kernel.eda_decode(*xs, state=state)
+        orf, ref = eda.eda_recurrent(*[x.double() if x is not None else None for x in xs], initial_state=ref,
+                                     output_final_state=True)
+        worst = max(worst, rel(o, orf), rel(state, ref))
+    verdict(checks, "decode, 64 tokens step by step, in place", worst, 1e-2)
     if fla is not None:  # same conventions: FLA's chunk_kda equals our KDA path
         # not counted: FLA's bf16 error on the EDA checks, what bf16 allows (a switch: FLA autotunes ~5 minutes)
         for s in range(H0_DRAWS if check_fla_baseline else 0):
@@ -252,23 +230,7 @@ def check_all(fla):
     return ok
 
 
-def check_decode(q, k, v, e, g, beta, gamma):
-    """The decode kernel's worst error against eda_recurrent, one token at a time, state updated in place."""
-    state = torch.randn(q.shape[0], v.shape[2], head_k, head_v, device=DEV)
-    ref, worst = state.double(), 0.0
-    for t in range(q.shape[1]):
-        xs = [x[:, t:t + 1] if x is not None else None for x in (q, k, v, e, g, beta, gamma)]
-        o, state = kernel.eda_decode(*xs, state=state)
-        orf, ref = eda.eda_recurrent(*[x.double() if x is not None else None for x in xs], initial_state=ref,
-                                     output_final_state=True)
-        worst = max(worst, rel(o, orf), rel(state, ref), key=nan_first)
-    return worst
-
-
-# ----------------------------------------------------------------------------------------------------
-# 2. chunked kernels: fwd, fwd+bwd, peak memory; the launch sweep; per-kernel profiles
-
-
+# 2. chunked kernels: fwd, fwd+bwd, peak memory; the launch sweep; per-kernel profiles ------------------------
 def measure(fn, inputs):
     """(fwd ms, fwd+bwd ms, peak MiB) of fn(*inputs) -> output tensor, all float inputs requiring grad."""
     xs = leaves(inputs)
@@ -278,175 +240,130 @@ def measure(fn, inputs):
     t_f, t_fb = bench_ms(lambda: fn(*xs)), bench_ms(fwdbwd, grads)
     for x in grads:
         x.grad = None
-    torch.cuda.synchronize()
     torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats()
+    torch.cuda.reset_peak_memory_stats()  # (the allocator counts on the host: no sync needed)
     base = torch.cuda.memory_allocated()
     fwdbwd()
-    torch.cuda.synchronize()
     return t_f, t_fb, (torch.cuda.max_memory_allocated() - base) / 2 ** 20
 
 
 def kernel_cases(fla, extra=True):
-    """name -> (fn(q, k, v, e, g, beta, gamma) -> o, whether it takes the erase inputs). Ours as model.py calls them:
+    """name -> fn(q, k, v, e, g, beta, gamma) -> o (KDA's cases leave e and gamma out). Ours as model.py calls them:
     its gates bound g, so check_g=False; the default check_g=True (a device sync per call) in a row of its own."""
-    ours = lambda **kw: (lambda *a: fused(*a, **kw)[0])  # noqa: E731
-    cases = {"eda_triton (EDA)": (ours(check_g=False), True), "eda_triton KDA path (e=None)": (ours(check_g=False), False)}
-    if extra:
-        cases["eda_triton (EDA), check_g=True"] = (ours(), True)
-    if bench_eda_chunk:
-        chunk = torch.compile(eda.eda_chunk) if compile_eda_chunk else eda.eda_chunk
-        cases["eda_chunk (PyTorch)"] = (lambda *a: chunk(*a)[0], True)
+    chunk = torch.compile(eda.eda_chunk) if compile_eda_chunk else eda.eda_chunk
+    safe = dict(safe_gate=True, lower_bound=-5.0)
+    kda = lambda **kw: (lambda q, k, v, e, g, b, gm: fla[0](q, k, v, g, b, scale=head_k ** -0.5, **kw)[0])  # noqa: E731
+    doubled = lambda **kw: (lambda *a: fla_doubled(fla[0], *a, **kw)[0])  # noqa: E731
+    cases = {"eda_triton (EDA)": lambda *a: fused(*a, check_g=False)[0],
+             "eda_triton KDA path (e=None)": lambda q, k, v, _, g, b, __: fused(q, k, v, None, g, b, None, check_g=False)[0],
+             "eda_triton (EDA), check_g=True": extra and (lambda *a: fused(*a)[0]),
+             "eda_chunk (PyTorch)": bench_eda_chunk and (lambda *a: chunk(*a)[0])}
     if fla is not None:
-        safe = dict(safe_gate=True, lower_bound=-5.0)
-        kda = lambda **kw: (lambda q, k, v, e, g, b, gm: fla[0](q, k, v, g, b, scale=head_k ** -0.5, **kw)[0])  # noqa: E731
-        doubled = lambda **kw: (lambda *a: fla_doubled(fla[0], *a, **kw)[0])  # noqa: E731
-        cases["FLA chunk_kda"] = (kda(), False)
-        if extra:
-            cases["FLA chunk_kda safe_gate"] = (kda(**safe), False)
-        if extra and fla_doubled_rows:
-            cases["EDA via doubled FLA chunk_kda"] = (doubled(), True)
-            cases["EDA via doubled chunk_kda safe_gate"] = (doubled(**safe), True)
-    return cases
+        cases.update({"FLA chunk_kda": kda(), "FLA chunk_kda safe_gate": extra and kda(**safe),
+                      "EDA via doubled FLA chunk_kda": extra and fla_doubled_rows and doubled(),
+                      "EDA via doubled chunk_kda safe_gate": extra and fla_doubled_rows and doubled(**safe)})
+    return {name: fn for name, fn in cases.items() if fn}
 
 
-def time_case(case, fn, inputs, launch=None):
-    """A 'kernel' row of fn(*inputs): fwd, fwd+bwd, peak; None where it failed (out of memory, say: the rest go
-    on). Whether it ran."""
+def time_case(case, fn, shape, launch=None, erase=True):
+    """A 'kernel' row of fn on make_inputs(*shape): fwd, fwd+bwd, peak (None: failed, e.g. out of memory); if it ran."""
     try:
-        t_f, t_fb, peak = measure(fn, inputs)
+        t_f, t_fb, peak = measure(fn, make_inputs(*shape, seed=7, erase=erase))
     except Exception as err:
-        print(f"{case} {launch or ''} at {shape_of(inputs)} failed: {type(err).__name__}: {str(err)[:200]}")
+        print(f"{case} {launch or ''} at {list(shape)} failed: {type(err).__name__}: {str(err)[:200]}")
         t_f = t_fb = peak = None
     torch.cuda.empty_cache()
-    emit("kernel", case=case, shape=shape_of(inputs), launch=launch or {}, fwd_ms=t_f and round(t_f, 3),
+    emit("kernel", case=case, shape=list(shape), launch=launch or {}, fwd_ms=t_f and round(t_f, 3),
          fwd_bwd_ms=t_fb and round(t_fb, 3), peak_mib=peak and round(peak))
     return t_f is not None
 
 
 def bench_kernels(fla, ours):
-    """A 'kernel' row per case and shape: ours (ours=True) or the references. Ours run first: FLA's first calls
-    autotune for minutes, and a time limit must not cost us our own rows."""
+    """Ours (then the launch sweep) or the references: a 'kernel' row per case and shape, with `profile` a 'profile'
+    row each at profile_shapes (EDA, our KDA path; FLA's safe-gate chunk_kda, autotuned by then). Ours run first:
+    FLA's first calls autotune for minutes, and a time limit must not cost us our own rows."""
     for i, s in enumerate(shapes):
-        full = make_inputs(*s, seed=7)
-        for name, (fn, erase) in kernel_cases(fla, extra=i < fla_extra_shapes).items():
+        for name, fn in kernel_cases(fla, extra=i < fla_extra_shapes).items():
             if name.startswith("eda_triton") == ours:
-                time_case(name, fn, full if erase else without_erase(full))
-
-
-def bench_sweep():
-    """Launch-setting variants of eda_triton on sweep_shapes, this run's settings first as launch {}, each one's
-    kernels profiled; with sweep_kda, then the same on the KDA path."""
-    for erase, s, variant in itertools.product((True, False)[:1 + sweep_kda], sweep_shapes or shapes[:1], [{}] + sweep):
-        case, inputs = ("eda_triton (EDA)" if erase else "eda_triton KDA path (e=None)"), make_inputs(*s, seed=7, erase=erase)
+                time_case(name, fn, s)
+    cases = kernel_cases(fla)
+    for s, name in itertools.product((profile_shapes or shapes[:1]) if profile else (),
+                                     ("eda_triton (EDA)", "eda_triton KDA path (e=None)", "FLA chunk_kda safe_gate")):
+        if name in cases and name.startswith("eda_triton") == ours:
+            profile_one(name, cases[name], s)
+    # the sweep: launch {} (this run's settings), then each variant, each profiled (which kernels it sped up)
+    paths, sweep_at = (True, False)[:1 + sweep_kda], sweep_shapes or shapes[:1]
+    for erase, s, variant in itertools.product(paths, sweep_at, [{}] + sweep) if ours and sweep else ():
+        case = "eda_triton (EDA)" if erase else "eda_triton KDA path (e=None)"
         fn = lambda *a, v=variant: fused(*a, check_g=False, launch=v)[0]  # noqa: E731
-        if time_case(case, fn, inputs, variant) and profile:  # which kernels the variant sped up or slowed down
-            profile_one(case, fn, inputs, variant)
+        if time_case(case, fn, s, variant, erase) and profile:
+            profile_one(case, fn, s, variant, erase)
 
 
-def profile_kernels(fla, ours):
-    """Where the time goes at each of profile_shapes: EDA and our KDA path (ours=True) or FLA's safe-gate
-    chunk_kda (ours=False, after its rows: autotuned by then)."""
-    for s in profile_shapes or shapes[:1]:
-        full, cases = make_inputs(*s, seed=7), kernel_cases(fla)
-        for name in ("eda_triton (EDA)", "eda_triton KDA path (e=None)", "FLA chunk_kda safe_gate"):
-            if name in cases and name.startswith("eda_triton") == ours:
-                profile_one(name, cases[name][0], full if cases[name][1] else without_erase(full))
-
-
-def profile_one(case, fn, inputs, launch=None):
-    """A 'profile' row: the GPU ms of each kernel in one fwd+bwd of fn(*inputs) (torch.profiler). A profiler failure
-    is printed and costs only this row."""
-    def fwd_bwd():
-        o = fn(*xs)
-        o.backward(torch.ones_like(o))
+def profile_one(case, fn, shape, launch=None, erase=True):
+    """A 'profile' row: GPU ms of each kernel in a fwd+bwd of fn on make_inputs(*shape); a failure costs it only."""
     try:
-        xs = leaves(inputs)
-        for _ in range(2):  # compiled and autotuned before the profiled call
-            fwd_bwd()
-        xs = leaves(inputs)  # fresh: else the profiled backward adds to their gradients (kernels of its own)
+        inputs = make_inputs(*shape, seed=7, erase=erase)
+        do = torch.ones_like(fn(*inputs))
+        for xs in (leaves(inputs), leaves(inputs)):  # compiled and autotuned before the profiled call
+            fn(*xs).backward(do)
+        xs, per = leaves(inputs), {}  # fresh: else the profiled backward adds to their gradients (kernels of its own)
         torch.cuda.synchronize()
-        per = {}
-        for evt in profiled(fwd_bwd).key_averages():
-            per[evt.key[:60]] = per.get(evt.key[:60], 0.0) + device_us(evt) / 1e3
-        emit("profile", case=case, shape=shape_of(inputs), launch=launch or {},
+        for evt in profiled(lambda: fn(*xs).backward(do)).key_averages():
+            per[evt.key[:60]] = per.get(evt.key[:60], 0.0) + evt.self_device_time_total / 1e3
+        emit("profile", case=case, shape=list(shape), launch=launch or {},
              kernels={k: round(ms, 3) for k, ms in sorted(per.items(), key=lambda x: -x[1]) if ms > 0})
     except Exception as err:
         print(f"profile failed: {type(err).__name__}: {str(err)[:200]}")
     torch.cuda.empty_cache()
 
 
-# ----------------------------------------------------------------------------------------------------
-# 3. decode step: one token against a [B, HV, K, V] fp32 state
-
-
-def replayed(fn):
-    """fn captured in a CUDA graph (after warm-up calls on a side stream, as capture wants): replaying it times
-    the kernels alone; an eager call of a one-token op spends ~0.1 ms in the host, longer than the kernel."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return graph.replay
-
-
+# 3. decode step: one token against a [B, HV, K, V] fp32 state ------------------------------------------------
 def bench_decode(fla):
-    """A 'decode_kernel' row per case and batch: GPU time of a CUDA-graph replay (as generate runs it on a GPU),
-    the state's bytes read and written over it, and the eager call's time (host included)."""
-    H = HV = 16
+    """A 'decode_kernel' row per case and batch: GPU time of a CUDA-graph replay (as generate runs it on a GPU), the
+    state's bytes read and written over it, and the eager call's time (host included: ~0.1 ms, over the kernel's)."""
     for B in decode_batches:
-        q, k, v, e, g, beta, gamma = make_inputs(B, 1, H, HV, seed=8)
-        state = torch.randn(B, HV, head_k, head_v, device=DEV)
-        cases = {"eda_decode (EDA, in place)": lambda: kernel.eda_decode(q, k, v, e, g, beta, gamma, state),
-                 "eda_decode (EDA, new state)": lambda: kernel.eda_decode(q, k, v, e, g, beta, gamma, state,
-                                                                          inplace=False),
-                 "eda_decode KDA path (in place)": lambda: kernel.eda_decode(q, k, v, None, g, beta, None, state)}
+        q, k, v, e, g, beta, gamma = make_inputs(B, 1, 16, 16, seed=8)  # H = HV = 16
+        state = torch.randn(B, 16, head_k, head_v, device=DEV)
+        dec = lambda *a, **kw: (lambda: kernel.eda_decode(*a, state, **kw))  # noqa: E731
+        cases = {"eda_decode (EDA, in place)": dec(q, k, v, e, g, beta, gamma),
+                 "eda_decode (EDA, new state)": dec(q, k, v, e, g, beta, gamma, inplace=False),
+                 "eda_decode KDA path (in place)": dec(q, k, v, None, g, beta, None)}
         if fla is not None:
             cases["FLA fused_recurrent_kda"] = lambda: fla[1](q, k, v, g, beta, scale=head_k ** -0.5,
                                                              initial_state=state, output_final_state=True)
         for name, fn in cases.items():
-            eager, ms = bench_ms(fn), bench_ms(replayed(fn))
-            emit("decode_kernel", case=name, B=B, H=H, HV=HV, ms=round(ms, 4),
+            side, graph = torch.cuda.Stream(), torch.cuda.CUDAGraph()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # (the eager timing is the warm-up a capture wants, on a side stream)
+                eager = bench_ms(fn)
+            torch.cuda.current_stream().wait_stream(side)
+            with torch.cuda.graph(graph):
+                fn()
+            ms = bench_ms(graph.replay)
+            emit("decode_kernel", case=name, B=B, H=16, HV=16, ms=round(ms, 4),
                  gb_s=round(2 * state.numel() * 4 / (ms * 1e-3) / 1e9), eager_ms=round(eager, 4))
 
 
-# ----------------------------------------------------------------------------------------------------
-# 4. model decoding (sample.py's path): the EDA hybrid and the Transformer of `decode_config`, caches filled with
-# random content up to the context (what a prefill would leave), then `decode_steps` tokens one at a time, timed
-# with CUDA events in each of `decode_modes`, every mode from the same cache. bf16 weights and cache: a fused or
-# reordered step differs from eager by rounding only (bf16 against float64 is 1-2e-2 at this config, measured on
-# the CPU); a wrong state or layer is O(1).
-
+# 4. model decoding (sample.py's path) and 5. a model's training step (train.py's) -----------------------------
 DECODE_TOL = 5e-2  # relative L2 error of a decode step's logits against eager's, bf16
-
-
-def config_of(path):
-    """(the GPTConfig fields a config file sets, GPTConfig's field names)."""
-    fields = {f.name for f in dataclasses.fields(GPTConfig)}
-    return {k: v for k, v in runpy.run_path(path).items() if k in fields}, fields
-
-
-def nbytes(tensors):
-    return sum(t.numel() * t.element_size() for t in tensors)
+FIELDS = {f.name for f in dataclasses.fields(GPTConfig)}  # what a config file sets of the model
+KERNEL_KINDS = [  # (kind, substrings of a CUDA kernel name); the first match wins
+    ("EDA (kernel.py)", ("_eda_",)), ("attention (SDPA)", ("flash", "fmha", "sdpa", "attention")),
+    ("matmul (cuBLAS)", ("gemm", "nvjet", "cutlass", "xmma", "splitk")), ("fused (torch.compile)", ("triton_",))]
 
 
 @torch.no_grad()
 def model_decode_table():
-    """A 'model_decode' row per model, context, batch and mode: ms/step, tok/s, MiB of cache a sequence, the bytes
-    a step must read over its time against the copy bandwidth; then a 'model_decode_check' row: kernels a step
-    launches, and the worst of each mode's first-step logits against eager's."""
-    if not decode_modes or set(decode_modes) - set(MODES):
-        sys.exit(f"bench.py: decode_modes must be a non-empty list of 'graph', 'compiled' and 'eager', "
-                 f"got {decode_modes!r}")
-    base, _ = config_of(decode_config)
-    buf = torch.empty(2**29, dtype=torch.bfloat16, device=DEV)  # the yardstick: a 1 GiB device-to-device copy
-    copy_bw = 2 * nbytes([buf]) / (bench_ms(buf.clone, mode="mean") * 1e-3)
-    del buf
+    """decode_config's EDA hybrid and Transformer, caches of random content up to each context (as a prefill leaves
+    them), decode_steps tokens in each of decode_modes from the same cache: a 'model_decode' row each (ms/step, tok/s,
+    cache MiB a sequence, the bytes a step must read over its time against the copy bandwidth), then a
+    'model_decode_check' row: kernels a step launches, the worst first-step logits against eager's (bf16: 1-2e-2)."""
+    if not decode_modes or set(decode_modes) - {"graph", "compiled", "eager"}:
+        sys.exit(f"bench.py: decode_modes must be a non-empty list of 'graph', 'compiled', 'eager'; got {decode_modes!r}")
+    base = {k: v for k, v in runpy.run_path(decode_config).items() if k in FIELDS}
+    # the yardstick: a 1 GiB device-to-device copy (its buffer freed once timed)
+    copy_bw = 2**31 / (bench_ms(torch.empty(2**29, dtype=torch.bfloat16, device=DEV).clone, mode="mean") * 1e-3)
     emit("copy_bandwidth", tb_s=round(copy_bw / 1e12, 2))
     launches, checks = {}, []
     for mixer, ctx_len, B in itertools.product(("eda", "transformer"), decode_contexts, decode_model_batches):
@@ -454,10 +371,8 @@ def model_decode_table():
         model = GPT(GPTConfig(**dict(base, mixer=mixer, block_size=ctx_len + decode_steps + 8,
                                      attn_decode=decode_attention))).to(DEV, DTYPE).eval()
         cache = new_cache(model, B, device=DEV, dtype=DTYPE)
-        for t in (t for layer in cache["layers"] for t in layer.values()):
-            t.normal_()  # random memory content, as if ctx_len tokens had been read
-        # the cache: KV for attention layers (grows with ctx_len), conv tail + fp32 state for linear layers (does not)
-        per_seq = nbytes(t for layer in cache["layers"] for t in layer.values()) / B
+        # random content, as if ctx_len tokens had been read (KV grows with ctx_len; conv tails and states do not)
+        per_seq = nbytes(t.normal_() for layer in cache["layers"] for t in layer.values()) / B
         # what a step must read at least: every weight once, the linear states and conv tails, ctx_len cached K and V
         need = nbytes(model.parameters()) + sum(
             nbytes([t]) * (ctx_len / t.shape[2] if block.is_attention and name in "kv" else 1)
@@ -495,20 +410,13 @@ def model_decode_table():
         sys.exit("bench.py: a decode mode's logits differ from eager decode_step's (the model_decode_check row)")
 
 
-# ----------------------------------------------------------------------------------------------------
-# 5. model training step (train.py's path): per layer type the layer's fwd+bwd against its core alone (eda_triton
-# / SDPA on inputs of the same shapes), then the whole step (fp32 weights, bf16 autocast, no optimizer) and one
-# profiled step with its kernels grouped by kind.
-
-KERNEL_KINDS = [  # (kind, substrings of a CUDA kernel name); the first match wins
-    ("EDA (kernel.py)", ("_eda_",)), ("attention (SDPA)", ("flash", "fmha", "sdpa", "attention")),
-    ("matmul (cuBLAS)", ("gemm", "nvjet", "cutlass", "xmma", "splitk")), ("fused (torch.compile)", ("triton_",))]
-
-
 def model_train_table():
-    base, fields = config_of(train_config)
-    unknown = sorted(set(train_overrides) - fields)
-    if unknown:
+    """Per model and shape a 'model_train_layer' row per layer type: count, fwd+bwd ms, its core's alone (eda_triton,
+    SDPA, on inputs of its shapes), bytes a token its forward keeps for the backward (under compile: Inductor's
+    choice); then 'model_train_step': ms a step (fp32 weights, bf16 autocast, no optimizer; after two warm-up steps,
+    which build the kernels), tok/s, peak GiB, a profiled step's GPU ms by kernel kind."""
+    base = {k: v for k, v in runpy.run_path(train_config).items() if k in FIELDS}
+    if unknown := sorted(set(train_overrides) - FIELDS):
         sys.exit(f"bench.py: train_overrides names {unknown}, which are not GPTConfig fields")
     for (B, T), mixer in itertools.product(train_shapes, ("eda", "transformer")):
         torch.cuda.empty_cache()
@@ -518,65 +426,48 @@ def model_train_table():
                 blk.compile()
         row = lambda bench, **figures: emit(bench, config=train_config, mixer=mixer, overrides=train_overrides,  # noqa: E731
                                             B=B, T=T, compiled=train_compile, **figures)
-        layer_costs(model, B, T, row)
-        step_cost(model, B, T, row)
-        del model
+        cfg, seen = model.config, {}
+        for layer in (layer for blk in model.blocks for layer in (blk.mixer, blk.ffn)):
+            name = type(layer).__name__ + (f" ({cfg.mixer})" if type(layer).__name__ == "LinearAttention" else "")
+            seen.setdefault(name, [layer, 0])[1] += 1
+        for name, (layer, count) in seen.items():
+            h = torch.randn(B, T, cfg.n_embd, device=DEV, requires_grad=True)  # the fp32 residual stream
+            dy = torch.randn(B, T, cfg.n_embd, device=DEV, dtype=DTYPE)
+            layer_fn = torch.compile(layer) if train_compile else layer
+            forward = lambda: torch.autocast(DEV, dtype=DTYPE)(layer_fn)(h)  # noqa: E731
+            whole = bench_ms(lambda: forward().backward(dy), [h] + list(layer.parameters()))
+            before, out = torch.cuda.memory_allocated(), forward()
+            kept = (torch.cuda.memory_allocated() - before - nbytes([out])) / (B * T)
+            del out
+            core = None
+            if name.startswith("LinearAttention"):
+                ins = make_inputs(B, T, cfg.la_n_head, cfg.la_n_v_head, cfg.la_head_dim, cfg.la_v_head_dim,
+                                  erase=cfg.mixer == "eda")
+                la = lambda *a: eda.eda_triton(*a, check_g=False, recompute_states=cfg.la_recompute_states)[0]  # noqa: E731
+                core = measure(la, ins)[1]
+            elif name == "GatedAttention":
+                ins = [torch.randn(B, n, T, cfg.head_dim, device=DEV, dtype=DTYPE)
+                       for n in (cfg.n_head, cfg.kv_heads, cfg.kv_heads)]
+                core = measure(lambda q, k, v: F.scaled_dot_product_attention(
+                    q, k, v, is_causal=True, enable_gqa=cfg.kv_heads != cfg.n_head), ins)[1]
+            row("model_train_layer", layer=name, count=count, fwd_bwd_ms=round(whole, 3),
+                core_ms=round(core, 3) if core is not None else None, kept_bytes_per_token=round(kept))
+        x, y = (torch.randint(0, model.config.vocab_size, (B, T), device=DEV) for _ in range(2))
 
-
-def layer_costs(model, B, T, row):
-    """A 'model_train_layer' row per layer type: its count, fwd+bwd ms, its core's alone (eda_triton as the linear
-    layer runs it, SDPA for attention), and the bytes a token its forward keeps for its backward (saved tensors;
-    under compile what Inductor chose to save)."""
-    cfg, seen = model.config, {}
-    for layer in (layer for blk in model.blocks for layer in (blk.mixer, blk.ffn)):
-        name = type(layer).__name__ + (f" ({cfg.mixer})" if type(layer).__name__ == "LinearAttention" else "")
-        seen.setdefault(name, [layer, 0])[1] += 1
-    for name, (layer, count) in seen.items():
-        h = torch.randn(B, T, cfg.n_embd, device=DEV, requires_grad=True)  # the fp32 residual stream
-        dy = torch.randn(B, T, cfg.n_embd, device=DEV, dtype=DTYPE)
-        layer_fn = torch.compile(layer) if train_compile else layer
-        forward = lambda: torch.autocast(DEV, dtype=DTYPE)(layer_fn)(h)  # noqa: E731
-        whole = bench_ms(lambda: forward().backward(dy), [h] + list(layer.parameters()))
-        torch.cuda.synchronize()
-        before = torch.cuda.memory_allocated()
-        out = forward()
-        torch.cuda.synchronize()
-        kept = (torch.cuda.memory_allocated() - before - nbytes([out])) / (B * T)
-        del out
-        core = None
-        if name.startswith("LinearAttention"):
-            ins = make_inputs(B, T, cfg.la_n_head, cfg.la_n_v_head, cfg.la_head_dim, cfg.la_v_head_dim,
-                              erase=cfg.mixer == "eda")
-            core = measure(lambda *a: eda.eda_triton(*a, check_g=False, recompute_states=cfg.la_recompute_states)[0],
-                           ins)[1]
-        elif name == "GatedAttention":
-            q, k, v = (torch.randn(B, n, T, cfg.head_dim, device=DEV, dtype=DTYPE, requires_grad=True)
-                       for n in (cfg.n_head, cfg.kv_heads, cfg.kv_heads))
-            do = torch.randn_like(q)
-            core = bench_ms(lambda: F.scaled_dot_product_attention(
-                q, k, v, is_causal=True, enable_gqa=cfg.kv_heads != cfg.n_head).backward(do), [q, k, v])
-        row("model_train_layer", layer=name, count=count, fwd_bwd_ms=round(whole, 3),
-            core_ms=round(core, 3) if core is not None else None, kept_bytes_per_token=round(kept))
-
-
-def step_cost(model, B, T, row):
-    """The 'model_train_step' row: ms a step, tok/s, peak GiB (CUDA events, after two warm-up steps: Triton and
-    torch.compile build their kernels on first use), and the GPU ms of one profiled step by kernel kind."""
-    x, y = (torch.randint(0, model.config.vocab_size, (B, T), device=DEV) for _ in range(2))
-
-    def step():
-        with torch.autocast(DEV, dtype=DTYPE):
-            _, loss, aux = model(x, y, chunked_loss=True)
-        (loss + aux).backward()
-        model.zero_grad(set_to_none=True)
-    ms = event_ms(step, 3, lambda: (step(), step()))
-    peak = torch.cuda.max_memory_allocated()
-    events, kinds = profiled(step).key_averages(), {}
-    for evt in [e for e in events if str(getattr(e, "device_type", "")).endswith("CUDA")] or events:
-        kind = next((k for k, keys in KERNEL_KINDS if any(s in evt.key.lower() for s in keys)), "other")
-        kinds[kind] = round(kinds.get(kind, 0.0) + device_us(evt) / 1e3, 3)
-    row("model_train_step", ms=round(ms, 1), tok_s=round(B * T * 1000 / ms), peak_gib=round(peak / 2**30, 1),
-        gpu_ms_by_kind=kinds)
+        def step():
+            with torch.autocast(DEV, dtype=DTYPE):
+                _, loss, aux = model(x, y, chunked_loss=True)
+            (loss + aux).backward()
+            model.zero_grad(set_to_none=True)
+        ms = event_ms(step, 3, lambda: (step(), step()))
+        peak = torch.cuda.max_memory_allocated()
+        events, kinds = profiled(step).key_averages(), {}
+        for evt in [e for e in events if str(getattr(e, "device_type", "")).endswith("CUDA")] or events:
+            kind = next((k for k, keys in KERNEL_KINDS if any(s in evt.key.lower() for s in keys)), "other")
+            kinds[kind] = round(kinds.get(kind, 0.0) + evt.self_device_time_total / 1e3, 3)
+        row("model_train_step", ms=round(ms, 1), tok_s=round(B * T * 1000 / ms), peak_gib=round(peak / 2**30, 1),
+            gpu_ms_by_kind=kinds)
+        del model, step
 
 
 def main():
@@ -586,29 +477,22 @@ def main():
         sys.exit(f"bench.py: what must be 'kernels', 'model_decode', 'model_train' or 'all', got {what!r}")
     free, total = torch.cuda.mem_get_info()  # held beyond ours, less ~1 GiB for our CUDA context:
     held = max(0.0, (total - free - torch.cuda.memory_reserved()) / 2**30 - 1.0)
-    if held > 1.0:  # timings taken beside other work are of the two together, not of the kernels
-        if not shared_gpu:
-            sys.exit(f"bench.py: other processes hold {held:.1f} GiB of this GPU, so the timings would share it "
-                     f"with their work; run alone, or pass --shared_gpu=True to time anyway")
+    if held > 1.0 and not shared_gpu:  # timings taken beside other work are of the two together, not of the kernels
+        sys.exit(f"bench.py: other processes hold {held:.1f} GiB of this GPU, so the timings would share it "
+                 f"with their work; run alone, or pass --shared_gpu=True to time anyway")
+    if held > 1.0:
         print(f"NOTE: other processes hold {held:.1f} GiB of this GPU (--shared_gpu=True): the timings share it")
     if what in ("model_train", "all"):
         model_train_table()
     if what in ("model_decode", "all"):
         model_decode_table()
-    if what not in ("kernels", "all"):
-        return
-    fla = load_fla() if use_fla else None
-    if check and not check_all(fla):  # timings of a kernel that computes the wrong thing are not to be quoted
-        sys.exit("bench.py: the correctness check failed (the FAIL lines above); no timings")
-    bench_decode(fla)
-    bench_kernels(fla, ours=True)
-    if profile:
-        profile_kernels(fla, True)
-    if sweep:  # before the references: FLA's autotuning may outlast a time limit
-        bench_sweep()
-    bench_kernels(fla, ours=False)
-    if profile and fla is not None:
-        profile_kernels(fla, False)
+    if what in ("kernels", "all"):
+        fla = load_fla() if use_fla else None
+        if check and not check_all(fla):  # timings of a kernel that computes the wrong thing are not to be quoted
+            sys.exit("bench.py: the correctness check failed (the FAIL lines above); no timings")
+        bench_decode(fla)
+        bench_kernels(fla, ours=True)  # and the sweep, before the references: FLA's autotuning may outlast a limit
+        bench_kernels(fla, ours=False)
     print(f"rows: {results_file}")
 
 

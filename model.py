@@ -44,26 +44,20 @@ DEFAULT_GATE = {"eda": "safe", "kda": "kda", "gdn": "log", "gdn2": "log"}
 # A's init (LinearAttention.init_gates): 'unit' A = 1, 'mamba2' A ~ U(1, 16); la_A_init='auto' takes the gate's
 LA_A_INITS = ("auto", "unit", "mamba2")
 DEFAULT_A_INIT = {"safe": "unit", "kda": "mamba2", "log": "unit"}
-# the attention decode step (GatedAttention.decode_attention): 'auto' runs kernel.attention_decode (split-KV: the
-# cached sequence is cut across programs, so one sequence fills the GPU) on CUDA where it takes the inputs and SDPA
-# elsewhere; 'split_kv' always (a ValueError where it cannot; the CPU needs TRITON_INTERPRET=1); 'sdpa' never. On
-# an H100 'auto' was as fast or faster at every context and batch measured (bench.py --what=model_decode).
+# the attention decode step (GatedAttention._decode_attention): 'auto' runs kernel.attention_decode (split-KV: the
+# cached sequence cut across programs, so one sequence fills the GPU) on CUDA where it takes the inputs, else SDPA;
+# 'split_kv' always (a ValueError where it cannot; the CPU needs TRITON_INTERPRET=1); 'sdpa' never
 ATTN_DECODES = ("auto", "split_kv", "sdpa")
 
 
-# ----------------------------------------------------------------------------------------------------
-# Config
-
-
+# Config ------------------------------------------------------------------------------------------------------
 @dataclass
 class GPTConfig:
-    """The architecture. The defaults are the toy model that `python train.py` trains on a CPU (train.py's model
-    settings are these fields, at these defaults); config/*.py hold the paper's sizes. Five fields choose only
-    how the same function is computed: la_backend, la_chunk_size, la_recompute_states (the Triton rule's
-    memory for time trade, kernel.eda_fused's recompute_states; the PyTorch forms keep what their autograd
-    keeps), attn_decode and head_chunk_rows. Plain bool/int/float/str fields, so that train.py exposes them as
-    settings and checkpoints store them as plain values. (Activation checkpointing, the model's `grad_checkpoint`
-    attribute, and torch.compile, GPT's `compile` argument, are training choices.)"""
+    """The architecture. The defaults are the toy model `python train.py` trains on a CPU (train.py's model settings
+    are these fields); config/*.py hold the paper's sizes. Five fields choose only how the same function is
+    computed: la_backend, la_chunk_size, la_recompute_states, attn_decode, head_chunk_rows. Plain bool/int/float/str
+    fields: train.py exposes them as settings, checkpoints store plain values. (Activation checkpointing, GPT's
+    `grad_checkpoint`, and torch.compile, GPT's `compile` argument, are training choices.)"""
     vocab_size: int = 256
     block_size: int = 128          # max sequence length: KV-cache size and the generate() limit
     n_layer: int = 4
@@ -97,11 +91,10 @@ class GPTConfig:
     la_erase_bias: float = 0.0     # EDA: a constant added to the erase gate's logit, gamma = sigmoid(W_g x + this)
     la_backend: str = "auto"       # auto | triton | chunk | recurrent  (auto: triton on CUDA, chunk on CPU; GDN-2
                                    # has no Triton rule: chunk)
-    la_chunk_size: int = 16        # tokens per chunk of the chunked PyTorch rule (la_backend 'chunk', 'auto' on the
-                                   # CPU, GDN-2 everywhere; 16 is ~6x faster than 64 on a CPU, 64 faster on a GPU).
-                                   # The Triton rule runs kernel.CHUNK_TOKENS = 16 tokens a chunk (a launch setting of
-                                   # the kernels) whatever this says: eda.rule_chunk says which chunk runs
+    la_chunk_size: int = 16        # tokens per chunk of the PyTorch chunk rule (16: ~6x faster than 64 on a CPU; 64
+                                   # faster on a GPU); the Triton rule runs its own (eda.rule_chunk says which runs)
     la_recompute_states: bool = False  # Triton rule: keep no chunk states for the backward, which recomputes them
+                                       # (memory for time; the PyTorch forms keep what their autograd keeps)
     # FFN: SwiGLU of width ffn_hidden, or MoE
     ffn_hidden: int = 256
     moe: bool = False
@@ -205,10 +198,7 @@ class GPTConfig:
                                         self.la_v_head_dim)
 
 
-# ----------------------------------------------------------------------------------------------------
-# Small pieces
-
-
+# Small pieces ------------------------------------------------------------------------------------------------
 class RMSNorm(nn.Module):
     """RMSNorm over the last dim (eps 1e-6, Appendix A), computed in fp32."""
 
@@ -279,15 +269,10 @@ def init_uniform_conv(weight, generator=None):
     init_draw(weight, lambda t, g: t.uniform_(-bound, bound, generator=g), generator)
 
 
-# ----------------------------------------------------------------------------------------------------
-# Linear attention: one recipe, the mixers' differences named where they occur.
-#
-# LinearAttention.forward is one path for training, evaluation, prefill and decoding, the cache an argument.
-# Its elementwise work is three functions of plain tensors, la_conv, la_gates and la_output, which a compiler
-# fuses into a few kernels each: GPT(cfg, compile=True) runs them through torch.compile (fullgraph: a graph break
-# is an error) when there is no cache; with a cache (launch-bound decoding, a new shape per prompt) they run as
-# written. With the Triton rule, la_conv's work is kernel.short_conv, fused by hand (why: notes/model.md). The
-# chunked loss head's per-chunk softmax (_head_chunk) goes the same way.
+# Linear attention: one recipe, the mixers' differences named where they occur --------------------------------
+# LinearAttention.forward is one path for training, evaluation, prefill and decoding, the cache an argument. Its
+# elementwise work, la_conv, la_gates and la_output (and the loss head's _head_chunk), runs through torch.compile
+# when GPT's compile asks and there is no cache; with the Triton rule la_conv is kernel.short_conv (notes/model.md).
 _compiled = {}  # (fn, backend) -> torch.compile(fn), built on first use (importing the compiler costs ~2 s)
 
 
@@ -412,9 +397,8 @@ class LinearAttention(nn.Module):
         self.g_proj = nn.Linear(d, HV * V, bias=False)
         self.o_proj = nn.Linear(HV * V, d, bias=False)
         self.o_proj.residual = True
-        # the projections of x, in the order project() reads them out of one matmul: the wide ones first, the
-        # one-per-head ones last, zero rows padding to a multiple of 64 so that every wide slice is 16-byte
-        # aligned and the GEMM width is one the fast kernels take (notes/model.md)
+        # the projections of x, in the order project() reads them out of one matmul: wide ones first, then the
+        # one-per-head ones, zero rows padding to a multiple of 64 (alignment: notes/model.md)
         self.x_projs = tuple(n for n in ("q_proj", "k_proj", "v_proj", "g_proj", "f_a", "e_a", "b_a", "w_a",
                                          "beta_proj", "a_proj", "gamma_proj") if hasattr(self, n))
         self.x_pad = -sum(getattr(self, n).out_features for n in self.x_projs) % 64
@@ -423,10 +407,8 @@ class LinearAttention(nn.Module):
     @torch.no_grad()
     def init_gates(self, gen=lambda leaf: None):
         """dt ~ logU(1e-3, 1e-1), dt_bias = softplus^-1(dt) (Mamba2); A = 1 ('unit') or A ~ U(1, 16) ('mamba2');
-        the conv U(+-1/sqrt(la_conv_size)). With the projections near 0 the log decay starts at g ~ -dt (safe and
-        log gates, A = 1) or l sigmoid(A (a + dt_bias)) in (-0.5, 0) (KDA gate, A ~ U(1, 16)); test_model.py
-        checks both. Why A = 1 is the default for the safe and log gates: notes/model.md. gen(leaf): the
-        generator each parameter draws from (init_draw; GPT.init_weights gives each its own)."""
+        the conv U(+-1/sqrt(la_conv_size)). The log decay this starts at, and why A = 1: notes/model.md.
+        gen(leaf): the generator each parameter draws from (init_draw; GPT.init_weights gives each its own)."""
         if self.cfg.A_init == "unit":
             init_draw(self.A_log, lambda t, g: t.zero_())
         else:
@@ -518,10 +500,7 @@ class LinearAttention(nn.Module):
         return self.o_proj(maybe_compiled(la_output, compile)(o, self.o_norm.weight, self.o_norm.eps, p["g_proj"]))
 
 
-# ----------------------------------------------------------------------------------------------------
-# Full attention: Gated Attention (Appendix A; Qiu et al.), as in Qwen3-Next.
-
-
+# Full attention: Gated Attention (Appendix A; Qiu et al.), as in Qwen3-Next ----------------------------------
 def rope_cos_sin(pos, rope_dim, theta):
     """cos, sin [1, T, 1, rope_dim/2] (fp32) of the half-split RoPE angles at positions pos [T] (a tensor)."""
     inv = 1.0 / (theta ** (torch.arange(0, rope_dim, 2, device=pos.device, dtype=torch.float32) / rope_dim))
@@ -631,8 +610,8 @@ class GatedAttention(nn.Module):
         else:
             keys, values, mask = ck[:, :, :pos + 1].to(q.dtype), cv[:, :, :pos + 1].to(q.dtype), None
         qg = q.reshape(B, self.nkv, self.nh // self.nkv, self.hd)
-        # the kernels chosen here, not by SDPA: on CUDA it may pick cuDNN, which plans anew for every key length
-        # (notes/model.md); flash attention takes no mask; the CPU runs the math reference
+        # the kernels chosen here, not by SDPA (its cuDNN plans anew for every key length: notes/model.md); flash
+        # attention takes no mask; the CPU runs the math reference
         if q.device.type != "cuda":
             backends = [SDPBackend.MATH]
         elif mask is not None:
@@ -644,14 +623,10 @@ class GatedAttention(nn.Module):
         return y.reshape(B, self.nh, 1, self.hd)
 
 
-# ----------------------------------------------------------------------------------------------------
-# Mixture of experts
-
-
+# Mixture of experts ------------------------------------------------------------------------------------------
 def grouped_matmul(x, w, counts):
     """x [N, a] sorted by expert, w [E, a, b], counts [E] -> [N, b]: rows of expert i times w[i]. torch's grouped
-    GEMM on CUDA in bf16 (one launch), else one matmul per expert (torch's CPU grouped_mm is ~100x slower than
-    the loop at toy sizes, and takes only bf16 under torch.compile)."""
+    GEMM on CUDA in bf16 (one launch), else one matmul per expert (why: notes/model.md)."""
     w = w.to(x.dtype)
     aligned = all((s * x.element_size()) % 16 == 0 for s in (w.shape[1], w.shape[2]))
     if hasattr(F, "grouped_mm") and aligned and x.is_cuda and x.dtype == torch.bfloat16:
@@ -659,7 +634,6 @@ def grouped_matmul(x, w, counts):
             return F.grouped_mm(x, w, offs=counts.cumsum(0).to(torch.int32))
         except RuntimeError:  # a GPU (or torch build) without it, which torch documents for sm80 and later
             pass
-    # the split's sizes are read on the host (torch.compile traces them as data-dependent sizes)
     return torch.cat([xi @ w[i] for i, xi in enumerate(x.split(counts.tolist()))])
 
 
@@ -720,10 +694,7 @@ class MoE(nn.Module):
         return out.view(B, T, d), aux
 
 
-# ----------------------------------------------------------------------------------------------------
-# Blocks and the model
-
-
+# Blocks and the model ----------------------------------------------------------------------------------------
 class Block(nn.Module):
     """Pre-norm residual block: x + mixer(norm(x)), then x + ffn(norm(x)). Returns (x, the MoE aux loss or 0)."""
 
@@ -759,15 +730,12 @@ def _head_chunk(logits, classes, valid, n):
 
 
 class _HeadLoss(torch.autograd.Function):
-    """Mean cross-entropy of h @ weight^T against targets (-1: ignored), its gradients formed in the forward,
-    `rows` rows at a time (GPTConfig.head_chunk_rows): no [N, vocab] logits (nor their fp32 copy, softmax and
-    gradient) outlive a chunk, and the backward only scales the stored dh, dweight. The plain head's FLOPs
-    (three matmuls) and precisions: the products in autocast's dtype (or the inputs'), softmax and loss in at
-    least fp32, dweight summed in at least fp32. Ignored rows: eager, they are dropped before the head (the
-    synthetic tasks answer at one position in several, and the head's logits are most of their step); compiled
-    (`compile` set, or traced by torch.compile), masked instead, so that no shape depends on the data.
-    grads=False (evaluation): the loss alone, the gradients' two matmuls skipped. compile: _head_chunk's, as
-    maybe_compiled takes it."""
+    """Mean cross-entropy of h @ weight^T against targets (-1: ignored), its gradients formed in the forward `rows`
+    rows at a time (GPTConfig.head_chunk_rows): no [N, vocab] logits outlive a chunk, and the backward only scales
+    the stored dh, dweight. The plain head's FLOPs and precisions (products in autocast's dtype, softmax, loss and
+    dweight in at least fp32). Ignored rows are dropped before the head eager (the synthetic tasks answer at one
+    position in several), masked when compiled (no shape depends on the data). grads=False (evaluation): the
+    loss alone. compile: _head_chunk's, as maybe_compiled takes it."""
 
     @staticmethod
     def forward(ctx, h, weight, targets, grads, rows, compile):
@@ -807,11 +775,9 @@ class _HeadLoss(torch.autograd.Function):
 
 class GPT(nn.Module):
     """The language model: embedding, n_layer blocks, final RMSNorm, lm_head (untied by default). Each block takes
-    an optional cache, its layer's state: decode.py runs the model on one (new_cache, prefill, decode_step) and
-    samples from it (generate). compile: False runs everything as written; True (Inductor) or a torch.compile
-    backend name compiles the elementwise pieces (maybe_compiled: la_conv, la_gates, la_output, the chunked loss
-    head's softmax) of every forward without a cache. train.py passes its `compile` setting (and then also
-    compiles each block whole)."""
+    an optional cache, its layer's state: decode.py runs the model on one and samples from it. compile: False runs
+    everything as written; True (Inductor) or a torch.compile backend name compiles the elementwise pieces
+    (maybe_compiled) of every forward without a cache; train.py passes its `compile` (and compiles each block)."""
 
     def __init__(self, config: GPTConfig, compile=False, seed=None):
         super().__init__()
@@ -830,11 +796,9 @@ class GPT(nn.Module):
     @torch.no_grad()
     def init_weights(self, seed=None):
         """nanoGPT init (normal init_std, residual outputs scaled by 1/sqrt(2 n_layer)); norms at 1; gates as
-        Mamba2/KDA (LinearAttention.init_gates); convs U(+-1/sqrt(width)). Each parameter draws from its own
-        generator, param_generator(seed, its full name): a parameter's init depends on the seed and its name
-        alone, so two mixers start their common parameters equal, and the device does not matter. seed None:
-        one drawn from torch's global generator (so torch.manual_seed then GPT(cfg) is reproducible too). Safe
-        to call again after building on the meta device and to_empty()."""
+        Mamba2/KDA (LinearAttention.init_gates); convs U(+-1/sqrt(width)). Each parameter draws from
+        param_generator(seed, its full name) (why: notes/model.md); seed None: one drawn from torch's global
+        generator. Safe to call again after building on the meta device and to_empty()."""
         if seed is None:
             seed = int(torch.randint(2**31, (), device="cpu"))
         std = self.config.init_std
@@ -932,11 +896,9 @@ class GPT(nn.Module):
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=device_type == "cuda")
 
     def flops_per_token(self, seq_len, on_cuda=False):
-        """Training FLOPs per token (forward + backward = 3x forward), an estimate for MFU: 6 x the active matmul
-        params, plus full attention's QK^T and AV over seq_len/2 keys on average, plus linear attention's chunk
-        form per value head (EDA: 2 sub-steps per token, chunk 2C): intra-chunk A and Q.Gamma.K^T, Tril(.)U, the
-        triangular solve, W S_0, Q S_0 and the state update, with C the chunk of the rule that runs on the device
-        (eda.rule_chunk: the Triton kernels' own on CUDA)."""
+        """Training FLOPs per token (forward + backward = 3x forward), an estimate for MFU: the active matmul
+        params, full attention, and linear attention's chunk form (the terms: notes/model.md) with C the chunk of
+        the rule that runs on the device (eda.rule_chunk)."""
         cfg = self.config
         s = self.param_summary()
         n_mat = s["active"] - s["breakdown"]["embedding"]  # the lookup is not a matmul ...

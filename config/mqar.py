@@ -23,11 +23,9 @@ la_v_head_dim = 64
 la_gate_rank = 16
 la_erase_rank = 16
 la_chunk_size = 64           # the chunked PyTorch form (GDN-2's only one) is faster on GPUs with 64 (16 on CPU)
-attn_conv_size = 4           # the Transformer's recipe (no effect on the 2-layer linear models: no attention
-                             # layer): without it attention plateaus on recall (notes/synthetic.md §3)
+attn_conv_size = 4           # attention's recipe: without it recall plateaus (notes/synthetic.md §3)
 out_dir = 'out/mqar'
-compile = False              # eager: the step is launch-bound, and compiling costs more of a ~1-minute run than it
-                             # saves (notes/synthetic.md §5)
+compile = False              # eager: a launch-bound step; compiling costs more than it saves (notes/synthetic.md §5)
 batch_size = 256             # Zoology's MQAR batch; at 64, EDA/GDN/Transformer learned on some seeds only
 max_iters = 3000             # EDA was at 98.8-99.99% by step 1800 on 3 seeds; 3000 for margin
 warmup_iters = 100

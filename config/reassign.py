@@ -23,14 +23,11 @@ la_v_head_dim = 64
 la_gate_rank = 16
 la_erase_rank = 16
 la_chunk_size = 64           # the chunked PyTorch form (GDN-2's only one) is faster on GPUs with 64 (16 on CPU)
-attn_conv_size = 4           # the Transformer's recipe (no effect on the 2-layer linear models: no attention
-                             # layer): without it attention plateaus on recall (notes/synthetic.md §3)
+attn_conv_size = 4           # attention's recipe: without it recall plateaus (notes/synthetic.md §3)
 out_dir = 'out/reassign'
-compile = False              # eager: the step is launch-bound, and compiling costs more of a ~1-minute run than it
-                             # saves (notes/synthetic.md §5)
+compile = False              # eager: a launch-bound step; compiling costs more than it saves (notes/synthetic.md §5)
 batch_size = 256             # Zoology's MQAR batch; at 64, EDA/GDN/Transformer learned on some seeds only
-max_iters = 3000             # EDA learned by 1000-1250 steps; the Transformer (with the conv) needs 3000 on
-                             # 1 seed of 4 (94.1% at 2000, 99.7% at 3000: notes/synthetic.md §3)
+max_iters = 3000             # EDA: 1000-1250 steps; the Transformer 3000 on 1 seed of 4 (notes/synthetic.md §3)
 warmup_iters = 100
 learning_rate = 1e-3
 min_lr = 1e-5

@@ -28,6 +28,7 @@ import contextlib
 import glob
 import json
 import os
+import platform
 import signal
 import struct
 import sys
@@ -35,6 +36,7 @@ import sysconfig
 import zlib
 
 import numpy as np
+from tqdm import tqdm
 
 DATA_DIR = os.path.dirname(os.path.abspath(__file__))
 MAGIC = b"EDATOKS\0"
@@ -54,27 +56,15 @@ class TokenFileError(Exception):
     """A token file is missing, truncated or does not match what the run expects."""
 
 
-# ----------------------------------------------------------------------------------------------------
-# Token files
-
-
-def dtype_for(vocab_size):
-    return np.uint8 if vocab_size <= 2**8 else np.uint16 if vocab_size <= 2**16 else np.uint32
-
-
+# Token files --------------------------------------------------------------------------------------
 def write_tokens(path, arrays, vocab_size, total=None, desc=None):
-    """Write an iterable of 1-D token arrays to `path`. Returns (n_tokens, unigram counts).
-
-    Written to a temp file and renamed at the end, so an interrupted preparation never leaves a file
-    that looks complete; the header's token count is filled in last and checked against the size on load.
-    """
-    from tqdm import tqdm
+    """Write an iterable of 1-D token arrays to `path`. Returns (n_tokens, unigram counts). Written to a temp
+    file and renamed at the end, so an interrupted preparation never leaves a file that looks complete; the
+    header's token count is filled in last and checked against the size on load."""
     if not 1 <= vocab_size <= MAX_VOCAB:
         raise ValueError(f"vocab_size {vocab_size} is outside [1, {MAX_VOCAB}] while writing {path}")
-    dtype = dtype_for(vocab_size)
-    itemsize = np.dtype(dtype).itemsize
-    counts = np.zeros(vocab_size, dtype=np.int64)
-    n = 0
+    itemsize = 1 if vocab_size <= 2**8 else 2 if vocab_size <= 2**16 else 4
+    counts, n = np.zeros(vocab_size, dtype=np.int64), 0
     tmp = f"{path}.tmp{os.getpid()}"  # per process: two preparations at once cannot mix their bytes
     with removed_unless_done(tmp), open(tmp, "wb") as f:
         f.write(b"\0" * HEADER_BYTES)
@@ -83,7 +73,7 @@ def write_tokens(path, arrays, vocab_size, total=None, desc=None):
             if arr.size and arr.max() >= vocab_size:
                 raise ValueError(f"token {int(arr.max())} >= vocab_size {vocab_size} while writing {path}")
             counts += np.bincount(arr, minlength=vocab_size)
-            f.write(arr.astype(dtype).tobytes())
+            f.write(arr.astype(DTYPES[itemsize]).tobytes())
             n += arr.size
         f.seek(0)
         f.write(HEADER.pack(MAGIC, VERSION, itemsize, vocab_size, n))
@@ -122,12 +112,9 @@ def rebuild_command(data_dir):
 
 
 def load_tokens(path, vocab_size=None):
-    """Open a token file after checking its header and size. Returns (tokens, vocab_size): a read-only
-    numpy memmap and the vocab size from the header.
-
-    vocab_size: if given, the file's vocab size must equal it (e.g. train.bin and val.bin agree).
-    Raises TokenFileError naming the file and the command that rebuilds it.
-    """
+    """Open a token file after checking its header and size: (a read-only numpy memmap, the header's vocab size).
+    vocab_size: if given, the file's must equal it (train.bin and val.bin agree). Raises TokenFileError naming
+    the file and the command that rebuilds it."""
     fix = f"rebuild it with: {rebuild_command(os.path.dirname(path))}"
     if not os.path.exists(path):
         raise TokenFileError(f"token file {path} is missing; {fix}")
@@ -235,10 +222,7 @@ def check_out(out):
                          f"train.bin, val.bin and meta.json")
 
 
-# ----------------------------------------------------------------------------------------------------
-# Tokenizers
-
-
+# Tokenizers ---------------------------------------------------------------------------------------
 def load_tiktoken(encoding, prog):
     """tiktoken's encoding, or an exit naming `prog` and saying what to do when it cannot be loaded."""
     import tiktoken
@@ -257,15 +241,11 @@ def get_encoder(encoding):
         # byte-level: vocab 256, byte 0 (never in text) ends a document
         return (lambda texts: [np.frombuffer(t.encode("utf-8", "replace") + b"\0", np.uint8) for t in texts]), 256, 0
     enc = load_tiktoken(encoding, "prepare")
-    eot = enc.eot_token
-    vocab = enc.n_vocab
+    eot, vocab = enc.eot_token, enc.n_vocab
     return (lambda texts: [np.array(ids + [eot], np.uint32) for ids in enc.encode_ordinary_batch(texts)]), vocab, eot
 
 
-# ----------------------------------------------------------------------------------------------------
-# Sources
-
-
+# Sources ------------------------------------------------------------------------------------------
 def stdlib_files():
     """The running Python's standard library source: *.py under the stdlib path, site-packages excluded."""
     root = sysconfig.get_paths()["stdlib"]
@@ -293,7 +273,6 @@ def prepare_stdlib(out=os.path.join(DATA_DIR, "stdlib"), val_fraction=0.02):
             pieces = [("val" if os.path.relpath(path, root) in val else "train", data)]
         for split, piece in pieces:
             parts[split].append(np.frombuffer(piece + b"\0", np.uint8))
-    import platform
     return finish(out, {s: (a, len(a)) for s, a in parts.items()}, 256, "bytes",
                   f"python data/prepare.py stdlib --out={os.path.relpath(out)}",
                   dict(source=root, python=platform.python_version(), files=len(files),
