@@ -596,7 +596,7 @@ TABLE7 = {  # (scale, mixer): (total, active) in billions
     ("moe", "gdn"): (24.5676, 2.7236), ("moe", "kda"): (24.6324, 2.7885), ("moe", "eda"): (24.6558, 2.8119),
 }
 CONFIGS = {"dense": "config/dense_2p5b.py", "moe": "config/moe_25b_a2p8b.py"}
-TRAIN_KEYS = {"learning_rate", "min_lr", "block_size", "batch_size", "gradient_accumulation_steps", "max_iters",
+TRAIN_KEYS = {"out_dir", "learning_rate", "min_lr", "block_size", "batch_size", "gradient_accumulation_steps", "max_iters",
               "warmup_iters", "lr_decay_iters", "weight_decay", "dtype", "grad_checkpoint"}
 
 

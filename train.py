@@ -33,7 +33,7 @@ from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model
                                                      set_model_state_dict, set_optimizer_state_dict)
 
 from configurator import configure
-from data.prepare import TokenFileError, load_tokens, prepare_stdlib, read_meta, rebuild_command
+from data.prepare import TokenFileError, load_tokens, prepare_stdlib, read_meta
 from data.synthetic import TASKS as SYNTHETIC_TASKS, accuracy_counts, evict, mqar, reassign
 from model import GPT, CheckpointError, GPTConfig, load_checkpoint
 
@@ -111,7 +111,6 @@ is_synthetic = dataset in SYNTHETIC_TASKS
 # Evaluation scores the synthetic tasks' answers, so there it takes their logits from the plain head.
 eval_chunked_loss = not is_synthetic
 
-MAX_VOCAB = 2**24  # a token file's header claiming more is damaged (the largest tokenizers have ~2**18)
 # peak dense bf16 tensor FLOP/s per GPU (datasheets, without sparsity), for MFU; matched in order
 PEAK_FLOPS = [('H100 PCIe', 756e12), ('H100 NVL', 835e12), ('H100', 989e12), ('H200', 989e12),
               ('GH200', 989e12), ('H800', 989e12), ('B200', 2250e12), ('A100', 312e12), ('A800', 312e12),
@@ -388,22 +387,11 @@ else:
         splits['val'], _ = load_tokens(os.path.join(data_dir, 'val.bin'), vocab_size=data_vocab)
     except TokenFileError as err:
         fail(err)
-    if data_vocab > MAX_VOCAB:  # a damaged header: the embedding it asks for would not fit any machine
-        fail(f"{os.path.join(data_dir, 'train.bin')}'s header claims a vocabulary of {data_vocab:,} tokens, more "
-             f"than the {MAX_VOCAB:,} any tokenizer here has; rebuild it with: {rebuild_command(data_dir)}")
     for _split, _data in splits.items():
         if len(_data) < block_size + 2:  # a batch's window of block_size + 1 tokens, at more than one start
             fail(f'the {_split} split of {dataset!r} has {len(_data)} tokens; block_size={block_size} needs at '
                  f'least {block_size + 2}')
-    meta = read_meta(data_dir)  # {} when there is none
-    meta_problem = ('it is not a JSON object' if not isinstance(meta, dict) else
-                    f"unigram_entropy is {meta['unigram_entropy']!r}, not a number"
-                    if type(meta.get('unigram_entropy', 0.0)) not in (int, float) else
-                    f"encoding is {meta['encoding']!r}, not a tokenizer name"
-                    if not isinstance(meta.get('encoding', ''), str) else None)
-    if meta_problem:
-        fail(f"{os.path.join(data_dir, 'meta.json')} is malformed: {meta_problem}; rebuild it with: "
-             f"{rebuild_command(data_dir)}")
+    meta = read_meta(data_dir)  # {} when there is none; a damaged one exits naming the field
     unigram_entropy = meta.get('unigram_entropy')
 # the tokenizer, recorded in checkpoints so that sample.py decodes with the one the model was trained on
 encoding = f'synthetic:{dataset}' if is_synthetic else meta.get('encoding')
