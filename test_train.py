@@ -582,8 +582,9 @@ def test_ci_installs_exactly_the_readme_install_steps_and_they_include_pytest():
     install = readme.split('## Install', 1)[1].split('```sh', 1)[1].split('```', 1)[0]
     ci = open(os.path.join(ROOT, '.ci', 'run')).read()
     assert pip_installs(install.splitlines()) == pip_installs(ci.splitlines())
-    assert 'pip install pytest' in pip_installs(install.splitlines())  # what the Test section runs
-    assert 'python -m pytest -q -rs' in readme.split('## Test', 1)[1] and ci.rstrip().endswith('python -m pytest -q -rs')
+    assert 'pip install pytest pytest-xdist' in pip_installs(install.splitlines())  # what the Test section runs
+    test = 'python -m pytest -q -rs -n auto'
+    assert test in readme.split('## Test', 1)[1] and ci.rstrip().endswith(test)
 
 
 # ----------------------------------------------------------------------------------------------------
