@@ -14,11 +14,8 @@ of any seed are scored on the same sequences. The functions (length_eval, text_e
 harness_eval, the 'nanoeda' lm_eval model of harness_model) take a loaded model. How each part works and
 why: notes/eval.md.
 """
-import fcntl
-import json
 import os
 import re
-import subprocess
 import sys
 import time
 from contextlib import nullcontext
@@ -32,6 +29,9 @@ from data.prepare import TokenFileError, load_tiktoken, load_tokens
 from data.synthetic import accuracy_counts, at_length, evict, reassign
 from decode import generate
 from model import CheckpointError, model_from_checkpoint
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'scripts'))
+from rows import append, commit  # noqa: E402  (scripts/rows.py: a whole row appended under a lock; the commit)
 
 # ----------------------------------------------------------------------------------------------------
 # Settings (a config file or --key=value, as train.py)
@@ -318,23 +318,6 @@ def load(out_dir, device):
     return model.to(device).eval(), ckpt
 
 
-def commit():
-    """The code's commit: $NANOEDA_COMMIT where set (sweep.py passes its own), else git's short hash."""
-    if os.environ.get('NANOEDA_COMMIT'):
-        return os.environ['NANOEDA_COMMIT']
-    git = [subprocess.run(['git', *a], cwd=HERE, capture_output=True, text=True)
-           for a in (['rev-parse', '--short', 'HEAD'], ['status', '--porcelain', '--untracked-files=no'])]
-    return git[0].stdout.strip() + ('-dirty' if git[1].stdout.strip() else '') if git[0].returncode == 0 else None
-
-
-def append_row(path, row):
-    """One line, written whole under an exclusive lock: evaluations running at once lose no row."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, 'a') as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        f.write(json.dumps(row) + '\n')
-
-
 def report(part, fig):
     """The figures as a few lines of text."""
     if part == 'length':
@@ -402,7 +385,7 @@ def main():
             fail(f'{part}: {err}')
         report(part, fig)
         if results:
-            append_row(results, {**row, **tags, 'what': part, 'seconds': round(time.time() - t0, 1), part: fig})
+            append(results, {**row, **tags, 'what': part, 'seconds': round(time.time() - t0, 1), part: fig})
 
 if __name__ == '__main__':
     configure(globals())

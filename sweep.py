@@ -30,7 +30,7 @@ from configurator import configure
 
 HERE, CWD = os.path.dirname(os.path.abspath(__file__)), os.getcwd()
 sys.path.insert(0, os.path.join(HERE, 'scripts'))
-from rows import commit  # noqa: E402  (scripts/rows.py: the code's commit, as every results row records it)
+from rows import append, commit  # noqa: E402  (scripts/rows.py: a whole row appended; the code's commit)
 
 # ----------------------------------------------------------------------------------------------------
 # Settings (config files and --key=value, as train.py)
@@ -177,17 +177,6 @@ def read_results(path):
             warned.add((path, i, line))
             print(f'sweep: {path}:{i} {bad}, left out', file=sys.stderr)
     return list(rows.values())
-
-
-def append_row(path, row):
-    """One whole line per run, appended the moment the run ends: an interrupted sweep loses no row. A last line
-    cut without its newline (a crash mid-write) is ended first, so that this row is not glued onto it."""
-    with open(path, 'ab+') as f:
-        if f.seek(0, os.SEEK_END):
-            f.seek(-1, os.SEEK_END)
-            if f.read(1) != b'\n':
-                f.write(b'\n')
-        f.write((json.dumps(row) + '\n').encode())
 
 
 PAIRED_ELSEWHERE = sorted({m for pair in pairs for m in pair} - set(mixers))  # read from paired_from's sweeps
@@ -419,7 +408,7 @@ def sweep():
             took.setdefault((r['task'], r['x']), []).append((r['seconds'], r['at_once']))
 
     def finish(row):  # the run's row to the results file, and a line; the ETA: the runs left, in waves of at_once
-        append_row(results_path, row)  # at the mean duration so far
+        append(results_path, row)  # at the mean duration so far
         durations.append(row['seconds'])
         timed(row)
         left = len(todo) + len(running)

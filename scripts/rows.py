@@ -6,6 +6,7 @@ rows through `append`; scripts/gpu_train_check.sh, a row per train.py run from t
     python scripts/rows.py RESULTS_FILE COMMAND RUNS_DIR NAME...
 """
 import datetime
+import fcntl
 import json
 import os
 import re
@@ -40,9 +41,12 @@ def provenance(command=None):
 
 
 def append(path, row):
-    """One whole line; a last line cut without its newline (a crash mid-write) is ended first."""
-    os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
+    """One whole line, under an exclusive lock (writers at once lose no row: evaluations beside each other, a
+    sweep's runs); a last line cut without its newline (a crash mid-write) is ended first, so that this row is not
+    glued onto it."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, 'ab+') as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
         if f.seek(0, os.SEEK_END):
             f.seek(-1, os.SEEK_END)
             if f.read(1) != b'\n':
