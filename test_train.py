@@ -822,21 +822,27 @@ def test_ctrl_c_before_the_first_step_is_one_line_and_exit_130(tmp_path):
     assert p.stderr.strip() == 'train: interrupted (Ctrl-C) before the first step; no checkpoint written', p.stderr
 
 
-LOG_DISK_FULL_AT_STEP_3 = '''
-import builtins, errno
+def on_log_write(body):
+    """A prelude for train.py: each write of `text` to log.jsonl runs `body` (indented for write_) around the
+    real `write`, which body calls and returns."""
+    return f'''
+import builtins, errno, time
 real_open = builtins.open
 def open_(path, mode='r', *a, **k):
     f = real_open(path, mode, *a, **k)
     if str(path).endswith('log.jsonl') and set(mode) & set('awx'):
         write = f.write
         def write_(text):
-            if '"step": 3,' in text and '"loss"' in text:
-                raise OSError(errno.ENOSPC, 'No space left on device')
-            return write(text)
+{body}
         f.write = write_
     return f
 builtins.open = open_
 '''
+
+
+LOG_DISK_FULL_AT_STEP_3 = on_log_write('''            if '"step": 3,' in text and '"loss"' in text:
+                raise OSError(errno.ENOSPC, 'No space left on device')
+            return write(text)''')
 
 
 def test_a_full_disk_while_logging_stops_with_one_line_and_keeps_the_last_checkpoint(tmp_path):
@@ -888,23 +894,11 @@ def test_runs_of_any_seed_score_the_same_validation_batches_and_train_on_their_o
 # Run folders: one live run each, one run's checkpoint with that run's log, no write through a link
 
 # HOLD() (replaced by the test) at the run's first training-step log record
-HOLD_AT_FIRST_STEP = '''
-import builtins, time
-real_open = builtins.open
-def open_(path, mode='r', *a, **k):
-    f = real_open(path, mode, *a, **k)
-    if str(path).endswith('log.jsonl') and set(mode) & set('awx'):
-        write = f.write
-        def write_(text):
-            out = write(text)
+HOLD_AT_FIRST_STEP = on_log_write('''            out = write(text)
             if '"loss"' in text:
                 f.flush()
                 HOLD()
-            return out
-        f.write = write_
-    return f
-builtins.open = open_
-'''
+            return out''')
 
 
 def start_train(out_dir, *args, prelude):
