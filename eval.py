@@ -31,7 +31,7 @@ from decode import generate
 from model import CheckpointError, model_from_checkpoint
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'scripts'))
-from rows import append, commit  # noqa: E402  (scripts/rows.py: a whole row appended under a lock; the commit)
+from rows import append, commit, versions  # noqa: E402  (scripts/rows.py: a row appended; commit, versions)
 
 # ----------------------------------------------------------------------------------------------------
 # Settings (a config file or --key=value, as train.py)
@@ -357,7 +357,7 @@ def main():
                device=torch.cuda.get_device_name(model.wte.weight.device) if cuda else 'cpu',
                checkpoint=os.path.join(out_dir, 'ckpt.pt'), iter=ckpt.get('iter_num'), mixer=model.config.mixer,
                la_gate=model.config.gate, seed=cfg.get('seed'), eval_seed=eval_seed,
-               dtype='bfloat16' if amp else 'float32')
+               dtype='bfloat16' if amp else 'float32', **versions())
     tokens = None
     if {'text', 'needles'} & set(parts):
         if str(ckpt.get('encoding')).startswith('synthetic'):

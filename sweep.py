@@ -30,7 +30,7 @@ from configurator import configure
 
 HERE, CWD = os.path.dirname(os.path.abspath(__file__)), os.getcwd()
 sys.path.insert(0, os.path.join(HERE, 'scripts'))
-from rows import append, commit  # noqa: E402  (scripts/rows.py: a whole row appended; the code's commit)
+from rows import append, commit, versions  # noqa: E402  (scripts/rows.py: a row appended; commit, versions)
 
 # ----------------------------------------------------------------------------------------------------
 # Settings (config files and --key=value, as train.py)
@@ -466,7 +466,8 @@ def sweep():
                           f'again, and from now on at most {at_once} at once', flush=True)
                     continue
                 res = outcome(run.proc.returncode, run.out_dir, run.log_path, time.time() - run.start, timed_out)
-                stamp = {'at_once': run.at_once, 'date': time.strftime('%Y-%m-%d %H:%M', time.gmtime()), 'commit': code}
+                stamp = {'at_once': run.at_once, 'date': time.strftime('%Y-%m-%d %H:%M', time.gmtime()), 'commit': code,
+                         **versions()}
                 run.result = {**run.row, **res, **stamp, 'command': ' '.join(['python', 'train.py', *run.cmd[2:]])}
                 if run.result['status'] == 'ok' and run.evaluate_next(code):  # evaluated where it trained
                     running.append(run)

@@ -7,6 +7,7 @@ rows through `append`; scripts/gpu_train_check.sh, a row per train.py run from t
 """
 import datetime
 import fcntl
+import importlib.metadata
 import json
 import os
 import re
@@ -31,13 +32,21 @@ def commit():
     return head.stdout.strip() + ('-dirty' if dirty.stdout.strip() else '') if head.returncode == 0 else None
 
 
+def versions():
+    """The torch and triton versions installed (read from package metadata: no import, for the sweep)."""
+    def version(name):
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+    return dict(torch=version('torch'), triton=version('triton'))
+
+
 def provenance(command=None):
     """The fields every row starts with: run (this process), command, date, commit, device, torch, triton."""
     import torch
-    import triton
     return dict(run=RUN, command=command or 'python ' + shlex.join(sys.argv), date=RUN[:10], commit=commit(),
-                device=torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu',
-                torch=torch.__version__, triton=triton.__version__)
+                device=torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu', **versions())
 
 
 def append(path, row):
