@@ -39,6 +39,9 @@ from data.prepare import TokenFileError, get_encoder, load_tokens, read_meta
 from data.synthetic import TASKS as SYNTHETIC_TASKS
 from model import GPT, CheckpointError, LinearAttention, la_output, model_from_checkpoint
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'scripts'))
+from rows import append, provenance  # noqa: E402  (scripts/rows.py: a row appended under a lock; its provenance)
+
 # -----------------------------------------------------------------------------
 out_dir = 'out'            # the EDA checkpoint: out_dir/ckpt.pt (written by train.py)
 compare = ''               # a KDA (or EDA) checkpoint directory to put beside it where a probe applies ('': none)
@@ -57,6 +60,7 @@ device = 'cuda' if torch.cuda.is_available() else 'cpu'
 dtype = 'float32'          # the model's forward on CUDA ('bfloat16': as trained); CPU: float32; the replay: float64
 la_backend = 'auto'        # the model's forward: auto (triton on CUDA, chunk on CPU), chunk, recurrent, triton
 png: str | None = None     # the figure (None: out_dir/probe.png; '': no figure)
+results = ''               # a JSONL file: one row per model probed (its figures, command, commit, device) ('': none)
 # -----------------------------------------------------------------------------
 
 STRATEGIES = ('actual', 'random', 'shuffle', 'same')  # erase addresses of probe (b); 'same' is e_t = k_t
@@ -310,6 +314,24 @@ def print_tables(models, d_k, lag_list, edges):
           lambda r: [' '.join(num(x) for x in hr) for hr in r['head_recall']])
 
 
+def row(label, summ, cfg, ckpt, where, d_k):
+    """A probed model's figures as a results row (percentages and ratios rounded as the tables print them)."""
+    r3 = lambda x: None if x is None or x != x else round(x, 4)  # noqa: E731
+    shares, high = summ['alloc']['all'], summ['alloc']['bins'][-1][1] or [None] * 3
+    out = dict(bench='probe', **provenance(), label=label, out_dir=where, mixer=cfg.mixer, gate=cfg.gate,
+               seed=(ckpt.get('config') or {}).get('seed'), trained=not label.endswith(UNTRAINED),
+               iter=ckpt.get('iter_num'), num_tokens=num_tokens,
+               recall=r3(sum(summ['recall']) / len(summ['recall'])), recall_by_lag=[r3(x) for x in summ['recall']])
+    if 'raw' in summ:
+        out.update(shares_pct=dict(zip(('decay', 'delta', 'erase'), (round(100 * x, 1) for x in shares))),
+                   retained_erase_pct=None if high[2] is None else round(100 * high[2], 1),
+                   retained_erase_over_delta=r3(high[2] / high[1]) if high[1] else None,
+                   perturbation={m: r3(summ['raw'][m]) for m in STRATEGIES},
+                   fold={m: r3(summ['fold'][m]) for m in STRATEGIES[1:]},
+                   cos_ek=r3(summ['cos']), cos_eq=r3(summ['qcos']), cos_reference=r3(independent_abs_cos(d_k)))
+    return out
+
+
 def draw_figure(path, models, d_k, lag_list, edges):
     """The paper's panels (a)-(c) for the models with an erase (the probed one, its untrained baseline hatched
     beside it) and, with more than one model, (d) recall by lag for all. Returns the path, or None without
@@ -529,6 +551,10 @@ def main():
               f"error of {worst:.1e} at most" + ('' if worst <= tol else f"  WARNING: above {tol:g}: the probe may "
                                                                          f"not measure the model that runs"))
     print_tables(models, cfg.la_head_dim, lag_list, edges)
+    if results:
+        for (label, summ), (_, m, ck, where) in zip(models, runs):
+            append(results, row(label, summ, m.config, ck, where, cfg.la_head_dim))
+        print(f"rows: {results}")
     if path := os.path.join(out_dir, 'probe.png') if png is None else png:
         drawn = draw_figure(path, models, cfg.la_head_dim, lag_list, edges)
         print(f"figure: {path}" if drawn else 'figure: skipped (matplotlib is not installed: pip install matplotlib)')

@@ -1,5 +1,6 @@
 """probe.py: the memory-state probes (Sec. 4.4) on tiny random models, and the script end to end on tiny
 checkpoints, all on the CPU in a few seconds."""
+import json
 import math
 import os
 import runpy
@@ -277,3 +278,19 @@ def test_baseline_puts_every_probe_beside_the_untrained_model_of_the_checkpoints
     assert "(b) readout perturbation" in out and "|cos eq|" in out
     pytest.importorskip("matplotlib")
     assert (tmp_path / "p.png").stat().st_size > 10_000
+
+
+def test_results_rows_hold_each_probed_models_figures_as_the_tables_print_them(checkpoints, monkeypatch, capsys,
+                                                                                 tmp_path):
+    path = tmp_path / "probe.jsonl"
+    msg, out = run_script(monkeypatch, capsys, f"--out_dir={checkpoints['eda']}", f"--compare={checkpoints['kda']}",
+                          f"--text={TEXT}", "--lags=(1, 4)", "--png=", f"--results={path}")
+    assert msg is None, msg
+    eda_row, kda_row = [json.loads(line) for line in path.read_text().splitlines()]
+    assert (eda_row["label"], eda_row["mixer"], kda_row["label"], kda_row["mixer"]) == ("EDA", "eda", "KDA", "kda")
+    assert eda_row["bench"] == "probe" and eda_row["trained"] and eda_row["device"] == "cpu" and eda_row["command"]
+    assert abs(sum(eda_row["shares_pct"].values()) - 100) < 0.2 and "shares_pct" not in kda_row
+    assert f"reference at d_k = 16: {eda_row['cos_reference']:.4f}" in out
+    for row in (eda_row, kda_row):  # the mean recall is the tables' last (d) row of the model
+        last = [line.split() for line in out.splitlines() if line.split()[:3] == [row["label"], "mean", "all"]][-1]
+        assert f"{row['recall']:.3f}" == last[-1] and len(row["recall_by_lag"]) == 2
