@@ -41,16 +41,6 @@ TABLE7 = {('dense', 'transformer'): (2.5052, 2.5052), ('dense', 'gdn'): (2.5035,
           ('moe', 'gdn'): (24.5676, 2.7236), ('moe', 'kda'): (24.6324, 2.7885), ('moe', 'eda'): (24.6558, 2.8119)}
 MIXER_NAMES = {'eda': 'EDA', 'kda': 'KDA', 'gdn': 'GDN', 'gdn2': 'GDN-2', 'transformer': 'Transformer (no conv)'}
 TF = MIXER_NAMES['transformer']
-# A language-model difference smaller than this (nats/token) would not change which mixer to use: a paired interval
-# inside +-MATTERS is a tie, one wider that holds zero is unresolved. About half the spread between two H100 and H200
-# runs of one seed (notes/train.md).
-MATTERS = 0.005
-# (A, B, what differs): the LM pairs read seed by seed: the erase x gate square's edges, then EDA against the rest
-LM_PAIRS = [('eda', 'kda safe-gate', 'the erase, behind the safe gate'),
-            ('eda kda-gate', 'kda', "the erase, behind KDA's gate"),
-            ('kda safe-gate', 'kda', 'the gate, without the erase'), ('eda', 'eda kda-gate', 'the gate, with the erase'),
-            ('eda', 'kda', 'erase and gate'), ('eda', 'gdn', ''), ('eda', 'gdn2', ''), ('eda', 'transformer conv4', ''),
-            ('eda', 'transformer no-conv', '')]
 KERNELS = {'_eda_prep_kernel': 'prep', '_eda_fwd_kernel': 'forward walk', '_eda_dh_prep_kernel': 'dh prep',
            '_eda_bwd_dh_kernel': 'reverse walk', '_eda_bwd_kernel': 'per-chunk backward'}
 LEVEL = {'mqar': 'pairs', 'reassign': 'updates', 'evict': 'updates', 'capacity': 'live pairs'}
@@ -77,6 +67,11 @@ def made(rows, note=False):
     note = rows[0].get('note', '') if note else ''
     return block(['```sh', *dict.fromkeys(r['command'] for r in rows), '```', '',
                   f"{where} {note}{'.' if note and not note.endswith('.') else ''}".rstrip()])
+
+
+def evaluated(sw, evals):
+    """Where a grid's evaluations ran: their dates, commits and devices (sweep.py's count of its runs')."""
+    return sw.provenance(evals).replace('Runs made', 'Evaluations made').replace('(runs)', '(evaluations)')
 
 
 def sweep_of(grid):
@@ -121,39 +116,28 @@ def figure(name, draw):
 
 
 # ----------------------------------------------------------------------------------------------------
-# Statistics: a paired t interval without scipy
+# Statistics: the verdict rule every grid fixes before its runs (a paired t interval and a sign test)
+
+# Student's t two-sided 95% critical values by degrees of freedom (any statistics table)
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+        11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131}
 
 
-def t_two_sided_p(t, dof):
-    """P(|T| >= |t|) for Student's t with an integer number of degrees of freedom (the closed forms of Abramowitz &
-    Stegun 26.7.3-4)."""
-    th = math.atan(abs(t) / math.sqrt(dof))
-    c2, term, total = math.cos(th) ** 2, 1.0, 1.0
-    for j in range(2 if dof % 2 == 0 else 3, dof, 2):
-        term *= c2 * (j - 1) / j
-        total += term
-    if dof % 2 == 0:
-        return max(0.0, 1.0 - math.sin(th) * total)
-    return max(0.0, 1.0 - 2 / math.pi * (th + (math.sin(th) * math.cos(th) * total if dof > 1 else 0.0)))
+def sign_test(k, n):
+    """Two-sided exact sign test: P(a split at least as uneven as k of n) under a fair coin."""
+    m = min(k, n - k)
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(m + 1)) / 2 ** n)
 
 
-def t_critical(dof, p=0.05):
-    """The t with P(|T| >= t) = p (bisection on t_two_sided_p)."""
-    lo, hi = 0.0, 1e4
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if t_two_sided_p(mid, dof) > p else (lo, mid)
-    return (lo + hi) / 2
-
-
-def paired(diffs):
-    """Per-seed differences A - B (lower is better): (mean, 95% t interval, seeds where A is lower, verdict)."""
+def paired(diffs, higher_is_better=False):
+    """Per-seed differences A - B: (mean, 95% t interval, seeds where A is better, sign test p, verdict): 'A ahead'
+    or 'B ahead' only where the interval excludes zero, else 'not resolved'."""
     n, mu = len(diffs), sum(diffs) / len(diffs)
-    half = t_critical(n - 1) * math.sqrt(sum((d - mu) ** 2 for d in diffs) / (n - 1)) / math.sqrt(n)
-    lo, hi = mu - half, mu + half
-    verdict = ('A ahead' if hi < 0 else 'B ahead' if lo > 0 else f'a tie (inside ±{MATTERS})'
-               if -MATTERS < lo and hi < MATTERS else 'unresolved')
-    return mu, (lo, hi), sum(d < 0 for d in diffs), verdict
+    half = T975[n - 1] * math.sqrt(sum((d - mu) ** 2 for d in diffs) / (n - 1) / n)
+    better = sum(d > 0 if higher_is_better else d < 0 for d in diffs)
+    up, down = ('A ahead', 'B ahead') if higher_is_better else ('B ahead', 'A ahead')
+    verdict = up if mu - half > 0 else down if mu + half < 0 else 'not resolved'
+    return mu, (mu - half, mu + half), better, sign_test(better, sum(d != 0 for d in diffs)), verdict
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -167,8 +151,8 @@ def erase_section():
     ok = {sw.key(r) for r in rows if r['status'] in ('ok', 'diverged')}
     n = sum(1 for _ in sw.grid(rows))
     if len(ok) < n:
-        return dict(old_erase(None), row=False, shipped=f'Not whole yet: {len(ok)} of its {n} runs are in '
-                    '`results/erase.jsonl`; no verdict until the grid is whole.')
+        return dict(row=False, shipped=f'Not whole yet: {len(ok)} of its {n} runs are in `results/erase.jsonl`; no '
+                    'verdict until the grid is whole.')
     s, out, counts = sw.summarize(rows), [], {}
     for t, x in levels:
         out.append([f'{t} {x} {LEVEL[t]}'])
@@ -181,33 +165,13 @@ def erase_section():
                          'shows no consistent effect')
     (k, m, ds), (sk, sm, sds) = counts[tuple(sw.pairs[0])], counts[tuple(sw.pairs[1])]
     floor = sum(r['val_acc'] < sw.tasks[r['task']]['floor'][1][r['x']] + 0.02 for r in rows if sw.key(r) in ok)
-    old = old_erase(counts)
-    before = old.pop('before')
     verdict = (f"behind KDA's gate the erase {word(k, m)}: ahead on {k} of {m} paired seeds (mean "
                f"{sw.fmt_diff(sum(ds) / len(ds))} points)")
-    return dict(old, floor=floor, runs=len(ok), verdict_with=verdict.replace('behind', 'with'), kda_before=sw.fmt(
-        before['capacity', 64]['kda']), kda_now=sw.fmt(s['capacity', 64, 'kda']['mean']), shipped=TEMPLATE[
+    return dict(floor=floor, runs=len(ok), verdict_with=verdict.replace('behind', 'with'), shipped=TEMPLATE[
         'erase verdict'].format(provenance=sw.provenance(rows), verdict=verdict, safe_word=word(sk, sm), floor=floor,
                                 safe_ahead=f'{sk} of {sm}', safe_mean=sw.fmt_diff(sum(sds) / len(sds)), runs=len(ok),
                                 table=table(['level', *(c for a, b in sw.pairs for c in (
                                     a, b, f'{a} ahead'))], out)))
-
-
-def old_erase(counts):
-    """The full benchmark, run with one A per head (synthetic, evict_long, safe_gate): its fields, and 'before':
-    the mixers' means at the erase rerun's levels ('ahead': the erase behind KDA's gate there, [ahead, of])."""
-    grids = ('synthetic', 'evict_long', 'safe_gate')
-    (sw, rows), (_, ev), (sg, sgr) = (sweep_rows(f'config/sweep/{g}.py') for g in grids)
-    s, s6 = sw.summarize(rows), sw.summarize(ev)
-    before = {'ahead': [0, 0]}
-    for (task, x, m), cell in sg.summarize(sgr).items():  # the square's levels: capacity at 2000 steps, evict at 6000
-        summary = s6 if task == 'evict' else s
-        before[task, x] = {mx: summary[task, x, mx]['mean'] for mx in ('eda', 'eda kda-gate', 'kda')} | {m: cell['mean']}
-        k, n, _ = sw.pair_stats(summary[task, x, 'eda kda-gate'], summary[task, x, 'kda'])
-        before['ahead'] = [before['ahead'][0] + k, before['ahead'][1] + n]
-    holds = counts and counts[('eda kda-gate', 'kda')][0] >= 0.75 * counts[('eda kda-gate', 'kda')][1]
-    return dict(before=before, ahead='{} of {}'.format(*before['ahead']), holds='holds' if holds else 'does not repeat',
-                old_provenance=block(f'`{g}`: {sw.provenance(r)}' for g, r in zip(grids, (rows, ev, sgr))))
 
 
 def defaults_section():
@@ -222,51 +186,107 @@ def defaults_section():
         low=f"{100 * min(r['val_acc'] for r in rows):.2f}")
 
 
+def not_run(title, grid, jobs):
+    return [f'## {title}', '', f'Not run yet: `python sweep.py {grid} --jobs={jobs}` writes its rows.', '']
+
+
 def lm_section():
     sw, rows = sweep_rows('config/sweep/lm.py')
     if not rows:
-        return ['## How do the mixers compare as language models?', '', 'Not run yet: `python sweep.py '
-                'config/sweep/lm.py --jobs=7` trains `config/stdlib_26m.py` for every mixer of the grid and writes '
-                '`results/lm.jsonl`.', '']
+        return not_run('Which learning rate for each mixer? The LM grid', 'config/sweep/lm.py', 7)
     s = {m: v for (_, _, m), v in sw.summarize(rows).items()}
     best = sw.best_lrs(rows)
     ok = {sw.key(r) for r in rows if r['status'] in ('ok', 'diverged')}
-    done = {m for m in sw.mixers if any(k[2] == m for k in best)
-            and all(sw.key(r) in ok for r, _ in sw.grid(rows) if r['mixer'] == m)}
-    cfg = {}
-    exec(open(sw.tasks['stdlib']['config']).read(), cfg)
-    tokens = cfg['max_iters'] * cfg['batch_size'] * cfg['block_size']
-    corpora = sorted({tuple(r['data_tokens']) for r in rows if r.get('data_tokens')})
+    done = [m for m in sw.mixers if any(k[2] == m for k in best)
+            and all(sw.key(r) in ok for r, _ in sw.grid(rows) if r['mixer'] == m)]
     lrs = sorted(sw.learning_rates)
     edge = [f'{m} ({lr:g})' for (_, _, m), lr in best.items() if lr in (lrs[0], lrs[-1])]
-    missing = [m for m in sw.mixers if m not in done]
-    pairs, verdicts = [], {}
-    for a, b, what in LM_PAIRS:
-        if a in done and b in done and len(d := sw.seed_diffs(s[a], s[b])) >= 2:
-            mu, (lo, hi), k, v = paired(d)
-            verdicts[a, b] = v = v.replace('A ahead', f'{a} ahead').replace('B ahead', f'{b} ahead')
-            pairs.append([f'{a} − {b}', what or '—', ', '.join(f'{x:+.4f}' for x in d), f'{mu:+.4f}',
-                          f'[{lo:+.4f}, {hi:+.4f}]', f'{k} of {len(d)}', f'**{v}**'])
-    g = lambda a, b: verdicts.get((a, b), 'not run')  # noqa: E731
+    return dict(lrs=', '.join(f'{lr:g}' for lr in sw.learning_rates), seed0=sw.seeds[0], provenance=sw.provenance(rows),
+                edge=', '.join(edge) or 'none', row=False, mixers=table(['mixer', 'params', 'best lr', 'val loss there: mean ± std (seeds)'], [
+                    [m, f"{s[m]['params']:,}", f"{s[m]['lr']:g}", f"{s[m]['mean']:.4f} ± {s[m]['std']:.4f} ({len(s[m]['accs'])})"]
+                    for m in done]))
+
+
+# The LM grid's figures, named in config/sweep/lm_long.py before its runs: (label, unit, higher is better)
+LONG_FIGURES = {'val': ('val loss', 'nats', False), 'past': ('loss past the block, carried', 'nats', False),
+                'carry': ('carried − reset past the block', 'nats', False),
+                'bound': ('needles bound, acc', 'points', True), 'rebound': ('needles rebound, acc', 'points', True),
+                'stale': ('rebound: stale answers', 'points', False)}
+
+
+def long_figures(run, text, needles):
+    """A run's primary figures: train.py's val loss; text: the loss over positions past the training block with
+    the state carried, and carried minus reset there (buckets weighted by their widths); needles: the mean
+    accuracy over each variant's cells and the rebound cells' stale rate (in points)."""
+    past = [(b - a, i) for i, (a, b) in enumerate(zip(text['edges'], text['edges'][1:])) if a >= run['block']]
+    mean = lambda key: sum(w * text[key][i] for w, i in past) / sum(w for w, _ in past)  # noqa: E731
+    cells = lambda v: [c for c in needles['cells'] if c['variant'] == v]  # noqa: E731
+    avg = lambda v, f: 100 * sum(c[f] for c in cells(v)) / len(cells(v))  # noqa: E731
+    return dict(val=run['val_loss'], past=mean('carried'), carry=mean('carried') - mean('reset'),
+                bound=avg('bound', 'acc'), rebound=avg('rebound', 'acc'), stale=avg('rebound', 'stale'))
+
+
+def lm_long_section():
+    sw, rows = sweep_rows('config/sweep/lm_long.py')
+    if not rows:
+        return not_run('How do the mixers compare as language models?', 'config/sweep/lm_long.py', 7)
+    evals = read_rows('lm_long_eval.jsonl')
+    ev = {(r['mixer'], r['seed'], r['what']): r for r in evals}
+    runs = {(r['mixer'], r['seed']): dict(r, block=1024) for r in rows if r['status'] == 'ok'}
+    seeds = sorted({s for _, s in runs})
+    ms = [m for m in sw.mixers if all((m, s, w) in ev for s in seeds for w in ('text', 'needles'))]
+    fig = {(m, s): long_figures(runs[m, s], ev[m, s, 'text']['text'], ev[m, s, 'needles']['needles'])
+           for m in ms for s in seeds}
+    avg = lambda m, f: sum(fig[m, s][f] for s in seeds) / len(seeds)  # noqa: E731
+    num = lambda f, x, sign='', p=1: f"{x:{sign}.4f}" if LONG_FIGURES[f][1] == 'nats' else f"{x:{sign}.{p}f}"  # noqa: E731
+    text0, needles0 = ev[ms[0], seeds[0], 'text']['text'], ev[ms[0], seeds[0], 'needles']['needles']
+    contexts = sorted({c['context'] for c in needles0['cells']})
+    by_ctx = lambda m, v, c: 100 * sum(x['acc'] for s in seeds for x in ev[m, s, 'needles']['needles']['cells']  # noqa: E731
+                                       if x['variant'] == v and x['context'] == c) / len(seeds) / len(
+                                           [x for x in needles0['cells'] if x['variant'] == v and x['context'] == c])
+    verdicts, pairs = {}, []
+    for a, b in [p for p in sw.pairs if set(p) <= set(ms)]:
+        cells = [f'{a} − {b}']
+        for f, (_, _, higher) in LONG_FIGURES.items():
+            mu, (lo, hi), k, p, v = paired([fig[a, s][f] - fig[b, s][f] for s in seeds], higher)
+            verdicts[a, b, f] = v = v.replace('A ahead', f'{a} ahead').replace('B ahead', f'{b} ahead')
+            cell = f'{num(f, mu, "+", 2)} [{num(f, lo, "+", 2)}, {num(f, hi, "+", 2)}] {k}/{len(seeds)}, p {p:.2f}'
+            cells.append(cell if v == 'not resolved' else f'**{cell}, {v}**')
+        pairs.append(cells)
+
+    def draw(ax):
+        edges = text0['edges']
+        mids = [(a + b) / 2 for a, b in zip(edges, edges[1:])]
+        for i, m in enumerate(ms):
+            for key, style in (('carried', '-'), ('reset', ':')):
+                ax.plot(mids, [sum(ev[m, s, 'text']['text'][key][j] for s in seeds) / len(seeds)
+                               for j in range(len(mids))], style, color=f'C{i}', marker='o' if style == '-' else None,
+                        ms=3, label=m if style == '-' else None)
+        ax.axvline(1024, color='gray', lw=0.5)
+        ax.set(xscale='log', xlabel='position in the window (tokens); the block is 1024', ylabel='loss (nats/token)',
+               ylim=(0.55, 1.1), title='held-out text past the training length (dotted: state reset every 1024)')
+        ax.legend(fontsize=8)
+    figure('lm_long_position.png', draw)
+    v = lambda a, b, f: verdicts.get((a, b, f), 'not run')  # noqa: E731
+    mean_of = lambda m, f: num(f, avg(m, f)) if m in ms else 'not run'  # noqa: E731
+    needle_v = [(k, x) for k, x in verdicts.items() if k[2] in ('bound', 'rebound', 'stale') and 'transformer' not in k[1]]
     return dict(
-        lrs=', '.join(f'{lr:g}' for lr in sw.learning_rates), seed0=sw.seeds[0], seeds=', '.join(map(str, sw.best_seeds)),
-        repeats=sw.best_repeats, tokens=f'{tokens:,}', matters=MATTERS, provenance=sw.provenance(rows),
-        epochs=', '.join(f'{tokens / t:.1f} epochs of {t:,} train tokens' for t, _ in corpora) or 'corpus not recorded',
-        grid_notes=(f" Best lr at an edge of the grid (a better one may lie outside it): {', '.join(edge)}." if edge
-                    else '') + (f" **Not whole yet:** {', '.join(missing)} left out until their runs are in."
-                                if missing else ''),
-        mixers=table(['mixer', 'params', 'val loss', 'lr', 'seeds'], [
-            [m, f"{s[m]['params']:,}", f"{s[m]['mean']:.4f} ± {s[m]['std']:.4f} [{s[m]['min']:.4f}, {s[m]['max']:.4f}]",
-             f"{s[m]['lr']:g}", len(s[m]['accs'])] for m in sorted(done, key=lambda m: s[m]['mean'])]),
-        pairs=table(['A − B', 'what differs', 'per seed', 'mean', '95% interval', 'A lower', 'verdict'], pairs),
-        n_done=len(done), n_seeds=len(s['eda']['accs']), v_safe=g('eda', 'kda safe-gate'), v_kda=g('eda kda-gate', 'kda'),
-        v_gate=g('kda safe-gate', 'kda'), v_eda_kda=g('eda', 'kda'))
-
-
-def sign_test(k, n):
-    """Two-sided exact sign test: P(a split at least as uneven as k of n) under a fair coin."""
-    m = min(k, n - k)
-    return min(1.0, 2 * sum(math.comb(n, i) for i in range(m + 1)) / 2 ** n)
+        provenance=sw.provenance(rows), evaluated=evaluated(sw, evals),
+        n_seeds=len(seeds), windows=text0['windows'], window=text0['window'], trials=needles0['trials'],
+        choices=needles0['choices'], chance=f"{100 * needles0['chance']:.0f}",
+        mixers=table(['mixer', *(f'{lab} ({unit})' for lab, unit, _ in LONG_FIGURES.values())],
+                     [[m, *(num(f, avg(m, f)) for f in LONG_FIGURES)] for m in ms]),
+        needles=table(['mixer', *(f'{c:,}' for c in contexts)], [[m, *(
+            f"{by_ctx(m, 'bound', c):.0f} / {by_ctx(m, 'rebound', c):.0f}" for c in contexts)] for m in ms]),
+        pairs=table(['A − B', *(lab for lab, _, _ in LONG_FIGURES.values())], pairs),
+        kda_gate=v('eda kda-gate', 'kda', 'past'), kda_gate_carry=v('eda kda-gate', 'kda', 'carry'),
+        kda_gate_val=v('eda kda-gate', 'kda', 'val'), safe=v('eda', 'kda safe-gate', 'past'),
+        safe_val=v('eda', 'kda safe-gate', 'val'), gate=v('kda safe-gate', 'kda', 'past'),
+        gate_val=v('kda safe-gate', 'kda', 'val'), tf_past=v('eda', 'transformer conv4', 'past'),
+        tf_val=v('eda', 'transformer conv4', 'val'), tf_bound=v('eda', 'transformer conv4', 'bound'),
+        tf_past_x=mean_of('transformer conv4', 'past'), eda_past_x=mean_of('eda', 'past'),
+        n_resolved=sum(x != 'not resolved' for (a, b, f), x in needle_v), n_needle=len(needle_v), last_ctx=f'{contexts[-1]:,}', near_chance=', '.join(
+            f"{by_ctx(m, 'bound', contexts[-1]):.0f}" for m in ms))
 
 
 def length_section():
@@ -282,15 +302,13 @@ def length_section():
     by_len = table(['mixer', *(f"{x}x ({acc[ms[0], seeds[0]][x]['seq_len']})" for x in mults), 'values / NONE at '
                     f'{mults[-1]}x'], [[m, *(pct(mean(m, 'acc', x)) for x in mults), f"{pct(mean(m, 'acc_value', mults[-1]))}"
                                          f" / {pct(mean(m, 'acc_none', mults[-1]))}"] for m in ms])
-    pairs, verdicts, t = [], {}, t_critical(len(seeds) - 1)
+    pairs, verdicts = [], {}
     for a, b in sw.pairs:
         d = [prim[a, s] - prim[b, s] for s in seeds]
-        mu = sum(d) / len(d)
-        half = t * math.sqrt(sum((x - mu) ** 2 for x in d) / (len(d) - 1) / len(d))
-        k, n = sum(x > 0 for x in d), sum(x != 0 for x in d)
-        verdicts[a, b] = v = f'{a} ahead' if mu - half > 0 else f'{b} ahead' if mu + half < 0 else 'not resolved'
-        pairs.append([f'{a} − {b}', ', '.join(f'{x:+.1f}' for x in d), f'{mu:+.1f}', f'[{mu - half:+.1f}, '
-                      f'{mu + half:+.1f}]', f'{k} of {n}', f'{sign_test(k, n):.2f}', f'**{v}**'])
+        mu, (lo, hi), k, p, v = paired(d, higher_is_better=True)
+        verdicts[a, b] = v = v.replace('A ahead', f'{a} ahead').replace('B ahead', f'{b} ahead')
+        pairs.append([f'{a} − {b}', ', '.join(f'{x:+.1f}' for x in d), f'{mu:+.1f}', f'[{lo:+.1f}, {hi:+.1f}]',
+                      f'{k} of {len(d)}', f'{p:.2f}', f'**{v}**'])
     low = [f'{m} seed {s} ({pct(a[1]["acc"])}%)' for (m, s), a in sorted(acc.items()) if a[1]['acc'] < 0.99]
     worst = min(acc.items(), key=lambda kv: prim[kv[0]])
     rest = [100 * acc[worst[0][0], s][mults[-1]]['acc'] for s in seeds if s != worst[0][1]]
@@ -308,7 +326,7 @@ def length_section():
                title='reassign past the training length (thin: seeds)')
         ax.legend(fontsize=8)
     figure('length_acc.png', draw)
-    return dict(provenance=sw.provenance(rows), eval_provenance=made(evals[:1]).split('```')[-1].strip()[5:],
+    return dict(provenance=sw.provenance(rows), evaluated=evaluated(sw, evals),
                 first=span(at(1)), last=span(at(mults[-1])), rest=span(rest), top=f'{mults[-1]}x',
                 n_seeds=len(seeds), by_len=by_len, pairs=table(['A − B', 'per seed (points)', 'mean', '95% interval',
                                                                   'A higher', 'sign test p', 'verdict'], pairs),
@@ -321,15 +339,20 @@ def length_section():
 
 
 def probe_section():
-    [r] = read_rows('probe.jsonl', 'probe')
-    sh, p, f, rc = r['shares_pct'], r['perturbation'], r['fold'], r['recall']
-    return dict(made=made([dict(r, command=c) for c in r['command'].split('; ')], True),
-                shares=f"{sh['decay']:.1f} / {sh['delta']:.1f} / {sh['erase']:.1f} %",
-                retained=f"{r['retained_erase_pct']:.1f} %, {r['retained_erase_over_delta']:.2f}x",
-                perturbation=' / '.join(f'{p[k]:.3f}' for k in ('actual', 'random', 'shuffled', 'e_is_k')),
-                fold=' / '.join(f'{f[k]:.2f}x' for k in ('random', 'shuffled', 'e_is_k')),
-                cos_ek=f"{r['cos_ek']:.4f}", cos_ref=f"{r['cos_reference']:.4f}", kda=f"{rc['kda']:.3f}",
-                eda=f"{rc['eda']:.3f}")
+    rows = {r['label']: r for r in read_rows('probe.jsonl', 'probe')}
+    cols = [rows['EDA'], rows['EDA init']]
+    join = lambda f: ' | '.join(f(r) for r in cols)  # noqa: E731
+    return dict(made=made(cols[:1]), seed=cols[0]['seed'], tokens=f"{cols[0]['num_tokens']:,}",
+                shares=join(lambda r: '{decay:.1f} / {delta:.1f} / {erase:.1f} %'.format(**r['shares_pct'])),
+                retained=join(lambda r: f"{r['retained_erase_pct']:.1f} %, {r['retained_erase_over_delta']:.2f}x"),
+                perturbation=join(lambda r: ' / '.join(f"{r['perturbation'][k]:.3f}" for k in ('actual', 'random',
+                                                                                               'shuffle', 'same'))),
+                fold=join(lambda r: ' / '.join(f"{r['fold'][k]:.2f}x" for k in ('random', 'shuffle', 'same'))),
+                cos=join(lambda r: f"{r['cos_ek']:.4f} / {r['cos_eq']:.4f}"), cos_ref=f"{cols[0]['cos_reference']:.4f}",
+                cos_ek=f"{cols[0]['cos_ek']:.4f}", cos_ek0=f"{cols[1]['cos_ek']:.4f}",
+                recall=join(lambda r: f"EDA {r['recall']:.3f}, KDA {rows['KDA' + r['label'][3:]]['recall']:.3f}"),
+                eda=f"{rows['EDA']['recall']:.3f}", kda=f"{rows['KDA']['recall']:.3f}",
+                eda0=f"{rows['EDA init']['recall']:.3f}", kda0=f"{rows['KDA init']['recall']:.3f}")
 
 
 def table7_section():
@@ -341,7 +364,7 @@ def table7_section():
             with torch.device('meta'):
                 counts[scale, mixer] = GPT(GPTConfig(**{**{k: v for k, v in scope.items() if k in names},
                                                         'mixer': mixer})).param_summary()
-    rows, parts, exact = [], [], 0
+    rows, exact = [], 0
     for (scale, mixer), s in counts.items():
         paper = TABLE7.get((scale, mixer))
         ours = lambda n, p: f'{n:,} ({100 * (n / 1e9 / p - 1):+.3f}%)' if paper else f'{n:,}'  # noqa: E731
@@ -350,11 +373,9 @@ def table7_section():
         rows.append([{'dense': 'Dense 2.5B', 'moe': 'MoE 25B-A2.8B'}[scale], MIXER_NAMES[mixer],
                      ours(s['total'], paper and paper[0]), f'{paper[0]}B' if paper else '—',
                      ours(s['active'], paper and paper[1]), f'{paper[1]}B' if paper else '—'])
-        parts.append([*rows[-1][:2], *[f'{v / 1e6:,.2f}' for v in s['breakdown'].values()]])
     tf = counts['dense', 'transformer']['total'] / 1e9 / TABLE7['dense', 'transformer'][0] - 1
     return dict(counts=table(['Scale', 'Model', 'ours total', 'paper total', 'ours active', 'paper active'], rows),
-                parts=table(['Scale', 'Model', *next(iter(counts.values()))['breakdown']], parts), exact=exact,
-                tf=f'{100 * tf:+.3f}%')
+                exact=exact, tf=f'{100 * tf:+.3f}%')
 
 
 def io_floor_bytes(B, T, H, HV, erase, K=128, V=128):
@@ -400,7 +421,7 @@ def kernel_section():
         main=table(['case', 'shape', 'fwd ms', 'fwd+bwd ms', 'peak MiB', 'vs FLA safe gate (fwd / fwd+bwd)',
                     'vs FLA chunk_kda (fwd / fwd+bwd)'], [
             [c, str(s), f"{r['fwd_ms']:.3f}", f"{r['fwd_bwd_ms']:.3f}", f"{r['peak_mib']:,}", ratio(r, kr.get((SAFE, s))),
-             ratio(r, kr.get(('FLA chunk_kda', s)))] for (c, s), r in kr.items()]),
+             ratio(r, kr.get(('FLA chunk_kda', s)))] for (c, s), r in kr.items() if 'check_g' not in c]),
         fwd=span(vs(EDA, 'fwd_ms')), fwd_bwd=span(vs(EDA, 'fwd_bwd_ms')), peak=span(vs(EDA, 'peak_mib')),
         kda_fwd=span(vs(KDA, 'fwd_ms')), kda_fwd_bwd=span(vs(KDA, 'fwd_bwd_ms')),
         where=table(['shape', 'case', 'fwd+bwd ms', *(f'{n} ms' for n in KERNELS.values()), 'other ms'], where),
@@ -412,7 +433,7 @@ def kernel_section():
 
 def train_section():
     rows = read_rows('train.jsonl')
-    trains, layers, steps = ([r for r in rows if r['bench'] == b] for b in ('train', 'model_train_layer', 'model_train_step'))
+    trains, layers = ([r for r in rows if r['bench'] == b] for b in ('train', 'model_train_layer'))
     runs = {(r['mixer'] + r['tag'], r['block_size']): r for r in trains}
     ctx = sorted({T for _, T in runs})
     out = []
@@ -438,8 +459,6 @@ def train_section():
         layers=table(['model', 'layer', 'count', 'fwd+bwd ms', 'core ms', 'kept bytes/token'], [
             [name(r), r['layer'], r['count'], f"{r['fwd_bwd_ms']:.3f}", '—' if r['core_ms'] is None else
              f"{r['core_ms']:.3f}", f"{r['kept_bytes_per_token']:,}"] for r in layers]),
-        steps=table(['model', 'step ms (fwd+bwd, no optimizer)', 'tok/s', 'peak GiB'],
-                    [[name(r), f"{r['ms']:.1f}", f"{r['tok_s']:,}", r['peak_gib']] for r in steps]),
         ratios=', '.join(f"{runs['eda', T]['tok_s'] / runs['transformer', T]['tok_s']:.2f}x at {T}"
                          for T in (ctx[0], ctx[-2], ctx[-1])))
 
@@ -475,8 +494,8 @@ def decode_section():
 
 # The report's sections in order. Still to come from eval.py's rows: 'Long context and needles' (the LM grid,
 # config/sweep/lm_long.py) after lm_section, and the probes beside untrained models in probe_section.
-SECTIONS = [erase_section, length_section, defaults_section, lm_section, probe_section, table7_section, kernel_section,
-            train_section, decode_section]
+SECTIONS = [erase_section, length_section, defaults_section, lm_long_section, lm_section, probe_section, table7_section,
+            kernel_section, train_section, decode_section]
 
 
 def anchor(title):
