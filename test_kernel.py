@@ -80,10 +80,11 @@ def test_walks_on_the_write_rows_alone_match_recurrence():
 
 
 @pytest.mark.parametrize("erase", [True, False])
-def test_prep_reusing_its_first_pass_tiles_matches_recurrence(erase):
-    # PREP_REUSE: one K block covers K, so the second pass takes the first's k', q' and G; grouped heads
+def test_prep_without_reusing_its_first_pass_tiles_matches_recurrence(erase):
+    # PREP_REUSE=0: the second pass reloads k', q' and G, as it must where K takes several blocks (the default
+    # reuses them when one block covers K, as in every other test here); grouped heads
     compare(make_inputs(1, 23, 1, 2, 16, 16, erase=erase, seed=32, device=DEV), kernel.eda_fused, 1e-4,
-            chunk_size=8 if erase else 16, launch=dict(PREP_REUSE=1))
+            chunk_size=8 if erase else 16, launch=dict(PREP_REUSE=0))
 
 
 def test_eda_without_initial_state_through_eda_triton():

@@ -264,7 +264,7 @@ def lm_long_section():
                         ms=3, label=m if style == '-' else None)
         ax.axvline(1024, color='gray', lw=0.5)
         ax.set(xscale='log', xlabel='position in the window (tokens); the block is 1024', ylabel='loss (nats/token)',
-               ylim=(0.55, 1.1), title='held-out text past the training length (dotted: state reset every 1024)')
+               ylim=(0.55, 1.1), title='text past the training length (dotted: reset every 1024)', fontsize=9)
         ax.legend(fontsize=8)
     figure('lm_long_position.png', draw)
     v = lambda a, b, f: verdicts.get((a, b, f), 'not run')  # noqa: E731

@@ -11,7 +11,11 @@
 #   evict     not in the grid: a pilot (2026-11-27, one H200, seed 0, 3000 steps, config/reassign.py with
 #             --dataset=evict) found no level at 256 tokens where every mixer reaches 99%: 16 pairs with
 #             4 updates eda 99.1 / kda 97.2 / kda safe-gate 97.2 / gdn 96.6%, with 8 updates 94.1 / 95.1 /
-#             94.9 / 91.0% (curves still rising); 16 updates reached 90-99.4% only at 6000 steps.
+#             94.9 / 91.0% (curves still rising); 16 updates reached 90-99.4% only at 6000 steps. A second
+#             pilot (2026-11-27, H200, seed 0, 2000 steps) with 8 live pairs: 4 updates eda 39.0 / kda 88.7 /
+#             eda kda-gate 88.7 / kda safe-gate 36.3 / gdn 33.3% (the NONE floor 33.3), 8 updates 71.3 / 66.4 /
+#             50.5 / 73.2 / 50.0% (floor 50), most curves still near their floor. Evict needs a step
+#             budget of its own, longer than this grid's.
 #   python sweep.py config/sweep/length.py --jobs=4          # the grid; on 4 GPUs --jobs=40
 #
 # Verdict rule, fixed with the grid. Runs are joined with their rows in results/length_eval.jsonl by task,

@@ -18,10 +18,9 @@
 # where the interval excludes zero; else "not resolved" (never "a tie"). Figures (1)-(3) are the primary ones,
 # named before the runs; the per-bucket and per-cell figures are reported beside them, uncorrected.
 #
-# GPU time per run, one H100: training ~170 s alone, ~120 s of the GPU at 7 at once (~850 s wall, ~7 GB each:
-# results/lm.jsonl); the evaluation (estimated, not measured) ~1-2 min: text 0.5M tokens, needles 1200
-# sequences of 1k-16k tokens (7.4M tokens), one process, while the sweep starts no run. The grid: ~2.5 GPU-hours,
-# ~2.5 h wall on one H100 at --jobs=7. A checkpoint is ~320 MB (weights and AdamW state): 13 GB for the grid.
+# GPU time, measured (2026-11-27): 5 runs at once on each of 4 H200s (--jobs=20) took 345-391 s a run with its
+# evaluation (text ~2 s, needles ~22 s), so the grid took two such waves; on one H100 at --jobs=7 expect ~2.5 h.
+# A checkpoint is ~320 MB (weights and AdamW state): 13 GB for the grid.
 name = 'lm_long'
 results_dir = 'results'
 tasks = {'stdlib': {'config': 'config/stdlib_26m.py', 'x': 'model', 'levels': [['26M', []]]}}
