@@ -105,7 +105,7 @@ def test_the_training_table_is_its_rows_cell_by_cell(written):
 def test_t_critical_values_hold_95_percent_of_students_t(results):
     """Each tabulated t has 95% of Student's t with its degrees of freedom inside +-t (the density integrated)."""
     for dof, t in results.T975.items():
-        x = torch.linspace(-t, t, 200001, dtype=torch.float64)
+        x = torch.linspace(-t, t, 20001, dtype=torch.float64)
         mass = torch.trapezoid(torch.distributions.StudentT(float(dof)).log_prob(x).exp(), x).item()
         assert abs(mass - 0.95) < 2e-4, (dof, mass)
 
@@ -157,3 +157,19 @@ def test_the_lm_sections_say_not_run_yet_without_rows_and_pair_the_long_figures_
     # past the block: (1024 * past + 2048 * past) / 3072 = past, eda lower by 0.10, 0.09, 0.11 -> mean -0.1000
     assert line[2].startswith('**-0.1000 [') and line[2].endswith('3/3, p 0.25, eda ahead**')
     assert 'the erase behind the safe gate: eda ahead' in text and str(tmp_path) not in text
+
+
+def test_the_figures_are_drawn_from_the_rows(tmp_path):
+    """With reports on, every figure RESULTS.md shows is drawn again from the committed rows (into a copy)."""
+    pytest.importorskip('matplotlib', reason='matplotlib is optional; the figures are skipped without it')
+    import shutil
+    shutil.copytree(os.path.join(ROOT, 'results'), tmp_path / 'results')
+    for f in (tmp_path / 'results').glob('*.png'):
+        if f.name != 'probe_lm.png':  # probe.py draws that one, where the checkpoints are
+            f.unlink()
+    mod = load_script('scripts/results.py', ['results.py', f'--results_dir={tmp_path / "results"}'])
+    text, _ = mod.build()
+    shown = re.findall(r'\]\(results/([\w.]+\.png)\)', text)
+    assert len(shown) >= 5
+    for name in shown:
+        assert (tmp_path / 'results' / name).stat().st_size > 10_000, name

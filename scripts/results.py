@@ -179,8 +179,8 @@ def defaults_section():
     by = {(r['task'], r['mixer']): r for r in rows}
     cell = lambda r: 'not run' if r is None else f"{100 * r['val_acc']:.2f}" + (  # noqa: E731
         f" (step {r['step']}, †)" if r['status'] == 'timeout' else '')
-    return dict(provenance=sw.provenance(rows), table=table(['mixer', 'mqar', 'reassign'], [
-        [m, *(cell(by.get((t, m))) for t in sw.tasks)] for m in sw.mixers]), stopped=(
+    return dict(provenance=sw.provenance(rows), table='; '.join(
+        f"{m} {' / '.join(cell(by.get((t, m))) for t in sw.tasks)}" for m in sw.mixers), stopped=(
         "† the run's last evaluation at its final step; the process was stopped before it exited, so the sweep lists it "
         'as unfinished.' if any(r['status'] == 'timeout' for r in rows) else ''),
         low=f"{100 * min(r['val_acc'] for r in rows):.2f}")
@@ -264,7 +264,8 @@ def lm_long_section():
                         ms=3, label=m if style == '-' else None)
         ax.axvline(1024, color='gray', lw=0.5)
         ax.set(xscale='log', xlabel='position in the window (tokens); the block is 1024', ylabel='loss (nats/token)',
-               ylim=(0.55, 1.1), title='text past the training length (dotted: reset every 1024)', fontsize=9)
+               ylim=(0.55, 1.1))
+        ax.set_title('text past the training length (dotted: reset every 1024)', fontsize=9)
         ax.legend(fontsize=8)
     figure('lm_long_position.png', draw)
     v = lambda a, b, f: verdicts.get((a, b, f), 'not run')  # noqa: E731
