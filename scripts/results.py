@@ -102,7 +102,9 @@ def block(lines):
 
 
 def figure(name, draw):
-    """draw(plt, ax) onto a figure saved as results/<name> (matplotlib is optional: skipped without it)."""
+    """draw(ax) onto a figure saved as results/<name> when `reports` (matplotlib is optional: skipped without it)."""
+    if not reports:
+        return
     try:
         import matplotlib
         matplotlib.use('Agg')
@@ -214,6 +216,14 @@ LONG_FIGURES = {'val': ('val loss', 'nats', False), 'past': ('loss past the bloc
                 'stale': ('rebound: stale answers', 'points', False)}
 
 
+# the verdicts the text names: field -> (A, B, figure)
+LONG_VERDICTS = {'kda_gate': ('eda kda-gate', 'kda', 'past'), 'kda_gate_carry': ('eda kda-gate', 'kda', 'carry'),
+                 'kda_gate_val': ('eda kda-gate', 'kda', 'val'), 'safe': ('eda', 'kda safe-gate', 'past'),
+                 'safe_val': ('eda', 'kda safe-gate', 'val'), 'gate': ('kda safe-gate', 'kda', 'past'),
+                 'gate_val': ('kda safe-gate', 'kda', 'val'), 'tf_past': ('eda', 'transformer conv4', 'past'),
+                 'tf_val': ('eda', 'transformer conv4', 'val'), 'tf_bound': ('eda', 'transformer conv4', 'bound')}
+
+
 def long_figures(run, text, needles):
     """A run's primary figures: train.py's val loss; text: the loss over positions past the training block with
     the state carried, and carried minus reset there (buckets weighted by their widths); needles: the mean
@@ -232,7 +242,9 @@ def lm_long_section():
         return not_run('How do the mixers compare as language models?', 'config/sweep/lm_long.py', 7)
     evals = read_rows('lm_long_eval.jsonl')
     ev = {(r['mixer'], r['seed'], r['what']): r for r in evals}
-    runs = {(r['mixer'], r['seed']): dict(r, block=1024) for r in rows if r['status'] == 'ok'}
+    cfg = {}
+    exec(open(sw.tasks['stdlib']['config']).read(), cfg)  # the training block: "past the block" starts there
+    runs = {(r['mixer'], r['seed']): dict(r, block=cfg['block_size']) for r in rows if r['status'] == 'ok'}
     seeds = sorted({s for _, s in runs})
     ms = [m for m in sw.mixers if all((m, s, w) in ev for s in seeds for w in ('text', 'needles'))]
     fig = {(m, s): long_figures(runs[m, s], ev[m, s, 'text']['text'], ev[m, s, 'needles']['needles'])
@@ -241,9 +253,11 @@ def lm_long_section():
     num = lambda f, x, sign='', p=1: f"{x:{sign}.4f}" if LONG_FIGURES[f][1] == 'nats' else f"{x:{sign}.{p}f}"  # noqa: E731
     text0, needles0 = ev[ms[0], seeds[0], 'text']['text'], ev[ms[0], seeds[0], 'needles']['needles']
     contexts = sorted({c['context'] for c in needles0['cells']})
-    by_ctx = lambda m, v, c: 100 * sum(x['acc'] for s in seeds for x in ev[m, s, 'needles']['needles']['cells']  # noqa: E731
-                                       if x['variant'] == v and x['context'] == c) / len(seeds) / len(
-                                           [x for x in needles0['cells'] if x['variant'] == v and x['context'] == c])
+    accs = {}  # (mixer, variant, context) -> every seed's and depth's accuracy
+    for m, s in fig:
+        for x in ev[m, s, 'needles']['needles']['cells']:
+            accs.setdefault((m, x['variant'], x['context']), []).append(x['acc'])
+    by_ctx = lambda m, v, c: 100 * sum(accs[m, v, c]) / len(accs[m, v, c])  # noqa: E731
     verdicts, pairs = {}, []
     for a, b in [p for p in sw.pairs if set(p) <= set(ms)]:
         cells = [f'{a} − {b}']
@@ -268,7 +282,6 @@ def lm_long_section():
         ax.set_title('text past the training length (dotted: reset every 1024)', fontsize=9)
         ax.legend(fontsize=8)
     figure('lm_long_position.png', draw)
-    v = lambda a, b, f: verdicts.get((a, b, f), 'not run')  # noqa: E731
     mean_of = lambda m, f: num(f, avg(m, f)) if m in ms else 'not run'  # noqa: E731
     needle_v = [(k, x) for k, x in verdicts.items() if k[2] in ('bound', 'rebound', 'stale') and 'transformer' not in k[1]]
     return dict(
@@ -280,14 +293,10 @@ def lm_long_section():
         needles=table(['mixer', *(f'{c:,}' for c in contexts)], [[m, *(
             f"{by_ctx(m, 'bound', c):.0f} / {by_ctx(m, 'rebound', c):.0f}" for c in contexts)] for m in ms]),
         pairs=table(['A − B', *(lab for lab, _, _ in LONG_FIGURES.values())], pairs),
-        kda_gate=v('eda kda-gate', 'kda', 'past'), kda_gate_carry=v('eda kda-gate', 'kda', 'carry'),
-        kda_gate_val=v('eda kda-gate', 'kda', 'val'), safe=v('eda', 'kda safe-gate', 'past'),
-        safe_val=v('eda', 'kda safe-gate', 'val'), gate=v('kda safe-gate', 'kda', 'past'),
-        gate_val=v('kda safe-gate', 'kda', 'val'), tf_past=v('eda', 'transformer conv4', 'past'),
-        tf_val=v('eda', 'transformer conv4', 'val'), tf_bound=v('eda', 'transformer conv4', 'bound'),
+        **{name: verdicts.get(key, 'not run') for name, key in LONG_VERDICTS.items()},
         tf_past_x=mean_of('transformer conv4', 'past'), eda_past_x=mean_of('eda', 'past'),
-        n_resolved=sum(x != 'not resolved' for (a, b, f), x in needle_v), n_needle=len(needle_v), last_ctx=f'{contexts[-1]:,}', near_chance=', '.join(
-            f"{by_ctx(m, 'bound', contexts[-1]):.0f}" for m in ms))
+        n_resolved=sum(x != 'not resolved' for _, x in needle_v), n_needle=len(needle_v),
+        last_ctx=f'{contexts[-1]:,}', near_chance=', '.join(f"{by_ctx(m, 'bound', contexts[-1]):.0f}" for m in ms))
 
 
 def length_section():
