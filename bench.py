@@ -173,8 +173,8 @@ def check_grads(checks, name, inputs, fn, tol, h0_seed=0):
     ((o.float() * do.float()).sum() + (ht * dht).sum()).backward()
     ((orf * do.double()).sum() + (htr * dht.double()).sum()).backward()
     errs = {"o": rel(o, orf), "ht": rel(ht, htr)}
-    errs.update({"d" + n: rel(a.grad, b.grad) for n, a, b in zip(("q", "k", "v", "e", "g", "beta", "gamma", "h0"),
-                                                                  xt, xr) if a is not None})
+    names = ("q", "k", "v", "e", "g", "beta", "gamma", "h0")
+    errs.update({"d" + n: rel(a.grad, b.grad) for n, a, b in zip(names, xt, xr) if a is not None})
     verdict(checks, name, max(x / TOL_SCALE.get(n, 1) for n, x in errs.items()), tol,
             f" (d(gamma) tol {TOL_SCALE['dgamma'] * tol:.0e}) " + " ".join(f"{n} {v:.1e}" for n, v in errs.items()))
 
@@ -248,8 +248,8 @@ def measure(fn, inputs):
 
 
 def kernel_cases(fla, extra=True):
-    """name -> fn(q, k, v, e, g, beta, gamma) -> o (KDA's cases leave e and gamma out). Ours as model.py calls them:
-    its gates bound g, so check_g=False; the default check_g=True (a device sync per call) in a row of its own."""
+    """name -> fn(q, k, v, e, g, beta, gamma) -> o. Ours as model.py calls them (its gates bound g: check_g=False);
+    the default check_g=True (a device sync per call) in a row of its own."""
     chunk = torch.compile(eda.eda_chunk) if compile_eda_chunk else eda.eda_chunk
     safe = dict(safe_gate=True, lower_bound=-5.0)
     kda = lambda **kw: (lambda q, k, v, e, g, b, gm: fla[0](q, k, v, g, b, scale=head_k ** -0.5, **kw)[0])  # noqa: E731
@@ -280,8 +280,7 @@ def time_case(case, fn, shape, launch=None, erase=True):
 
 def bench_kernels(fla, ours):
     """Ours (then the launch sweep) or the references: a 'kernel' row per case and shape, with `profile` a 'profile'
-    row each at profile_shapes (EDA, our KDA path; FLA's safe-gate chunk_kda, autotuned by then). Ours run first:
-    FLA's first calls autotune for minutes, and a time limit must not cost us our own rows."""
+    row each at profile_shapes (EDA, our KDA path; FLA's safe-gate chunk_kda). Ours run first (FLA autotunes)."""
     for i, s in enumerate(shapes):
         for name, fn in kernel_cases(fla, extra=i < fla_extra_shapes).items():
             if name.startswith("eda_triton") == ours:
@@ -320,8 +319,8 @@ def profile_one(case, fn, shape, launch=None, erase=True):
 
 # 3. decode step: one token against a [B, HV, K, V] fp32 state ------------------------------------------------
 def bench_decode(fla):
-    """A 'decode_kernel' row per case and batch: GPU time of a CUDA-graph replay (as generate runs it on a GPU), the
-    state's bytes read and written over it, and the eager call's time (host included: ~0.1 ms, over the kernel's)."""
+    """A 'decode_kernel' row per case and batch: GPU time of a CUDA-graph replay (as generate runs it), the state's
+    bytes read and written over it, and the eager call's time (host included)."""
     for B in decode_batches:
         q, k, v, e, g, beta, gamma = make_inputs(B, 1, 16, 16, seed=8)  # H = HV = 16
         state = torch.randn(B, 16, head_k, head_v, device=DEV)
@@ -355,10 +354,9 @@ KERNEL_KINDS = [  # (kind, substrings of a CUDA kernel name); the first match wi
 
 @torch.no_grad()
 def model_decode_table():
-    """decode_config's EDA hybrid and Transformer, caches of random content up to each context (as a prefill leaves
-    them), decode_steps tokens in each of decode_modes from the same cache: a 'model_decode' row each (ms/step, tok/s,
-    cache MiB a sequence, the bytes a step must read over its time against the copy bandwidth), then a
-    'model_decode_check' row: kernels a step launches, the worst first-step logits against eager's (bf16: 1-2e-2)."""
+    """decode_config's EDA hybrid and Transformer, caches of random content up to each context, decode_steps tokens
+    in each of decode_modes: a 'model_decode' row each (ms/step, tok/s, cache MiB a sequence, the bytes a step must
+    read over its time against the copy bandwidth), then 'model_decode_check' (kernels a step, worst logits)."""
     if not decode_modes or set(decode_modes) - {"graph", "compiled", "eager"}:
         sys.exit(f"bench.py: decode_modes must be a non-empty list of 'graph', 'compiled', 'eager'; got {decode_modes!r}")
     base = {k: v for k, v in runpy.run_path(decode_config).items() if k in FIELDS}
@@ -412,9 +410,8 @@ def model_decode_table():
 
 def model_train_table():
     """Per model and shape a 'model_train_layer' row per layer type: count, fwd+bwd ms, its core's alone (eda_triton,
-    SDPA, on inputs of its shapes), bytes a token its forward keeps for the backward (under compile: Inductor's
-    choice); then 'model_train_step': ms a step (fp32 weights, bf16 autocast, no optimizer; after two warm-up steps,
-    which build the kernels), tok/s, peak GiB, a profiled step's GPU ms by kernel kind."""
+    SDPA), bytes a token its forward keeps for the backward; then 'model_train_step': ms a step (fp32 weights, bf16
+    autocast, no optimizer, after two warm-up steps), tok/s, peak GiB, a profiled step's GPU ms by kernel kind."""
     base = {k: v for k, v in runpy.run_path(train_config).items() if k in FIELDS}
     if unknown := sorted(set(train_overrides) - FIELDS):
         sys.exit(f"bench.py: train_overrides names {unknown}, which are not GPTConfig fields")
@@ -477,10 +474,10 @@ def main():
         sys.exit(f"bench.py: what must be 'kernels', 'model_decode', 'model_train' or 'all', got {what!r}")
     free, total = torch.cuda.mem_get_info()  # held beyond ours, less ~1 GiB for our CUDA context:
     held = max(0.0, (total - free - torch.cuda.memory_reserved()) / 2**30 - 1.0)
-    if held > 1.0 and not shared_gpu:  # timings taken beside other work are of the two together, not of the kernels
-        sys.exit(f"bench.py: other processes hold {held:.1f} GiB of this GPU, so the timings would share it "
-                 f"with their work; run alone, or pass --shared_gpu=True to time anyway")
-    if held > 1.0:
+    if held > 1.0:  # timings taken beside other work are of the two together, not of the kernels
+        if not shared_gpu:
+            sys.exit(f"bench.py: other processes hold {held:.1f} GiB of this GPU, so the timings would share it "
+                     f"with their work; run alone, or pass --shared_gpu=True to time anyway")
         print(f"NOTE: other processes hold {held:.1f} GiB of this GPU (--shared_gpu=True): the timings share it")
     if what in ("model_train", "all"):
         model_train_table()

@@ -19,8 +19,7 @@ then the usual delta correction and write at k_t (Eq. eda_two_stage).
                   fused recurrent kernel for decoding). eda.py checks the inputs; kernel.py imports nothing
                   of the repo.
 The three take the same inputs and agree on them, or refuse them with the same ValueError (check_inputs,
-check_values): g > 0 is refused everywhere; a NaN or inf input by the reference paths 1 and 2 (the kernels
-do not look: a host sync per call; nor does the model, which checks its loss instead: check=False).
+check_values): g > 0 everywhere; a NaN or inf input in the reference paths 1 and 2 only (a host sync per call).
 GDN-2's rule (gdn2_recurrent, gdn2_chunk; Eq. gdn2_prelim), the comparison mixer, follows the chunked form,
 whose engine (chunk_delta_rule) it shares.
 
@@ -52,9 +51,8 @@ def _amplitude(A_log, dt_bias):
 def safe_gate(a, A_log, dt_bias, lower_bound=-5.0):
     """EDA's bounded safe gate (Eq. safe_gate): g = l + (-l) * exp(-(A / |l|) * softplus(a + dt_bias)).
 
-    a: [..., HV, K], A_log: [HV, K] (or [HV]), dt_bias: [HV, K]. Returns g in (l, 0], fp32. Near softplus(.) = 0 it
-    behaves like the log gate, g ~ -A * Delta; for large inputs it saturates at l instead of -inf.
-    """
+    a: [..., HV, K], A_log: [HV, K] (or [HV]), dt_bias: [HV, K]. Returns g in (l, 0], fp32: near softplus(.) = 0
+    the log gate, g ~ -A * Delta; for large inputs it saturates at l instead of -inf."""
     if lower_bound >= 0:
         raise ValueError(f"safe_gate: lower_bound must be negative, got {lower_bound}")
     l = float(lower_bound)
@@ -64,19 +62,15 @@ def safe_gate(a, A_log, dt_bias, lower_bound=-5.0):
 
 
 def log_gate(a, A_log, dt_bias):
-    """Mamba2 / Gated DeltaNet log-space gate (Eq. log_gate): g = -A * softplus(a + dt_bias), fp32.
-
-    GDN uses it per head: a: [..., HV], A_log: [HV], dt_bias: [HV]. Unbounded below.
-    """
+    """Mamba2 / Gated DeltaNet log-space gate (Eq. log_gate): g = -A * softplus(a + dt_bias), fp32, unbounded
+    below. GDN uses it per head: a: [..., HV], A_log: [HV], dt_bias: [HV]."""
     A = _amplitude(A_log, dt_bias)
     return -A * F.softplus(a.float() + dt_bias.float())
 
 
 def kda_gate(a, A_log, dt_bias, lower_bound=-5.0):
     """Kimi Delta Attention's sigmoid gate: g = l * sigmoid(A * (a + dt_bias)), in (l, 0), fp32.
-
-    a: [..., HV, K], A_log: [HV, K] (or [HV]), dt_bias: [HV, K].
-    """
+    a: [..., HV, K], A_log: [HV, K] (or [HV]), dt_bias: [HV, K]."""
     if lower_bound >= 0:  # a positive bound would give g > 0: a growing memory
         raise ValueError(f"kda_gate: lower_bound must be negative, got {lower_bound}")
     A = _amplitude(A_log, dt_bias)
@@ -84,21 +78,18 @@ def kda_gate(a, A_log, dt_bias, lower_bound=-5.0):
 
 
 # ----------------------------------------------------------------------------------------------------
-# Input checks shared by the three versions (kernel.py adds only what the kernels need): bad input is a
-# ValueError naming the argument.
+# Input checks shared by the three versions (kernel.py adds what the kernels need): a ValueError naming the argument.
 
 
 def check_inputs(q, k, v, e, g, beta, gamma, initial_state=None, b=None, w=None):
     """Validate shapes, dtypes and devices; return (B, T, H, HV, K, V). b, w: GDN-2's erase and write gates
     ([B, T, HV, K], [B, T, HV, V]), given in place of beta."""
-    named = dict(q=q, k=k, v=v, g=g, **(dict(beta=beta) if b is None and w is None else dict(b=b, w=w)))
     if (e is None) != (gamma is None):
         raise ValueError("e and gamma go together: pass both (EDA) or neither (KDA/GDN); "
                          f"got e={'None' if e is None else 'tensor'}, gamma={'None' if gamma is None else 'tensor'}")
-    if e is not None:
-        named.update(e=e, gamma=gamma)
-    if initial_state is not None:
-        named["initial_state"] = initial_state
+    gates = dict(beta=beta) if b is None and w is None else dict(b=b, w=w)
+    optional = {n: x for n, x in dict(e=e, gamma=gamma, initial_state=initial_state).items() if x is not None}
+    named = dict(q=q, k=k, v=v, g=g, **gates, **optional)
     for name, x in named.items():
         if not isinstance(x, torch.Tensor):
             raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
@@ -119,11 +110,6 @@ def check_inputs(q, k, v, e, g, beta, gamma, initial_state=None, b=None, w=None)
         if d == 0:  # (no heads or no channels: nothing to compute, and K = 0 has no default scale K^-0.5)
             raise ValueError(f"{name} = {where} = 0: every dimension but T must be >= 1")
 
-    def expect(name, x, shape):
-        if tuple(x.shape) != tuple(shape):
-            raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(x.shape)}")
-
-    expect("k", k, (B, T, H, K))
     if tuple(v.shape[:2]) != (B, T):
         raise ValueError(f"v must have shape (B, T, HV, V) = ({B}, {T}, HV, V) to match q, got {tuple(v.shape)}")
     if HV % H != 0:
@@ -131,24 +117,18 @@ def check_inputs(q, k, v, e, g, beta, gamma, initial_state=None, b=None, w=None)
     if tuple(g.shape) not in ((B, T, HV, K), (B, T, HV)):
         raise ValueError(f"g must have shape {(B, T, HV, K)} (channel-wise) or {(B, T, HV)} (per head), "
                          f"got {tuple(g.shape)}")
-    if "beta" in named:
-        expect("beta", beta, (B, T, HV))
-    else:
-        expect("b", b, (B, T, HV, K))
-        expect("w", w, (B, T, HV, V))
-    if e is not None:
-        expect("e", e, (B, T, HV, K))
-        expect("gamma", gamma, (B, T, HV))
-    if initial_state is not None:
-        expect("initial_state", initial_state, (B, HV, K, V))
+    shapes = dict(k=(B, T, H, K), beta=(B, T, HV), b=(B, T, HV, K), w=(B, T, HV, V), e=(B, T, HV, K),
+                  gamma=(B, T, HV), initial_state=(B, HV, K, V))
+    for name, x in named.items():
+        if name in shapes and tuple(x.shape) != shapes[name]:
+            raise ValueError(f"{name} must have shape {shapes[name]}, got {tuple(x.shape)}")
     return B, T, H, HV, K, V
 
 
 def check_values(g, finite=None):
-    """The checks that read values, shared by the three versions: g is a log decay, every value <= 0 (-inf,
-    which clears the memory, included); no NaN or inf in the tensors of `finite` ({name: tensor or None}).
-    A ValueError names the argument. One host sync; skipped while torch.compile traces or a CUDA graph
-    captures, where no value can be read back."""
+    """The checks that read values: g is a log decay, every value <= 0 (-inf, which clears the memory, included);
+    no NaN or inf in the tensors of `finite` ({name: tensor or None}). A ValueError names the argument. One host
+    sync; skipped while torch.compile traces or a CUDA graph captures, where no value can be read back."""
     if torch.compiler.is_compiling() or (g.is_cuda and torch.cuda.is_current_stream_capturing()):
         return
     finite = {n: x for n, x in (finite or {}).items() if x is not None}
@@ -162,25 +142,22 @@ def check_values(g, finite=None):
             raise ValueError(f"{name} holds NaN or inf values; every value must be finite")
 
 
-def _prepare(q, k, v, e, g, beta, gamma, scale, initial_state, check=True):
-    """Common preamble of the reference paths: checks (values too, unless check=False), compute dtype, grouped
-    heads expanded, channel-wise g, initial state."""
-    B, T, H, HV, K, V = check_inputs(q, k, v, e, g, beta, gamma, initial_state)
+def _prepare(q, k, v, e, g, beta, gamma, scale, initial_state, check=True, b=None, w=None):
+    """Common preamble of the reference paths (b, w: GDN-2's gates in place of beta): checks (values too, unless
+    check=False), compute dtype, grouped heads expanded, channel-wise g, initial state."""
+    B, T, H, HV, K, V = check_inputs(q, k, v, e, g, beta, gamma, initial_state, b=b, w=w)
     if check:
-        check_values(g, dict(q=q, k=k, v=v, e=e, beta=beta, gamma=gamma, initial_state=initial_state))
+        check_values(g, dict(q=q, k=k, v=v, e=e, beta=beta, gamma=gamma, b=b, w=w, initial_state=initial_state))
     # fp64 in -> fp64 math (the reference for tests); anything else accumulates in fp32
     acc = torch.float64 if q.dtype == torch.float64 else torch.float32
     scale = K ** -0.5 if scale is None else scale
     G = HV // H  # value head i reads query/key head i // G
     q = q.to(acc).repeat_interleave(G, dim=2) * scale
     k = k.to(acc).repeat_interleave(G, dim=2)
-    v = v.to(acc)
     g = g.to(acc)
     if g.dim() == 3:  # one decay per head (GDN): the same on every key channel
         g = g.unsqueeze(-1).expand(B, T, HV, K)
-    beta = beta.to(acc)
-    if e is not None:
-        e, gamma = e.to(acc), gamma.to(acc)
+    v, e, beta, gamma = (None if x is None else x.to(acc) for x in (v, e, beta, gamma))
     S = q.new_zeros(B, HV, K, V) if initial_state is None else initial_state.to(acc)
     return q, k, v, e, g, beta, gamma, S
 
@@ -194,11 +171,10 @@ def eda_recurrent(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, ou
     """Step-by-step EDA (Eq. ed in its two-stage form, Eq. decayed_memory, erase_step, eda_two_stage).
 
     Returns (o [B, T, HV, V] in v's dtype, final_state [B, HV, K, V] or None).
-    check: check_values (g <= 0, no NaN or inf input: a ValueError naming it; a host sync). False for callers
-    that check what comes out instead (model.py: train.py stops on a non-finite loss, with its own message).
-    trace: None, or called after each token as trace(t, S_hat, S_tilde, S) with the states [B, HV, K, V]
-    (compute dtype) after the decay, after the erase (S_hat itself without one) and after the write; the
-    memory-state probes (probe.py) read what they need from them.
+    check: check_values (g <= 0, no NaN or inf input; a host sync). False for callers that check what comes
+    out instead (model.py: train.py stops on a non-finite loss, with its own message).
+    trace: None, or trace(t, S_hat, S_tilde, S) after each token, the states [B, HV, K, V] (compute dtype)
+    after the decay, the erase (S_hat itself without one) and the write: what the probes (probe.py) read.
     """
     out_dtype = v.dtype
     q, k, v, e, g, beta, gamma, S = _prepare(q, k, v, e, g, beta, gamma, scale, initial_state, check)
@@ -236,20 +212,15 @@ def double_sequence(q, k, v, e, g, beta, gamma):
     B, T, H, HV, K, V = check_inputs(q, k, v, e, g, beta, gamma)
     if e is None:
         raise ValueError("double_sequence needs the erase address e and gate gamma")
-    G = HV // H
-    q, k = q.repeat_interleave(G, dim=2), k.repeat_interleave(G, dim=2)
+    q, k = q.repeat_interleave(HV // H, dim=2), k.repeat_interleave(HV // H, dim=2)
     if g.dim() == 3:
         g = g.unsqueeze(-1).expand(B, T, HV, K)
 
     def interleave(erase, write):  # [B, T, ...] x2 -> [B, 2T, ...] as erase_1, write_1, erase_2, ...
         return torch.stack([erase, write], dim=2).flatten(1, 2)
 
-    q2 = interleave(torch.zeros_like(q), q)
-    k2 = interleave(e.to(k.dtype), k)
-    v2 = interleave(torch.zeros_like(v), v)
-    g2 = interleave(g, torch.zeros_like(g))
-    beta2 = interleave(gamma.to(beta.dtype), beta)
-    return q2, k2, v2, g2, beta2
+    return (interleave(torch.zeros_like(q), q), interleave(e.to(k.dtype), k), interleave(torch.zeros_like(v), v),
+            interleave(g, torch.zeros_like(g)), interleave(gamma.to(beta.dtype), beta))
 
 
 def _causal_decayed_dots(x, y, G, strict, sub=16):
@@ -281,12 +252,10 @@ def chunk_delta_rule(q, k, v, g, beta, S, chunk_size, read=None):
     """Chunked gated delta rule S_i = (I - b_i k_i k_i^T) D_i S_{i-1} + b_i k_i v_i^T, o_i = S_i^T q_i: the
     engine of eda_chunk (on the doubled sequence for EDA, the tokens themselves for KDA/GDN) and gdn2_chunk.
 
-    Unchecked, for callers that have prepared the inputs (eda_chunk, gdn2_chunk): already in the compute
-    dtype, one key head per value head (grouped heads expanded), q scaled, g channel-wise:
+    Unchecked, on _prepare's inputs (compute dtype, grouped heads expanded, q scaled, g channel-wise):
     q, k, g: [B, N, HV, K], v: [B, N, HV, V], beta: [B, N, HV], S (the initial state): [B, HV, K, V].
     Returns (o [B, N, HV, V], S_N). chunk_size: sub-steps per chunk (any positive int; N need not divide).
-    `read` [B, N, HV, K] replaces k on the right, S_i = (I - b_i k_i read_i^T) D_i S_{i-1} + b_i k_i v_i^T:
-    the asymmetric DPLR step of GDN-2 (gdn2_chunk); below, read = k unless given.
+    `read` [B, N, HV, K] replaces k on the right (S_i = (I - b_i k_i read_i^T) ...): GDN-2's asymmetric step.
 
     Within a chunk, with G_i the cumulative log decay and Gamma_ij = exp(G_i - G_j) (i >= j):
       WY / UT (Eq. wy_representation, ut_transformation with the inverse made explicit: notes/chunk_form.md §1):
@@ -352,38 +321,23 @@ def eda_chunk(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
     if e is None:
         o, S = chunk_delta_rule(q, k, v, g, beta, S, chunk_size)
     else:
-        q2, k2, v2, g2, beta2 = double_sequence(q, k, v, e, g, beta, gamma)
-        o2, S = chunk_delta_rule(q2, k2, v2, g2, beta2, S, 2 * chunk_size)
-        o = o2[:, 1::2]  # the write sub-steps carry the outputs
+        o, S = chunk_delta_rule(*double_sequence(q, k, v, e, g, beta, gamma), S, 2 * chunk_size)
+        o = o[:, 1::2]  # the write sub-steps carry the outputs
     return o.to(out_dtype), (S if output_final_state else None)
 
 
 # ----------------------------------------------------------------------------------------------------
 # GDN-2's update rule (Eq. gdn2_prelim), the comparison mixer:
 #     S_t = (I - k_t (b_t*k_t)^T) D_t S_{t-1} + k_t (w_t*v_t)^T,      o_t = S_t^T q_t
-# with a key-side erase gate b_t in (0,1)^K and a value-side write gate w_t in (0,1)^V. A DPLR recurrence
-# whose two rank-1 vectors differ (k on the left, b*k on the right), so the symmetric kernels of kernel.py
-# do not apply; the chunked form is chunk_delta_rule with a separate read direction.
+# with a key-side erase gate b_t in (0,1)^K and a value-side write gate w_t in (0,1)^V. Its two rank-1 vectors
+# differ (k left, b*k right), so kernel.py's symmetric kernels do not apply: chunk_delta_rule with a read direction.
 # Shapes as above: q, k [B,T,H,K]; v [B,T,HV,V]; g, b [B,T,HV,K] (or g [B,T,HV]); w [B,T,HV,V].
 
 
 def _gdn2_prepare(q, k, v, g, b, w, scale, initial_state, check):
-    """The EDA paths' checks (check_inputs; check_values unless check=False), then the compute-dtype inputs."""
-    B, T, H, HV, K, V = check_inputs(q, k, v, None, g, None, None, initial_state, b=b, w=w)
-    if check:
-        check_values(g, dict(q=q, k=k, v=v, b=b, w=w, initial_state=initial_state))
-    acc = torch.float64 if q.dtype == torch.float64 else torch.float32
-    scale = K ** -0.5 if scale is None else scale
-    G = HV // H
-    q = q.to(acc).repeat_interleave(G, dim=2) * scale
-    k = k.to(acc).repeat_interleave(G, dim=2)
-    g = g.to(acc)
-    if g.dim() == 3:
-        g = g.unsqueeze(-1).expand(B, T, HV, K)
-    kb = b.to(acc) * k          # the erase/read direction  b*k
-    z = w.to(acc) * v.to(acc)   # the written value         w*v
-    S = q.new_zeros(B, HV, K, V) if initial_state is None else initial_state.to(acc)
-    return q, k, kb, z, g, S
+    """_prepare for GDN-2: the compute-dtype q, k, the erase/read direction b*k, the written value w*v, g, S."""
+    q, k, v, _, g, _, _, S = _prepare(q, k, v, None, g, None, None, scale, initial_state, check, b=b, w=w)
+    return q, k, b.to(q.dtype) * k, w.to(q.dtype) * v, g, S
 
 
 def gdn2_recurrent(q, k, v, g, b, w, scale=None, initial_state=None, output_final_state=False, check=True):
@@ -410,8 +364,7 @@ def gdn2_chunk(q, k, v, g, b, w, scale=None, initial_state=None, output_final_st
         raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
     out_dtype = v.dtype
     q, k, kb, z, g, S = _gdn2_prepare(q, k, v, g, b, w, scale, initial_state, check)
-    ones = z.new_ones(z.shape[:3])
-    o, S = chunk_delta_rule(q, k, z, g, ones, S, chunk_size, read=kb)
+    o, S = chunk_delta_rule(q, k, z, g, z.new_ones(z.shape[:3]), S, chunk_size, read=kb)
     return o.to(out_dtype), (S if output_final_state else None)
 
 
@@ -421,13 +374,11 @@ def gdn2_chunk(q, k, v, g, b, w, scale=None, initial_state=None, output_final_st
 
 def eda_triton(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False,
                check_g=True, chunk_size=None, launch=None, recompute_states=False):
-    """Fused Triton EDA: same arguments and results as eda_recurrent (kernels in kernel.py; the final state
-    is fp32). Differentiable in q, k, v, e, g, beta, gamma and initial_state. check_g=True checks g's values
-    (a device sync per call, after the launch): g <= 0 as in the reference paths (check_values), finite (the
-    kernels take no -inf) and, channel-wise, >= kernel.G_MIN. check_g=False skips them for callers whose gate
-    bounds g. The other inputs' values are not looked at (NaN in, NaN out): a sync per call for a check
-    the reference paths make. chunk_size, launch, recompute_states: kernel.eda_fused's (None: the kernel
-    module's defaults)."""
+    """Fused Triton EDA: same arguments and results as eda_recurrent (the final state fp32), differentiable in
+    every tensor input. check_g=True checks g's values after the launch (a device sync per call): g <= 0
+    (check_values), finite (the kernels take no -inf) and, channel-wise, >= kernel.G_MIN; False for callers
+    whose gate bounds g. Other values are not looked at (NaN in, NaN out: a check would cost a sync per call).
+    chunk_size, launch, recompute_states: kernel.eda_fused's (None: its defaults)."""
     check_inputs(q, k, v, e, g, beta, gamma, initial_state)
     from kernel import eda_fused  # imported here so that eda.py needs no Triton
     out = eda_fused(q, k, v, e, g, beta, gamma, scale=scale, initial_state=initial_state,
@@ -439,10 +390,9 @@ def eda_triton(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, outpu
 
 
 def eda_triton_decode(q, k, v, e, g, beta, gamma, state, scale=None, inplace=True):
-    """A few tokens ([B, T, ...], T small: decoding) against the recurrent state [B, HV, K, V] (fp32) in the
-    fused recurrent Triton kernel (Eq. ed token by token). Returns (o, the new state); inplace=True updates
-    `state` itself (and returns it). Inference only: no autograd. Values are not checked (a sync per token):
-    g <= 0 and finite inputs are the caller's (the model's gates give them)."""
+    """A few tokens (decoding) against the recurrent state [B, HV, K, V] (fp32) in kernel.eda_decode, the fused
+    recurrent kernel (Eq. ed token by token): (o, the new state, `state` itself if inplace). No autograd. Values
+    are not checked (a sync per token): g <= 0 and finite inputs are the caller's (the model's gates give them)."""
     check_inputs(q, k, v, e, g, beta, gamma, state)
     from kernel import eda_decode
     return eda_decode(q, k, v, e, g, beta, gamma, state, scale=scale, inplace=inplace)
@@ -453,8 +403,7 @@ def eda_triton_decode(q, k, v, e, g, beta, gamma, state, scale=None, inplace=Tru
 
 
 def kernels():
-    """kernel.py, imported on first use: importing Triton and registering the kernels' ops costs ~1 s, which
-    the PyTorch forms (a CPU run, GDN-2) never need."""
+    """kernel.py, imported on first use: Triton and the kernels' ops cost ~1 s that the PyTorch forms never need."""
     import kernel
     return kernel
 
@@ -468,9 +417,8 @@ def rule_backend(la_backend, mixer, on_cuda):
 
 
 def rule_chunk(backend, chunk_size):
-    """Tokens per chunk of the rule as `backend` runs it (what the model's FLOP estimate counts): the Triton
-    kernels' own kernel.CHUNK_TOKENS (a launch setting of the kernels, whatever chunk_size says), chunk_size
-    for the chunked PyTorch form, 1 for the recurrent form."""
+    """Tokens per chunk of the rule as `backend` runs it (the model's FLOP estimate counts them): the kernels'
+    own kernel.CHUNK_TOKENS (whatever chunk_size says), chunk_size for the chunked form, 1 for the recurrent."""
     if backend == "triton":
         return kernels().CHUNK_TOKENS
     return chunk_size if backend == "chunk" else 1
@@ -489,9 +437,8 @@ def triton_problem(mixer, head_dim, v_head_dim):
 
 
 def auto_backend_problem(la_backend, on_cuda, mixer, head_dim, v_head_dim):
-    """la_backend='auto' on CUDA means the Triton kernels: why they cannot run this model (triton_problem's
-    arguments), or None. The scripts stop on it rather than fall back unasked to the chunked form (several
-    times slower on a GPU)."""
+    """la_backend='auto' on CUDA means the Triton kernels: why they cannot run this model, or None. The scripts
+    stop on it rather than fall back unasked to the chunked form (several times slower on a GPU)."""
     problem = triton_problem(mixer, head_dim, v_head_dim) if la_backend == "auto" and on_cuda else None
     return problem and f"la_backend='auto' on CUDA runs the Triton kernels, but {problem}; pass --la_backend=chunk"
 

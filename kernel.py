@@ -2,63 +2,56 @@
 Fused Triton kernels for Erase-then-Delta Attention (EDA), forward, backward and decode.
 
 Paper: "Erase-then-Delta Attention", Method section (Eq. labels below refer to it); eda.py holds the
-reference (`eda_recurrent`, the spec) and the chunked PyTorch form (`eda_chunk`).
+reference (`eda_recurrent`, the spec) and the chunked PyTorch form (`eda_chunk`). This module imports nothing of
+the repository: eda.py (eda_triton, eda_triton_decode) checks shapes and calls it.
 
 Chapters, in file order:
     Triton building blocks      sub-step tiles of a chunk, the unit-lower inverse, anchored decay products
     Forward                     _eda_prep_kernel (per chunk), _eda_fwd_kernel (the chunk walk)
     Backward                    _eda_dh_prep_kernel, _eda_bwd_dh_kernel (the reverse walk), _eda_bwd_kernel
-    Decode                      _eda_decode_kernel: Eq. ed token by token, the state in HBM
+    Decode                      _eda_decode_kernel: Eq. ed token by token, the fp32 state in HBM (in place if asked)
     Short conv                  the linear layers' input path, conv + SiLU + L2 norm, forward and backward
     Python side                 host checks, launch settings (LAUNCH), the launch sequences
-    PyTorch operators           torch.library custom ops (nanoeda::...), fake implementations, autograd
+    PyTorch operators           torch.library custom ops (nanoeda::...), fake implementations, autograd:
+                                torch.compile traces through the kernels instead of breaking its graph
     Entry points                eda_fused, eda_decode, short_conv: host checks, then the ops
     Split-KV attention decode   attention_decode: one query token per row against a KV cache
 
 Design (chunked training kernels, Sec. 3.4):
-- A chunk of C tokens is BT = 2C sub-steps of the doubled sequence (Eq. double_data). The sub-step
-  tiles k' = [e_1, k_1, e_2, k_2, ...], q' = [0, q_1, 0, q_2, ...], v', beta', g' are *built by masked
-  loads in registers*: even rows read e / gamma / g, odd rows read k / q / v / beta. The doubled
-  sequence never exists in HBM. With e=None (KDA/GDN) a constexpr flag drops the erase rows and a chunk
-  is BT = C tokens. Outputs are stored at the write sub-steps only.
+- A chunk of C tokens is BT = 2C sub-steps of the doubled sequence (Eq. double_data). The sub-step tiles
+  k' = [e_1, k_1, e_2, k_2, ...], q' = [0, q_1, 0, q_2, ...], v', beta', g' are *built by masked loads in registers*:
+  even rows read e / gamma / g, odd rows read k / q / v / beta. The doubled sequence never exists in HBM. With
+  e=None (KDA/GDN) a constexpr flag drops the erase rows and a chunk is BT = C tokens. Outputs are stored at the
+  write sub-steps only.
 - Forward, two launches:
-  (1) `_eda_prep_kernel`, one program per chunk (fully parallel): the state-free part of a chunk, the
-      UT transform's inverse T = (I + StrictTril(diag(b') A))^-1 (Eq. ut_transformation with the inverse
-      made explicit, notes/chunk_form.md §1; forward substitution in 8-row blocks, then exact block merges) and
-      Qk = Tril(Q' Gamma K'^T), stored as [BT, BT] per chunk (small: 2 BT^2 per chunk, kept for the
-      backward); and the walk's operands (Eq. wy_representation), freed after the forward:
+  (1) `_eda_prep_kernel`, one program per chunk (fully parallel): the state-free part of a chunk, the UT
+      transform's inverse T = (I + StrictTril(diag(b') A))^-1 (Eq. ut_transformation with the inverse made
+      explicit, notes/chunk_form.md §1; forward substitution in 8-row blocks, then exact block merges) and
+      Qk = Tril(Q' Gamma K'^T), stored as [BT, BT] per chunk (small: 2 BT^2 per chunk, kept for the backward);
+      and the walk's operands (Eq. wy_representation), freed after the forward:
       W = T diag(b') exp(G) K', U_0 = T diag(b') V', Ke = exp(G_C - G) K', Qg = exp(G) Q', exp(G_C).
-  (2) `_eda_fwd_kernel`, one program per (batch x value head, V-block), walks the chunks carrying the
-      state S (K x BV, fp32) in registers (Eq. chunk_wise_eda) with matrix products only:
+  (2) `_eda_fwd_kernel`, one program per (batch x value head, V-block), walks the chunks carrying the state
+      S (K x BV, fp32) in registers (Eq. chunk_wise_eda) with matrix products only:
           U = U_0 - W S_0                              (what each sub-step writes)
           O = Qg S_0 + Qk U,   S_C = exp(G_C) S_0 + Ke^T U.
       It stores S_0 of every chunk (input dtype) for the backward.
-- Backward, three launches: (3) `_eda_dh_prep_kernel`, per chunk in parallel: what the reverse walk
-  multiplies with (W2 = T^T exp(G_C - G) K', M = T^T Qk^T, exp(G) Q', diag(b') exp(G) K'); (4)
-  `_eda_bwd_dh_kernel` walks the chunks in reverse for the state gradient alone (the chunk map is affine in
-  S_0, so dS_0 = exp(G_C) dS_C + (exp(G) Q')^T dO - (diag(b') exp(G) K')^T dX, dX = M dO + W2 dS_C, needs no
-  S_0) and stores dS_C per chunk; then, in parallel over chunks, (5) `_eda_bwd_kernel` (per chunk, V-blocks
-  looped inside) recomputes the chunk's forward from S_0 and T, produces dv and every gradient that flows
-  through the states, and chains the in-chunk matrices' gradients (dL, dQk, [BT, BT]) through the anchored
-  decay products to k', q', G and the gates; each gradient row is stored once.
-- Decay numerics: a chunk's cumulative log decay G can reach -5 C (safe gate, Eq. safe_gate), so
-  exp(-G) overflows. Products Gamma_ij = exp(G_i - G_j) (i >= j) are formed as
-  (k_i exp(G_i - G_a)) . (k_j exp(G_a - G_j)) with local anchors: inside blocks of ANCHOR_TOKENS tokens
-  the block's middle row (each factor within exp(5 * 8) = exp(40)); across blocks the block boundary
-  (both factors <= 1, the rest masked to -inf *before* exponentiating). The product of a kept pair is
-  <= 1; pairs above the diagonal are discarded with `where`, never multiplied. All other exponentials
-  are of G_i <= 0 or G_C - G_i <= 0. Channel-wise decays need per-token log decays above about -10 on
-  average over half an anchor block (the safe gate and KDA's gate guarantee -5). One decay per head (GDN,
-  g [B, T, HV]) takes an exact path instead: Gamma_ij is then a scalar, exp(G_i - G_j) is formed after
-  masking (<= 0), and any log decay is safe (an unbounded log gate too).
-- Decode: a fused recurrent kernel applies Eq. ed token by token to a state held in HBM (fp32), in
-  place when asked.
-- PyTorch side: every launch sequence is a torch.library.custom_op (nanoeda::eda_chunk_fwd / _bwd,
-  eda_decode_, short_conv_fwd / _bwd, attention_decode_at) with a fake implementation (and an autograd
-  formula where training needs one), so that torch.compile traces through the kernels instead of breaking
-  its graph around them. The entry points (eda_fused, eda_decode, short_conv, attention_decode) check their
-  inputs on the host first. This module imports nothing of
-  the repository: eda.py (eda_triton, eda_triton_decode) checks shapes and calls it.
+- Backward, three launches: (3) `_eda_dh_prep_kernel`, per chunk in parallel: what the reverse walk multiplies
+  with (W2 = T^T exp(G_C - G) K', M = T^T Qk^T, Qg = exp(G) Q', Kg = diag(b') exp(G) K'); (4) `_eda_bwd_dh_kernel`
+  walks the chunks in reverse for the state gradient alone (the chunk map is affine in S_0, so
+  dS_0 = exp(G_C) dS_C + Qg^T dO - Kg^T dX, dX = M dO + W2 dS_C, needs no S_0) and stores dS_C per chunk; then,
+  in parallel over chunks, (5) `_eda_bwd_kernel` (per chunk, V-blocks looped inside) recomputes the chunk's
+  forward from S_0 and T, produces dv and every gradient that flows through the states, and chains the in-chunk
+  matrices' gradients (dL, dQk, [BT, BT]) through the anchored decay products to k', q', G and the gates; each
+  gradient row is stored once.
+- Decay numerics: a chunk's cumulative log decay G can reach -5 C (safe gate, Eq. safe_gate), so exp(-G)
+  overflows. Products Gamma_ij = exp(G_i - G_j) (i >= j) are formed as (k_i exp(G_i - G_a)) . (k_j exp(G_a - G_j))
+  with local anchors: inside blocks of ANCHOR_TOKENS tokens the block's middle row (each factor within
+  exp(5 * 8) = exp(40)); across blocks the block boundary (both factors <= 1, the rest masked to -inf *before*
+  exponentiating). The product of a kept pair is <= 1; pairs above the diagonal are discarded with `where`, never
+  multiplied. All other exponentials are of G_i <= 0 or G_C - G_i <= 0. Channel-wise decays need per-token log
+  decays above about -10 on average over half an anchor block (the safe gate and KDA's gate guarantee -5). One
+  decay per head (GDN, g [B, T, HV]) takes an exact path instead: Gamma_ij is then a scalar, exp(G_i - G_j) is
+  formed after masking (<= 0), and any log decay is safe (an unbounded log gate too).
 """
 import ctypes
 import os
@@ -84,14 +77,11 @@ _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 @triton.jit
-def _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
-                H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr,
-                BT: tl.constexpr, BK: tl.constexpr, EDA: tl.constexpr, k0=0):
-    """Sub-step tiles of chunk c (Eq. double_data), built in registers from the token tensors.
-
-    Returns k' [BT, BK], q' (scaled) [BT, BK], beta' [BT], G (cumulative log decay in the chunk, fp32)
-    [BT, BK], the (b, t) row of every sub-step, and the masks of write rows and erase rows. The key columns
-    are k0 .. k0 + BK (the decay is per channel, so every column block stands alone).
+def _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale, H: tl.constexpr, HV: tl.constexpr,
+                K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, EDA: tl.constexpr, k0=0):
+    """Sub-step tiles of chunk c (Eq. double_data), built in registers from the token tensors, key columns
+    k0 .. k0 + BK (the decay is per channel: every column block stands alone). Returns k' [BT, BK], q' (scaled),
+    beta' [BT], G (cumulative log decay in the chunk, fp32), the (b, t) row of every sub-step, write and erase masks.
     """
     ck = k0 + tl.arange(0, BK)
     mk = ck < K
@@ -102,9 +92,7 @@ def _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
     qq = tl.load(q + off_qk[:, None] + ck[None, :], mask=wrow[:, None] & mk[None, :], other=0.).to(tl.float32)
     if EDA:
         kk += tl.load(e + off_hk[:, None] + ck[None, :], mask=erow[:, None] & mk[None, :], other=0.).to(tl.float32)
-        gmask = erow  # the decay rides on the erase sub-step; the write sub-step has identity decay
-    else:
-        gmask = wrow
+    gmask = erow if EDA else wrow  # the decay rides on the erase sub-step; the write sub-step has identity decay
     gg = tl.load(g + off_hk[:, None] + ck[None, :], mask=gmask[:, None] & mk[None, :], other=0.).to(tl.float32)
     G = tl.cumsum(gg, axis=0)
     return kk, qq * scale, bb, G, row_bt, wrow, erow
@@ -122,9 +110,8 @@ def _sub_steps(BT: tl.constexpr, EDA: tl.constexpr):
 
 @triton.jit
 def _out_rows(BT: tl.constexpr, WR: tl.constexpr, EDA: tl.constexpr):
-    """The rows of a chunk's outputs (o, dO) and of the operands that only they meet (Qg, M's columns): the
-    token (within the chunk) of each, the sub-step row it is, and whether it is a write sub-step. WR < BT
-    (EDA): the BT / 2 write sub-steps alone, erase rows (no q, no output) left out; WR = BT: every sub-step."""
+    """The rows of a chunk's outputs (o, dO) and of the operands only they meet (Qg, M's columns): token (in the
+    chunk), sub-step row, is-write. WR < BT (EDA): the write sub-steps alone (erase rows have no q); else all."""
     if WR < BT:
         tok = tl.arange(0, WR)
         srow = 2 * tok + 1
@@ -133,17 +120,6 @@ def _out_rows(BT: tl.constexpr, WR: tl.constexpr, EDA: tl.constexpr):
         tok, is_w = _sub_steps(BT, EDA)
         srow = tl.arange(0, BT)
     return tok, srow, is_w
-
-
-@triton.jit
-def _qg_store(Qgout, X, base, r, ck, m_k, BT: tl.constexpr, WR: tl.constexpr, K: tl.constexpr):
-    """Store Qg = exp(G) Q' (X, [BT, BKC] on the sub-step rows r) as WR rows per chunk: with WR < BT the write
-    rows alone (the erase rows of Q' are zero)."""
-    if WR < BT:
-        tl.store(Qgout + base * WR * K + (r // 2)[:, None] * K + ck[None, :], X.to(Qgout.dtype.element_ty),
-                 mask=m_k & (r % 2 == 1)[:, None])
-    else:
-        tl.store(Qgout + base * BT * K + r[:, None] * K + ck[None, :], X.to(Qgout.dtype.element_ty), mask=m_k)
 
 
 @triton.jit
@@ -191,12 +167,9 @@ def _row(X, r, i):
 def _unit_lower_inverse(M, BT: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr, DT: tl.constexpr,
                         PREC: tl.constexpr):
     """(I + M)^-1 for strictly lower-triangular M [BT, BT]: the UT transform's solve (Eq. ut_transformation).
-
-    Forward substitution (stable for any M: a Neumann/doubling series would cancel catastrophically when
-    keys repeat) inside the diagonal blocks of size SB, all blocks at once (SB - 1 dependent steps instead
-    of BT - 1); then blocks are merged pairwise: with L = D + N, N the lower-left block of each pair,
-    L^-1 = D^-1 - D^-1 N D^-1 exactly, since (D^-1 N)^2 = 0.
-    """
+    Forward substitution (stable for any M: a Neumann/doubling series cancels catastrophically when keys repeat)
+    inside the diagonal blocks of size SB, all blocks at once; then blocks are merged pairwise: with L = D + N,
+    N the lower-left block of each pair, L^-1 = D^-1 - D^-1 N D^-1 exactly, since (D^-1 N)^2 = 0."""
     r = tl.arange(0, BT)
     rb = r // SB
     Tm = (r[:, None] == r[None, :]).to(tl.float32)
@@ -218,27 +191,20 @@ def _unit_lower_inverse(M, BT: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexp
 @triton.jit
 def _anchored(kk, qq, G, BT: tl.constexpr, AB: tl.constexpr, SCALAR_G: tl.constexpr, DT: tl.constexpr,
               PREC: tl.constexpr):
-    """Decay-weighted chunk matrices with local anchors (module docstring, 'Decay numerics').
-
-    The chunk's BT rows form anchor blocks of AB rows. Pairs inside a block use the block's middle row
-    as anchor a (both factors within exp(5 AB/2 tokens)); pairs across blocks are handled by
-    _cross_block (anchor at the block boundary, both factors <= 1).
-    Returns A = StrictTril(K' Gamma K'^T), Qk = Tril(Q' Gamma K'^T) [BT, BT], the in-block factors
-    Kp = k' exp(G - G_a), Kn = k' exp(G_a - G), Qp = q' exp(G - G_a), Ea, En, and G_C (the chunk's decay).
-    With one decay per head (SCALAR_G, GDN) Gamma_ij is a scalar: A = (K' K'^T) * exp(G_i - G_j) exactly,
-    for any log decay, and the factors are k', k', q' themselves.
+    """Decay-weighted chunk matrices with local anchors (module docstring, 'Decay numerics'): anchor blocks of AB
+    rows, pairs inside a block anchored at its middle row a, pairs across blocks by _cross_block.
+    Returns A = StrictTril(K' Gamma K'^T), Qk = Tril(Q' Gamma K'^T) [BT, BT] and the in-block factors
+    Kp = k' exp(G - G_a), Kn = k' exp(G_a - G), Qp = q' exp(G - G_a), Ea, En. With one decay per head (SCALAR_G,
+    GDN) Gamma_ij is a scalar: A = (K' K'^T) * exp(G_i - G_j) exactly, and the factors are k', k', q' themselves.
     """
     r = tl.arange(0, BT)
     rb = r // AB
-    GN = _row(G, r, BT - 1)
     if SCALAR_G:
         D = _scalar_decay(G, r)
         kd = kk.to(DT)
         A = tl.where(r[:, None] > r[None, :], tl.dot(kd, tl.trans(kd), input_precision=PREC) * D, 0.)
         Qk = tl.dot(qq.to(DT), tl.trans(kd), input_precision=PREC) * D
-        Kp = kk
-        Kn = kk
-        Qp = qq
+        Kp, Kn, Qp = kk, kk, qq
         Ea = tl.full(G.shape, 1.0, tl.float32)  # unused on this path
         En = Ea
     else:
@@ -259,7 +225,7 @@ def _anchored(kk, qq, G, BT: tl.constexpr, AB: tl.constexpr, SCALAR_G: tl.conste
             KnIt = tl.trans(KnI.to(DT))
             A += tl.dot(KpI.to(DT), KnIt, input_precision=PREC)
             Qk += tl.dot(QpI.to(DT), KnIt, input_precision=PREC)
-    return A, Qk, Kp, Kn, Qp, Ea, En, GN
+    return A, Qk, Kp, Kn, Qp, Ea, En
 
 
 @triton.jit
@@ -286,20 +252,15 @@ def _cross_block(kk, qq, G, r, I: tl.constexpr, AB: tl.constexpr):
 
 
 @triton.jit
-def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout, Qgout, eGNout, gmin,
-                     scale, T, NT,
-                     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-                     BT: tl.constexpr, BKC: tl.constexpr, BVP: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr,
-                     AB: tl.constexpr, EDA: tl.constexpr, SCALAR_G: tl.constexpr, CHECK_G: tl.constexpr,
-                     REUSE: tl.constexpr, WR: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """Everything of a chunk that does not depend on the state, fully parallel over chunks:
-    the UT transform's inverse T = (I + StrictTril(diag(b') A))^-1 and Qk = Tril(Q' Gamma K'^T) ([BT, BT],
-    kept for the backward), and what the forward walk multiplies with the state (its WY form, Eq.
-    wy_representation): W = T diag(b') exp(G) K', U_0 = T diag(b') V', Ke = exp(G_C - G) K', Qg = exp(G) Q'
-    and exp(G_C). The walk is then U = U_0 - W S_0, O = Qg S_0 + Qk U, S_C = exp(G_C) S_0 + Ke^T U: matrix
-    products only, no decay arithmetic.
-    CHECK_G: also store the chunk's smallest log decay (the wrapper rejects g < G_MIN), which saves the
-    wrapper a separate pass over g."""
+def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout, Qgout, eGNout, gmin, scale, T, NT,
+                     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+                     BKC: tl.constexpr, BVP: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr, AB: tl.constexpr,
+                     EDA: tl.constexpr, SCALAR_G: tl.constexpr, CHECK_G: tl.constexpr, REUSE: tl.constexpr,
+                     WR: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+    """Everything of a chunk that does not depend on the state, fully parallel over chunks (module docstring,
+    (1)): T and Qk ([BT, BT], kept for the backward), and the walk's U_0 = T diag(b') V' and W, Ke, Qg, exp(G_C)
+    (_key_operands), so that the walk is matrix products only, no decay arithmetic. CHECK_G: also store the
+    chunk's smallest log decay (the wrapper rejects g < G_MIN), which saves the wrapper a separate pass over g."""
     c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
@@ -313,14 +274,14 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
     if REUSE:
         kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
                                             H, HV, K, BT, BKC, EDA)
-        A, Qk, _, _, _, _, _, _ = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
+        A, Qk, _, _, _, _, _ = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
     else:
         A = tl.zeros([BT, BT], dtype=tl.float32)
         Qk = tl.zeros([BT, BT], dtype=tl.float32)
         for kb in range(tl.cdiv(K, BKC)):
             kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
                                                 H, HV, K, BT, BKC, EDA, kb * BKC)
-            A_b, Qk_b, _, _, _, _, _, _ = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
+            A_b, Qk_b, _, _, _, _, _ = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
             A += A_b
             Qk += Qk_b
     Tm = _unit_lower_inverse(bb[:, None] * A, BT, SB, NLVL, DT, PREC)
@@ -330,15 +291,15 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
     # the walk's operands, [BT, K] / [BT, V] per chunk (transient: the forward frees them)
     Td = Tm.to(DT)
     if REUSE:
-        low = _walk_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, i_hv, c, T, 0,
-                             HV, K, BT, BKC, WR, EDA, CHECK_G, DT, PREC)
+        low = _key_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, i_hv, c, T, 0,
+                            HV, K, BT, BKC, WR, EDA, False, CHECK_G, DT, PREC)
     else:
         low = tl.zeros([1], dtype=tl.float32)
         for kb in range(tl.cdiv(K, BKC)):
             kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
                                                 H, HV, K, BT, BKC, EDA, kb * BKC)
-            low = tl.minimum(low, _walk_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, i_hv,
-                                                 c, T, kb * BKC, HV, K, BT, BKC, WR, EDA, CHECK_G, DT, PREC))
+            low = tl.minimum(low, _key_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, i_hv,
+                                                c, T, kb * BKC, HV, K, BT, BKC, WR, EDA, False, CHECK_G, DT, PREC))
     for i_v in range(tl.cdiv(V, BVP)):  # U_0 = T diag(b') V', V in blocks
         cv = i_v * BVP + tl.arange(0, BVP)
         mv = cv < V
@@ -352,22 +313,29 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
 
 
 @triton.jit
-def _walk_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, i_hv, c, T, k0,
-                   HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BKC: tl.constexpr, WR: tl.constexpr,
-                   EDA: tl.constexpr, CHECK_G: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """The prep's stores of key columns k0 .. k0 + BKC of the walk's operands W, Ke, Qg, exp(G_C), from the
-    chunk's tiles and T (Td). Returns these columns' smallest log decay with CHECK_G (from g itself: the chunk's
-    tokens), else 0."""
+def _key_operands(kk, qq, G, bb, Td, g, Xout, Yout, Qgout, eGNout, base, i_b, i_hv, c, T, k0, HV: tl.constexpr,
+                  K: tl.constexpr, BT: tl.constexpr, BKC: tl.constexpr, WR: tl.constexpr, EDA: tl.constexpr,
+                  BWD: tl.constexpr, CHECK_G: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+    """Key columns k0 .. k0 + BKC of what a walk multiplies with, from the chunk's tiles and Td (T, or T^T for the
+    backward): the forward's (the prep's) W = T diag(b') exp(G) K' into Xout, Ke = exp(G_C - G) K' into Yout, or
+    with BWD (the dh prep's) W2 = T^T exp(G_C - G) K', Kg = diag(b') exp(G) K'; and Qg = exp(G) Q', exp(G_C).
+    Returns these columns' smallest log decay with CHECK_G (from g itself: the chunk's tokens), else 0."""
     r = tl.arange(0, BT)
     ck = k0 + tl.arange(0, BKC)
     off_k = base * BT * K + r[:, None] * K + ck[None, :]
     m_k = (ck < K)[None, :] & (r >= 0)[:, None]
     GN = _row(G, r, BT - 1)
     eG = tl.exp(G)
-    W = tl.dot(Td, (bb[:, None] * kk * eG).to(DT), input_precision=PREC)
-    tl.store(Wout + off_k, W.to(Wout.dtype.element_ty), mask=m_k)
-    tl.store(Keout + off_k, (kk * tl.exp(GN[None, :] - G)).to(Keout.dtype.element_ty), mask=m_k)
-    _qg_store(Qgout, qq * eG, base, r, ck, m_k, BT, WR, K)
+    kg = bb[:, None] * kk * eG
+    kn = kk * tl.exp(GN[None, :] - G)
+    X = tl.dot(Td, (kn if BWD else kg).to(DT), input_precision=PREC)
+    tl.store(Xout + off_k, X.to(Xout.dtype.element_ty), mask=m_k)
+    tl.store(Yout + off_k, (kg if BWD else kn).to(Yout.dtype.element_ty), mask=m_k)
+    if WR < BT:  # Qg on the write rows alone (the erase rows of Q' are zero)
+        tl.store(Qgout + base * WR * K + (r // 2)[:, None] * K + ck[None, :], (qq * eG).to(Qgout.dtype.element_ty),
+                 mask=m_k & (r % 2 == 1)[:, None])
+    else:
+        tl.store(Qgout + base * BT * K + r[:, None] * K + ck[None, :], (qq * eG).to(Qgout.dtype.element_ty), mask=m_k)
     tl.store(eGNout + base * K + ck, tl.exp(GN), mask=ck < K)
     low = tl.zeros([1], dtype=tl.float32)
     if CHECK_G:
@@ -379,15 +347,12 @@ def _walk_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, 
 
 
 @triton.jit
-def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT,
-                    HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-                    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, WR: tl.constexpr, EDA: tl.constexpr,
-                    HAS_H0: tl.constexpr, STORE_HT: tl.constexpr, STORE_HS: tl.constexpr,
+def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV: tl.constexpr, K: tl.constexpr,
+                    V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, WR: tl.constexpr,
+                    EDA: tl.constexpr, HAS_H0: tl.constexpr, STORE_HT: tl.constexpr, STORE_HS: tl.constexpr,
                     DT: tl.constexpr, PREC: tl.constexpr):
-    """One program per (V-block, batch x value head): the chunk loop of Eq. chunk_wise_eda on the prep
-    kernel's operands,
-        U = U_0 - W S_0,  O = Qg S_0 + Qk U,  S_C = exp(G_C) S_0 + Ke^T U,
-    O on the WR output rows (_out_rows) only: Qg's (stored so) and Qk's rows of them."""
+    """One program per (V-block, batch x value head): the chunk loop of Eq. chunk_wise_eda on the prep kernel's
+    operands, U = U_0 - W S_0, O = Qg S_0 + Qk U, S_C = exp(G_C) S_0 + Ke^T U, O on the WR output rows only."""
     i_v = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, _ = _heads(i_bh, HV, HV)
@@ -431,13 +396,10 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT,
 
 @triton.jit
 def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, W2out, Mout, Qgout, Kgout, eGNout, scale, T, NT,
-                        H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-                        BT: tl.constexpr, BKC: tl.constexpr, WR: tl.constexpr, EDA: tl.constexpr,
-                        DT: tl.constexpr, PREC: tl.constexpr):
-    """What the reverse walk multiplies with dS_C and dO, fully parallel over chunks (the backward's twin of
-    the prep kernel): W2 = T^T (exp(G_C - G) K'), M = T^T Qk^T [BT, WR], Qg = exp(G) Q',
-    Kg = diag(b') exp(G) K' and exp(G_C). The walk is then dX = M dO + W2 dS_C,
-    dS_0 = exp(G_C) dS_C + Qg^T dO - Kg^T dX. M's columns and Qg's rows: the WR output rows (_out_rows)."""
+                        H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+                        BKC: tl.constexpr, WR: tl.constexpr, EDA: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+    """What the reverse walk multiplies with dS_C and dO, fully parallel over chunks (the prep kernel's twin):
+    M = T^T Qk^T [BT, WR] and W2, Kg, Qg, exp(G_C) (_key_operands). M's columns, Qg's rows: the WR output rows."""
     c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
@@ -453,29 +415,18 @@ def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, W2out, Mout, Qgout, 
     for kb in range(tl.cdiv(K, BKC)):  # K in blocks of BKC columns (as in the prep kernel)
         kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
                                             H, HV, K, BT, BKC, EDA, kb * BKC)
-        ck = kb * BKC + tl.arange(0, BKC)
-        GN = _row(G, r, BT - 1)
-        eG = tl.exp(G)
-        off_k = base * BT * K + r[:, None] * K + ck[None, :]
-        m_k = (r >= 0)[:, None] & (ck < K)[None, :]
-        W2 = tl.dot(Tt, (kk * tl.exp(GN[None, :] - G)).to(DT), input_precision=PREC)
-        tl.store(W2out + off_k, W2.to(W2out.dtype.element_ty), mask=m_k)
-        _qg_store(Qgout, qq * eG, base, r, ck, m_k, BT, WR, K)
-        tl.store(Kgout + off_k, (bb[:, None] * kk * eG).to(Kgout.dtype.element_ty), mask=m_k)
-        tl.store(eGNout + base * K + ck, tl.exp(GN), mask=ck < K)
-
+        _key_operands(kk, qq, G, bb, Tt, g, W2out, Kgout, Qgout, eGNout, base, i_b, i_hv, c, T, kb * BKC,
+                      HV, K, BT, BKC, WR, EDA, True, False, DT, PREC)
 
 @triton.jit
-def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT,
-                       HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-                       BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, WR: tl.constexpr, EDA: tl.constexpr,
-                       HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """Reverse walk of the state gradient. The chunk map is affine in S_0, so without S_0, on the dh prep
-    kernel's operands (dX = T^T dU, dU = Qk^T dO + exp(G_C - G) K' dS_C the gradient of what the chunk writes):
-        dX = M dO + W2 dS_C,   dS_0 = exp(G_C) dS_C + Qg^T dO - Kg^T dX.
-    Stores dS_C of every chunk for the parallel gradient kernels. (dX is not kept for them: rounded to bf16
-    it costs d(gamma) a relative error of ~2e-2 at T = 4096 through rowsum(dX R); fp32 would cost 4 bytes per
-    sub-step and value, over the memory target.) dO, M's columns and Qg's rows: the WR output rows (_out_rows)."""
+def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT, HV: tl.constexpr, K: tl.constexpr,
+                       V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, WR: tl.constexpr,
+                       EDA: tl.constexpr, HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr, DT: tl.constexpr,
+                       PREC: tl.constexpr):
+    """Reverse walk of the state gradient on the dh prep's operands, without S_0 (module docstring, (4)); dX = T^T dU
+    for dU = Qk^T dO + exp(G_C - G) K' dS_C, the gradient of what the chunk writes. Stores dS_C of every chunk. (dX
+    is not kept: rounded to bf16 it costs d(gamma) ~2e-2 relative at T = 4096 through rowsum(dX R); fp32 would cost
+    4 bytes per sub-step and value, over the memory target.) dO, M's columns, Qg's rows: the WR output rows."""
     i_v = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, _ = _heads(i_bh, HV, HV)
@@ -510,11 +461,10 @@ def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT,
 
 
 @triton.jit
-def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, dv, de, dg, dbeta, dgamma,
-                    scale, T, NT,
-                    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-                    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, AB: tl.constexpr, EDA: tl.constexpr,
-                    SCALAR_G: tl.constexpr, ATOMIC_QK: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, dv, de, dg, dbeta, dgamma, scale, T, NT,
+                    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+                    BK: tl.constexpr, BV: tl.constexpr, AB: tl.constexpr, EDA: tl.constexpr, SCALAR_G: tl.constexpr,
+                    ATOMIC_QK: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Every input gradient of one chunk, in parallel over chunks (V in blocks of BV, looped inside the program).
     The chunk's forward is recomputed from S_0 (forward store) and T (prep store),
     R = V' - (exp(G) K') S_0, U = T diag(b') R, and from dS_C (reverse walk's store)
@@ -579,17 +529,15 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
     dkk_i, dqq_i, dG_i, db_i = _in_chunk_grads(kk, qq, G, bb, dL, dQk, r, ck, BT, AB, SCALAR_G, DT, PREC)
     dgg = dG + dG_i
     dgg = tl.sum(dgg, axis=0)[None, :] - tl.cumsum(dgg, axis=0) + dgg  # G = cumsum(g'): reverse cumsum
-    _scatter(dq, dk, de, dg, (dqq + dqq_i) * scale, dkk + dkk_i, dgg, row_bt, wrow, erow, i_h, i_hv, ck, mk,
-             H, HV, K, EDA, ATOMIC_QK)
-    _scatter_db(dbeta, dgamma, db + db_i, row_bt, wrow, erow, i_hv, HV, EDA)
+    _scatter(dq, dk, de, dg, dbeta, dgamma, (dqq + dqq_i) * scale, dkk + dkk_i, dgg, db + db_i, row_bt, wrow, erow,
+             i_h, i_hv, ck, mk, H, HV, K, EDA, ATOMIC_QK)
 
 
 @triton.jit
-def _chunk_v_block(v, do, dv, Sd, dSd, kg, kg_lo, kn, Tm, Qk, bb, row_bt, wrow, i_hv, cv, mv,
-                   HV: tl.constexpr, V: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """One V-block (columns cv) of a chunk's backward, from S_0 and dS_C (Sd, dSd: its [BK, BV] blocks):
-    R = V' - (exp(G) K') S_0, U = T diag(b') R, dU = Qk^T dO + (exp(G_C - G) K') dS_C, dX = T^T dU; stores dv
-    (dR' = diag(b') dX on the write rows). Returns dX, dR', U and dO (dot dtype), rowsum(dX R)."""
+def _chunk_v_block(v, do, dv, Sd, dSd, kg, kg_lo, kn, Tm, Qk, bb, row_bt, wrow, i_hv, cv, mv, HV: tl.constexpr,
+                   V: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+    """One V-block (columns cv; Sd, dSd: S_0's and dS_C's [BK, BV] blocks) of _eda_bwd_kernel's R, U, dU, dX;
+    stores dv (dR' = diag(b') dX on the write rows). Returns dX, dR', U and dO (dot dtype), rowsum(dX R)."""
     off_v = (row_bt * HV + i_hv)[:, None] * V + cv[None, :]
     m_v = wrow[:, None] & mv[None, :]
     vv = tl.load(v + off_v, mask=m_v, other=0.).to(tl.float32)
@@ -611,12 +559,10 @@ def _chunk_v_block(v, do, dv, Sd, dSd, kg, kg_lo, kn, Tm, Qk, bb, row_bt, wrow, 
 @triton.jit
 def _in_chunk_grads(kk, qq, G, bb, dL, dQk, r, ck, BT: tl.constexpr, AB: tl.constexpr, SCALAR_G: tl.constexpr,
                     DT: tl.constexpr, PREC: tl.constexpr):
-    """The in-chunk terms of a chunk's gradients, from dL (through T) and dQk:
-        db' = rowsum(dL A),  dA = diag(b') dL,
-    chained through A = StrictTril(K' Gamma K'^T) and Qk = Tril(Q' Gamma K'^T) (anchored factors, as in the
-    forward) to k', q' and G. Returns (dk', dq', dG, db'). Part of the chunk's backward program, so dL and dQk
-    never go through HBM (notes/kernel.md, "Launch settings and fusions")."""
-    A, Qk, Kp, Kn, Qp, Ea, En, _ = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
+    """The in-chunk terms of a chunk's gradients from dL (through T) and dQk: db' = rowsum(dL A), dA = diag(b') dL,
+    chained through A and Qk (anchored factors, as in the forward) to k', q' and G. Returns (dk', dq', dG, db').
+    Part of the chunk's backward program, so dL and dQk never go through HBM (notes/kernel.md)."""
+    A, Qk, Kp, Kn, Qp, Ea, En = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
     db = tl.sum(dL * A, axis=1)
     dA = bb[:, None] * dL
     # dA and dQk feed dG, whose reverse cumsum cancels pairwise terms (i > j adds to dG_i what it takes from
@@ -640,8 +586,7 @@ def _in_chunk_grads(kk, qq, G, bb, dL, dQk, r, ck, BT: tl.constexpr, AB: tl.cons
         dAs = tl.where(same, dA, 0.)
         dQks = tl.where(same, dQk, 0.)
         pos = tl.dot(dAs, Kn, input_precision=PREC) * Ea
-        neg = (tl.dot(tl.trans(dAs), Kp, input_precision=PREC) +
-               tl.dot(tl.trans(dQks), Qp, input_precision=PREC)) * En
+        neg = (tl.dot(tl.trans(dAs), Kp, input_precision=PREC) + tl.dot(tl.trans(dQks), Qp, input_precision=PREC)) * En
         dqq = tl.dot(dQks, Kn, input_precision=PREC) * Ea
         for I in tl.static_range(1, BT // AB):  # cross-block pairs, anchored at block I's boundary
             KpI, KnI, QpI, EpI, EnI = _cross_block(kk, qq, G, r, I, AB)
@@ -657,10 +602,10 @@ def _in_chunk_grads(kk, qq, G, bb, dL, dQk, r, ck, BT: tl.constexpr, AB: tl.cons
 
 
 @triton.jit
-def _scatter(dq, dk, de, dg, dqq, dkk, dgg, row_bt, wrow, erow, i_h, i_hv, ck, mk,
-             H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, EDA: tl.constexpr, ATOMIC_QK: tl.constexpr):
-    """Sub-step gradients (key columns ck) to the token tensors: write rows -> q, k; erase rows -> e; g on the
-    rows that carry the decay. Every row of a per-value-head tensor has one writer (a plain store); q and k
+def _scatter(dq, dk, de, dg, dbeta, dgamma, dqq, dkk, dgg, db, row_bt, wrow, erow, i_h, i_hv, ck, mk, H: tl.constexpr,
+             HV: tl.constexpr, K: tl.constexpr, EDA: tl.constexpr, ATOMIC_QK: tl.constexpr):
+    """Sub-step gradients (key columns ck) to the token tensors: write rows -> q, k, beta; erase rows -> e, gamma;
+    g on the rows that carry the decay. Every row of a per-value-head tensor has one writer (a plain store); q and k
     rows are shared by the G value heads of a group when HV > H (ATOMIC_QK: atomic adds on zeroed buffers)."""
     off_qk = (row_bt * H + i_h)[:, None] * K + ck[None, :]
     off_hk = (row_bt * HV + i_hv)[:, None] * K + ck[None, :]
@@ -675,17 +620,10 @@ def _scatter(dq, dk, de, dg, dqq, dkk, dgg, row_bt, wrow, erow, i_h, i_hv, ck, m
         tl.store(dq + off_qk, dqq.to(dq.dtype.element_ty), mask=m_w)
         tl.store(dk + off_qk, dkk.to(dk.dtype.element_ty), mask=m_w)
     tl.store(dg + off_hk, dgg.to(dg.dtype.element_ty), mask=m_e if EDA else m_w)
+    tl.store(dbeta + row_bt * HV + i_hv, db.to(dbeta.dtype.element_ty), mask=wrow)
     if EDA:
         tl.store(de + off_hk, dkk.to(de.dtype.element_ty), mask=m_e)
-
-
-@triton.jit
-def _scatter_db(dbeta, dgamma, db, row_bt, wrow, erow, i_hv, HV: tl.constexpr, EDA: tl.constexpr):
-    """The sub-steps' db' to the token tensors: write rows -> beta, erase rows -> gamma."""
-    off_b = row_bt * HV + i_hv
-    tl.store(dbeta + off_b, db.to(dbeta.dtype.element_ty), mask=wrow)
-    if EDA:
-        tl.store(dgamma + off_b, db.to(dgamma.dtype.element_ty), mask=erow)
+        tl.store(dgamma + row_bt * HV + i_hv, db.to(dgamma.dtype.element_ty), mask=erow)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -693,9 +631,9 @@ def _scatter_db(dbeta, dgamma, db, row_bt, wrow, erow, i_hv, HV: tl.constexpr, E
 
 
 @triton.jit
-def _eda_decode_kernel(q, k, v, e, g, beta, gamma, s_in, s_out, o, scale, T,
-                       H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-                       BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr, SCALAR_G: tl.constexpr):
+def _eda_decode_kernel(q, k, v, e, g, beta, gamma, s_in, s_out, o, scale, T, H: tl.constexpr, HV: tl.constexpr,
+                       K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
+                       SCALAR_G: tl.constexpr):
     i_bh = tl.program_id(0)  # batch x heads on axis 0: up to 2^31 programs, large decode batches
     i_v = tl.program_id(1)
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
@@ -777,9 +715,8 @@ def _conv_fwd_kernel(u, w, y, T, su_b, su_t, c0, eps, NH: tl.constexpr, W: tl.co
 @triton.jit
 def _conv_bwd_dz_kernel(u, w, dy, dz, dwp, T, NTB, su_b, su_t, c0, C, eps, NH: tl.constexpr, W: tl.constexpr,
                         KS: tl.constexpr, KSP: tl.constexpr, BT: tl.constexpr, BW: tl.constexpr, NORM: tl.constexpr):
-    """Backward of _conv_fwd_kernel, part 1: the pre-activation's gradient dz (fp32, [B, T, C]) from dy, through
-    the L2 norm and SiLU (z recomputed from u), and this row block's share of dw into dwp [B * NTB, C, KS]
-    (summed by the caller: deterministic, no atomics)."""
+    """Backward of _conv_fwd_kernel, part 1: the pre-activation's gradient dz (fp32, [B, T, C]) from dy through the L2
+    norm and SiLU (z recomputed), and this row block's share of dw into dwp [B * NTB, C, KS] (summed: no atomics)."""
     b, i_t, rows, mc, ch, off_h = _conv_block(c0, T, NH, W, BT, BW)
     inside = (rows < T)[:, None] & mc[None, :]
     z = _conv_pre(u, w, b, rows, ch, mc, T, su_b, su_t, KS, BT, BW)
@@ -824,8 +761,13 @@ def _conv_bwd_du_kernel(dz, w, du, T, C, KS: tl.constexpr, BT: tl.constexpr, BC:
 # Python side: checks, launches, autograd
 
 
-def _interpreting():
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+def _device_problem(device):
+    """Why the kernels cannot run on `device`, or None: CUDA, or the CPU under Triton's interpreter."""
+    if device.type == "cpu" and os.environ.get("TRITON_INTERPRET", "0") != "1":
+        return "CPU tensors need TRITON_INTERPRET=1 (Triton's interpreter); otherwise pass CUDA tensors"
+    if device.type not in ("cpu", "cuda"):
+        return f"tensors on {device} are not supported (CUDA, or CPU under TRITON_INTERPRET=1)"
+    return None
 
 
 def head_dim_problem(d):
@@ -835,9 +777,8 @@ def head_dim_problem(d):
 
 
 def _check_kernel_inputs(q, k, v, e, scale):
-    """The kernels' own requirements (dtype, head dims, device, scale), on top of what eda.check_inputs checks
-    (shapes, floating dtypes, one device: eda.py's eda_triton / eda_triton_decode run it first, since this
-    module imports nothing of the repo). A ValueError names the offending input."""
+    """The kernels' own requirements (dtype, head dims, device, scale), on top of eda.check_inputs' (shapes,
+    floating dtypes, one device), which eda_triton / eda_triton_decode run first. A ValueError names the input."""
     for name, x in dict(q=q, k=k, v=v, e=e).items():
         if x is not None and x.dtype not in _DTYPES:
             raise ValueError(f"eda_triton: {name} has dtype {x.dtype}; the kernels take float32, bfloat16 or "
@@ -845,28 +786,23 @@ def _check_kernel_inputs(q, k, v, e, scale):
     for name, d in (("K (q.shape[-1])", q.shape[-1]), ("V (v.shape[-1])", v.shape[-1])):
         if head_dim_problem(d):
             raise ValueError(f"eda_triton: head dim {name} = {d} {head_dim_problem(d)}")
-    if q.device.type == "cpu":
-        if not _interpreting():
-            raise ValueError("eda_triton: CPU tensors need TRITON_INTERPRET=1 (Triton's interpreter); "
-                             "otherwise pass CUDA tensors")
-    elif q.device.type != "cuda":
-        raise ValueError(f"eda_triton: tensors on {q.device} are not supported (CUDA, or CPU under TRITON_INTERPRET=1)")
+    if _device_problem(q.device):
+        raise ValueError(f"eda_triton: {_device_problem(q.device)}")
     if scale is not None and not isinstance(scale, (int, float)):
         raise ValueError(f"eda_triton: scale must be a number or None, got {type(scale).__name__}")
 
 
 def _dot_types(x):
-    """Tensor-core operand dtype and precision: bf16 for half inputs (fp16 would overflow the anchored
-    decay factors, up to exp(40)), exact fp32 for fp32 inputs."""
+    """Tensor-core operand dtype and precision, and the torch dtype of the per-chunk matrices the kernels store:
+    bf16 for half inputs (fp16 would overflow the anchored decay factors, up to exp(40)), exact fp32 for fp32."""
     if x.dtype == torch.float32:
-        return tl.float32, "ieee"
-    return tl.bfloat16, "tf32"
+        return tl.float32, "ieee", torch.float32
+    return tl.bfloat16, "tf32", torch.bfloat16
 
 
 def _blocks(K, V, bv, programs=None, fill_programs=None):
-    """Block sizes: the whole (padded) key dim, V in blocks of at most bv. For the sequential chunk walks
-    (programs = batch x value heads): when those alone leave most of the GPU idle (fewer than fill_programs:
-    a small model's few heads), narrower V-blocks run more walks side by side, each with shorter steps."""
+    """Block sizes: the whole (padded) key dim, V in blocks of at most bv. The sequential walks (programs = batch x
+    value heads) narrow the V-blocks while fewer than fill_programs would run: more, shorter walks side by side."""
     BK = triton.next_power_of_2(K)
     BV = min(triton.next_power_of_2(V), bv)
     while programs is not None and BV > 32 and programs * triton.cdiv(V, BV) < fill_programs:
@@ -904,10 +840,9 @@ LAUNCH = dict(
 def launch_settings(changes=None):
     """The launch settings as the chunk ops take them: LAUNCH's values in its order, but those named in
     `changes` (a dict). A ValueError names an unknown name."""
-    if changes:
-        unknown = sorted(set(changes) - set(LAUNCH))
-        if unknown:
-            raise ValueError(f"eda_triton: unknown launch settings {unknown}; they are {', '.join(LAUNCH)}")
+    unknown = sorted(set(changes or {}) - set(LAUNCH))
+    if unknown:
+        raise ValueError(f"eda_triton: unknown launch settings {unknown}; they are {', '.join(LAUNCH)}")
     return [int((changes or {}).get(n, v)) for n, v in LAUNCH.items()]
 
 
@@ -916,11 +851,9 @@ CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT = 9  # the CUDA driver API's 
 
 
 def _ask_carveout(compiled, percent):
-    """Ask the CUDA driver for a compiled kernel's shared-memory carveout (a hint in percent of an SM's shared
-    memory; the driver rounds it up to what the kernel takes; -1: no preference), once per compiled kernel and
-    value, from its next launch on. Triton gives every kernel over 48 KB of shared memory the largest carveout
-    (CU_FUNC_CACHE_PREFER_SHARED), which leaves a kernel that spills the smallest L1; with no preference that
-    choice stands. No-op under the interpreter (no compiled kernel)."""
+    """Ask the CUDA driver for a compiled kernel's shared-memory carveout (percent of an SM's shared memory, rounded
+    up to what the kernel takes; -1: Triton's choice, the largest, which leaves a kernel that spills the smallest
+    L1), once per compiled kernel and value, from its next launch on. No-op under the interpreter."""
     fn = getattr(compiled, "function", None)
     if not fn or _CARVEOUTS.get(fn, -1) == percent:
         return
@@ -951,72 +884,59 @@ def _out_width(eda, BT, L):
     return BT // 2 if eda and L["WRITE_ROWS"] and BT >= 32 else BT
 
 
-def _stored_dtype(q):
-    """dtype of the per-chunk matrices the kernels store: the dot dtype (_dot_types)."""
-    return torch.float32 if q.dtype == torch.float32 else torch.bfloat16
-
-
 def _absent(q):
     """What an op returns in place of an output it was not asked for (an op returns a fixed tuple of tensors)."""
     return q.new_empty(0)
 
 
-def _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm, Qk, L):
-    """Per chunk, in the dot dtype: T = (I + diag(b') A)^-1 and Qk [B*HV, NT, BT, BT] (into Tm, Qk); the walk's
-    operands W, Ke, Qg [B*HV, NT, BT, K], U_0 [B*HV, NT, BT, V], exp(G_C) [B*HV, NT, K] (fp32); with check_g
-    the smallest log decay of every chunk (else None). L: the launch settings by name."""
-    B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
-    DT, PREC = _dot_types(q)
-    tdt = _stored_dtype(q)
-    SB = min(L["SUB_BLOCK"], BT)
-    BKC = min(L["PREP_BK"], triton.next_power_of_2(K))
-    W, Ke = (torch.empty(B * HV, NT, BT, K, dtype=tdt, device=q.device) for _ in range(2))
-    Qg = torch.empty(B * HV, NT, _out_width(eda, BT, L), K, dtype=tdt, device=q.device)
-    U0 = torch.empty(B * HV, NT, BT, V, dtype=tdt, device=q.device)
-    eGN = torch.empty(B * HV, NT, K, dtype=torch.float32, device=q.device)
-    gmin = torch.empty(B * HV * NT, dtype=torch.float32, device=q.device) if check_g else None
-    _eda_prep_kernel[(NT, B * HV)](
-        q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W, U0, Ke, Qg, eGN,
-        gmin if check_g else Tm, scale, T, NT,
-        H=H, HV=HV, K=K, V=V, BT=BT, BKC=BKC,
-        BVP=min(64, triton.next_power_of_2(V)),
-        SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
-        CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, WR=_out_width(eda, BT, L), DT=DT, PREC=PREC,
-        num_warps=L["PREP_WARPS"])
-    return (W, U0, Ke, Qg, eGN), gmin
+def _key_buffers(q, rows, NT, BT, WR, K):
+    """What _key_operands fills for rows = B*HV walks: X, Y [rows, NT, BT, K], Qg [rows, NT, WR, K] (dot dtype),
+    exp(G_C) [rows, NT, K] (fp32)."""
+    tdt = _dot_types(q)[2]
+    X, Y = (torch.empty(rows, NT, BT, K, dtype=tdt, device=q.device) for _ in range(2))
+    return X, Y, torch.empty(rows, NT, WR, K, dtype=tdt, device=q.device), q.new_empty(rows, NT, K, dtype=torch.float32)
 
 
 def _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states):
-    """The forward op's results, allocated: o [B, T, HV, V] (v's dtype); the final state [B, HV, K, V] (fp32);
-    for the backward S_0 of every chunk [B, HV, NT, K, V] (q's dtype) and T, Qk [B*HV, NT, BT, BT]. The real
-    op fills them, the fake op (torch.compile's tracing) returns them as they are: one source of their shapes."""
+    """The forward op's results, allocated (the real op fills them, the fake op returns them): o (v's dtype), the
+    final state (fp32), for the backward S_0 of every chunk [B, HV, NT, K, V] (q's dtype), T, Qk [B*HV, NT, BT, BT]."""
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     o = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
     ht = torch.empty(B, HV, K, V, dtype=torch.float32, device=q.device) if output_final_state else _absent(q)
     if not need_states:
         return o, ht, _absent(q), _absent(q), _absent(q)
     hs = torch.empty(B, HV, NT, K, V, dtype=q.dtype, device=q.device)
-    Tm, Qk = (torch.empty(B * HV, NT, BT, BT, dtype=_stored_dtype(q), device=q.device) for _ in range(2))
+    Tm, Qk = (torch.empty(B * HV, NT, BT, BT, dtype=_dot_types(q)[2], device=q.device) for _ in range(2))
     return o, ht, hs, Tm, Qk
 
 
-def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states, chunk_tokens, scalar_g,
-         check_g, L):
+def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states, chunk_tokens, scalar_g, check_g, L):
+    """(1) per chunk, in the dot dtype: T = (I + diag(b') A)^-1 and Qk [B*HV, NT, BT, BT], the walk's operands
+    W, Ke, Qg, exp(G_C) (_key_buffers), U_0 [B*HV, NT, BT, V] and with check_g each chunk's smallest log decay;
+    (2) the chunk walk. L: the launch settings by name."""
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
-    BK, BV = _blocks(K, V, L["FWD_BV"], B * HV, L["FILL_PROGRAMS"])
-    DT, PREC = _dot_types(q)
+    DT, PREC, tdt = _dot_types(q)
+    WR = _out_width(eda, BT, L)
     outs = o, ht, hs, Tm, Qk = _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states)
     if not need_states:  # T and Qk only live through the forward (the op returns them absent, as the fake op)
-        Tm, Qk = (torch.empty(B * HV, NT, BT, BT, dtype=_stored_dtype(q), device=q.device) for _ in range(2))
-    walk, gmin = _prep(q, k, v, e, g, beta, gamma, scale, chunk_tokens, scalar_g, check_g, Tm, Qk, L)
-    grid = (triton.cdiv(V, BV), B * HV)
-    _eda_fwd_kernel[grid](
-        *walk, Qk, h0 if h0 is not None else q,
-        o, ht if output_final_state else o, hs if need_states else o, T, NT,
-        HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, WR=_out_width(eda, BT, L), EDA=eda, HAS_H0=h0 is not None,
+        Tm, Qk = (torch.empty(B * HV, NT, BT, BT, dtype=tdt, device=q.device) for _ in range(2))
+    SB = min(L["SUB_BLOCK"], BT)
+    BKC = min(L["PREP_BK"], triton.next_power_of_2(K))
+    W, Ke, Qg, eGN = _key_buffers(q, B * HV, NT, BT, WR, K)
+    U0 = torch.empty(B * HV, NT, BT, V, dtype=tdt, device=q.device)
+    gmin = q.new_empty(B * HV * NT, dtype=torch.float32) if check_g else Tm
+    _eda_prep_kernel[(NT, B * HV)](
+        q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W, U0, Ke, Qg, eGN, gmin, scale, T, NT,
+        H=H, HV=HV, K=K, V=V, BT=BT, BKC=BKC, BVP=min(64, triton.next_power_of_2(V)),
+        SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
+        CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, WR=WR, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"])
+    BK, BV = _blocks(K, V, L["FWD_BV"], B * HV, L["FILL_PROGRAMS"])
+    _eda_fwd_kernel[(triton.cdiv(V, BV), B * HV)](
+        W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, o, ht if output_final_state else o,
+        hs if need_states else o, T, NT, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, WR=WR, EDA=eda, HAS_H0=h0 is not None,
         STORE_HT=output_final_state, STORE_HS=need_states, DT=DT, PREC=PREC,
         num_warps=L["FWD_WARPS"] if BV >= 128 else 4, num_stages=L["FWD_STAGES"])
-    if gmin is not None:  # after every launch: the sync waits for work already queued, the GPU never idles
+    if check_g:  # after every launch: the sync waits for work already queued, the GPU never idles
         low = gmin.min().item()
         if low < G_MIN:
             raise ValueError(f"eda_triton: channel-wise log decay g has values below {G_MIN} (min {low:.3g}); "
@@ -1046,17 +966,13 @@ def _bwd_grads(q, k, v, e, g, beta, gamma):
 def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk_tokens, scalar_g, L):
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     BK = triton.next_power_of_2(K)
-    DT, PREC = _dot_types(q)
-    f32 = dict(dtype=torch.float32, device=q.device)
+    DT, PREC, tdt = _dot_types(q)
     # (3) the state gradient at every chunk end, walking backwards on operands prepared in parallel
     dhs = torch.empty_like(hs)
-    dh0 = torch.empty(B, HV, K, V, **f32) if need_dh0 else _absent(q)
-    tdt = _stored_dtype(q)
+    dh0 = q.new_empty(B, HV, K, V, dtype=torch.float32) if need_dh0 else _absent(q)
     WR = _out_width(eda, BT, L)
-    W2, Kg = (torch.empty(B * HV, NT, BT, K, dtype=tdt, device=q.device) for _ in range(2))
-    Qg = torch.empty(B * HV, NT, WR, K, dtype=tdt, device=q.device)
+    W2, Kg, Qg, eGN = _key_buffers(q, B * HV, NT, BT, WR, K)
     M = torch.empty(B * HV, NT, BT, WR, dtype=tdt, device=q.device)
-    eGN = torch.empty(B * HV, NT, K, **f32)
     _eda_dh_prep_kernel[(NT, B * HV)](
         q, k, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W2, M, Qg, Kg, eGN, scale, T, NT,
         H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(L["DH_PREP_BK"], BK), WR=WR, EDA=eda,
@@ -1143,11 +1059,9 @@ def _conv_bwd(u, w, grads, heads, eps):
 
 # ----------------------------------------------------------------------------------------------------
 # PyTorch operators (torch.library.custom_op): torch.compile traces through them, where it had to break the
-# graph around an autograd.Function that launches Triton kernels. The fake implementations give the results'
-# shapes, dtypes and strides from the same allocation helpers as the real ones; the autograd formulas call
-# the backward ops. The ops trust their inputs: the Python entry points below (eda_fused, eda_decode,
-# short_conv; eda.py's eda_triton before them) check them and raise a ValueError naming the problem.
-# Each real op makes its inputs contiguous (free when they are) whatever layout a compiler hands it.
+# graph around an autograd.Function that launches Triton kernels. The fake implementations take the results'
+# shapes from the real ones' allocation helpers. The ops trust their inputs (the entry points below check them)
+# and make them contiguous (free when they are) whatever layout a compiler hands them.
 
 Tensor = torch.Tensor
 Opt = Optional[torch.Tensor]
@@ -1158,10 +1072,9 @@ def _eda_chunk_fwd(q: Tensor, k: Tensor, v: Tensor, e: Opt, g: Tensor, beta: Ten
                    scale: float, chunk_tokens: int, scalar_g: bool, output_final_state: bool, need_states: bool,
                    check_g: bool, recompute_states: bool, launch: List[int]
                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """The chunked forward (Eq. chunk_wise_eda) on a channel-wise g (scalar_g: every column equal, the exact
-    per-head path): (o, final state, and for the backward S_0 of every chunk, T, Qk), absent ones empty.
-    recompute_states (with need_states False): the backward runs this forward again for them instead (its
-    autograd formula). launch: launch_settings()."""
+    """The chunked forward (Eq. chunk_wise_eda) on a channel-wise g (scalar_g: every column equal, the exact per-head
+    path): (o, final state, for the backward S_0 of every chunk, T, Qk), absent ones empty. recompute_states (with
+    need_states False): the backward runs this forward again for them. launch: launch_settings()."""
     q, k, v, g, beta = (x.contiguous() for x in (q, k, v, g, beta))
     e, gamma, h0 = (None if x is None else x.contiguous() for x in (e, gamma, h0))
     return _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states, chunk_tokens, scalar_g,
@@ -1189,8 +1102,7 @@ def _eda_chunk_bwd(q: Tensor, k: Tensor, v: Tensor, e: Opt, g: Tensor, beta: Ten
 
 @_eda_chunk_bwd.register_fake
 def _(q, k, v, e, g, beta, gamma, hs, Tm, Qk, do, dht, scale, chunk_tokens, scalar_g, need_dh0, launch):
-    B, HV, K, V = q.shape[0], v.shape[2], q.shape[3], v.shape[3]
-    dh0 = torch.empty(B, HV, K, V, dtype=torch.float32, device=q.device) if need_dh0 else _absent(q)
+    dh0 = q.new_empty(q.shape[0], v.shape[2], q.shape[3], v.shape[3], dtype=torch.float32) if need_dh0 else _absent(q)
     return (*_bwd_grads(q, k, v, e, g, beta, gamma), dh0)
 
 
@@ -1217,10 +1129,9 @@ def _eda_chunk_backward(ctx, do, dht, *_):
                            "grad mode on and an input that requires grad)")
     if do is None:  # the loss used only the final state
         do = torch.zeros_like(v)  # o's shape and dtype
-    grads = torch.ops.nanoeda.eda_chunk_bwd(q, k, v, e, g, beta, gamma, hs, Tm, Qk, do,
-                                            dht if output_final_state else None, scale, chunk_tokens, scalar_g,
-                                            h0_dtype is not None, launch)
-    dq, dk, dv, de, dg, dbeta, dgamma, dh0 = grads
+    dq, dk, dv, de, dg, dbeta, dgamma, dh0 = torch.ops.nanoeda.eda_chunk_bwd(
+        q, k, v, e, g, beta, gamma, hs, Tm, Qk, do, dht if output_final_state else None, scale, chunk_tokens, scalar_g,
+        h0_dtype is not None, launch)
     return (dq.to(q.dtype), dk.to(k.dtype), dv, None if e is None else de.to(e.dtype), dg.to(g.dtype),
             dbeta.to(beta.dtype), None if gamma is None else dgamma.to(gamma.dtype),
             None if h0_dtype is None else dh0.to(h0_dtype), None, None, None, None, None, None, None, None)
@@ -1244,8 +1155,7 @@ def _(q, k, v, e, g, beta, gamma, state, scale):
 
 
 @torch.library.custom_op("nanoeda::short_conv_fwd", mutates_args=())
-def _short_conv_fwd(u: Tensor, w: Tensor, H: int, HV: int, K: int, V: int,
-                    eps: float) -> Tuple[Tensor, Tensor, Tensor]:
+def _short_conv_fwd(u: Tensor, w: Tensor, H: int, HV: int, K: int, V: int, eps: float) -> Tuple[Tensor, Tensor, Tensor]:
     """short_conv's forward on u [B, T, C] (any row stride) and w [C, KS]: q, k, v."""
     u = u if u.stride(-1) == 1 else u.contiguous()
     return _conv_fwd(u, w.contiguous(), (H, HV, K, V), eps)
@@ -1289,19 +1199,15 @@ _short_conv_fwd.register_autograd(_short_conv_backward, setup_context=_short_con
 # Entry points: checks on the host (a ValueError, never a Triton crash), then the ops
 
 
-def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False,
-              chunk_size=None, check_g=True, launch=None, recompute_states=False):
-    """Chunked fused EDA (Eq. ed; Sec. 3.4). Same arguments and results as eda.eda_recurrent, plus
-    `chunk_size` (tokens per chunk, a power of 2 with chunk_size * (2 if e else 1) >= 16; default
-    CHUNK_TOKENS, faster than 32 on an H100 (notes/kernel.md); 32 fits a Hopper SM's shared memory with
-    launch FWD_STAGES=2, DH_STAGES=2) and `check_g`: reject a channel-wise g below G_MIN (the prep kernel
-    records each chunk's smallest g; reading it back is a device sync at the end of the forward); pass False
-    only when the gate bounds g by construction (eda.safe_gate / kda_gate with lower_bound >= G_MIN). launch:
-    changes to the launch settings LAUNCH by name, e.g. dict(FWD_BV=64). recompute_states: keep no chunk states (S_0 of
-    every chunk, T, Qk: ~14 KB a token at K = V = 128 and 6 value heads) from the forward to the backward,
-    which runs the forward again for them: less memory, one forward's time more.
-    The final state is fp32; the output has v's dtype. Differentiable in every tensor input. Shapes are not
-    checked here: eda.eda_triton checks them (eda.check_inputs) before it calls this."""
+def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False, chunk_size=None,
+              check_g=True, launch=None, recompute_states=False):
+    """Chunked fused EDA (Eq. ed; Sec. 3.4): eda.eda_recurrent's arguments and results (final state fp32),
+    differentiable in every tensor input; shapes as eda.eda_triton checks them. chunk_size: tokens per chunk, a
+    power of 2 with chunk_size * (2 if e else 1) >= 16 (default CHUNK_TOKENS, faster than 32 on an H100; 32 fits a
+    Hopper SM with launch FWD_STAGES=2, DH_STAGES=2). check_g: reject a channel-wise g below G_MIN (a device sync
+    at the end of the forward); False only where the gate bounds g (eda.safe_gate / kda_gate, lower_bound >=
+    G_MIN). launch: changes to LAUNCH by name, e.g. dict(FWD_BV=64). recompute_states: keep no chunk states (S_0,
+    T, Qk: ~14 KB a token at K = V = 128 and 6 value heads) for the backward, which runs the forward again."""
     _check_kernel_inputs(q, k, v, e, scale)
     if q.device.type == "cpu" and q.dtype != torch.float32:
         # Triton's interpreter (3.9) multiplies bf16 tiles wrongly in tl.dot (errors ~1e10, as attention_decode
@@ -1318,13 +1224,9 @@ def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
             or chunk_size * (2 if e is not None else 1) < 16):
         raise ValueError(f"eda_triton: chunk_size must be a power of 2 giving >= 16 sub-steps, got {chunk_size!r}")
     scale = K ** -0.5 if scale is None else float(scale)
-    if T == 0:
-        o = v.new_zeros(v.shape)
-        ht = None
-        if output_final_state:
-            ht = (initial_state.float().clone() if initial_state is not None
-                  else q.new_zeros(B, HV, K, V, dtype=torch.float32))
-        return o, ht
+    if T == 0:  # no outputs, the state as it was
+        h0 = q.new_zeros(B, HV, K, V, dtype=torch.float32) if initial_state is None else initial_state.float().clone()
+        return v.new_zeros(v.shape), (h0 if output_final_state else None)
     scalar_g = g.dim() == 3  # GDN: one decay per head, the same on every key channel (an exact kernel path)
     gx = g.unsqueeze(-1).expand(*g.shape, K) if scalar_g else g
     # the backward's states are stored only when a gradient can flow (the forward op cannot ask autograd)
@@ -1341,10 +1243,9 @@ def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
 
 
 def eda_decode(q, k, v, e, g, beta, gamma, state, scale=None, inplace=True):
-    """Fused recurrent EDA for decoding (Eq. ed applied token by token): a few tokens q, k, v, ...
-    ([B, T, ...], T small) against `state` [B, HV, K, V] (fp32) in HBM. Returns (o, new_state); with
-    inplace=True new_state is `state`, updated in place (else a new tensor). No autograd (inference only).
-    Shapes as eda.eda_triton_decode checks them."""
+    """Fused recurrent EDA for decoding (Eq. ed token by token): a few tokens ([B, T, ...]) against `state`
+    [B, HV, K, V] (fp32) in HBM. Returns (o, new_state), new_state `state` itself, updated in place, if inplace.
+    No autograd. Shapes as eda.eda_triton_decode checks them."""
     _check_kernel_inputs(q, k, v, e, scale)
     if state.dtype != torch.float32:
         raise ValueError(f"eda_decode: state must be float32, got {state.dtype}")
@@ -1356,10 +1257,9 @@ def eda_decode(q, k, v, e, g, beta, gamma, state, scale=None, inplace=True):
 
 
 def short_conv(u, weight, heads, eps=1e-6):
-    """The linear layers' input path, fused (model.la_conv is the PyTorch form, the spec): u [B, T, C] =
-    [q | k | v] projections (C = 2 H K + HV V; any row stride, unit channel stride), weight [C, 1, KS] ->
-    short causal depthwise conv (zero left context) -> SiLU -> q, k [B, T, H, K] L2-normalized (eps as
-    F.normalize), v [B, T, HV, V]; computed in fp32, stored in u's dtype. heads = (H, HV, K, V)."""
+    """The linear layers' input path, fused (model.la_conv is the PyTorch form, the spec): u [B, T, C] = [q | k | v]
+    projections (C = 2 H K + HV V; unit channel stride), weight [C, 1, KS] -> short causal depthwise conv -> SiLU
+    -> q, k [B, T, H, K] L2-normalized (eps as F.normalize), v [B, T, HV, V]; fp32 math. heads = (H, HV, K, V)."""
     H, HV, K, V = heads
     if u.dim() != 3 or u.shape[-1] != 2 * H * K + HV * V or u.stride(-1) != 1:
         raise ValueError(f"short_conv: u must be [B, T, 2*H*K + HV*V = {2 * H * K + HV * V}] with unit channel "
@@ -1368,20 +1268,17 @@ def short_conv(u, weight, heads, eps=1e-6):
         raise ValueError(f"short_conv: weight must be [{u.shape[-1]}, 1, KS], got {tuple(weight.shape)}")
     if u.dtype not in _DTYPES:
         raise ValueError(f"short_conv: u has dtype {u.dtype}; float32, bfloat16 or float16")
-    if u.device.type == "cpu" and not _interpreting():
-        raise ValueError("short_conv: CPU tensors need TRITON_INTERPRET=1; otherwise pass CUDA tensors")
+    if _device_problem(u.device):
+        raise ValueError(f"short_conv: {_device_problem(u.device)}")
     return torch.ops.nanoeda.short_conv_fwd(u, weight.reshape(weight.shape[0], weight.shape[-1]), H, HV, K, V,
                                             float(eps))
 
 
 # ----------------------------------------------------------------------------------------------------
-# Split-KV attention decode (flash-decoding): one query token per row against a KV cache
-#
-# Uses only the helpers above (dtypes, head_dim rule, interpreter check). A decode step is one query per head;
-# with few rows (B=1) a kernel that parallelizes over batch and heads only leaves most of the GPU idle while a
-# handful of programs walk the whole cache. Here the cached sequence is cut into splits, one program per (batch,
-# KV head, split), each covering the G = n_head / n_kv_head query heads that share the KV head (K/V read once
-# for all G); a second launch merges the splits' partial softmaxes through their log-sum-exps.
+# Split-KV attention decode (flash-decoding): one query token per row against a KV cache. With few rows (B=1),
+# parallel over batch and heads alone leaves most of the GPU idle: the cache is cut into splits, one program per
+# (batch, KV head, split) covering the G = n_head / n_kv_head query heads that share the KV head (K/V read once);
+# a second launch merges the splits' partial softmaxes through their log-sum-exps.
 
 ATTN_DECODE_BLOCK_N = 64         # keys per inner step of a split program
 ATTN_DECODE_MAX_SPLITS = 128     # bounds the partial buffers and the merge's width
@@ -1390,9 +1287,8 @@ ATTN_DECODE_PROGRAMS = None      # programs to aim for (None: 4 per SM on CUDA, 
 
 # pos, the split length and the split count vary from call to call: no recompiling for their values
 @triton.jit(do_not_specialize=["pos_int", "SPLIT_LEN", "S", "L"])
-def _attn_decode_split_kernel(q, k, v, o_part, lse_part, pos_ptr, pos_int, scale_log2e, SPLIT_LEN, S, L,
-                              sq_b, sq_h, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t,
-                              NKV: tl.constexpr, G: tl.constexpr, HD: tl.constexpr,
+def _attn_decode_split_kernel(q, k, v, o_part, lse_part, pos_ptr, pos_int, scale_log2e, SPLIT_LEN, S, L, sq_b, sq_h,
+                              sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, NKV: tl.constexpr, G: tl.constexpr, HD: tl.constexpr,
                               BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
                               POS_IN_MEMORY: tl.constexpr, PRECISION: tl.constexpr, DOT_UPCAST: tl.constexpr):
     """Program (split s, batch b x KV head h): online softmax of the G queries of KV head h over the keys
@@ -1443,8 +1339,8 @@ def _attn_decode_split_kernel(q, k, v, o_part, lse_part, pos_ptr, pos_int, scale
 
 
 @triton.jit(do_not_specialize=["S"])
-def _attn_decode_merge_kernel(o_part, lse_part, o, so_r, S, HD: tl.constexpr,
-                              BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
+def _attn_decode_merge_kernel(o_part, lse_part, o, so_r, S, HD: tl.constexpr, BLOCK_S: tl.constexpr,
+                              BLOCK_D: tl.constexpr):
     """Program r (one query row): o = sum_s 2^(lse_s - max) o_s / sum_s 2^(lse_s - max)."""
     r = tl.program_id(0)
     rs, rd = tl.arange(0, BLOCK_S), tl.arange(0, BLOCK_D)
@@ -1475,10 +1371,8 @@ def attention_decode_problem(q, k, v, pos):
         return f"head_dim = {hd} {head_dim_problem(hd)}"
     if q.device != k.device or v.device != k.device:
         return f"q, k, v must be on one device, got {q.device}, {k.device}, {v.device}"
-    if q.device.type == "cpu" and not _interpreting():
-        return "CPU tensors need TRITON_INTERPRET=1 (Triton's interpreter); otherwise pass CUDA tensors"
-    if q.device.type not in ("cpu", "cuda"):
-        return f"tensors on {q.device} are not supported (CUDA, or CPU under TRITON_INTERPRET=1)"
+    if _device_problem(q.device):
+        return _device_problem(q.device)
     if k.stride(-1) != 1 or v.stride(-1) != 1:
         return "the cache's k and v must be contiguous in head_dim (stride 1 in the last dim)"
     if isinstance(pos, torch.Tensor):
@@ -1505,13 +1399,10 @@ def attention_decode(q, k, v, pos, scale=None, split_len=None):
     """Softmax attention of one query per head against a KV cache, split across the cached sequence.
 
     q [B, n_head, 1, head_dim] (or [B, n_head, head_dim]); k, v [B, n_kv_head, max_len, head_dim] (model.py's
-    cache layout; GQA: query head i reads KV head i // (n_head / n_kv_head)); the query sits at position pos
-    and sees slots 0..pos. pos: an int, or a one-element int tensor on q's device (the CUDA-graph path): the
-    launch then covers all of max_len and splits past pos only store an empty partial, so nothing depends on
-    pos's value.
-    scale: default 1 / sqrt(head_dim), as SDPA. split_len: keys per split (a multiple of ATTN_DECODE_BLOCK_N;
-    default: enough splits to fill the GPU). Scores and the softmax in fp32. Returns q's shape and dtype.
-    Raises ValueError (attention_decode_problem) on inputs it cannot take."""
+    cache; GQA: query head i reads KV head i // (n_head / n_kv_head)); the query at pos sees slots 0..pos. pos: an
+    int, or a one-element int tensor on q's device (the CUDA-graph path: the launch covers all of max_len, splits
+    past pos store an empty partial). scale: default 1 / sqrt(head_dim), as SDPA. split_len: keys per split (a
+    multiple of ATTN_DECODE_BLOCK_N; default: enough to fill the GPU). fp32 softmax; returns q's shape and dtype."""
     problem = attention_decode_problem(q, k, v, pos)
     if problem:
         raise ValueError(f"attention_decode: {problem}")
