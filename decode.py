@@ -106,10 +106,10 @@ def _cached_blocks(model, idx, cache, pos):
 
 @torch.no_grad()
 def prefill(model, idx, cache, all_logits=False, chunk_size=None):
-    """Run the prompt idx [B,T] through the chunked path from the cache's state (pos may be > 0).
-    chunk_size: that many tokens at a time, each piece continuing from the cache, so that a long prompt's
-    activations and attention scores are those of one piece; None: all T at once.
-    Returns (logits [B,1,vocab] for the last position, or [B,T,vocab] with all_logits, cache)."""
+    """Run the prompt idx [B,T] through the chunked path from the cache's state (pos may be > 0). chunk_size: that
+    many tokens at a time, each piece continuing from the cache, so that a long prompt's activations and attention
+    scores are those of one piece; None: all T at once. Returns (logits [B,1,vocab] for the last position, or
+    [B,T,vocab] with all_logits, cache)."""
     if chunk_size is not None and (type(chunk_size) is not int or chunk_size < 1):  # a bool is no size
         raise ValueError(f"prefill: chunk_size must be a positive int or None, got {chunk_size!r}")
     if problem := tokens_problem(idx, model.config.vocab_size):
@@ -138,10 +138,9 @@ def decode_step(model, idx_next, cache):
 
 @torch.no_grad()
 def static_decode_step(model, idx, cache, pos):
-    """decode_step with nothing depending on the position but the contents of pos, a long tensor [1] on the
-    model's device equal to cache['pos'] (no shape, Python number or host sync does), so that a CUDA graph
-    can replay it at every position (GraphDecoder). idx [B,1]; returns logits [B,1,vocab]; advances pos in
-    place and leaves cache['pos'] to the caller."""
+    """decode_step with nothing depending on the position but the contents of pos, a long tensor [1] on the model's
+    device equal to cache['pos'] (no shape, Python number or host sync does), so that a CUDA graph can replay it at
+    every position (GraphDecoder). idx [B,1]; returns logits [B,1,vocab]; advances pos, not cache['pos']."""
     x = _cached_blocks(model, idx, cache, pos)
     pos.add_(1)
     return model.lm_head(model.norm_f(x))

@@ -325,9 +325,8 @@ def row(label, summ, cfg, ckpt, where, d_k):
 
 
 def draw_figure(path, models, d_k, lag_list, edges):
-    """The paper's panels (a)-(c) for the models with an erase (the probed one, its untrained baseline hatched
-    beside it) and, with more than one model, (d) recall by lag for all. Returns the path, or None without
-    matplotlib."""
+    """The paper's panels (a)-(c) for the models with an erase (an untrained baseline hatched beside its model) and,
+    with more than one model, (d) recall by lag for all. Returns the path, or None without matplotlib."""
     try:  # optional
         import matplotlib
         matplotlib.use('Agg')
