@@ -10,9 +10,8 @@ graph, sampling from logits, and the decode loop.
     logits = step(next_tokens)           # [B] or [B,1] -> [B,1,vocab]; advances cache['pos'] like decode_step
 
 Every layer's forward takes its part of the cache (LinearAttention: conv tail and recurrent state; GatedAttention:
-the KV cache), so prefill and decoding run the model's one forward path. static_decode_step is the step in which
-nothing depends on the position but a device tensor's contents, so that a CUDA graph can capture it once and
-replay it at every position. sample.py is the command line.
+the KV cache), so prefill and decoding run the model's one forward path. Why a step runs as it does:
+notes/decode.md. sample.py is the command line.
 """
 import math
 import warnings
@@ -107,14 +106,13 @@ def _cached_blocks(model, idx, cache, pos):
 
 @torch.no_grad()
 def prefill(model, idx, cache, all_logits=False, chunk_size=None):
-    """Run the prompt idx [B,T] through the chunked path from the cache's state (pos may be > 0).
-    chunk_size: that many tokens at a time, each piece continuing from the cache, so that a long prompt's
-    activations and attention scores are those of one piece; None: all T at once.
-    Returns (logits [B,1,vocab] for the last position, or [B,T,vocab] with all_logits, cache)."""
+    """Run the prompt idx [B,T] through the chunked path from the cache's state (pos may be > 0). chunk_size: that
+    many tokens at a time, each piece continuing from the cache, so that a long prompt's activations and attention
+    scores are those of one piece; None: all T at once. Returns (logits [B,1,vocab] for the last position, or
+    [B,T,vocab] with all_logits, cache)."""
     if chunk_size is not None and (type(chunk_size) is not int or chunk_size < 1):  # a bool is no size
         raise ValueError(f"prefill: chunk_size must be a positive int or None, got {chunk_size!r}")
-    problem = tokens_problem(idx, model.config.vocab_size)
-    if problem:
+    if problem := tokens_problem(idx, model.config.vocab_size):
         raise ValueError(f"prefill: {problem}")
     step = idx.shape[1] if chunk_size is None else chunk_size
     outs = []
@@ -140,10 +138,9 @@ def decode_step(model, idx_next, cache):
 
 @torch.no_grad()
 def static_decode_step(model, idx, cache, pos):
-    """decode_step with nothing depending on the position but the contents of pos, a long tensor [1] on the
-    model's device equal to cache['pos'] (no shape, Python number or host sync does), so that a CUDA graph
-    can replay it at every position (GraphDecoder). idx [B,1]; returns logits [B,1,vocab]; advances pos in
-    place and leaves cache['pos'] to the caller."""
+    """decode_step with nothing depending on the position but the contents of pos, a long tensor [1] on the model's
+    device equal to cache['pos'] (no shape, Python number or host sync does), so that a CUDA graph can replay it at
+    every position (GraphDecoder). idx [B,1]; returns logits [B,1,vocab]; advances pos, not cache['pos']."""
     x = _cached_blocks(model, idx, cache, pos)
     pos.add_(1)
     return model.lm_head(model.norm_f(x))
@@ -183,32 +180,25 @@ def decode_state_snapshot(model, cache):
 
 class GraphDecoder:
     """decode_step for one cache, captured once as a CUDA graph and replayed per token: the ~1000 kernel
-    launches of a step (more CPU time than the GPU work, measured) become one graph launch.
-
-    The graph replays static_decode_step on fixed addresses: the cache tensors (updated in place), a token
-    buffer, a device-side position and its output, so the returned logits are overwritten by the next call.
-    The cache may be advanced in between by prefill or decode_step: the position is re-read from cache['pos'].
-    capture=False runs the same static step without a graph (how the CPU tests check it against decode_step).
-    compile: capture torch.compile(static_decode_step, fullgraph=True) instead, so that Inductor fuses the
-    step's small elementwise kernels (norms, RoPE, gates) before the graph records them; True for Inductor,
-    or a torch.compile backend name. The first call of a new model compiles (tens of seconds on a GPU).
-    """
+    launches of a step (more CPU time than the GPU work, notes/decode.md) become one graph launch.
+    The graph replays static_decode_step on fixed addresses (the cache tensors, a token buffer, a device-side
+    position, its output: the returned logits are overwritten by the next call); the position is re-read from
+    cache['pos'], so prefill or decode_step may advance the cache in between. capture=False runs the same step
+    without a graph (the CPU tests' check against decode_step). compile: capture torch.compile(static_decode_step,
+    fullgraph=True) instead (True: Inductor, or a backend name), so that the step's small elementwise kernels
+    fuse before the graph records them; the first call of a new model compiles (tens of seconds on a GPU)."""
 
     @torch.no_grad()
     def __init__(self, model, cache, capture=True, compile=False):
-        problem = cuda_graph_problem(model) if capture else None
-        if problem:
+        if capture and (problem := cuda_graph_problem(model)):
             raise ValueError(f"GraphDecoder: cannot replay decode steps from a CUDA graph: {problem}")
         check_compile(compile)
         self.model, self.cache = model, cache
-        self.step_fn = static_decode_step  # called as step_fn(model, tokens, cache, pos)
-        if compile:
-            backend = {} if compile is True else {"backend": compile}
-            self.step_fn = torch.compile(static_decode_step, fullgraph=True, **backend)
+        self.step_fn = static_decode_step if not compile else torch.compile(  # step_fn(model, tokens, cache, pos)
+            static_decode_step, fullgraph=True, **({} if compile is True else {"backend": compile}))
         dev = model.wte.weight.device
-        self.batch = cache_batch(cache)
         self.kv = [c for c, b in zip(cache["layers"], model.blocks) if b.is_attention]
-        self.tok = torch.zeros(self.batch, 1, dtype=torch.long, device=dev)
+        self.tok = torch.zeros(cache_batch(cache), 1, dtype=torch.long, device=dev)
         self.pos = torch.zeros(1, dtype=torch.long, device=dev)
         self.pos_is = None  # the value of self.pos, as last set or advanced (None: unknown)
         self.graph = None
@@ -263,8 +253,7 @@ class GraphDecoder:
 
 def sample_next(logits, temperature=1.0, top_k=None, top_p=None):
     """logits [B, vocab] -> next tokens [B, 1]: greedy at temperature 0, else top-k / nucleus sampling."""
-    problem = sampling_problem(temperature, top_k, top_p)
-    if problem:
+    if problem := sampling_problem(temperature, top_k, top_p):
         raise ValueError(f"sample_next: {problem}")
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
@@ -289,9 +278,8 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None
     prefill. prefill_chunk: prefill's chunk_size. cuda_graph: replay decode steps from a CUDA graph
     (GraphDecoder; the same tokens). None: on a CUDA device when possible, else a warning says why not; True:
     a ValueError if not possible; False: plain decode_step (the reference, and the CPU's path). compile:
-    GraphDecoder's (Inductor fuses the step's small kernels before the capture: 3-4x fewer kernels and ~2.5x
-    faster steps at batch 1, notes/decode.md, after a compile of tens of seconds); needs the graph.
-    n_vocab: sample only ids below it (a tokenizer's vocabulary, where the model's is padded beyond it)."""
+    GraphDecoder's (fewer, fused kernels after a compile, notes/decode.md); needs the graph. n_vocab: sample
+    only ids below it (a tokenizer's vocabulary, where the model's is padded beyond it)."""
     problem = tokens_problem(idx, model.config.vocab_size) or sampling_problem(temperature, top_k, top_p)
     if not problem and (type(max_new_tokens) is not int or max_new_tokens < 0):  # a bool is no count
         problem = f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}"
@@ -322,8 +310,7 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None
         elif dev == "cuda":
             warnings.warn(f"generate: decoding without a CUDA graph, one launch per operator: {problem}")
     logits, cache = prefill(model, idx, cache, chunk_size=prefill_chunk)
-    step = None
-    out = [idx]
+    step, out = None, [idx]
     for i in range(max_new_tokens):
         nxt = sample_next(logits[:, -1, :n_vocab].float(), temperature, top_k, top_p)
         out.append(nxt)

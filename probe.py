@@ -1,23 +1,17 @@
 """
 The paper's memory-state probes (Sec. 4.4 sec:memory_state_analysis, Fig. eda_memory_state_analysis) on a
 trained checkpoint: held-out text runs through the model, and for every EDA layer and value head
-(notes/probe.md derives each definition and the choices the paper leaves open):
+(notes/probe.md defines each and the choices the paper leaves open):
 
-    (a) gate-strength allocation   shares q_m = b_m / (b_D + b_Delta + b_E) of b_D = 1 - alpha_bar,
-                                   b_Delta = alpha_bar beta, b_E = alpha_bar gamma (alpha_bar = mean_j exp(g_j)
-                                   over the d_k key channels), overall and per alpha_bar bin
-    (b) readout perturbation       ||delta o_t|| / ||o_t^-||, the change the erase makes to the readout of the
-                                   decayed state, for e_t and (replayed) random, head-shuffled and e_t = k_t
+    (a) gate-strength allocation   shares q_m = b_m / (b_D + b_Delta + b_E) of decay, delta and erase,
+                                   overall and per alpha_bar bin
+    (b) readout perturbation       ||delta o_t|| / ||o_t^-||, for e_t and random, head-shuffled and e_t = k_t
                                    addresses; it grows with |q_t . e_t|: a low score is not "little damage"
-    (c) geometry                   mean |cos(e_t, k_t)| and |cos(e_t, q_t)| beside the mean |u^T r| of two
-                                   independent uniform unit vectors in R^{d_k}
-    (d) raw write-key recall       R(lag) = mean cos(S_t^T k_{t-lag}, v_{t-lag}): 1 when the value written lag
-                                   tokens earlier reads back intact at its raw key. Any delta-rule model has it:
-                                   EDA beside a KDA checkpoint (--compare)
+    (c) geometry                   mean |cos(e_t, k_t)|, |cos(e_t, q_t)|, and that of independent directions
+    (d) raw write-key recall       R(lag) = mean cos(S_t^T k_{t-lag}, v_{t-lag}), beside a KDA model (--compare)
 
 The replay is eda.eda_recurrent (the spec) in float64 on the rule inputs the layer itself computes, checked
-against the layer's own output (the replay check). --baseline=untrained sets every probe beside the untrained
-model (the architecture at the init of its training seed): what training changed apart from where it started.
+against the layer's own output. --baseline=untrained sets every probe beside the untrained model.
 
     python probe.py --out_dir=out/stdlib_26m                                # the checkpoint's val split
     python probe.py --out_dir=out/eda --compare=out/kda --num_tokens=16384  # recall beside a KDA model
@@ -107,10 +101,9 @@ def independent_abs_cos(d):
 
 
 def counterfactual_addresses(inputs, generator):
-    """Probe (b)'s alternatives to the layer's e, each [B, T, HV, K] float64 with the structure of the learned
-    address (one unit vector per q/k head, shared by its HV // H value heads): random (normalized Gaussians),
-    shuffle (another q/k head's address at the same token: value heads rolled by HV // H; None with one q/k
-    head), same (e_t = k_t)."""
+    """Probe (b)'s alternatives to the layer's e, each [B, T, HV, K] float64 shaped as the learned address (one
+    unit vector per q/k head, shared by its value heads): random, shuffle (another q/k head's address at the same
+    token; None with one q/k head), same (e_t = k_t)."""
     e, k = inputs['e'], inputs['k']
     B, T, H, K = k.shape
     HV = e.shape[2]
@@ -140,8 +133,7 @@ def replay(inputs, e=None, lags=()):
             o_minus = torch.einsum('bhk,bhkv->bhv', qx[:, t], S_hat)
             pre[:, t] = o_minus.norm(dim=-1)
             change[:, t] = (torch.einsum('bhk,bhkv->bhv', qx[:, t], S_tilde) - o_minus).norm(dim=-1)
-        done = [i for i, lag in enumerate(lags) if t >= lag]  # one read of S_t for every lag reached
-        if done:
+        if done := [i for i, lag in enumerate(lags) if t >= lag]:  # one read of S_t for every lag reached
             src = [t - lags[i] for i in done]
             read = torch.einsum('bshk,bhkv->bshv', kx[:, src], S)
             recall_sum[done] += F.cosine_similarity(read, v[:, src], dim=-1).sum(0)
@@ -177,9 +169,9 @@ def probe_model(model, idx, lags=(), seed=0):
     then probe every such layer. Returns a list of (block index, probe_inputs' dict + 'replay_err': the
     relative error of the replayed output, through the layer's own output path, against the layer's output)."""
     layers = [(i, b.mixer) for i, b in enumerate(model.blocks) if isinstance(b.mixer, LinearAttention)]
-    seen, handles = {}, []
-    for i, layer in layers:
-        handles.append(layer.register_forward_hook(lambda m, args, out, i=i: seen.__setitem__(i, (args[0], out))))
+    seen = {}
+    handles = [layer.register_forward_hook(lambda m, args, out, i=i: seen.__setitem__(i, (args[0], out)))
+               for i, layer in layers]
     try:
         model(idx)
     finally:
@@ -333,9 +325,8 @@ def row(label, summ, cfg, ckpt, where, d_k):
 
 
 def draw_figure(path, models, d_k, lag_list, edges):
-    """The paper's panels (a)-(c) for the models with an erase (the probed one, its untrained baseline hatched
-    beside it) and, with more than one model, (d) recall by lag for all. Returns the path, or None without
-    matplotlib."""
+    """The paper's panels (a)-(c) for the models with an erase (an untrained baseline hatched beside its model) and,
+    with more than one model, (d) recall by lag for all. Returns the path, or None without matplotlib."""
     try:  # optional
         import matplotlib
         matplotlib.use('Agg')
@@ -351,17 +342,14 @@ def draw_figure(path, models, d_k, lag_list, edges):
     def place(x, j):  # the j-th model's bar at group x
         return x + (j - (len(erasing) - 1) / 2) * width
 
-    def hatch(j):
-        return None if j == 0 else '//'
-
     ax = axes[0]  # (a) stacked shares per alpha_bar bin, the erase share in red above each bar
     labels = ['all'] + bin_labels(edges)
     for j, (label, s) in enumerate(erasing):
         for x, (frac, sh) in enumerate([(1.0, s['alloc']['all'])] + s['alloc']['bins']):
             bottom = 0
             for m, v in zip(MECHANISMS, sh or []):
-                ax.bar(place(x, j), 100 * v, bottom=bottom, color=colors[m], width=width * 0.9, hatch=hatch(j),
-                       label=m if x == 0 and j == 0 else None)
+                ax.bar(place(x, j), 100 * v, bottom=bottom, color=colors[m], width=width * 0.9,
+                       hatch='//' if j else None, label=m if x == 0 and j == 0 else None)
                 bottom += 100 * v
             if sh is not None:
                 ax.text(place(x, j), 101, f"{100 * sh[2]:.0f}", ha='center', va='bottom', color=colors['E'], fontsize=7)
@@ -379,10 +367,10 @@ def draw_figure(path, models, d_k, lag_list, edges):
         rows = [r for r in s['rows'] if 'raw' in r]
         for i, m in enumerate(STRATEGIES[1:]):
             xs = [place(x, j) + (i - 1) * w3 for x in range(len(rows))]
-            axes[1].bar(xs, [r['fold'][m] for r in rows], w3 * 0.9, color=f"C{i}", hatch=hatch(j),
+            axes[1].bar(xs, [r['fold'][m] for r in rows], w3 * 0.9, color=f"C{i}", hatch='//' if j else None,
                         label=f"{names[m]} ($\\mu$={s['raw'][m]:.3f})" if j == 0 else None)
         axes[2].bar([place(x, j) for x in range(len(rows))], [r['cos'] for r in rows], width * 0.9, color=colors['E'],
-                    hatch=hatch(j), label=f"{label} $|\\cos(e,k)|$")
+                    hatch='//' if j else None, label=f"{label} $|\\cos(e,k)|$")
     axes[1].axhline(1.0, color='k', lw=1, ls='--', label=f"Actual ($\\mu$={erasing[0][1]['raw']['actual']:.3f})")
     axes[2].axhline(ref, color='k', ls='--', lw=1, label=f"independent, $d_k$={d_k}: {ref:.4f}")
     eda_rows = [r for r in erasing[0][1]['rows'] if 'raw' in r]

@@ -6,13 +6,11 @@ Sample from a trained model, streaming tokens to stdout as they are made.
     python sample.py --start=FILE:prompt.txt --temperature=0        # greedy, prompt read from a file
     python sample.py --init_from=scratch                    # train.py's toy model, untrained: a smoke test
 
-The prompt is prefilled through the chunked (or Triton) path, prefill_chunk tokens at a time (so memory does
-not grow with the prompt's length beyond its KV cache); then each new token costs one
-recurrent step in the linear-attention layers, whose state has a constant size whatever the length, and
-one step against the KV cache in the full-attention layers (decode.generate). On a GPU each step is
-replayed from a CUDA graph (decode.GraphDecoder): one graph launch per token instead of one per operator;
---compile=True compiles that step first (fewer, fused kernels). After each sample a line on stderr gives the
-time to the first token (the prefill), the first decode step's (graph capture, compile) and the decoding rate.
+The prompt is prefilled through the chunked (or Triton) path, prefill_chunk tokens at a time; then each new token
+costs one recurrent step (a constant-size state) in the linear-attention layers and one step against the KV cache
+in the full-attention layers (decode.generate), replayed on a GPU from a CUDA graph (decode.GraphDecoder; compiled
+first with --compile=True). After each sample a line on stderr gives the time to the first token (the prefill),
+the first decode step's (graph capture, compile) and the decoding rate.
 """
 import codecs
 import glob
@@ -54,8 +52,8 @@ def fail(msg):
 
 
 # settings a slip can get wrong: stop before loading anything, naming the setting
-if sampling_problem(temperature, top_k, top_p):
-    fail(sampling_problem(temperature, top_k, top_p))
+if problem := sampling_problem(temperature, top_k, top_p):
+    fail(problem)
 if num_samples < 1:
     fail(f"num_samples must be >= 1, got {num_samples}")
 if max_new_tokens is not None and (type(max_new_tokens) is not int or max_new_tokens < 1):  # a bool is no count
@@ -123,8 +121,8 @@ if task:  # whatever --encoding says: the model has learnt no text
 # on CUDA the weights are cast to dtype (rather than autocast, which would cast each weight at every step,
 # and whose cached casts a CUDA graph cannot hold on to); the CPU computes in float32
 model.eval().to(device, getattr(torch, dtype) if 'cuda' in device else torch.float32)
-if (cuda_graph or compile) and cuda_graph_problem(model):
-    fail(f"cuda_graph=True or compile=True, but decode steps cannot be replayed from a CUDA graph: {cuda_graph_problem(model)}")
+if (cuda_graph or compile) and (problem := cuda_graph_problem(model)):
+    fail(f"cuda_graph=True or compile=True, but decode steps cannot be replayed from a CUDA graph: {problem}")
 encode, token_bytes, n_vocab = load_tokenizer(tokenizer)
 
 # the prompt
@@ -139,8 +137,8 @@ except (UnicodeEncodeError, ValueError) as err:  # lone surrogates; tiktoken's s
 if not prompt:
     fail("the prompt is empty: give at least one character with --start")
 idx = torch.tensor([prompt], dtype=torch.long, device=device)
-if tokens_problem(idx, model.config.vocab_size):
-    fail(f"{tokens_problem(idx, model.config.vocab_size)} (--start encoded with the '{tokenizer}' tokenizer)")
+if problem := tokens_problem(idx, model.config.vocab_size):
+    fail(f"{problem} (--start encoded with the '{tokenizer}' tokenizer)")
 limit = model.config.block_size
 if len(prompt) >= limit:
     fail(f"the prompt ({len(prompt)} tokens) fills the model's block_size ({limit}), the attention layers' "
@@ -148,16 +146,14 @@ if len(prompt) >= limit:
 if max_new_tokens is None:
     max_new_tokens = limit - len(prompt)
 if len(prompt) + max_new_tokens > limit:
-    fail(f"the prompt ({len(prompt)} tokens) plus max_new_tokens ({max_new_tokens}) exceeds the model's "
-         f"block_size ({limit}), the attention layers' context limit: shorten the prompt or lower "
-         f"--max_new_tokens")
+    fail(f"the prompt ({len(prompt)} tokens) plus max_new_tokens ({max_new_tokens}) exceeds the model's block_size "
+         f"({limit}), the attention layers' context limit: shorten the prompt or lower --max_new_tokens")
 
 # sample, streaming each token's text as soon as it forms complete UTF-8 characters (and only ids the
 # tokenizer decodes: a model's vocab may be padded past the tokenizer's, e.g. 512 on bytes)
 for i in range(num_samples):
     text = codecs.getincrementaldecoder('utf-8')(errors='replace')
     sys.stdout.write(start)
-
     stamps = []  # when each token reached the host (int() below waits for the GPU, so these are real times)
 
     def show(tok):

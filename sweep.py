@@ -137,8 +137,7 @@ for _key in ('seeds', 'best_seeds', 'learning_rates'):  # a value listed twice (
 results_path = os.path.join(results_dir, f'{name}.jsonl')
 KEY = ('task', 'x', 'mixer', 'lr', 'seed', 'repeat')  # one run; rows from before repeats existed are repeat 0
 ROW_KEYS = ('task', 'x', 'mixer', 'lr', 'seed', 'status')  # what a line needs to be a run's row
-ROW_NUMBERS = ('lr', 'seed', 'repeat', 'val_acc', 'val_loss', 'best_val_acc', 'seconds', 'step', 'at_once',
-               'params')
+ROW_NUMBERS = ('lr', 'seed', 'repeat', 'val_acc', 'val_loss', 'best_val_acc', 'seconds', 'step', 'at_once', 'params')
 warned = set()  # the results file's lines already named: read_results runs after every run
 
 
@@ -155,8 +154,7 @@ def read_text(path):
 
 
 def read_results(path):
-    """The newest row of each run. A line that is not a run's row (cut mid-write, a key missing, a value not a
-    number) is named on stderr once and left out: its run runs again."""
+    """The newest row of each run; a line that is not a run's row is named on stderr once and left out (it reruns)."""
     rows = {}
     for i, line in enumerate(read_text(path).split('\n'), 1):
         if not line.strip():
@@ -218,8 +216,7 @@ def grid(results=()):
 
 
 def best_lrs(rows):
-    """{(task, x, mixer): its best lr}, where every lr x seed of `seeds` has a result (ok or diverged: a failed
-    run or a timeout is none, it runs again)."""
+    """{(task, x, mixer): its best lr}, once every lr x seed of `seeds` has a result (ok or diverged, not failed)."""
     lrs, by = learning_rates or [None], {}
     for r in rows:
         if r['seed'] in seeds and not r.get('repeat') and r['status'] in ('ok', 'diverged'):
@@ -234,8 +231,7 @@ def lr_score(runs):
 
 
 def outcome(proc_rc, out_dir, log_path, seconds, timed_out):
-    """A finished run's result fields: from its log.jsonl the first record (params, corpus, device) and the last
-    evaluation, and a status (ok | diverged | failed | timeout)."""
+    """A finished run's fields from its log.jsonl (params, corpus, device, last evaluation) and its status."""
     res = {'seconds': round(seconds, 1), 'returncode': proc_rc}
     log = os.path.join(out_dir, 'log.jsonl')
     try:
@@ -307,8 +303,7 @@ class Run:
                                      preexec_fn=die_with_sweep if sys.platform.startswith('linux') else None)
 
     def evaluate_next(self, code):
-        """Start the next of `evaluate` on the run's checkpoint, in the run's place (its GPU, its slot of `jobs`);
-        False when every evaluation has run."""
+        """Start the next of `evaluate` on the run's checkpoint, on its GPU and slot; False when all have run."""
         if len(self.evaluated) == len(evaluate):
             return False
         what, *args = evaluate[len(self.evaluated)]
@@ -317,16 +312,6 @@ class Run:
                     f'--results={rows}', f'--tags={ {k: self.row[k] for k in KEY}!r}'],
                    dict(self.env, NANOEDA_COMMIT=code or ''))
         return True
-
-    def out_of_memory(self):
-        """The run died of an allocation on its GPU (torch's OutOfMemoryError, or a CUDA error saying so)."""
-        text = read_text(self.log_path)
-        return self.proc.returncode != 0 and ('OutOfMemoryError' in text or 'CUDA error: out of memory' in text)
-
-    def rejected(self):
-        """train.py's line refusing a setting (then every run of the grid fails so), or None."""
-        last = (read_text(self.log_path).strip().splitlines() or [''])[-1]
-        return last if self.proc.returncode != 0 and last.startswith('configurator:') else None
 
     def stop(self):
         if self.proc.poll() is None:
@@ -453,12 +438,13 @@ def sweep():
                     else:
                         finish({**run.result, 'evaluated': run.evaluated})
                     continue
-                if rejection := run.rejected():
+                log = read_text(run.log_path) if run.proc.returncode != 0 else ''
+                if (last := (log.strip().splitlines() or [''])[-1]).startswith('configurator:'):  # every run fails so
                     sys.exit(f'sweep: train.py rejected a setting of run {run_id(run.row)}, so every run of this '
-                             f'grid would fail: {rejection}\n  command: {" ".join(run.cmd)}\nnothing more was '
+                             f'grid would fail: {last}\n  command: {" ".join(run.cmd)}\nnothing more was '
                              f'started and no row recorded; fix the grid and run the same command again')
-                beside = [r for r in running if r.gpu == run.gpu]
-                if not timed_out and beside and run.out_of_memory():  # too many at once: not the run's result
+                beside = [r for r in running if r.gpu == run.gpu]  # out of GPU memory beside them: not its result
+                if not timed_out and beside and ('OutOfMemoryError' in log or 'CUDA error: out of memory' in log):
                     at_once = max(1, min(at_once - 1, len(running)))
                     todo.insert(0, (run.row, run.args))
                     stopped = False
@@ -704,8 +690,7 @@ def report(rows):
 
 
 def figure_accuracy(plt, summary):
-    """Accuracy against difficulty, a panel per task: per mixer (best lr) the mean, each seed a dot, the range a
-    bar; the task's floor dashed."""
+    """Accuracy against difficulty per task: per mixer (best lr) the mean, seed dots, range bar; the floor dashed."""
     fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.6), squeeze=False)
     for ax, (task, spec) in zip(axes[0], tasks.items()):
         xs = [x for x, _ in spec['levels']]
@@ -738,8 +723,8 @@ def figure_accuracy(plt, summary):
 
 
 def figure_curves(plt, summary):
-    """Per (task, level): the loss against step (per mixer at its best lr the mean, a band from the lowest to the
-    highest run, each run a thin line), and each run's final loss as a dot, at a scale where the differences show."""
+    """Per (task, level): the loss against step (per mixer at its best lr: mean, min-max band, each run) and each
+    run's final loss as a dot, at a scale where the differences show."""
     panels = [(task, x) for task, spec in tasks.items() for x, _ in spec['levels']]
     fig, axes = plt.subplots(1, 2 * len(panels), figsize=(10 * len(panels), 4.2), squeeze=False,
                              gridspec_kw={'width_ratios': [1.4, 1] * len(panels)})

@@ -7,10 +7,9 @@ Prepare token files for train.py: <out>/train.bin, <out>/val.bin and <out>/meta.
     python data/prepare.py text --input=notes/ --input=more.txt --name=mytext   # UTF-8 files, bytes
     python data/prepare.py text --input=notes/ --name=mytext --encoding=gpt2    # gpt2 tokens
 
-then `python train.py --dataset=<name>` (a name is data/<name>/; a path with a '/' is used as it is).
-stdlib and text need no network (text's default encoding is bytes); the hub corpora and tiktoken
-encodings download on first use (tiktoken caches its files, in TIKTOKEN_CACHE_DIR if set).
-train.py prepares `stdlib` by itself on first use.
+then `python train.py --dataset=<name>` (a name is data/<name>/; a path with a '/' is used as it is; train.py
+prepares `stdlib` by itself). stdlib and text need no network (text's default encoding is bytes); the hub corpora
+and tiktoken encodings download on first use (tiktoken caches its files, in TIKTOKEN_CACHE_DIR if set).
 
 Token files: a 64-byte header, then the tokens as one flat array (numpy memmap on load).
     header = magic b"EDATOKS\\0" | version u32 | itemsize u32 (1, 2 or 4) | vocab_size u64 | n_tokens u64 | zeros
@@ -33,6 +32,8 @@ import signal
 import struct
 import sys
 import sysconfig
+import urllib.error
+import urllib.request
 import zlib
 
 import numpy as np
@@ -58,9 +59,8 @@ class TokenFileError(Exception):
 
 # Token files --------------------------------------------------------------------------------------
 def write_tokens(path, arrays, vocab_size, total=None, desc=None):
-    """Write an iterable of 1-D token arrays to `path`. Returns (n_tokens, unigram counts). Written to a temp
-    file and renamed at the end, so an interrupted preparation never leaves a file that looks complete; the
-    header's token count is filled in last and checked against the size on load."""
+    """Write an iterable of 1-D token arrays to `path`; returns (n_tokens, unigram counts). Written to a temp file
+    renamed at the end, so an interrupted preparation never leaves a file that looks complete."""
     if not 1 <= vocab_size <= MAX_VOCAB:
         raise ValueError(f"vocab_size {vocab_size} is outside [1, {MAX_VOCAB}] while writing {path}")
     itemsize = 1 if vocab_size <= 2**8 else 2 if vocab_size <= 2**16 else 4
@@ -130,10 +130,9 @@ def load_tokens(path, vocab_size=None):
         raise TokenFileError(f"token file {path} has format version {version}, this code reads {VERSION}; {fix}")
     if itemsize not in DTYPES:
         raise TokenFileError(f"token file {path} has an unknown token size of {itemsize} bytes; {fix}")
-    if not 1 <= vocab <= min(MAX_VOCAB, 2 ** (8 * itemsize)):  # (a model is built with this vocab)
-        raise TokenFileError(f"token file {path} claims vocab size {vocab:,}, outside [1, "
-                             f"{min(MAX_VOCAB, 2 ** (8 * itemsize)):,}] for {itemsize}-byte tokens: a damaged "
-                             f"header; {fix}")
+    if not 1 <= vocab <= (most := min(MAX_VOCAB, 2 ** (8 * itemsize))):  # (a model is built with this vocab)
+        raise TokenFileError(f"token file {path} claims vocab size {vocab:,}, outside [1, {most:,}] for "
+                             f"{itemsize}-byte tokens: a damaged header; {fix}")
     expected = HEADER_BYTES + n * itemsize
     if size != expected:
         what = "truncated" if size < expected else "longer than its header says"
@@ -153,8 +152,7 @@ def load_tokens(path, vocab_size=None):
 
 
 META_FIELDS = dict(vocab_size=("an int", int), encoding=("a string", str), command=("a string", str),
-                   unigram_entropy=("a number", (int, float)), train_tokens=("an int", int),
-                   val_tokens=("an int", int))
+                   unigram_entropy=("a number", (int, float)), train_tokens=("an int", int), val_tokens=("an int", int))
 
 
 def read_meta(data_dir):
@@ -229,10 +227,9 @@ def load_tiktoken(encoding, prog):
     try:
         return tiktoken.get_encoding(encoding)
     except Exception as err:
-        raise SystemExit(
-            f"{prog}: tiktoken could not load the encoding '{encoding}' ({type(err).__name__}: {err}).\n"
-            f"tiktoken downloads its BPE files on first use: run once with network access, or point "
-            f"TIKTOKEN_CACHE_DIR at a folder that holds them, or use --encoding=bytes.") from None
+        raise SystemExit(f"{prog}: tiktoken could not load the encoding '{encoding}' ({type(err).__name__}: {err}).\n"
+                         f"tiktoken downloads its BPE files on first use: run once with network access, or point "
+                         f"TIKTOKEN_CACHE_DIR at a folder that holds them, or use --encoding=bytes.") from None
 
 
 def get_encoder(encoding):
@@ -303,8 +300,6 @@ def tokenize_dataset(ds, encoding, num_proc, out, command, text_column="text", e
 def hub_reachable(timeout=5.0):
     """One request to the Hugging Face Hub (through the environment's proxy, as the hub client goes): None
     when it answers, else why not."""
-    import urllib.error
-    import urllib.request
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
     try:
         urllib.request.urlopen(urllib.request.Request(endpoint, method="HEAD"), timeout=timeout).close()
@@ -328,12 +323,11 @@ def prepare_hub(name, out, encoding=None, num_proc=None, val_fraction=0.0005):
     try:
         ds = datasets.load_dataset(repo, subset, split=split, num_proc=num_proc)
     except Exception as err:
-        raise SystemExit(
-            f"prepare: could not load {repo}{'/' + subset if subset else ''} from the Hugging Face Hub "
-            f"({type(err).__name__}: {str(err)[:300]}).\n"
-            f"It needs network access to huggingface.co (or a local HF cache with HF_DATASETS_OFFLINE=1). "
-            f"Offline, train on the built-in corpus (python train.py) or on your own files:\n"
-            f"  python data/prepare.py text --input=<files or folder> --name=mytext") from None
+        raise SystemExit(f"prepare: could not load {repo}{'/' + subset if subset else ''} from the Hugging Face Hub "
+                         f"({type(err).__name__}: {str(err)[:300]}).\nIt needs network access to huggingface.co "
+                         f"(or a local HF cache with HF_DATASETS_OFFLINE=1). Offline, train on the built-in corpus "
+                         f"(python train.py) or on your own files:\n"
+                         f"  python data/prepare.py text --input=<files or folder> --name=mytext") from None
     # deterministic split: the same documents go to val on every machine
     ds = ds.add_column("split", ["val" if is_val(str(i), val_fraction) else "train" for i in range(len(ds))])
     return tokenize_dataset(ds, encoding, num_proc, out, f"python data/prepare.py {name} --encoding={encoding}")
