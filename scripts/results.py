@@ -13,6 +13,7 @@ import os
 import runpy
 import sys
 from dataclasses import fields
+from pathlib import Path
 
 import torch
 
@@ -30,8 +31,8 @@ configure(globals())
 # ----------------------------------------------------------------------------------------------------
 os.chdir(ROOT)  # the grids and configs name their files from the repository's root
 BEGIN, END = '<!-- results.py: begin -->', '<!-- results.py: end -->'
-with open(os.path.join(ROOT, 'scripts', 'results_template.md')) as f:  # {name: its text}, as its first lines say
-    TEMPLATE = dict(part.split(' -->\n', 1) for part in f.read().split('<!-- ')[1:])
+TEMPLATE = dict(part.split(' -->\n', 1)  # {name: its text}, as its first lines say
+                for part in Path(ROOT, 'scripts', 'results_template.md').read_text().split('<!-- ')[1:])
 
 # The paper's Table 7 (total, active; in billions), set beside ours
 TABLE7 = {('dense', 'transformer'): (2.5052, 2.5052), ('dense', 'gdn'): (2.5035, 2.5035),
@@ -44,20 +45,14 @@ KERNELS = {'_eda_prep_kernel': 'prep', '_eda_fwd_kernel': 'forward walk', '_eda_
 EDA, KDA, SAFE = 'eda_triton (EDA)', 'eda_triton KDA path (e=None)', 'FLA chunk_kda safe_gate'  # kernel cases
 
 
-def block(lines):
-    """A table or paragraph as one template field (its trailing blank line the template's)."""
-    return '\n'.join(lines).rstrip('\n')
-
-
 def table(header, rows):
-    return block(['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)] +
-                 ['| ' + ' | '.join(str(c) for c in row) + ' |' for row in rows])
+    return '\n'.join(['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)] +
+                     ['| ' + ' | '.join(str(c) for c in row) + ' |' for row in rows])
 
 
 def read_rows(name, bench=None):
     """The JSON rows of results/<name>, those of one benchmark kind where bench is given."""
-    with open(os.path.join(results_dir, name)) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
+    rows = [json.loads(line) for line in Path(results_dir, name).read_text().split('\n') if line.strip()]
     return [r for r in rows if bench is None or r['bench'] == bench]
 
 
@@ -67,8 +62,8 @@ def made(rows, note=False):
     where = 'Made ' + '; '.join(f'{d} at commit {c} on {dev}' + (f', torch {t}, triton {tr}' if t else '')
                                 for d, c, dev, t, tr in runs) + '.'
     note = rows[0].get('note', '') if note else ''
-    return block(['```sh', *dict.fromkeys(r['command'] for r in rows), '```', '',
-                  f"{where} {note}{'.' if note and not note.endswith('.') else ''}".rstrip()])
+    return '\n'.join(['```sh', *dict.fromkeys(r['command'] for r in rows), '```', '',
+                      f"{where} {note}{'.' if note and not note.endswith('.') else ''}".rstrip()])
 
 
 def evaluated(sw, evals):
@@ -119,8 +114,7 @@ T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8
 
 def sign_test(k, n):
     """Two-sided exact sign test: P(a split at least as uneven as k of n) under a fair coin."""
-    m = min(k, n - k)
-    return min(1.0, 2 * sum(math.comb(n, i) for i in range(m + 1)) / 2 ** n)
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(min(k, n - k) + 1)) / 2 ** n)
 
 
 def paired(diffs, higher_is_better=False, a='A', b='B'):
@@ -145,13 +139,13 @@ def erase_section():
     if len(ok) < n:
         return dict(row=False, shipped=f'Not whole yet: {len(ok)} of its {n} runs are in `results/erase.jsonl`; no '
                     'verdict until the grid is whole.')
-    s, out, counts = sw.summarize(rows), [], {}
+    s, out, counts = sw.summarize(rows), [], {tuple(p): [0, 0, []] for p in sw.pairs}
     level = {'mqar': 'pairs', 'reassign': 'updates', 'evict': 'updates', 'capacity': 'live pairs'}
     for t, x in [(t, x) for t in sw.tasks for x, _ in sw.tasks[t]['levels']]:
         out.append([f'{t} {x} {level[t]}'])
         for a, b in sw.pairs:
             k, m, d = sw.pair_stats(s[t, x, a], s[t, x, b])
-            c = counts.setdefault((a, b), [0, 0, []])
+            c = counts[a, b]
             c[0], c[1], c[2] = c[0] + k, c[1] + m, c[2] + [d]
             out[-1] += [sw.fmt(s[t, x, a]['mean']), sw.fmt(s[t, x, b]['mean']), f'{k} of {m}, {sw.fmt_diff(d)}']
     word = lambda k, m: ('is ahead' if k >= 0.75 * m else 'is behind' if k <= 0.25 * m else  # noqa: E731
@@ -160,11 +154,11 @@ def erase_section():
     floor = sum(r['val_acc'] < sw.tasks[r['task']]['floor'][1][r['x']] + 0.02 for r in rows if sw.key(r) in ok)
     verdict = (f"behind KDA's gate the erase {word(k, m)}: ahead on {k} of {m} paired seeds (mean "
                f"{sw.fmt_diff(sum(ds) / len(ds))} points)")
-    header = ['level', *(c for a, b in sw.pairs for c in (a, b, f'{a} ahead'))]
-    return dict(floor=floor, runs=len(ok), verdict_with=verdict.replace('behind', 'with'), shipped=TEMPLATE[
-        'erase verdict'].format(provenance=sw.provenance(rows), verdict=verdict, safe_word=word(sk, sm), floor=floor,
-                                safe_ahead=f'{sk} of {sm}', safe_mean=sw.fmt_diff(sum(sds) / len(sds)), runs=len(ok),
-                                table=table(header, out)))
+    shipped = TEMPLATE['erase verdict'].format(
+        provenance=sw.provenance(rows), verdict=verdict, safe_word=word(sk, sm), floor=floor, runs=len(ok),
+        safe_ahead=f'{sk} of {sm}', safe_mean=sw.fmt_diff(sum(sds) / len(sds)),
+        table=table(['level', *(c for a, b in sw.pairs for c in (a, b, f'{a} ahead'))], out))
+    return dict(floor=floor, runs=len(ok), verdict_with=verdict.replace('behind', 'with'), shipped=shipped)
 
 
 def defaults_section():
@@ -206,12 +200,6 @@ LONG_FIGURES = {'val': ('val loss', 'nats', False), 'past': ('loss past the bloc
                 'carry': ('carried − reset past the block', 'nats', False),
                 'bound': ('needles bound, acc', 'points', True), 'rebound': ('needles rebound, acc', 'points', True),
                 'stale': ('rebound: stale answers', 'points', False)}
-# the verdicts the text names: field -> (A, B, figure)
-LONG_VERDICTS = {'kda_gate': ('eda kda-gate', 'kda', 'past'), 'kda_gate_carry': ('eda kda-gate', 'kda', 'carry'),
-                 'kda_gate_val': ('eda kda-gate', 'kda', 'val'), 'safe': ('eda', 'kda safe-gate', 'past'),
-                 'safe_val': ('eda', 'kda safe-gate', 'val'), 'gate': ('kda safe-gate', 'kda', 'past'),
-                 'gate_val': ('kda safe-gate', 'kda', 'val'), 'tf_past': ('eda', 'transformer conv4', 'past'),
-                 'tf_val': ('eda', 'transformer conv4', 'val'), 'tf_bound': ('eda', 'transformer conv4', 'bound')}
 
 
 def long_figures(run, block_size, text, needles):
@@ -226,20 +214,6 @@ def long_figures(run, block_size, text, needles):
                 bound=avg('bound', 'acc'), rebound=avg('rebound', 'acc'), stale=avg('rebound', 'stale'))
 
 
-def pairs_by_seed(pairs, figures, diffs, cells):
-    """A table's rows of pairs A − B over the seeds and their verdicts {(A, B, figure): verdict}: for each figure
-    (name, higher is better), paired() of diffs(A, B, figure), made into cells by cells(figure, diffs, paired())."""
-    rows, verdicts = [], {}
-    for a, b in pairs:
-        rows.append([f'{a} − {b}'])
-        for f, higher in figures:
-            d = diffs(a, b, f)
-            result = paired(d, higher, a, b)
-            verdicts[a, b, f] = result[4]
-            rows[-1] += cells(f, d, *result)
-    return rows, verdicts
-
-
 def lm_long_section():
     sw, rows = sweep_rows('config/sweep/lm_long.py')
     if not rows:
@@ -250,7 +224,8 @@ def lm_long_section():
     runs = {(r['mixer'], r['seed']): r for r in rows if r['status'] == 'ok'}
     seeds = sorted({s for _, s in runs})
     ms = [m for m in sw.mixers if all((m, s, w) in ev for s in seeds for w in ('text', 'needles'))]
-    fig = {(m, s): long_figures(runs[m, s], block_size, ev[m, s, 'text'], ev[m, s, 'needles']) for m in ms for s in seeds}
+    fig = {(m, s): long_figures(runs[m, s], block_size, ev[m, s, 'text'], ev[m, s, 'needles'])
+           for m in ms for s in seeds}
     avg = lambda m, f: sum(fig[m, s][f] for s in seeds) / len(seeds)  # noqa: E731
     num = lambda f, x, sign='', p=1: f"{x:{sign}.4f}" if LONG_FIGURES[f][1] == 'nats' else f"{x:{sign}.{p}f}"  # noqa: E731
     text0, needles0 = ev[ms[0], seeds[0], 'text'], ev[ms[0], seeds[0], 'needles']
@@ -260,16 +235,17 @@ def lm_long_section():
         for x in ev[m, s, 'needles']['cells']:
             accs.setdefault((m, x['variant'], x['context']), []).append(x['acc'])
     by_ctx = lambda m, v, c: 100 * sum(accs[m, v, c]) / len(accs[m, v, c])  # noqa: E731
-
-    def cells(f, d, mu, interval, k, p, v):
-        cell = f'{num(f, mu, "+", 2)} [{num(f, interval[0], "+", 2)}, {num(f, interval[1], "+", 2)}] {k}/{len(d)}, p {p:.2f}'
-        return [cell if v == 'not resolved' else f'**{cell}, {v}**']
-    pairs, verdicts = pairs_by_seed([p for p in sw.pairs if set(p) <= set(ms)], [(f, h) for f, (_, _, h) in LONG_FIGURES.items()],
-                                    lambda a, b, f: [fig[a, s][f] - fig[b, s][f] for s in seeds], cells)
+    verdicts, pairs = {}, []
+    for a, b in [p for p in sw.pairs if set(p) <= set(ms)]:
+        pairs.append([f'{a} − {b}'])
+        for f, (_, _, higher) in LONG_FIGURES.items():
+            mu, (lo, hi), k, p, v = paired([fig[a, s][f] - fig[b, s][f] for s in seeds], higher, a, b)
+            verdicts[a, b, f] = v
+            cell = f'{num(f, mu, "+", 2)} [{num(f, lo, "+", 2)}, {num(f, hi, "+", 2)}] {k}/{len(seeds)}, p {p:.2f}'
+            pairs[-1].append(cell if v == 'not resolved' else f'**{cell}, {v}**')
 
     def draw(ax):
-        edges = text0['edges']
-        mids = [(a + b) / 2 for a, b in zip(edges, edges[1:])]
+        mids = [(a + b) / 2 for a, b in zip(text0['edges'], text0['edges'][1:])]
         for i, m in enumerate(ms):
             for key, style in (('carried', '-'), ('reset', ':')):
                 ax.plot(mids, [sum(ev[m, s, 'text'][key][j] for s in seeds) / len(seeds) for j in range(len(mids))],
@@ -292,7 +268,8 @@ def lm_long_section():
         needles=table(['mixer', *(f'{c:,}' for c in contexts)], [[m, *(
             f"{by_ctx(m, 'bound', c):.0f} / {by_ctx(m, 'rebound', c):.0f}" for c in contexts)] for m in ms]),
         pairs=table(['A − B', *(lab for lab, _, _ in LONG_FIGURES.values())], pairs),
-        **{name: verdicts.get(key, 'not run') for name, key in LONG_VERDICTS.items()},
+        v={**{f'{a}, {b}, {f}': 'not run' for a, b in sw.pairs for f in LONG_FIGURES},  # as the template names them
+           **{', '.join(key): v for key, v in verdicts.items()}},
         tf_past_x=mean_of('transformer conv4', 'past'), eda_past_x=mean_of('eda', 'past'),
         n_resolved=sum(v != 'not resolved' for v in needle_v), n_needle=len(needle_v),
         last_ctx=f'{contexts[-1]:,}', near_chance=', '.join(f"{by_ctx(m, 'bound', contexts[-1]):.0f}" for m in ms))
@@ -312,10 +289,13 @@ def length_section():
                     f'values / NONE at {mults[-1]}x'],
                    [[m, *(pct(mean(m, 'acc', x)) for x in mults),
                      f"{pct(mean(m, 'acc_value', mults[-1]))} / {pct(mean(m, 'acc_none', mults[-1]))}"] for m in ms])
-    pairs, verdicts = pairs_by_seed(sw.pairs, [('prim', True)], lambda a, b, f: [prim[a, s] - prim[b, s] for s in seeds],
-                                    lambda f, d, mu, interval, k, p, v: [
-                                        ', '.join(f'{x:+.1f}' for x in d), f'{mu:+.1f}',
-                                        '[{:+.1f}, {:+.1f}]'.format(*interval), f'{k} of {len(d)}', f'{p:.2f}', f'**{v}**'])
+    pairs, verdicts = [], {}  # verdicts: {'A, B': verdict}, as the template names them
+    for a, b in sw.pairs:
+        d = [prim[a, s] - prim[b, s] for s in seeds]
+        mu, (lo, hi), k, p, v = paired(d, True, a, b)
+        verdicts[f'{a}, {b}'] = v
+        pairs.append([f'{a} − {b}', ', '.join(f'{x:+.1f}' for x in d), f'{mu:+.1f}', f'[{lo:+.1f}, {hi:+.1f}]',
+                      f'{k} of {len(d)}', f'{p:.2f}', f'**{v}**'])
     low = [f'{m} seed {s} ({pct(a[1]["acc"])}%)' for (m, s), a in sorted(acc.items()) if a[1]['acc'] < 0.99]
     worst = min(acc.items(), key=lambda kv: prim[kv[0]])
     rest = [100 * acc[worst[0][0], s][mults[-1]]['acc'] for s in seeds if s != worst[0][1]]
@@ -332,16 +312,15 @@ def length_section():
                title='reassign past the training length (thin: seeds)')
         ax.legend(fontsize=8)
     figure('length_acc.png', draw)
-    return dict(provenance=sw.provenance(rows), evaluated=evaluated(sw, evals),
-                first=span(at(1)), last=span(at(mults[-1])), rest=span(rest), top=f'{mults[-1]}x',
-                n_seeds=len(seeds), by_len=by_len, pairs=table(['A − B', 'per seed (points)', 'mean', '95% interval',
-                                                                  'A higher', 'sign test p', 'verdict'], pairs),
-                low=', '.join(low) or 'none', worst=f'{worst[0][0]} seed {worst[0][1]}',
+    return dict(provenance=sw.provenance(rows), evaluated=evaluated(sw, evals), by_len=by_len, v=verdicts,
+                first=span(at(1)), last=span(at(mults[-1])), rest=span(rest), top=f'{mults[-1]}x', n_seeds=len(seeds),
+                pairs=table(['A − B', 'per seed (points)', 'mean', '95% interval', 'A higher', 'sign test p',
+                             'verdict'], pairs), low=', '.join(low) or 'none', worst=f'{worst[0][0]} seed {worst[0][1]}',
                 worst_acc=pct(worst[1][mults[-1]]['acc']), runs=table(['mixer', *(f'seed {s}' for s in seeds)], [
                     [m, *(f"{pct(acc[m, s][1]['acc'])} / {prim[m, s]:.1f}" for s in seeds)] for m in ms]),
-                v_safe=verdicts.get(('eda', 'kda safe-gate', 'prim'), 'not run'),
-                v_kda=verdicts.get(('eda kda-gate', 'kda', 'prim'), 'not run'),
                 n_ahead=sum('not' not in v for v in verdicts.values()), n_pairs=len(verdicts))
+
+
 def probe_section():
     rows = {r['label']: r for r in read_rows('probe.jsonl', 'probe')}
     return dict(made=made([rows['EDA']]), eda=rows['EDA'], eda0=rows['EDA init'], kda=rows['KDA'], kda0=rows['KDA init'])
@@ -511,10 +490,6 @@ def with_summary(readme_text, block):
 
 if __name__ == '__main__':
     text, summary = build()
-    with open(out, 'w') as f:
-        f.write(text)
-    with open(readme) as f:
-        new = with_summary(f.read(), summary)
-    with open(readme, 'w') as f:
-        f.write(new)
+    Path(out).write_text(text)
+    Path(readme).write_text(with_summary(Path(readme).read_text(), summary))
     print(f'wrote {out} and the summary of {readme}')
