@@ -72,8 +72,7 @@ def evaluated(sw, evals):
 
 
 def sweep_rows(grid):
-    """(sweep.py as a module for one grid, reading and writing results_dir; its rows), its own report (.md, .png)
-    rebuilt when `reports`."""
+    """(sweep.py loaded for one grid in results_dir, its rows); its report (.md, .png) rebuilt when `reports`."""
     argv, sys.argv = sys.argv, ['sweep.py', grid, f'--results_dir={results_dir}', '--report_only=True']
     try:
         spec = importlib.util.spec_from_file_location('sweep_' + os.path.basename(grid)[:-3],
@@ -117,10 +116,16 @@ def sign_test(k, n):
     return min(1.0, 2 * sum(math.comb(n, i) for i in range(min(k, n - k) + 1)) / 2 ** n)
 
 
+def mean(xs, scale=1):
+    """scale times the mean of xs (100: in percent), scaled before the division as the rows' figures were."""
+    xs = list(xs)
+    return scale * sum(xs) / len(xs)
+
+
 def paired(diffs, higher_is_better=False, a='A', b='B'):
     """Per-seed differences a - b: (mean, 95% t interval, seeds where a is better, sign test p, verdict): 'a ahead'
     or 'b ahead' only where the interval excludes zero, else 'not resolved'."""
-    n, mu = len(diffs), sum(diffs) / len(diffs)
+    n, mu = len(diffs), mean(diffs)
     half = T975[n - 1] * math.sqrt(sum((d - mu) ** 2 for d in diffs) / (n - 1) / n)
     better = sum(d > 0 if higher_is_better else d < 0 for d in diffs)
     up, down = (a, b) if higher_is_better else (b, a)
@@ -139,24 +144,24 @@ def erase_section():
     if len(ok) < n:
         return dict(row=False, shipped=f'Not whole yet: {len(ok)} of its {n} runs are in `results/erase.jsonl`; no '
                     'verdict until the grid is whole.')
-    s, out, counts = sw.summarize(rows), [], {tuple(p): [0, 0, []] for p in sw.pairs}
+    s, out, stats = sw.summarize(rows), [], {tuple(p): [] for p in sw.pairs}
     level = {'mqar': 'pairs', 'reassign': 'updates', 'evict': 'updates', 'capacity': 'live pairs'}
     for t, x in [(t, x) for t in sw.tasks for x, _ in sw.tasks[t]['levels']]:
         out.append([f'{t} {x} {level[t]}'])
         for a, b in sw.pairs:
             k, m, d = sw.pair_stats(s[t, x, a], s[t, x, b])
-            c = counts[a, b]
-            c[0], c[1], c[2] = c[0] + k, c[1] + m, c[2] + [d]
+            stats[a, b].append((k, m, d))
             out[-1] += [sw.fmt(s[t, x, a]['mean']), sw.fmt(s[t, x, b]['mean']), f'{k} of {m}, {sw.fmt_diff(d)}']
     word = lambda k, m: ('is ahead' if k >= 0.75 * m else 'is behind' if k <= 0.25 * m else  # noqa: E731
                          'shows no consistent effect')
-    (k, m, ds), (sk, sm, sds) = counts[tuple(sw.pairs[0])], counts[tuple(sw.pairs[1])]
+    # over the levels, per pair: the seeds ahead, the seeds paired, the mean difference
+    (k, m, d), (sk, sm, sd) = ((sum(k), sum(m), sw.fmt_diff(mean(d))) for k, m, d in
+                               (zip(*stats[tuple(p)]) for p in sw.pairs[:2]))
     floor = sum(r['val_acc'] < sw.tasks[r['task']]['floor'][1][r['x']] + 0.02 for r in rows if sw.key(r) in ok)
-    verdict = (f"behind KDA's gate the erase {word(k, m)}: ahead on {k} of {m} paired seeds (mean "
-               f"{sw.fmt_diff(sum(ds) / len(ds))} points)")
+    verdict = f"behind KDA's gate the erase {word(k, m)}: ahead on {k} of {m} paired seeds (mean {d} points)"
     shipped = TEMPLATE['erase verdict'].format(
         provenance=sw.provenance(rows), verdict=verdict, safe_word=word(sk, sm), floor=floor, runs=len(ok),
-        safe_ahead=f'{sk} of {sm}', safe_mean=sw.fmt_diff(sum(sds) / len(sds)),
+        safe_ahead=f'{sk} of {sm}', safe_mean=sd,
         table=table(['level', *(c for a, b in sw.pairs for c in (a, b, f'{a} ahead'))], out))
     return dict(floor=floor, runs=len(ok), verdict_with=verdict.replace('behind', 'with'), shipped=shipped)
 
@@ -186,8 +191,7 @@ def lm_section():
     ok = {sw.key(r) for r in rows if r['status'] in ('ok', 'diverged')}
     done = [m for m in sw.mixers if any(k[2] == m for k in best)
             and all(sw.key(r) in ok for r, _ in sw.grid(rows) if r['mixer'] == m)]
-    lrs = sorted(sw.learning_rates)
-    edge = [f'{m} ({lr:g})' for (_, _, m), lr in best.items() if lr in (lrs[0], lrs[-1])]
+    edge = [f'{m} ({lr:g})' for (_, _, m), lr in best.items() if lr in (min(sw.learning_rates), max(sw.learning_rates))]
     return dict(lrs=', '.join(f'{lr:g}' for lr in sw.learning_rates), seed0=sw.seeds[0], provenance=sw.provenance(rows),
                 edge=', '.join(edge) or 'none', row=False, mixers=table(
                     ['mixer', 'params', 'best lr', 'val loss there: mean ± std (seeds)'],
@@ -203,15 +207,13 @@ LONG_FIGURES = {'val': ('val loss', 'nats', False), 'past': ('loss past the bloc
 
 
 def long_figures(run, block_size, text, needles):
-    """A run's primary figures: train.py's val loss; text: the loss over positions past the training block with
-    the state carried, and carried minus reset there (buckets weighted by their widths); needles: the mean
-    accuracy over each variant's cells and the rebound cells' stale rate (in points)."""
+    """A run's LONG_FIGURES from train.py's val loss and eval.py's text and needles (the text's buckets past the
+    training block weighted by their widths; the needles' accuracy and stale rate in points)."""
     past = [(b - a, i) for i, (a, b) in enumerate(zip(text['edges'], text['edges'][1:])) if a >= block_size]
-    mean = lambda key: sum(w * text[key][i] for w, i in past) / sum(w for w, _ in past)  # noqa: E731
-    cells = lambda v: [c for c in needles['cells'] if c['variant'] == v]  # noqa: E731
-    avg = lambda v, f: 100 * sum(c[f] for c in cells(v)) / len(cells(v))  # noqa: E731
-    return dict(val=run['val_loss'], past=mean('carried'), carry=mean('carried') - mean('reset'),
-                bound=avg('bound', 'acc'), rebound=avg('rebound', 'acc'), stale=avg('rebound', 'stale'))
+    past_mean = lambda key: sum(w * text[key][i] for w, i in past) / sum(w for w, _ in past)  # noqa: E731
+    cells = lambda v, f: mean((c[f] for c in needles['cells'] if c['variant'] == v), 100)  # noqa: E731
+    return dict(val=run['val_loss'], past=past_mean('carried'), carry=past_mean('carried') - past_mean('reset'),
+                bound=cells('bound', 'acc'), rebound=cells('rebound', 'acc'), stale=cells('rebound', 'stale'))
 
 
 def lm_long_section():
@@ -226,15 +228,12 @@ def lm_long_section():
     ms = [m for m in sw.mixers if all((m, s, w) in ev for s in seeds for w in ('text', 'needles'))]
     fig = {(m, s): long_figures(runs[m, s], block_size, ev[m, s, 'text'], ev[m, s, 'needles'])
            for m in ms for s in seeds}
-    avg = lambda m, f: sum(fig[m, s][f] for s in seeds) / len(seeds)  # noqa: E731
+    avg = lambda m, f: mean(fig[m, s][f] for s in seeds)  # noqa: E731
     num = lambda f, x, sign='', p=1: f"{x:{sign}.4f}" if LONG_FIGURES[f][1] == 'nats' else f"{x:{sign}.{p}f}"  # noqa: E731
     text0, needles0 = ev[ms[0], seeds[0], 'text'], ev[ms[0], seeds[0], 'needles']
     contexts = sorted({c['context'] for c in needles0['cells']})
-    accs = {}  # (mixer, variant, context) -> every seed's and depth's accuracy
-    for m, s in fig:
-        for x in ev[m, s, 'needles']['cells']:
-            accs.setdefault((m, x['variant'], x['context']), []).append(x['acc'])
-    by_ctx = lambda m, v, c: 100 * sum(accs[m, v, c]) / len(accs[m, v, c])  # noqa: E731
+    by_ctx = lambda m, v, c: mean((x['acc'] for s in seeds for x in ev[m, s, 'needles']['cells']  # noqa: E731
+                                   if (x['variant'], x['context']) == (v, c)), 100)  # every seed's and depth's
     verdicts, pairs = {}, []
     for a, b in [p for p in sw.pairs if set(p) <= set(ms)]:
         pairs.append([f'{a} − {b}'])
@@ -247,10 +246,9 @@ def lm_long_section():
     def draw(ax):
         mids = [(a + b) / 2 for a, b in zip(text0['edges'], text0['edges'][1:])]
         for i, m in enumerate(ms):
-            for key, style in (('carried', '-'), ('reset', ':')):
-                ax.plot(mids, [sum(ev[m, s, 'text'][key][j] for s in seeds) / len(seeds) for j in range(len(mids))],
-                        style, color=f'C{i}', marker='o' if style == '-' else None, ms=3,
-                        label=m if style == '-' else None)
+            line = lambda key: [mean(ev[m, s, 'text'][key][j] for s in seeds) for j in range(len(mids))]  # noqa: E731
+            ax.plot(mids, line('carried'), '-', color=f'C{i}', marker='o', ms=3, label=m)
+            ax.plot(mids, line('reset'), ':', color=f'C{i}', ms=3)
         ax.axvline(1024, color='gray', lw=0.5)
         ax.set(xscale='log', xlabel='position in the window (tokens); the block is 1024', ylabel='loss (nats/token)',
                ylim=(0.55, 1.1))
@@ -260,19 +258,17 @@ def lm_long_section():
     mean_of = lambda m, f: num(f, avg(m, f)) if m in ms else 'not run'  # noqa: E731
     needle_v = [v for (a, b, f), v in verdicts.items() if f in ('bound', 'rebound', 'stale') and 'transformer' not in b]
     return dict(
-        provenance=sw.provenance(rows), evaluated=evaluated(sw, evals),
-        n_seeds=len(seeds), windows=text0['windows'], window=text0['window'], trials=needles0['trials'],
-        choices=needles0['choices'], chance=f"{100 * needles0['chance']:.0f}",
+        provenance=sw.provenance(rows), evaluated=evaluated(sw, evals), n_seeds=len(seeds), text=text0,
+        needles=needles0, last_ctx=f'{contexts[-1]:,}', tf_past_x=mean_of('transformer conv4', 'past'),
+        eda_past_x=mean_of('eda', 'past'), n_resolved=sum(v != 'not resolved' for v in needle_v), n_needle=len(needle_v),
         mixers=table(['mixer', *(f'{lab} ({unit})' for lab, unit, _ in LONG_FIGURES.values())],
                      [[m, *(num(f, avg(m, f)) for f in LONG_FIGURES)] for m in ms]),
-        needles=table(['mixer', *(f'{c:,}' for c in contexts)], [[m, *(
+        by_ctx=table(['mixer', *(f'{c:,}' for c in contexts)], [[m, *(
             f"{by_ctx(m, 'bound', c):.0f} / {by_ctx(m, 'rebound', c):.0f}" for c in contexts)] for m in ms]),
         pairs=table(['A − B', *(lab for lab, _, _ in LONG_FIGURES.values())], pairs),
         v={**{f'{a}, {b}, {f}': 'not run' for a, b in sw.pairs for f in LONG_FIGURES},  # as the template names them
            **{', '.join(key): v for key, v in verdicts.items()}},
-        tf_past_x=mean_of('transformer conv4', 'past'), eda_past_x=mean_of('eda', 'past'),
-        n_resolved=sum(v != 'not resolved' for v in needle_v), n_needle=len(needle_v),
-        last_ctx=f'{contexts[-1]:,}', near_chance=', '.join(f"{by_ctx(m, 'bound', contexts[-1]):.0f}" for m in ms))
+        near_chance=', '.join(f"{by_ctx(m, 'bound', contexts[-1]):.0f}" for m in ms))
 
 
 def length_section():
@@ -283,12 +279,12 @@ def length_section():
     seeds = sorted({s for _, s in acc})
     ms = [m for m in sw.mixers if all((m, s) in acc for s in seeds)]
     pct = lambda v: f'{100 * v:.1f}'  # noqa: E731
-    prim = {k: 100 * sum(a[m]['acc'] for m in mults[1:]) / len(mults[1:]) for k, a in acc.items()}
-    mean = lambda m, f, x: sum(acc[m, s][x][f] for s in seeds) / len(seeds)  # noqa: E731
+    prim = {k: mean((a[m]['acc'] for m in mults[1:]), 100) for k, a in acc.items()}
+    avg = lambda m, f, x: mean(acc[m, s][x][f] for s in seeds)  # noqa: E731
     by_len = table(['mixer', *(f"{x}x ({acc[ms[0], seeds[0]][x]['seq_len']})" for x in mults),
                     f'values / NONE at {mults[-1]}x'],
-                   [[m, *(pct(mean(m, 'acc', x)) for x in mults),
-                     f"{pct(mean(m, 'acc_value', mults[-1]))} / {pct(mean(m, 'acc_none', mults[-1]))}"] for m in ms])
+                   [[m, *(pct(avg(m, 'acc', x)) for x in mults),
+                     f"{pct(avg(m, 'acc_value', mults[-1]))} / {pct(avg(m, 'acc_none', mults[-1]))}"] for m in ms])
     pairs, verdicts = [], {}  # verdicts: {'A, B': verdict}, as the template names them
     for a, b in sw.pairs:
         d = [prim[a, s] - prim[b, s] for s in seeds]
@@ -297,26 +293,26 @@ def length_section():
         pairs.append([f'{a} − {b}', ', '.join(f'{x:+.1f}' for x in d), f'{mu:+.1f}', f'[{lo:+.1f}, {hi:+.1f}]',
                       f'{k} of {len(d)}', f'{p:.2f}', f'**{v}**'])
     low = [f'{m} seed {s} ({pct(a[1]["acc"])}%)' for (m, s), a in sorted(acc.items()) if a[1]['acc'] < 0.99]
-    worst = min(acc.items(), key=lambda kv: prim[kv[0]])
-    rest = [100 * acc[worst[0][0], s][mults[-1]]['acc'] for s in seeds if s != worst[0][1]]
-    at = lambda x: [100 * mean(m, 'acc', x) for m in ms]  # noqa: E731
+    worst = min(acc, key=prim.get)
     span = lambda v: f'{min(v):.1f}-{max(v):.1f}'  # noqa: E731
+    at = lambda x: span([100 * avg(m, 'acc', x) for m in ms])  # noqa: E731
 
     def draw(ax):
         for i, m in enumerate(ms):
             for s in seeds:
                 ax.plot(mults, [100 * acc[m, s][x]['acc'] for x in mults], color=f'C{i}', lw=0.5, alpha=0.35)
-            ax.plot(mults, [100 * mean(m, 'acc', x) for x in mults], color=f'C{i}', lw=2, marker='o', label=m)
+            ax.plot(mults, [100 * avg(m, 'acc', x) for x in mults], color=f'C{i}', lw=2, marker='o', label=m)
         ax.set(xscale='log', xticks=mults, xticklabels=[f'{x}x' for x in mults], ylim=(50, 100.5),
                xlabel='evaluation length / training length (256 tokens)', ylabel='accuracy (%)',
                title='reassign past the training length (thin: seeds)')
         ax.legend(fontsize=8)
     figure('length_acc.png', draw)
     return dict(provenance=sw.provenance(rows), evaluated=evaluated(sw, evals), by_len=by_len, v=verdicts,
-                first=span(at(1)), last=span(at(mults[-1])), rest=span(rest), top=f'{mults[-1]}x', n_seeds=len(seeds),
+                first=at(1), last=at(mults[-1]), top=f'{mults[-1]}x', n_seeds=len(seeds), low=', '.join(low) or 'none',
+                rest=span([100 * acc[worst[0], s][mults[-1]]['acc'] for s in seeds if s != worst[1]]),
+                worst='{} seed {}'.format(*worst), worst_acc=pct(acc[worst][mults[-1]]['acc']),
                 pairs=table(['A − B', 'per seed (points)', 'mean', '95% interval', 'A higher', 'sign test p',
-                             'verdict'], pairs), low=', '.join(low) or 'none', worst=f'{worst[0][0]} seed {worst[0][1]}',
-                worst_acc=pct(worst[1][mults[-1]]['acc']), runs=table(['mixer', *(f'seed {s}' for s in seeds)], [
+                             'verdict'], pairs), runs=table(['mixer', *(f'seed {s}' for s in seeds)], [
                     [m, *(f"{pct(acc[m, s][1]['acc'])} / {prim[m, s]:.1f}" for s in seeds)] for m in ms]),
                 n_ahead=sum('not' not in v for v in verdicts.values()), n_pairs=len(verdicts))
 
@@ -362,9 +358,8 @@ def kernel_section():
     ratio = lambda r, f: f"{r['fwd_ms'] / f['fwd_ms']:.2f}x / {r['fwd_bwd_ms'] / f['fwd_bwd_ms']:.2f}x" if f else '—'  # noqa: E731
     vs = lambda case, i: [kr[case, s][i] / kr[SAFE, s][i] for s in shapes if (case, s) in kr and (SAFE, s) in kr]  # noqa: E731
     span = lambda xs: f'{min(xs):.2f}x' if f'{min(xs):.2f}' == f'{max(xs):.2f}' else f'{min(xs):.2f}x to {max(xs):.2f}x'  # noqa: E731
-    ratios = lambda *ns: [prof[EDA, s]['kernels'][n] / prof[KDA, s]['kernels'][n] for s in shapes for n in ns]  # noqa: E731
-    par, walks = ratios('_eda_prep_kernel', '_eda_dh_prep_kernel', '_eda_bwd_kernel'), ratios('_eda_fwd_kernel',
-                                                                                              '_eda_bwd_dh_kernel')
+    ratios = lambda *ns: '{:.2f}-{:.2f}x'.format(*(f(prof[EDA, s]['kernels'][n] / prof[KDA, s]['kernels'][n]  # noqa: E731
+                                                     for s in shapes for n in ns) for f in (min, max)))
     where, extra = [], {k: [] for k in KERNELS}
     for s in dict.fromkeys(s for _, s in prof):
         e, k = prof[EDA, s]['kernels'], prof[KDA, s]['kernels']
@@ -379,11 +374,10 @@ def kernel_section():
         fe, fk = (io_floor_bytes(*s, erase) / (bw['tb_s'] * 1e12) * 1e3 for erase in (True, False))
         x = lambda case, f: f"{kr[case, s]['fwd_bwd_ms'] / f:.1f}x" if (case, s) in kr else '—'  # noqa: E731
         floor.append([str(s), f'{fe:.3f}', x(EDA, fe), f'{fk:.3f}', x(KDA, fk), x(SAFE, fk)])
-    s0 = shapes[0]
-    fla0, eda0, kda0 = (kr[case, s0]['fwd_bwd_ms'] for case in (SAFE, EDA, KDA))
+    fla0, eda0, kda0 = (kr[case, shapes[0]]['fwd_bwd_ms'] for case in (SAFE, EDA, KDA))
     return dict(
         made=made([r for r in rows if r['bench'] == 'kernel' and r['run'] == run], True),
-        prof_made=made(list(prof.values())), bw=bw, s0=s0, n_shapes=len(vs(EDA, 'fwd_bwd_ms')),
+        prof_made=made(list(prof.values())), bw=bw, s0=shapes[0], n_shapes=len(vs(EDA, 'fwd_bwd_ms')),
         share={n: f'{round(100 * min(v))}-{round(100 * max(v))}%' for n, v in extra.items()},
         main=table(['case', 'shape', 'fwd ms', 'fwd+bwd ms', 'peak MiB', 'vs FLA safe gate (fwd / fwd+bwd)',
                     'vs FLA chunk_kda (fwd / fwd+bwd)'], [
@@ -392,7 +386,8 @@ def kernel_section():
         fwd=span(vs(EDA, 'fwd_ms')), fwd_bwd=span(vs(EDA, 'fwd_bwd_ms')), peak=span(vs(EDA, 'peak_mib')),
         kda_fwd=span(vs(KDA, 'fwd_ms')), kda_fwd_bwd=span(vs(KDA, 'fwd_bwd_ms')),
         where=table(['shape', 'case', 'fwd+bwd ms', *(f'{n} ms' for n in KERNELS.values()), 'other ms'], where),
-        par=f'{min(par):.2f}-{max(par):.2f}x', walks=f'{min(walks):.2f}-{max(walks):.2f}x',
+        par=ratios('_eda_prep_kernel', '_eda_dh_prep_kernel', '_eda_bwd_kernel'),
+        walks=ratios('_eda_fwd_kernel', '_eda_bwd_dh_kernel'),
         floor=table(['shape', 'EDA floor ms', 'EDA', 'KDA floor ms', 'our KDA path', 'FLA safe gate'], floor),
         fla0=fla0, eda0=eda0, eda0_x=f'{eda0 / fla0:.2f}x', kda0_x=f'{kda0 / fla0:.2f}x')
 
