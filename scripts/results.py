@@ -1,8 +1,7 @@
 """
-RESULTS.md and README.md's summary table: the fixed wording of scripts/results_template.md, filled in from the JSON
-rows in results/ (each with the command, date, commit and device that made it) and model.py's parameter counts; the
-sweeps' reports (results/<grid>.md, .png) are rebuilt on the way. Edit the rows or the template, never the two files:
-test_results.py fails when they differ from what this script writes.
+RESULTS.md and README.md's summary table from the JSON rows in results/ (each with the command, date, commit and
+device that made it), the wording of scripts/results_template.md and model.py's parameter counts; the sweeps'
+reports (results/<grid>.md, .png) are rebuilt on the way. Edit the rows or the template, never the two files.
 
     python scripts/results.py                                  # RESULTS.md, README.md's table, the sweeps' reports
     python scripts/results.py --results_dir=/tmp/r --out=/tmp/r/RESULTS.md --readme=/tmp/r/README.md
@@ -11,8 +10,10 @@ import importlib.util
 import json
 import math
 import os
+import runpy
 import sys
 from dataclasses import fields
+from pathlib import Path
 
 import torch
 
@@ -30,12 +31,10 @@ configure(globals())
 # ----------------------------------------------------------------------------------------------------
 os.chdir(ROOT)  # the grids and configs name their files from the repository's root
 BEGIN, END = '<!-- results.py: begin -->', '<!-- results.py: end -->'
-# RESULTS.md's fixed wording: {name: its text}, a section's under its function's name, its README row's under
-# '<name> row' ('question | measured | where'), the title and paragraph before the contents under 'intro'
-with open(os.path.join(ROOT, 'scripts', 'results_template.md')) as f:
-    TEMPLATE = dict(part.split(' -->\n', 1) for part in f.read().split('<!-- ')[1:])
+TEMPLATE = dict(part.split(' -->\n', 1)  # {name: its text}, as its first lines say
+                for part in Path(ROOT, 'scripts', 'results_template.md').read_text().split('<!-- ')[1:])
 
-# The paper's numbers set beside ours (Table 7; Sec. 4.4's memory-state probes are in results_template.md)
+# The paper's Table 7 (total, active; in billions), set beside ours
 TABLE7 = {('dense', 'transformer'): (2.5052, 2.5052), ('dense', 'gdn'): (2.5035, 2.5035),
           ('dense', 'gdn2'): (2.5353, 2.5353), ('dense', 'kda'): (2.5218, 2.5218), ('dense', 'eda'): (2.5295, 2.5295),
           ('moe', 'gdn'): (24.5676, 2.7236), ('moe', 'kda'): (24.6324, 2.7885), ('moe', 'eda'): (24.6558, 2.8119)}
@@ -43,30 +42,28 @@ MIXER_NAMES = {'eda': 'EDA', 'kda': 'KDA', 'gdn': 'GDN', 'gdn2': 'GDN-2', 'trans
 TF = MIXER_NAMES['transformer']
 KERNELS = {'_eda_prep_kernel': 'prep', '_eda_fwd_kernel': 'forward walk', '_eda_dh_prep_kernel': 'dh prep',
            '_eda_bwd_dh_kernel': 'reverse walk', '_eda_bwd_kernel': 'per-chunk backward'}
-LEVEL = {'mqar': 'pairs', 'reassign': 'updates', 'evict': 'updates', 'capacity': 'live pairs'}
 EDA, KDA, SAFE = 'eda_triton (EDA)', 'eda_triton KDA path (e=None)', 'FLA chunk_kda safe_gate'  # kernel cases
 
 
 def table(header, rows):
-    return block(['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)] +
-                 ['| ' + ' | '.join(str(c) for c in row) + ' |' for row in rows])
+    return '\n'.join(['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)] +
+                     ['| ' + ' | '.join(str(c) for c in row) + ' |' for row in rows])
 
 
 def read_rows(name, bench=None):
     """The JSON rows of results/<name>, those of one benchmark kind where bench is given."""
-    with open(os.path.join(results_dir, name)) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
+    rows = [json.loads(line) for line in Path(results_dir, name).read_text().split('\n') if line.strip()]
     return [r for r in rows if bench is None or r['bench'] == bench]
 
 
 def made(rows, note=False):
     """The commands that made rows, and where: the run(s) that wrote them (and the first row's note)."""
-    runs = list(dict.fromkeys((r['date'], r['commit'], r['device'], r.get('torch'), r.get('triton')) for r in rows))
+    runs = dict.fromkeys((r['date'], r['commit'], r['device'], r.get('torch'), r.get('triton')) for r in rows)
     where = 'Made ' + '; '.join(f'{d} at commit {c} on {dev}' + (f', torch {t}, triton {tr}' if t else '')
                                 for d, c, dev, t, tr in runs) + '.'
     note = rows[0].get('note', '') if note else ''
-    return block(['```sh', *dict.fromkeys(r['command'] for r in rows), '```', '',
-                  f"{where} {note}{'.' if note and not note.endswith('.') else ''}".rstrip()])
+    return '\n'.join(['```sh', *dict.fromkeys(r['command'] for r in rows), '```', '',
+                      f"{where} {note}{'.' if note and not note.endswith('.') else ''}".rstrip()])
 
 
 def evaluated(sw, evals):
@@ -74,31 +71,20 @@ def evaluated(sw, evals):
     return sw.provenance(evals).replace('Runs made', 'Evaluations made').replace('(runs)', '(evaluations)')
 
 
-def sweep_of(grid):
-    """sweep.py as a module for one grid (its settings, its rows, its report), reading and writing results_dir."""
+def sweep_rows(grid):
+    """(sweep.py loaded for one grid in results_dir, its rows); its report (.md, .png) rebuilt when `reports`."""
     argv, sys.argv = sys.argv, ['sweep.py', grid, f'--results_dir={results_dir}', '--report_only=True']
     try:
         spec = importlib.util.spec_from_file_location('sweep_' + os.path.basename(grid)[:-3],
                                                       os.path.join(ROOT, 'sweep.py'))
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
+        sw = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sw)
     finally:
         sys.argv = argv
-    return mod
-
-
-def sweep_rows(grid):
-    """(the grid's sweep module, its rows); its own report (.md, .png) rebuilt when `reports`."""
-    sw = sweep_of(grid)
     rows = sw.read_results(sw.results_path)
     if rows and reports:
         sw.report(rows)
     return sw, rows
-
-
-def block(lines):
-    """A table or paragraph as one template field (its trailing blank line the template's)."""
-    return '\n'.join(lines).rstrip('\n')
 
 
 def figure(name, draw):
@@ -127,53 +113,57 @@ T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8
 
 def sign_test(k, n):
     """Two-sided exact sign test: P(a split at least as uneven as k of n) under a fair coin."""
-    m = min(k, n - k)
-    return min(1.0, 2 * sum(math.comb(n, i) for i in range(m + 1)) / 2 ** n)
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(min(k, n - k) + 1)) / 2 ** n)
 
 
-def paired(diffs, higher_is_better=False):
-    """Per-seed differences A - B: (mean, 95% t interval, seeds where A is better, sign test p, verdict): 'A ahead'
-    or 'B ahead' only where the interval excludes zero, else 'not resolved'."""
-    n, mu = len(diffs), sum(diffs) / len(diffs)
+def mean(xs, scale=1):
+    """scale times the mean of xs (100: in percent), scaled before the division as the rows' figures were."""
+    xs = list(xs)
+    return scale * sum(xs) / len(xs)
+
+
+def paired(diffs, higher_is_better=False, a='A', b='B'):
+    """Per-seed differences a - b: (mean, 95% t interval, seeds where a is better, sign test p, verdict): 'a ahead'
+    or 'b ahead' only where the interval excludes zero, else 'not resolved'."""
+    n, mu = len(diffs), mean(diffs)
     half = T975[n - 1] * math.sqrt(sum((d - mu) ** 2 for d in diffs) / (n - 1) / n)
     better = sum(d > 0 if higher_is_better else d < 0 for d in diffs)
-    up, down = ('A ahead', 'B ahead') if higher_is_better else ('B ahead', 'A ahead')
-    verdict = up if mu - half > 0 else down if mu + half < 0 else 'not resolved'
+    up, down = (a, b) if higher_is_better else (b, a)
+    verdict = f'{up} ahead' if mu - half > 0 else f'{down} ahead' if mu + half < 0 else 'not resolved'
     return mu, (mu - half, mu + half), better, sign_test(better, sum(d != 0 for d in diffs)), verdict
 
 
 # ----------------------------------------------------------------------------------------------------
 # Sections: each returns the fields of its part of results_template.md (row=False: no README row), or its own lines
-# (no README row). Sections from eval.py's rows join SECTIONS below.
 
 
 def erase_section():
     sw, rows = sweep_rows('config/sweep/erase.py')
-    levels = [(t, x) for t in sw.tasks for x, _ in sw.tasks[t]['levels']]
     ok = {sw.key(r) for r in rows if r['status'] in ('ok', 'diverged')}
     n = sum(1 for _ in sw.grid(rows))
     if len(ok) < n:
         return dict(row=False, shipped=f'Not whole yet: {len(ok)} of its {n} runs are in `results/erase.jsonl`; no '
                     'verdict until the grid is whole.')
-    s, out, counts = sw.summarize(rows), [], {}
-    for t, x in levels:
-        out.append([f'{t} {x} {LEVEL[t]}'])
+    s, out, stats = sw.summarize(rows), [], {tuple(p): [] for p in sw.pairs}
+    level = {'mqar': 'pairs', 'reassign': 'updates', 'evict': 'updates', 'capacity': 'live pairs'}
+    for t, x in [(t, x) for t in sw.tasks for x, _ in sw.tasks[t]['levels']]:
+        out.append([f'{t} {x} {level[t]}'])
         for a, b in sw.pairs:
             k, m, d = sw.pair_stats(s[t, x, a], s[t, x, b])
-            c = counts.setdefault((a, b), [0, 0, []])
-            c[0], c[1], c[2] = c[0] + k, c[1] + m, c[2] + [d]
+            stats[a, b].append((k, m, d))
             out[-1] += [sw.fmt(s[t, x, a]['mean']), sw.fmt(s[t, x, b]['mean']), f'{k} of {m}, {sw.fmt_diff(d)}']
     word = lambda k, m: ('is ahead' if k >= 0.75 * m else 'is behind' if k <= 0.25 * m else  # noqa: E731
                          'shows no consistent effect')
-    (k, m, ds), (sk, sm, sds) = counts[tuple(sw.pairs[0])], counts[tuple(sw.pairs[1])]
+    # over the levels, per pair: the seeds ahead, the seeds paired, the mean difference
+    (k, m, d), (sk, sm, sd) = ((sum(k), sum(m), sw.fmt_diff(mean(d))) for k, m, d in
+                               (zip(*stats[tuple(p)]) for p in sw.pairs[:2]))
     floor = sum(r['val_acc'] < sw.tasks[r['task']]['floor'][1][r['x']] + 0.02 for r in rows if sw.key(r) in ok)
-    verdict = (f"behind KDA's gate the erase {word(k, m)}: ahead on {k} of {m} paired seeds (mean "
-               f"{sw.fmt_diff(sum(ds) / len(ds))} points)")
-    return dict(floor=floor, runs=len(ok), verdict_with=verdict.replace('behind', 'with'), shipped=TEMPLATE[
-        'erase verdict'].format(provenance=sw.provenance(rows), verdict=verdict, safe_word=word(sk, sm), floor=floor,
-                                safe_ahead=f'{sk} of {sm}', safe_mean=sw.fmt_diff(sum(sds) / len(sds)), runs=len(ok),
-                                table=table(['level', *(c for a, b in sw.pairs for c in (
-                                    a, b, f'{a} ahead'))], out)))
+    verdict = f"behind KDA's gate the erase {word(k, m)}: ahead on {k} of {m} paired seeds (mean {d} points)"
+    shipped = TEMPLATE['erase verdict'].format(
+        provenance=sw.provenance(rows), verdict=verdict, safe_word=word(sk, sm), floor=floor, runs=len(ok),
+        safe_ahead=f'{sk} of {sm}', safe_mean=sd,
+        table=table(['level', *(c for a, b in sw.pairs for c in (a, b, f'{a} ahead'))], out))
+    return dict(floor=floor, runs=len(ok), verdict_with=verdict.replace('behind', 'with'), shipped=shipped)
 
 
 def defaults_section():
@@ -181,11 +171,11 @@ def defaults_section():
     by = {(r['task'], r['mixer']): r for r in rows}
     cell = lambda r: 'not run' if r is None else f"{100 * r['val_acc']:.2f}" + (  # noqa: E731
         f" (step {r['step']}, †)" if r['status'] == 'timeout' else '')
-    return dict(provenance=sw.provenance(rows), table='; '.join(
-        f"{m} {' / '.join(cell(by.get((t, m))) for t in sw.tasks)}" for m in sw.mixers), stopped=(
-        "† the run's last evaluation at its final step; the process was stopped before it exited, so the sweep lists it "
-        'as unfinished.' if any(r['status'] == 'timeout' for r in rows) else ''),
-        low=f"{100 * min(r['val_acc'] for r in rows):.2f}")
+    stopped = any(r['status'] == 'timeout' for r in rows)
+    return dict(provenance=sw.provenance(rows), low=f"{100 * min(r['val_acc'] for r in rows):.2f}",
+                table='; '.join(f"{m} {' / '.join(cell(by.get((t, m))) for t in sw.tasks)}" for m in sw.mixers),
+                stopped="† the run's last evaluation at its final step; the process was stopped before it exited, so "
+                'the sweep lists it as unfinished.' if stopped else '')
 
 
 def not_run(title, grid, jobs):
@@ -201,12 +191,12 @@ def lm_section():
     ok = {sw.key(r) for r in rows if r['status'] in ('ok', 'diverged')}
     done = [m for m in sw.mixers if any(k[2] == m for k in best)
             and all(sw.key(r) in ok for r, _ in sw.grid(rows) if r['mixer'] == m)]
-    lrs = sorted(sw.learning_rates)
-    edge = [f'{m} ({lr:g})' for (_, _, m), lr in best.items() if lr in (lrs[0], lrs[-1])]
+    edge = [f'{m} ({lr:g})' for (_, _, m), lr in best.items() if lr in (min(sw.learning_rates), max(sw.learning_rates))]
     return dict(lrs=', '.join(f'{lr:g}' for lr in sw.learning_rates), seed0=sw.seeds[0], provenance=sw.provenance(rows),
-                edge=', '.join(edge) or 'none', row=False, mixers=table(['mixer', 'params', 'best lr', 'val loss there: mean ± std (seeds)'], [
-                    [m, f"{s[m]['params']:,}", f"{s[m]['lr']:g}", f"{s[m]['mean']:.4f} ± {s[m]['std']:.4f} ({len(s[m]['accs'])})"]
-                    for m in done]))
+                edge=', '.join(edge) or 'none', row=False, mixers=table(
+                    ['mixer', 'params', 'best lr', 'val loss there: mean ± std (seeds)'],
+                    [[m, f"{s[m]['params']:,}", f"{s[m]['lr']:g}",
+                      f"{s[m]['mean']:.4f} ± {s[m]['std']:.4f} ({len(s[m]['accs'])})"] for m in done]))
 
 
 # The LM grid's figures, named in config/sweep/lm_long.py before its runs: (label, unit, higher is better)
@@ -216,24 +206,14 @@ LONG_FIGURES = {'val': ('val loss', 'nats', False), 'past': ('loss past the bloc
                 'stale': ('rebound: stale answers', 'points', False)}
 
 
-# the verdicts the text names: field -> (A, B, figure)
-LONG_VERDICTS = {'kda_gate': ('eda kda-gate', 'kda', 'past'), 'kda_gate_carry': ('eda kda-gate', 'kda', 'carry'),
-                 'kda_gate_val': ('eda kda-gate', 'kda', 'val'), 'safe': ('eda', 'kda safe-gate', 'past'),
-                 'safe_val': ('eda', 'kda safe-gate', 'val'), 'gate': ('kda safe-gate', 'kda', 'past'),
-                 'gate_val': ('kda safe-gate', 'kda', 'val'), 'tf_past': ('eda', 'transformer conv4', 'past'),
-                 'tf_val': ('eda', 'transformer conv4', 'val'), 'tf_bound': ('eda', 'transformer conv4', 'bound')}
-
-
-def long_figures(run, text, needles):
-    """A run's primary figures: train.py's val loss; text: the loss over positions past the training block with
-    the state carried, and carried minus reset there (buckets weighted by their widths); needles: the mean
-    accuracy over each variant's cells and the rebound cells' stale rate (in points)."""
-    past = [(b - a, i) for i, (a, b) in enumerate(zip(text['edges'], text['edges'][1:])) if a >= run['block']]
-    mean = lambda key: sum(w * text[key][i] for w, i in past) / sum(w for w, _ in past)  # noqa: E731
-    cells = lambda v: [c for c in needles['cells'] if c['variant'] == v]  # noqa: E731
-    avg = lambda v, f: 100 * sum(c[f] for c in cells(v)) / len(cells(v))  # noqa: E731
-    return dict(val=run['val_loss'], past=mean('carried'), carry=mean('carried') - mean('reset'),
-                bound=avg('bound', 'acc'), rebound=avg('rebound', 'acc'), stale=avg('rebound', 'stale'))
+def long_figures(run, block_size, text, needles):
+    """A run's LONG_FIGURES from train.py's val loss and eval.py's text and needles (the text's buckets past the
+    training block weighted by their widths; the needles' accuracy and stale rate in points)."""
+    past = [(b - a, i) for i, (a, b) in enumerate(zip(text['edges'], text['edges'][1:])) if a >= block_size]
+    past_mean = lambda key: sum(w * text[key][i] for w, i in past) / sum(w for w, _ in past)  # noqa: E731
+    cells = lambda v, f: mean((c[f] for c in needles['cells'] if c['variant'] == v), 100)  # noqa: E731
+    return dict(val=run['val_loss'], past=past_mean('carried'), carry=past_mean('carried') - past_mean('reset'),
+                bound=cells('bound', 'acc'), rebound=cells('rebound', 'acc'), stale=cells('rebound', 'stale'))
 
 
 def lm_long_section():
@@ -241,41 +221,34 @@ def lm_long_section():
     if not rows:
         return not_run('How do the mixers compare as language models?', 'config/sweep/lm_long.py', 7)
     evals = read_rows('lm_long_eval.jsonl')
-    ev = {(r['mixer'], r['seed'], r['what']): r for r in evals}
-    cfg = {}
-    exec(open(sw.tasks['stdlib']['config']).read(), cfg)  # the training block: "past the block" starts there
-    runs = {(r['mixer'], r['seed']): dict(r, block=cfg['block_size']) for r in rows if r['status'] == 'ok'}
+    ev = {(r['mixer'], r['seed'], r['what']): r[r['what']] for r in evals}
+    block_size = runpy.run_path(sw.tasks['stdlib']['config'])['block_size']  # "past the block" starts there
+    runs = {(r['mixer'], r['seed']): r for r in rows if r['status'] == 'ok'}
     seeds = sorted({s for _, s in runs})
     ms = [m for m in sw.mixers if all((m, s, w) in ev for s in seeds for w in ('text', 'needles'))]
-    fig = {(m, s): long_figures(runs[m, s], ev[m, s, 'text']['text'], ev[m, s, 'needles']['needles'])
+    fig = {(m, s): long_figures(runs[m, s], block_size, ev[m, s, 'text'], ev[m, s, 'needles'])
            for m in ms for s in seeds}
-    avg = lambda m, f: sum(fig[m, s][f] for s in seeds) / len(seeds)  # noqa: E731
+    avg = lambda m, f: mean(fig[m, s][f] for s in seeds)  # noqa: E731
     num = lambda f, x, sign='', p=1: f"{x:{sign}.4f}" if LONG_FIGURES[f][1] == 'nats' else f"{x:{sign}.{p}f}"  # noqa: E731
-    text0, needles0 = ev[ms[0], seeds[0], 'text']['text'], ev[ms[0], seeds[0], 'needles']['needles']
+    text0, needles0 = ev[ms[0], seeds[0], 'text'], ev[ms[0], seeds[0], 'needles']
     contexts = sorted({c['context'] for c in needles0['cells']})
-    accs = {}  # (mixer, variant, context) -> every seed's and depth's accuracy
-    for m, s in fig:
-        for x in ev[m, s, 'needles']['needles']['cells']:
-            accs.setdefault((m, x['variant'], x['context']), []).append(x['acc'])
-    by_ctx = lambda m, v, c: 100 * sum(accs[m, v, c]) / len(accs[m, v, c])  # noqa: E731
+    by_ctx = lambda m, v, c: mean((x['acc'] for s in seeds for x in ev[m, s, 'needles']['cells']  # noqa: E731
+                                   if (x['variant'], x['context']) == (v, c)), 100)  # every seed's and depth's
     verdicts, pairs = {}, []
     for a, b in [p for p in sw.pairs if set(p) <= set(ms)]:
-        cells = [f'{a} − {b}']
+        pairs.append([f'{a} − {b}'])
         for f, (_, _, higher) in LONG_FIGURES.items():
-            mu, (lo, hi), k, p, v = paired([fig[a, s][f] - fig[b, s][f] for s in seeds], higher)
-            verdicts[a, b, f] = v = v.replace('A ahead', f'{a} ahead').replace('B ahead', f'{b} ahead')
+            mu, (lo, hi), k, p, v = paired([fig[a, s][f] - fig[b, s][f] for s in seeds], higher, a, b)
+            verdicts[a, b, f] = v
             cell = f'{num(f, mu, "+", 2)} [{num(f, lo, "+", 2)}, {num(f, hi, "+", 2)}] {k}/{len(seeds)}, p {p:.2f}'
-            cells.append(cell if v == 'not resolved' else f'**{cell}, {v}**')
-        pairs.append(cells)
+            pairs[-1].append(cell if v == 'not resolved' else f'**{cell}, {v}**')
 
     def draw(ax):
-        edges = text0['edges']
-        mids = [(a + b) / 2 for a, b in zip(edges, edges[1:])]
+        mids = [(a + b) / 2 for a, b in zip(text0['edges'], text0['edges'][1:])]
         for i, m in enumerate(ms):
-            for key, style in (('carried', '-'), ('reset', ':')):
-                ax.plot(mids, [sum(ev[m, s, 'text']['text'][key][j] for s in seeds) / len(seeds)
-                               for j in range(len(mids))], style, color=f'C{i}', marker='o' if style == '-' else None,
-                        ms=3, label=m if style == '-' else None)
+            line = lambda key: [mean(ev[m, s, 'text'][key][j] for s in seeds) for j in range(len(mids))]  # noqa: E731
+            ax.plot(mids, line('carried'), '-', color=f'C{i}', marker='o', ms=3, label=m)
+            ax.plot(mids, line('reset'), ':', color=f'C{i}', ms=3)
         ax.axvline(1024, color='gray', lw=0.5)
         ax.set(xscale='log', xlabel='position in the window (tokens); the block is 1024', ylabel='loss (nats/token)',
                ylim=(0.55, 1.1))
@@ -283,20 +256,19 @@ def lm_long_section():
         ax.legend(fontsize=8)
     figure('lm_long_position.png', draw)
     mean_of = lambda m, f: num(f, avg(m, f)) if m in ms else 'not run'  # noqa: E731
-    needle_v = [(k, x) for k, x in verdicts.items() if k[2] in ('bound', 'rebound', 'stale') and 'transformer' not in k[1]]
+    needle_v = [v for (a, b, f), v in verdicts.items() if f in ('bound', 'rebound', 'stale') and 'transformer' not in b]
     return dict(
-        provenance=sw.provenance(rows), evaluated=evaluated(sw, evals),
-        n_seeds=len(seeds), windows=text0['windows'], window=text0['window'], trials=needles0['trials'],
-        choices=needles0['choices'], chance=f"{100 * needles0['chance']:.0f}",
+        provenance=sw.provenance(rows), evaluated=evaluated(sw, evals), n_seeds=len(seeds), text=text0,
+        needles=needles0, last_ctx=f'{contexts[-1]:,}', tf_past_x=mean_of('transformer conv4', 'past'),
+        eda_past_x=mean_of('eda', 'past'), n_resolved=sum(v != 'not resolved' for v in needle_v), n_needle=len(needle_v),
         mixers=table(['mixer', *(f'{lab} ({unit})' for lab, unit, _ in LONG_FIGURES.values())],
                      [[m, *(num(f, avg(m, f)) for f in LONG_FIGURES)] for m in ms]),
-        needles=table(['mixer', *(f'{c:,}' for c in contexts)], [[m, *(
+        by_ctx=table(['mixer', *(f'{c:,}' for c in contexts)], [[m, *(
             f"{by_ctx(m, 'bound', c):.0f} / {by_ctx(m, 'rebound', c):.0f}" for c in contexts)] for m in ms]),
         pairs=table(['A − B', *(lab for lab, _, _ in LONG_FIGURES.values())], pairs),
-        **{name: verdicts.get(key, 'not run') for name, key in LONG_VERDICTS.items()},
-        tf_past_x=mean_of('transformer conv4', 'past'), eda_past_x=mean_of('eda', 'past'),
-        n_resolved=sum(x != 'not resolved' for _, x in needle_v), n_needle=len(needle_v),
-        last_ctx=f'{contexts[-1]:,}', near_chance=', '.join(f"{by_ctx(m, 'bound', contexts[-1]):.0f}" for m in ms))
+        v={**{f'{a}, {b}, {f}': 'not run' for a, b in sw.pairs for f in LONG_FIGURES},  # as the template names them
+           **{', '.join(key): v for key, v in verdicts.items()}},
+        near_chance=', '.join(f"{by_ctx(m, 'bound', contexts[-1]):.0f}" for m in ms))
 
 
 def length_section():
@@ -307,85 +279,65 @@ def length_section():
     seeds = sorted({s for _, s in acc})
     ms = [m for m in sw.mixers if all((m, s) in acc for s in seeds)]
     pct = lambda v: f'{100 * v:.1f}'  # noqa: E731
-    prim = {k: 100 * sum(a[m]['acc'] for m in mults[1:]) / len(mults[1:]) for k, a in acc.items()}
-    mean = lambda m, f, x: sum(acc[m, s][x][f] for s in seeds) / len(seeds)  # noqa: E731
-    by_len = table(['mixer', *(f"{x}x ({acc[ms[0], seeds[0]][x]['seq_len']})" for x in mults), 'values / NONE at '
-                    f'{mults[-1]}x'], [[m, *(pct(mean(m, 'acc', x)) for x in mults), f"{pct(mean(m, 'acc_value', mults[-1]))}"
-                                         f" / {pct(mean(m, 'acc_none', mults[-1]))}"] for m in ms])
-    pairs, verdicts = [], {}
+    prim = {k: mean((a[m]['acc'] for m in mults[1:]), 100) for k, a in acc.items()}
+    avg = lambda m, f, x: mean(acc[m, s][x][f] for s in seeds)  # noqa: E731
+    by_len = table(['mixer', *(f"{x}x ({acc[ms[0], seeds[0]][x]['seq_len']})" for x in mults),
+                    f'values / NONE at {mults[-1]}x'],
+                   [[m, *(pct(avg(m, 'acc', x)) for x in mults),
+                     f"{pct(avg(m, 'acc_value', mults[-1]))} / {pct(avg(m, 'acc_none', mults[-1]))}"] for m in ms])
+    pairs, verdicts = [], {}  # verdicts: {'A, B': verdict}, as the template names them
     for a, b in sw.pairs:
         d = [prim[a, s] - prim[b, s] for s in seeds]
-        mu, (lo, hi), k, p, v = paired(d, higher_is_better=True)
-        verdicts[a, b] = v = v.replace('A ahead', f'{a} ahead').replace('B ahead', f'{b} ahead')
+        mu, (lo, hi), k, p, v = paired(d, True, a, b)
+        verdicts[f'{a}, {b}'] = v
         pairs.append([f'{a} − {b}', ', '.join(f'{x:+.1f}' for x in d), f'{mu:+.1f}', f'[{lo:+.1f}, {hi:+.1f}]',
                       f'{k} of {len(d)}', f'{p:.2f}', f'**{v}**'])
     low = [f'{m} seed {s} ({pct(a[1]["acc"])}%)' for (m, s), a in sorted(acc.items()) if a[1]['acc'] < 0.99]
-    worst = min(acc.items(), key=lambda kv: prim[kv[0]])
-    rest = [100 * acc[worst[0][0], s][mults[-1]]['acc'] for s in seeds if s != worst[0][1]]
-    at = lambda x: [100 * mean(m, 'acc', x) for m in ms]  # noqa: E731
+    worst = min(acc, key=prim.get)
     span = lambda v: f'{min(v):.1f}-{max(v):.1f}'  # noqa: E731
+    at = lambda x: span([100 * avg(m, 'acc', x) for m in ms])  # noqa: E731
 
     def draw(ax):
         for i, m in enumerate(ms):
-            c = f'C{i}'
             for s in seeds:
-                ax.plot(mults, [100 * acc[m, s][x]['acc'] for x in mults], color=c, lw=0.5, alpha=0.35)
-            ax.plot(mults, [100 * mean(m, 'acc', x) for x in mults], color=c, lw=2, marker='o', label=m)
+                ax.plot(mults, [100 * acc[m, s][x]['acc'] for x in mults], color=f'C{i}', lw=0.5, alpha=0.35)
+            ax.plot(mults, [100 * avg(m, 'acc', x) for x in mults], color=f'C{i}', lw=2, marker='o', label=m)
         ax.set(xscale='log', xticks=mults, xticklabels=[f'{x}x' for x in mults], ylim=(50, 100.5),
                xlabel='evaluation length / training length (256 tokens)', ylabel='accuracy (%)',
                title='reassign past the training length (thin: seeds)')
         ax.legend(fontsize=8)
     figure('length_acc.png', draw)
-    return dict(provenance=sw.provenance(rows), evaluated=evaluated(sw, evals),
-                first=span(at(1)), last=span(at(mults[-1])), rest=span(rest), top=f'{mults[-1]}x',
-                n_seeds=len(seeds), by_len=by_len, pairs=table(['A − B', 'per seed (points)', 'mean', '95% interval',
-                                                                  'A higher', 'sign test p', 'verdict'], pairs),
-                low=', '.join(low) or 'none', worst=f'{worst[0][0]} seed {worst[0][1]}', worst_acc=pct(
-                    worst[1][mults[-1]]['acc']), runs=table(['mixer', *(f'seed {s}' for s in seeds)], [
+    return dict(provenance=sw.provenance(rows), evaluated=evaluated(sw, evals), by_len=by_len, v=verdicts,
+                first=at(1), last=at(mults[-1]), top=f'{mults[-1]}x', n_seeds=len(seeds), low=', '.join(low) or 'none',
+                rest=span([100 * acc[worst[0], s][mults[-1]]['acc'] for s in seeds if s != worst[1]]),
+                worst='{} seed {}'.format(*worst), worst_acc=pct(acc[worst][mults[-1]]['acc']),
+                pairs=table(['A − B', 'per seed (points)', 'mean', '95% interval', 'A higher', 'sign test p',
+                             'verdict'], pairs), runs=table(['mixer', *(f'seed {s}' for s in seeds)], [
                     [m, *(f"{pct(acc[m, s][1]['acc'])} / {prim[m, s]:.1f}" for s in seeds)] for m in ms]),
-                v_safe=verdicts.get(('eda', 'kda safe-gate'), 'not run'),
-                v_kda=verdicts.get(('eda kda-gate', 'kda'), 'not run'), n_ahead=sum(
-                    'not' not in v for v in verdicts.values()), n_pairs=len(verdicts))
+                n_ahead=sum('not' not in v for v in verdicts.values()), n_pairs=len(verdicts))
 
 
 def probe_section():
     rows = {r['label']: r for r in read_rows('probe.jsonl', 'probe')}
-    cols = [rows['EDA'], rows['EDA init']]
-    join = lambda f: ' | '.join(f(r) for r in cols)  # noqa: E731
-    return dict(made=made(cols[:1]), seed=cols[0]['seed'], tokens=f"{cols[0]['num_tokens']:,}",
-                shares=join(lambda r: '{decay:.1f} / {delta:.1f} / {erase:.1f} %'.format(**r['shares_pct'])),
-                retained=join(lambda r: f"{r['retained_erase_pct']:.1f} %, {r['retained_erase_over_delta']:.2f}x"),
-                perturbation=join(lambda r: ' / '.join(f"{r['perturbation'][k]:.3f}" for k in ('actual', 'random',
-                                                                                               'shuffle', 'same'))),
-                fold=join(lambda r: ' / '.join(f"{r['fold'][k]:.2f}x" for k in ('random', 'shuffle', 'same'))),
-                cos=join(lambda r: f"{r['cos_ek']:.4f} / {r['cos_eq']:.4f}"), cos_ref=f"{cols[0]['cos_reference']:.4f}",
-                cos_ek=f"{cols[0]['cos_ek']:.4f}", cos_ek0=f"{cols[1]['cos_ek']:.4f}",
-                recall=join(lambda r: f"EDA {r['recall']:.3f}, KDA {rows['KDA' + r['label'][3:]]['recall']:.3f}"),
-                eda=f"{rows['EDA']['recall']:.3f}", kda=f"{rows['KDA']['recall']:.3f}",
-                eda0=f"{rows['EDA init']['recall']:.3f}", kda0=f"{rows['KDA init']['recall']:.3f}")
+    return dict(made=made([rows['EDA']]), eda=rows['EDA'], eda0=rows['EDA init'], kda=rows['KDA'], kda0=rows['KDA init'])
 
 
 def table7_section():
-    names, counts = {f.name for f in fields(GPTConfig)}, {}
-    for scale, path in (('dense', 'config/dense_2p5b.py'), ('moe', 'config/moe_25b_a2p8b.py')):
-        scope = {}
-        exec(open(path).read(), scope)
-        for mixer in MIXER_NAMES:  # built on the meta device
-            with torch.device('meta'):
-                counts[scale, mixer] = GPT(GPTConfig(**{**{k: v for k, v in scope.items() if k in names},
-                                                        'mixer': mixer})).param_summary()
-    rows, exact = [], 0
-    for (scale, mixer), s in counts.items():
-        paper = TABLE7.get((scale, mixer))
-        ours = lambda n, p: f'{n:,} ({100 * (n / 1e9 / p - 1):+.3f}%)' if paper else f'{n:,}'  # noqa: E731
-        exact += bool(paper) and mixer in ('eda', 'kda') and all(
-            round(n / 1e9, 4) == p for n, p in zip((s['total'], s['active']), paper))
-        rows.append([{'dense': 'Dense 2.5B', 'moe': 'MoE 25B-A2.8B'}[scale], MIXER_NAMES[mixer],
-                     ours(s['total'], paper and paper[0]), f'{paper[0]}B' if paper else '—',
-                     ours(s['active'], paper and paper[1]), f'{paper[1]}B' if paper else '—'])
-    tf = counts['dense', 'transformer']['total'] / 1e9 / TABLE7['dense', 'transformer'][0] - 1
+    names, rows, exact, tf = {f.name for f in fields(GPTConfig)}, [], 0, None
+    off = lambda n, p: f'{100 * (n / 1e9 / p - 1):+.3f}%'  # noqa: E731
+    for scale, label, path in (('dense', 'Dense 2.5B', 'config/dense_2p5b.py'),
+                               ('moe', 'MoE 25B-A2.8B', 'config/moe_25b_a2p8b.py')):
+        cfg = {k: v for k, v in runpy.run_path(path).items() if k in names}
+        for mixer in MIXER_NAMES:
+            with torch.device('meta'):  # the shapes alone: no memory for the weights
+                s = GPT(GPTConfig(**{**cfg, 'mixer': mixer})).param_summary()
+            ns, paper = (s['total'], s['active']), TABLE7.get((scale, mixer), ())
+            exact += mixer in ('eda', 'kda') and paper == tuple(round(n / 1e9, 4) for n in ns)
+            tf = off(ns[0], paper[0]) if (scale, mixer) == ('dense', 'transformer') else tf
+            cells = [(f'{n:,} ({off(n, p)})', f'{p}B') for n, p in zip(ns, paper)] or [(f'{n:,}', '—') for n in ns]
+            rows.append([label, MIXER_NAMES[mixer], *cells[0], *cells[1]])
     return dict(counts=table(['Scale', 'Model', 'ours total', 'paper total', 'ours active', 'paper active'], rows),
-                exact=exact, tf=f'{100 * tf:+.3f}%')
+                exact=exact, tf=tf)
 
 
 def io_floor_bytes(B, T, H, HV, erase, K=128, V=128):
@@ -399,17 +351,15 @@ def kernel_section():
     rows = read_rows('kernels.jsonl')
     by = lambda bench, run=None: {(r['case'], tuple(r['shape'])): r for r in rows  # noqa: E731
                                   if r['bench'] == bench and run in (None, r['run']) and not r['launch']}
-    main_rows = [r for r in rows if r['bench'] == 'kernel' and r['run'] == [
-        r for r in rows if r['bench'] == 'kernel' and r['case'].startswith('FLA')][-1]['run']]
-    kr, prof = by('kernel', main_rows[0]['run']), by('profile')
+    run = [r for r in rows if r['bench'] == 'kernel' and r['case'].startswith('FLA')][-1]['run']  # the last with FLA
+    kr, prof = by('kernel', run), by('profile')
     timed = by('kernel', next(iter(prof.values()))['run'])
     shapes = list(dict.fromkeys(s for _, s in kr))
     ratio = lambda r, f: f"{r['fwd_ms'] / f['fwd_ms']:.2f}x / {r['fwd_bwd_ms'] / f['fwd_bwd_ms']:.2f}x" if f else '—'  # noqa: E731
     vs = lambda case, i: [kr[case, s][i] / kr[SAFE, s][i] for s in shapes if (case, s) in kr and (SAFE, s) in kr]  # noqa: E731
     span = lambda xs: f'{min(xs):.2f}x' if f'{min(xs):.2f}' == f'{max(xs):.2f}' else f'{min(xs):.2f}x to {max(xs):.2f}x'  # noqa: E731
-    ratios = lambda ns: [prof[EDA, s]['kernels'][n] / prof[KDA, s]['kernels'][n] for s in shapes for n in ns]  # noqa: E731
-    par, walks = ratios(('_eda_prep_kernel', '_eda_dh_prep_kernel', '_eda_bwd_kernel')), ratios(('_eda_fwd_kernel',
-                                                                                                 '_eda_bwd_dh_kernel'))
+    ratios = lambda *ns: '{:.2f}-{:.2f}x'.format(*(f(prof[EDA, s]['kernels'][n] / prof[KDA, s]['kernels'][n]  # noqa: E731
+                                                     for s in shapes for n in ns) for f in (min, max)))
     where, extra = [], {k: [] for k in KERNELS}
     for s in dict.fromkeys(s for _, s in prof):
         e, k = prof[EDA, s]['kernels'], prof[KDA, s]['kernels']
@@ -418,16 +368,17 @@ def kernel_section():
                           f'{sum(p.values()) - sum(p[n] for n in KERNELS):.3f}'])
         for n in KERNELS:
             extra[n].append((e[n] - k[n]) / sum(e[m] - k[m] for m in KERNELS))
-    share = {n: f'{round(100 * min(v))}-{round(100 * max(v))}%' for n, v in extra.items()}
     [bw] = read_rows('model_decode.jsonl', 'copy_bandwidth')
     floor = []
     for s in shapes:
         fe, fk = (io_floor_bytes(*s, erase) / (bw['tb_s'] * 1e12) * 1e3 for erase in (True, False))
         x = lambda case, f: f"{kr[case, s]['fwd_bwd_ms'] / f:.1f}x" if (case, s) in kr else '—'  # noqa: E731
         floor.append([str(s), f'{fe:.3f}', x(EDA, fe), f'{fk:.3f}', x(KDA, fk), x(SAFE, fk)])
-    s0, fla0 = shapes[0], kr[SAFE, shapes[0]]['fwd_bwd_ms']
+    fla0, eda0, kda0 = (kr[case, shapes[0]]['fwd_bwd_ms'] for case in (SAFE, EDA, KDA))
     return dict(
-        made=made(main_rows, True), prof_made=made(list(prof.values())), tb_s=f"{bw['tb_s']:.2f}", share=share,
+        made=made([r for r in rows if r['bench'] == 'kernel' and r['run'] == run], True),
+        prof_made=made(list(prof.values())), bw=bw, s0=shapes[0], n_shapes=len(vs(EDA, 'fwd_bwd_ms')),
+        share={n: f'{round(100 * min(v))}-{round(100 * max(v))}%' for n, v in extra.items()},
         main=table(['case', 'shape', 'fwd ms', 'fwd+bwd ms', 'peak MiB', 'vs FLA safe gate (fwd / fwd+bwd)',
                     'vs FLA chunk_kda (fwd / fwd+bwd)'], [
             [c, str(s), f"{r['fwd_ms']:.3f}", f"{r['fwd_bwd_ms']:.3f}", f"{r['peak_mib']:,}", ratio(r, kr.get((SAFE, s))),
@@ -435,15 +386,14 @@ def kernel_section():
         fwd=span(vs(EDA, 'fwd_ms')), fwd_bwd=span(vs(EDA, 'fwd_bwd_ms')), peak=span(vs(EDA, 'peak_mib')),
         kda_fwd=span(vs(KDA, 'fwd_ms')), kda_fwd_bwd=span(vs(KDA, 'fwd_bwd_ms')),
         where=table(['shape', 'case', 'fwd+bwd ms', *(f'{n} ms' for n in KERNELS.values()), 'other ms'], where),
-        par=f'{min(par):.2f}-{max(par):.2f}x', walks=f'{min(walks):.2f}-{max(walks):.2f}x',
+        par=ratios('_eda_prep_kernel', '_eda_dh_prep_kernel', '_eda_bwd_kernel'),
+        walks=ratios('_eda_fwd_kernel', '_eda_bwd_dh_kernel'),
         floor=table(['shape', 'EDA floor ms', 'EDA', 'KDA floor ms', 'our KDA path', 'FLA safe gate'], floor),
-        s0=s0, fla0=f'{fla0:.3f}', eda0=f"{kr[EDA, s0]['fwd_bwd_ms']:.3f}", n_shapes=len(vs(EDA, 'fwd_bwd_ms')),
-        eda0_x=f"{kr[EDA, s0]['fwd_bwd_ms'] / fla0:.2f}x", kda0_x=f"{kr[KDA, s0]['fwd_bwd_ms'] / fla0:.2f}x")
+        fla0=fla0, eda0=eda0, eda0_x=f'{eda0 / fla0:.2f}x', kda0_x=f'{kda0 / fla0:.2f}x')
 
 
 def train_section():
-    rows = read_rows('train.jsonl')
-    trains, layers = ([r for r in rows if r['bench'] == b] for b in ('train', 'model_train_layer'))
+    trains, layers = read_rows('train.jsonl', 'train'), read_rows('train.jsonl', 'model_train_layer')
     runs = {(r['mixer'] + r['tag'], r['block_size']): r for r in trains}
     ctx = sorted({T for _, T in runs})
     out = []
@@ -452,14 +402,14 @@ def train_section():
         out.append([T, f"{e['tok_s']:,} ({rc['tok_s']:,})", f"{t['tok_s']:,}",
                     f"{e['tok_s'] / t['tok_s']:.2f}x ({rc['tok_s'] / t['tok_s']:.2f}x)",
                     f"{e['peak_gib']:.1f} ({rc['peak_gib']:.1f}) / {t['peak_gib']:.1f}"])
-    if reports:
-        def draw(ax):
-            for m, label in (('eda', 'EDA hybrid'), ('eda_recompute', 'EDA hybrid, recomputed states'), ('transformer', TF)):
-                ax.plot(ctx, [runs[m, T]['tok_s'] for T in ctx], marker='o', label=label)
-            ax.set(xscale='log', xlabel='block_size (tokens)', ylabel='tokens/s', title='~125M models, one H100, compiled')
-            ax.set_xticks(ctx, [str(T) for T in ctx])
-            ax.legend()
-        figure('train_context.png', draw)
+
+    def draw(ax):
+        for m, label in (('eda', 'EDA hybrid'), ('eda_recompute', 'EDA hybrid, recomputed states'), ('transformer', TF)):
+            ax.plot(ctx, [runs[m, T]['tok_s'] for T in ctx], marker='o', label=label)
+        ax.set(xscale='log', xlabel='block_size (tokens)', ylabel='tokens/s', title='~125M models, one H100, compiled')
+        ax.set_xticks(ctx, [str(T) for T in ctx])
+        ax.legend()
+    figure('train_context.png', draw)
     name = lambda r: (TF if r['mixer'] == 'transformer' else r['mixer']) + (  # noqa: E731
         ', ' + ', '.join(r['overrides']) if r['overrides'] else '')
     return dict(
@@ -474,8 +424,8 @@ def train_section():
 
 
 def decode_section():
-    rows = read_rows('model_decode.jsonl')
-    steps = [r for r in rows if r['bench'] == 'model_decode']
+    steps, kern = read_rows('model_decode.jsonl', 'model_decode'), read_rows('kernels.jsonl', 'decode_kernel')
+    [check] = read_rows('model_decode.jsonl', 'model_decode_check')
     runs = {(r['mixer'], r['mode'], r['ctx'], r['B']): r for r in steps}
     out = []
     for ctx, B in sorted({(c, b) for _, _, c, b in runs}):
@@ -483,27 +433,20 @@ def decode_section():
         out.append([ctx, B, f"{e['ms']:.3f}", f"{runs['eda', 'graph', ctx, B]['ms']:.3f}", f"{t['ms']:.3f}",
                     f"{runs['transformer', 'graph', ctx, B]['ms']:.3f}", f"{e['tok_s'] / t['tok_s']:.2f}x",
                     f"{e['floor_pct']:.1f}%", f"{e['mib_per_seq'] / t['mib_per_seq']:.3f}"])
-    [check] = [r for r in rows if r['bench'] == 'model_decode_check']
-    kern = read_rows('kernels.jsonl', 'decode_kernel')
     fla = {r['B']: r['ms'] for r in kern if r['case'].startswith('FLA')}
-    c = runs['eda', 'compiled', max(r[2] for r in runs), 1]
-    big = max(out, key=lambda o: (o[0], o[1]))
     return dict(
-        made=made(steps), kern_made=made(kern), worst=f"{check['worst']:.1e}", tol=f"{check['tol']:.0e}",
+        made=made(steps), kern_made=made(kern), check=check, verdict='all pass.' if check['ok'] else 'FAILED.',
         worst_at='{mixer} {mode} ctx {ctx} B {B}'.format(**check['worst_at']),
         launches=', '.join(f'{k} {n}' for k, n in check['kernels_per_step'].items()),
-        verdict='all pass.' if check['ok'] else 'FAILED.',
         table=table(['ctx', 'B', 'hybrid compiled', 'hybrid graph', f"{TF} compiled", f"{TF} graph",
                      "hybrid tok/s / Transformer's (compiled)", 'hybrid floor (compiled)',
                      'cache per sequence, hybrid / Transformer'], out),
         kern=table(['case', 'B', 'ms (graph replay)', 'GB/s (state read + written)', 'vs FLA', 'ms (eager call)'],
                    [[r['case'], r['B'], f"{r['ms']:.4f}", r['gb_s'], f"{r['ms'] / fla[r['B']]:.2f}x",
                      f"{r['eager_ms']:.4f}"] for r in kern]),
-        ms=f"{c['ms']:.3f}", ctx=c['ctx'], big_x=big[6], big_B=big[1])
+        longest=runs['eda', 'compiled', max(r[2] for r in runs), 1], big=max(out, key=lambda o: (o[0], o[1])))
 
 
-# The report's sections in order. Still to come from eval.py's rows: 'Long context and needles' (the LM grid,
-# config/sweep/lm_long.py) after lm_section, and the probes beside untrained models in probe_section.
 SECTIONS = [erase_section, length_section, defaults_section, lm_long_section, lm_section, probe_section, table7_section,
             kernel_section, train_section, decode_section]
 
@@ -542,10 +485,6 @@ def with_summary(readme_text, block):
 
 if __name__ == '__main__':
     text, summary = build()
-    with open(out, 'w') as f:
-        f.write(text)
-    with open(readme) as f:
-        new = with_summary(f.read(), summary)
-    with open(readme, 'w') as f:
-        f.write(new)
+    Path(out).write_text(text)
+    Path(readme).write_text(with_summary(Path(readme).read_text(), summary))
     print(f'wrote {out} and the summary of {readme}')
