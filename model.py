@@ -284,12 +284,10 @@ def la_gates(a, beta_logit, gamma_logit, e_low, b_low, w_low, A_log, dt_bias, he
     B, T = a.shape[:2]
     if dt_bias.dim() == 2:  # channel-wise decay (dt_bias [HV, K]); GDN's is per head (a, dt_bias [.., HV])
         a = a.reshape(B, T, HV, K)
-    if gate == "safe":
-        g = eda.safe_gate(a, A_log, dt_bias, lower_bound)
-    elif gate == "kda":
-        g = eda.kda_gate(a, A_log, dt_bias, lower_bound)
-    else:
+    if gate == "log":
         g = eda.log_gate(a, A_log, dt_bias)
+    else:
+        g = (eda.safe_gate if gate == "safe" else eda.kda_gate)(a, A_log, dt_bias, lower_bound)
     beta = torch.sigmoid(beta_logit.float()).to(dtype) if beta_logit is not None else None
     gamma = torch.sigmoid(gamma_logit.float()).to(dtype) if gamma_logit is not None else None
     e = l2norm(e_low.float().reshape(B, T, H, K)).repeat_interleave(G, dim=2).to(dtype) if e_low is not None else None
@@ -553,13 +551,11 @@ class GatedAttention(nn.Module):
         if split_kv:  # the whole cache and pos as they are: the kernel reads slots 0..pos only
             return eda.kernels().attention_decode(q, ck, cv, pos)
         if isinstance(pos, torch.Tensor):
-            keys, values = ck, cv
-            mask = (torch.arange(ck.shape[2], device=q.device) <= pos).view(1, 1, 1, -1)
+            keys, values, mask = ck, cv, (torch.arange(ck.shape[2], device=q.device) <= pos).view(1, 1, 1, -1)
         else:
             keys, values, mask = ck[:, :, :pos + 1].to(q.dtype), cv[:, :, :pos + 1].to(q.dtype), None
         qg = q.reshape(B, self.nkv, self.nh // self.nkv, self.hd)  # GQA as query rows (enable_gqa: not every kernel)
-        # the kernels chosen here, not by SDPA (its cuDNN plans anew for every key length: notes/model.md); flash
-        # attention takes no mask; the CPU runs the math reference
+        # the kernels chosen here, not by SDPA (its cuDNN plans anew for every key length); flash takes no mask
         backends = [SDPBackend.EFFICIENT_ATTENTION] if mask is not None else [SDPBackend.FLASH_ATTENTION,
                                                                               SDPBackend.EFFICIENT_ATTENTION]
         with sdpa_kernel(backends if q.device.type == "cuda" else [SDPBackend.MATH]):
