@@ -1,28 +1,16 @@
 """
-nanoEDA model: a 3:1 hybrid of linear attention (EDA, KDA, GDN or GDN-2) and gated full attention,
-dense (SwiGLU) or MoE, in one file read top to bottom.
+nanoEDA model: a 3:1 hybrid of linear attention (EDA, KDA, GDN or GDN-2) and gated full attention, dense (SwiGLU)
+or MoE, in one file read top to bottom: GPTConfig; RMSNorm, SwiGLU; LinearAttention (projections -> short conv ->
+gates -> the update rule of eda.py -> norm, gate, o_proj); GatedAttention (GQA, q/k RMSNorm, RoPE, SDPA, sigmoid
+output gate); MoE; the chunked loss head; Block and GPT (each block takes an optional cache, its layer's decoding
+state: decode.py); reading checkpoints.
 
-Paper: "Erase-then-Delta Attention" (Sec. 2-3 for the update rules, Appendix A, Tables 6-7 for the sizes).
-
-    GPTConfig           the architecture: plain bool/int/float/str fields, validated in __post_init__; the
-                        defaults are train.py's toy model
-    RMSNorm, SwiGLU     the usual pieces
-    LinearAttention     the recipe shared by EDA / KDA / GDN / GDN-2, differences named inline: forward reads
-                        projections -> short conv -> gates -> the update rule (eda.py) -> norm, gate, o_proj;
-                        its elementwise work (la_conv, la_gates, la_output) compiled when GPT's compile asks
-    GatedAttention      full attention: GQA, q/k RMSNorm, RoPE, SDPA, sigmoid output gate
-    MoE                 fp32 softmax router, top-k, shared expert, load-balancing loss, sorted dispatch
-    _HeadLoss           the loss head in row chunks: training never holds the whole [tokens, vocab] logits
-    Block, GPT          pre-norm residual blocks (each takes an optional cache: its layer's decoding state);
-                        forward, param_summary, configure_optimizers, flops_per_token
-    load_checkpoint     reading train.py's checkpoints safely
-
-Decoding (the cache, prefill, decode steps, their CUDA-graph replay, sampling) is decode.py. Layer pattern with
-attn_every = 4: linear, linear, linear, full, linear, ... (mixer='transformer': full attention everywhere).
-Open choices follow the closest published recipe (Kimi Linear's KDA, Gated DeltaNet / Qwen3-Next), checked
-against Table 7's parameter counts (notes/params.md); measurements behind the code: notes/model.md.
+Paper: "Erase-then-Delta Attention" (Sec. 2-3: the update rules; Appendix A, Tables 6-7: the sizes). Open choices
+follow Kimi Linear's KDA and Gated DeltaNet / Qwen3-Next, checked against Table 7's counts (notes/params.md); the
+measurements behind the code: notes/model.md.
 """
 import math
+import pickle
 import random
 import zlib
 from dataclasses import dataclass, fields
@@ -44,20 +32,17 @@ DEFAULT_GATE = {"eda": "safe", "kda": "kda", "gdn": "log", "gdn2": "log"}
 # A's init (LinearAttention.init_gates): 'unit' A = 1, 'mamba2' A ~ U(1, 16); la_A_init='auto' takes the gate's
 LA_A_INITS = ("auto", "unit", "mamba2")
 DEFAULT_A_INIT = {"safe": "unit", "kda": "mamba2", "log": "unit"}
-# the attention decode step (GatedAttention._decode_attention): 'auto' runs kernel.attention_decode (split-KV: the
-# cached sequence cut across programs, so one sequence fills the GPU) on CUDA where it takes the inputs, else SDPA;
-# 'split_kv' always (a ValueError where it cannot; the CPU needs TRITON_INTERPRET=1); 'sdpa' never
+# the attention decode step's kernel: 'auto' runs kernel.attention_decode (split-KV, so one sequence fills the GPU)
+# on CUDA where it takes the inputs, else SDPA; 'split_kv' always (a ValueError where it cannot); 'sdpa' never
 ATTN_DECODES = ("auto", "split_kv", "sdpa")
 
 
 # Config ------------------------------------------------------------------------------------------------------
 @dataclass
 class GPTConfig:
-    """The architecture. The defaults are the toy model `python train.py` trains on a CPU (train.py's model settings
-    are these fields); config/*.py hold the paper's sizes. Five fields choose only how the same function is
-    computed: la_backend, la_chunk_size, la_recompute_states, attn_decode, head_chunk_rows. Plain bool/int/float/str
-    fields: train.py exposes them as settings, checkpoints store plain values. (Activation checkpointing, GPT's
-    `grad_checkpoint`, and torch.compile, GPT's `compile` argument, are training choices.)"""
+    """The architecture; the defaults are the toy model `python train.py` trains on a CPU, config/*.py the paper's
+    sizes. Plain bool/int/float/str fields: train.py's settings, checkpoints' plain values. la_backend,
+    la_chunk_size, la_recompute_states, attn_decode and head_chunk_rows choose only how the same function runs."""
     vocab_size: int = 256
     block_size: int = 128          # max sequence length: KV-cache size and the generate() limit
     n_layer: int = 4
@@ -74,9 +59,8 @@ class GPTConfig:
     rope_theta: float = 10000.0
     rope_frac: float = 1.0         # fraction of head_dim that is rotated (partial RoPE, Qwen3-Next: 0.25)
     qk_norm: bool = True           # RMSNorm on q and k per head (Qwen3-Next); False: plain q.k / sqrt(head_dim)
-    attn_conv_size: int = 0        # >0: a short causal depthwise conv on the attention layer's input (0: the paper's
-                                   # attention). 4 gives attention the local mixing the linear layers' conv gives them
-    attn_decode: str = "auto"      # auto | split_kv | sdpa: the attention decode step's kernel (GatedAttention)
+    attn_conv_size: int = 0        # >0: a short causal depthwise conv on the attention layer's input (0: the paper's)
+    attn_decode: str = "auto"      # auto | split_kv | sdpa: the attention decode step's kernel (ATTN_DECODES)
     # linear attention
     la_n_head: int = 2             # H: query/key heads
     la_n_v_head: int = 4           # HV: value heads, a multiple of H (grouped value heads)
@@ -89,12 +73,9 @@ class GPTConfig:
     la_gate_lower_bound: float = -5.0  # l of the safe / KDA gates
     la_A_init: str = "auto"        # auto | unit | mamba2: the gate's A at init (auto: kda mamba2, safe/log unit)
     la_erase_bias: float = 0.0     # EDA: a constant added to the erase gate's logit, gamma = sigmoid(W_g x + this)
-    la_backend: str = "auto"       # auto | triton | chunk | recurrent  (auto: triton on CUDA, chunk on CPU; GDN-2
-                                   # has no Triton rule: chunk)
-    la_chunk_size: int = 16        # tokens per chunk of the PyTorch chunk rule (16: ~6x faster than 64 on a CPU; 64
-                                   # faster on a GPU); the Triton rule runs its own (eda.rule_chunk says which runs)
-    la_recompute_states: bool = False  # Triton rule: keep no chunk states for the backward, which recomputes them
-                                       # (memory for time; the PyTorch forms keep what their autograd keeps)
+    la_backend: str = "auto"       # auto | triton | chunk | recurrent (auto: triton on CUDA, chunk on CPU and GDN-2)
+    la_chunk_size: int = 16        # tokens per chunk of the PyTorch chunk rule (16: ~6x faster than 64 on a CPU)
+    la_recompute_states: bool = False  # Triton rule: the backward recomputes the chunk states (memory for time)
     # FFN: SwiGLU of width ffn_hidden, or MoE
     ffn_hidden: int = 256
     moe: bool = False
@@ -103,20 +84,17 @@ class GPTConfig:
     expert_hidden: int = 32
     shared_expert_hidden: int = 32  # 0: no shared expert
     moe_aux_coef: float = 0.001     # load-balancing loss weight (Switch / Qwen MoE use 1e-3 .. 1e-2)
-    # The dense Transformer baseline is parameter-aligned differently (Appendix A): these replace
-    # n_kv_head / ffn_hidden when mixer == 'transformer'; 0 keeps the common value.
+    # the dense Transformer's parameter alignment (Appendix A): these replace n_kv_head / ffn_hidden when
+    # mixer == 'transformer'; 0 keeps the common value
     transformer_n_kv_head: int = 0
     transformer_ffn_hidden: int = 0
-    # the chunked loss head (GPT.forward(chunked_loss=True)) forms this many rows of logits at a time: 4096 x a
-    # 50k vocab is ~0.8 GB in fp32
-    head_chunk_rows: int = 4096
+    head_chunk_rows: int = 4096    # rows of logits the chunked loss head forms at a time (4096 x 50k vocab: 0.8 GB)
 
     def __post_init__(self):
         for f in fields(self):  # plain types only (an int is fine for a float)
             val = getattr(self, f.name)
-            want = {"int": int, "float": float, "str": str, "bool": bool}[f.type if isinstance(f.type, str)
-                                                                          else f.type.__name__]
-            if want is float and isinstance(val, int) and not isinstance(val, bool):
+            want = {"int": int, "float": float, "str": str, "bool": bool}.get(f.type, f.type)
+            if want is float and type(val) is int:
                 setattr(self, f.name, float(val))
             elif type(val) is not want:
                 raise ValueError(f"GPTConfig.{f.name} must be {want.__name__}, got {type(val).__name__} {val!r}")
@@ -129,14 +107,15 @@ class GPTConfig:
                               ("la_A_init", LA_A_INITS), ("attn_decode", ATTN_DECODES)):
             need(getattr(self, name) in choices,
                  f"unknown {name} {getattr(self, name)!r}; choose one of {', '.join(choices)}")
-        for name in ("vocab_size", "block_size", "n_layer", "n_embd", "attn_every", "n_head", "n_kv_head",
-                     "head_dim", "la_n_head", "la_n_v_head", "la_head_dim", "la_v_head_dim", "la_conv_size",
-                     "la_gate_rank", "la_erase_rank", "la_chunk_size", "head_chunk_rows"):
+        positive = ["vocab_size", "block_size", "n_layer", "n_embd", "attn_every", "n_head", "n_kv_head", "head_dim",
+                    "la_n_head", "la_n_v_head", "la_head_dim", "la_v_head_dim", "la_conv_size", "la_gate_rank",
+                    "la_erase_rank", "la_chunk_size", "head_chunk_rows"]
+        positive += ["n_expert", "moe_topk", "expert_hidden"] if self.moe else []
+        for name in positive:
             need(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("transformer_n_kv_head", "transformer_ffn_hidden", "shared_expert_hidden"):
+        for name in ("transformer_n_kv_head", "transformer_ffn_hidden", "shared_expert_hidden", "attn_conv_size"):
             need(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
-        need(self.attn_conv_size != 1 and self.attn_conv_size >= 0,
-             f"attn_conv_size must be 0 (no conv) or >= 2, got {self.attn_conv_size}")
+        need(self.attn_conv_size != 1, "attn_conv_size must be 0 (no conv) or >= 2, got 1")
         need(self.n_head % self.kv_heads == 0,
              f"n_head={self.n_head} must be a multiple of the KV heads ({self.kv_heads}) for GQA")
         need(self.la_n_v_head % self.la_n_head == 0,
@@ -146,17 +125,14 @@ class GPTConfig:
              f"rope_frac * head_dim = {self.rope_frac} * {self.head_dim} must be a positive even number of dims")
         need(self.la_gate_lower_bound < 0, f"la_gate_lower_bound must be negative, got {self.la_gate_lower_bound}")
         need(self.norm_eps > 0 and self.init_std > 0, "norm_eps and init_std must be positive")
-        if self.mixer == "gdn2":
-            need(self.la_backend != "triton", "la_backend='triton' has no GDN-2 kernel (eda_triton runs EDA/KDA/GDN); "
-                 "use 'auto', 'chunk' or 'recurrent'")
+        need(self.mixer != "gdn2" or self.la_backend != "triton", "la_backend='triton' has no GDN-2 kernel (eda_triton "
+             "runs EDA/KDA/GDN); use 'auto', 'chunk' or 'recurrent'")
         if self.la_backend == "triton":  # 'auto' is checked where the device is known (auto_backend_problem)
             problem = eda.triton_problem(self.rule_mixer, self.la_head_dim, self.la_v_head_dim)
             need(problem is None, f"{problem}; use la_backend='chunk'")
         if self.moe:
-            need(self.n_expert >= 1, f"n_expert must be >= 1, got {self.n_expert}")
-            need(1 <= self.moe_topk <= self.n_expert,
+            need(self.moe_topk <= self.n_expert,
                  f"moe_topk must be in [1, n_expert={self.n_expert}], got {self.moe_topk}")
-            need(self.expert_hidden > 0, f"expert_hidden must be positive, got {self.expert_hidden}")
             need(self.moe_aux_coef >= 0, f"moe_aux_coef must be >= 0, got {self.moe_aux_coef}")
         else:
             need(self.ffn_width > 0, f"ffn_hidden must be positive, got {self.ffn_width}")
@@ -164,13 +140,11 @@ class GPTConfig:
     # resolved values (properties, so they are not config fields)
     @property
     def kv_heads(self):
-        return self.transformer_n_kv_head if self.mixer == "transformer" and self.transformer_n_kv_head \
-            else self.n_kv_head
+        return (self.mixer == "transformer" and self.transformer_n_kv_head) or self.n_kv_head
 
     @property
     def ffn_width(self):
-        return self.transformer_ffn_hidden if self.mixer == "transformer" and self.transformer_ffn_hidden \
-            else self.ffn_hidden
+        return (self.mixer == "transformer" and self.transformer_ffn_hidden) or self.ffn_hidden
 
     @property
     def rope_dim(self):
@@ -194,8 +168,7 @@ class GPTConfig:
 
     def auto_backend_problem(self, on_cuda):
         """eda.auto_backend_problem of this config: why la_backend='auto' cannot run here, or None."""
-        return eda.auto_backend_problem(self.la_backend, on_cuda, self.rule_mixer, self.la_head_dim,
-                                        self.la_v_head_dim)
+        return eda.auto_backend_problem(self.la_backend, on_cuda, self.rule_mixer, self.la_head_dim, self.la_v_head_dim)
 
 
 # Small pieces ------------------------------------------------------------------------------------------------
@@ -233,9 +206,8 @@ def l2norm(x, eps=1e-6):
 
 
 def causal_conv(u, weight, tail=None):
-    """Short causal depthwise conv over time: u [B, T, C], weight [C, ks], y_t = sum_j weight[:, j] u_{t-ks+1+j};
-    the left context is tail [B, ks-1, C] (the previous inputs) or zeros. Returns (y, the newest ks-1 inputs).
-    Shifted multiply-adds (F.conv1d's sum), so that a compiler fuses them."""
+    """Short causal depthwise conv over time: u [B, T, C], weight [C, ks], left context tail [B, ks-1, C] or zeros.
+    Returns (y, the newest ks-1 inputs). Shifted multiply-adds (F.conv1d's sum), so that a compiler fuses them."""
     T, ks = u.shape[1], weight.shape[-1]
     up = F.pad(u, (0, 0, ks - 1, 0)) if tail is None else torch.cat([tail, u], dim=1)
     y = up[:, :T] * weight[:, 0]
@@ -251,9 +223,8 @@ def param_generator(seed, name):
 
 
 def init_draw(p, draw, generator=None):
-    """p <- draw(t, generator) for t a CPU fp32 tensor of p's shape (None: torch's global generator), so that the
-    values do not depend on p's device; nothing on the meta device. An FSDP shard (a DTensor) takes its part of
-    the full tensor each rank draws alike."""
+    """p <- draw(t, generator), t a CPU fp32 tensor of p's shape: the values do not depend on p's device; nothing
+    on the meta device; an FSDP shard (a DTensor) takes its part of the full tensor each rank draws alike."""
     if p.is_meta:
         return
     t = draw(torch.empty(p.shape, device="cpu"), generator)
@@ -270,22 +241,19 @@ def init_uniform_conv(weight, generator=None):
 
 
 # Linear attention: one recipe, the mixers' differences named where they occur --------------------------------
-# LinearAttention.forward is one path for training, evaluation, prefill and decoding, the cache an argument. Its
-# elementwise work, la_conv, la_gates and la_output (and the loss head's _head_chunk), runs through torch.compile
-# when GPT's compile asks and there is no cache; with the Triton rule la_conv is kernel.short_conv (notes/model.md).
+# The elementwise work, la_conv, la_gates and la_output (and the loss head's _head_chunk), runs through
+# torch.compile when GPT's compile asks and there is no cache (notes/model.md).
 _compiled = {}  # (fn, backend) -> torch.compile(fn), built on first use (importing the compiler costs ~2 s)
 
 
 def check_compile(compile):
-    """A `compile` argument (GPT's, decode.GraphDecoder's, decode.generate's): False, True (Inductor) or a
-    torch.compile backend name."""
+    """A `compile` argument (GPT's, decode's): False, True (Inductor) or a torch.compile backend name."""
     if not isinstance(compile, (bool, str)):
         raise ValueError(f"compile must be a bool or a torch.compile backend name, got {compile!r}")
 
 
 def maybe_compiled(fn, compile):
-    """fn as written (compile False), or torch.compile(fn, fullgraph=True) with Inductor (True) or the named
-    torch.compile backend (the tests trace the CPU path with 'aot_eager')."""
+    """fn as written (compile False), or torch.compile(fn, fullgraph=True) with Inductor (True) or the named backend."""
     if not compile:
         return fn
     backend = "inductor" if compile is True else compile
@@ -295,9 +263,8 @@ def maybe_compiled(fn, compile):
 
 
 def la_conv(u, conv_weight, heads, tail=None):
-    """q, k, v from the [q | k | v] projections u [B, T, 2*H*K + HV*V]: causal_conv (left context: tail or zeros)
-    + SiLU, q and k L2-normalized per head; fp32 inside, u's dtype out. heads = (H, HV, K, V). Returns (q, k, v,
-    the next call's tail, fp32). Without a tail this is the spec of kernel.short_conv."""
+    """q, k, v from the [q | k | v] projections u [B, T, 2*H*K + HV*V]: causal_conv + SiLU, q and k L2-normalized
+    per head; fp32 inside, u's dtype out, and the next call's tail (fp32). The spec of kernel.short_conv."""
     H, HV, K, V = heads
     B, T, _ = u.shape
     dtype = u.dtype
@@ -309,21 +276,18 @@ def la_conv(u, conv_weight, heads, tail=None):
 
 
 def la_gates(a, beta_logit, gamma_logit, e_low, b_low, w_low, A_log, dt_bias, heads, gate, lower_bound, dtype):
-    """The rule's gates from the layer's projections: a -> the fp32 log decay g (eda.py's gate functions);
-    beta, gamma = sigmoid of their logits; e_low -> EDA's erase address, L2-normalized per q/k head and shared
-    by its value heads; b_low, w_low -> GDN-2's sigmoid gates (fp32). Unused inputs are None. beta, gamma, e
-    come out in `dtype`, computed in fp32."""
+    """The rule's gates: a -> the fp32 log decay g; beta, gamma = sigmoid of their logits; e_low -> EDA's erase
+    address, L2-normalized per q/k head, shared by its value heads; b_low, w_low -> GDN-2's fp32 sigmoid gates.
+    Unused inputs are None; beta, gamma, e in `dtype`, computed in fp32."""
     H, HV, K, V = heads
     G = HV // H
     B, T = a.shape[:2]
     if dt_bias.dim() == 2:  # channel-wise decay (dt_bias [HV, K]); GDN's is per head (a, dt_bias [.., HV])
         a = a.reshape(B, T, HV, K)
-    if gate == "safe":
-        g = eda.safe_gate(a, A_log, dt_bias, lower_bound)
-    elif gate == "kda":
-        g = eda.kda_gate(a, A_log, dt_bias, lower_bound)
-    else:
+    if gate == "log":
         g = eda.log_gate(a, A_log, dt_bias)
+    else:
+        g = (eda.safe_gate if gate == "safe" else eda.kda_gate)(a, A_log, dt_bias, lower_bound)
     beta = torch.sigmoid(beta_logit.float()).to(dtype) if beta_logit is not None else None
     gamma = torch.sigmoid(gamma_logit.float()).to(dtype) if gamma_logit is not None else None
     e = l2norm(e_low.float().reshape(B, T, H, K)).repeat_interleave(G, dim=2).to(dtype) if e_low is not None else None
@@ -335,8 +299,8 @@ def la_gates(a, beta_logit, gamma_logit, e_low, b_low, w_low, A_log, dt_bias, he
 
 
 def la_output(o, norm_weight, eps, gate_logit):
-    """Per-head RMSNorm of the rule's output o [B, T, HV, V] times the sigmoid output gate (gate_logit
-    [B, T, HV*V]); fp32 inside, [B, T, HV*V] in o's dtype."""
+    """Per-head RMSNorm of the rule's output o [B, T, HV, V] times the sigmoid output gate (gate_logit [B, T, HV*V]);
+    fp32 inside, [B, T, HV*V] in o's dtype."""
     of = o.float()
     of = of * torch.rsqrt(of.pow(2).mean(-1, keepdim=True) + eps) * norm_weight.float()
     of = of.flatten(2) * torch.sigmoid(gate_logit.float())
@@ -344,8 +308,7 @@ def la_output(o, norm_weight, eps, gate_logit):
 
 
 class LinearAttention(nn.Module):
-    """EDA / KDA / GDN / GDN-2 layer (paper Fig. eda_arch; Kimi Linear's KDA layer; Qwen3-Next's GDN).
-
+    """EDA / KDA / GDN / GDN-2 layer (paper Fig. eda_arch; Kimi Linear's KDA; Qwen3-Next's GDN); Table 7's shapes.
     x -> q, k [H heads], v [HV heads] -> short causal depthwise conv + SiLU; q, k L2-normalized.
     beta = sigmoid(W_b x)                                           (EDA, KDA, GDN; GDN-2 has b, w instead)
     decay:   channel-wise, low-rank d -> r*HV -> HV*K (KDA's f_a/f_b), through the gate (safe / KDA / log);
@@ -353,9 +316,7 @@ class LinearAttention(nn.Module):
     EDA:     gamma = sigmoid(W_g x) per value head; e = L2norm(low-rank d -> r*H -> H*K) per q/k head, shared
              by the value heads of its group like k; no conv on e.
     GDN-2:   b, w = sigmoid(low-rank d -> r*H -> H*K or H*V) per q/k head; channel-wise log decay.
-    out:     per-head RMSNorm, times sigmoid(W_o_gate x) (full rank, Qwen3-Next style), then o_proj.
-    The shapes are the ones that reproduce Table 7's counts (notes/params.md).
-    """
+    out:     per-head RMSNorm, times sigmoid(W_o_gate x) (full rank, Qwen3-Next style), then o_proj."""
 
     def __init__(self, cfg: GPTConfig, compile=False):
         super().__init__()
@@ -367,8 +328,7 @@ class LinearAttention(nn.Module):
         self.q_proj = nn.Linear(d, H * K, bias=False)
         self.k_proj = nn.Linear(d, H * K, bias=False)
         self.v_proj = nn.Linear(d, HV * V, bias=False)
-        self.conv_dim = 2 * H * K + HV * V
-        # one depthwise conv over [q | k | v] channels (same parameters as three convs; one cache tensor)
+        self.conv_dim = 2 * H * K + HV * V  # one depthwise conv over [q | k | v] (as three convs; one cache tensor)
         self.conv_weight = nn.Parameter(torch.empty(self.conv_dim, 1, cfg.la_conv_size))
         if self.mixer != "gdn2":
             self.beta_proj = nn.Linear(d, HV, bias=False)
@@ -380,8 +340,7 @@ class LinearAttention(nn.Module):
             self.f_a = nn.Linear(d, r, bias=False)
             self.f_b = nn.Linear(r, HV * K, bias=False)
             self.dt_bias = nn.Parameter(torch.empty(HV, K))
-        # the decay amplitude A has the decay's shape: per channel where the decay is channel-wise (Eq. safe_gate
-        # writes A_i; Table 7's counts need it), one per head for GDN
+        # the decay amplitude A has the decay's shape (Eq. safe_gate writes A_i; Table 7's counts need it)
         self.A_log = nn.Parameter(torch.empty_like(self.dt_bias))
         re = cfg.la_erase_rank * H
         if self.mixer == "eda":
@@ -406,9 +365,8 @@ class LinearAttention(nn.Module):
 
     @torch.no_grad()
     def init_gates(self, gen=lambda leaf: None):
-        """dt ~ logU(1e-3, 1e-1), dt_bias = softplus^-1(dt) (Mamba2); A = 1 ('unit') or A ~ U(1, 16) ('mamba2');
-        the conv U(+-1/sqrt(la_conv_size)). The log decay this starts at, and why A = 1: notes/model.md.
-        gen(leaf): the generator each parameter draws from (init_draw; GPT.init_weights gives each its own)."""
+        """dt ~ logU(1e-3, 1e-1), dt_bias = softplus^-1(dt) (Mamba2); A = 1 ('unit') or A ~ U(1, 16) ('mamba2'); the
+        conv U(+-1/sqrt(la_conv_size)) (why: notes/model.md). gen(leaf): the generator each parameter draws from."""
         if self.cfg.A_init == "unit":
             init_draw(self.A_log, lambda t, g: t.zero_())
         else:
@@ -422,19 +380,16 @@ class LinearAttention(nn.Module):
         init_uniform_conv(self.conv_weight, gen("conv_weight"))
 
     def rule_for(self, x, cache):
-        """Which implementation of the update rule runs on x: 'triton', 'chunk' or 'recurrent' (eda.rule_backend),
-        or for one token with a cache a recurrent step: 'decode' (the fused kernel, where the Triton rule runs)
-        or 'recurrent'."""
+        """Which update rule runs on x: 'triton', 'chunk' or 'recurrent' (eda.rule_backend), or for one token with a
+        cache a recurrent step: 'decode' (the fused kernel, where the Triton rule runs) or 'recurrent'."""
         backend = eda.rule_backend(self.cfg.la_backend, self.mixer, x.is_cuda)
         if cache is not None and x.shape[1] == 1:
             return "decode" if backend == "triton" else "recurrent"
         return backend
 
     def project(self, x):
-        """Every projection of x [B, T, d] by name: 'qkv' (the [q | k | v] slice the conv reads), then the others
-        of self.x_projs. With T > 1 they are one matmul on the weights concatenated on the fly (still separate
-        parameters: checkpoints and the optimizer are unchanged); a decode step (T = 1) runs one per projection,
-        where copying the concatenated weights would move more bytes than the matmuls read."""
+        """Every projection of x [B, T, d] by name ('qkv': the conv's input): T > 1, one matmul on the weights
+        concatenated on the fly; T = 1, one per projection (copying the weights would move more bytes)."""
         mods = [getattr(self, n) for n in self.x_projs]
         if x.shape[1] > 1:
             widths = [self.conv_dim] + [m.out_features for m in mods[3:]] + [self.x_pad]
@@ -446,14 +401,12 @@ class LinearAttention(nn.Module):
 
     def forward(self, x, cache=None, return_rule_inputs=False):
         """x [B,T,d] -> [B,T,d]. cache: this layer's {'conv', 'state'} (prefill, decoding: read and updated in place)
-        or None (training, evaluation: zero left context and initial state). return_rule_inputs: stop before the
-        update rule and return its inputs by name, q, k, v, e, g, beta, gamma, b, w (None where the mixer has
-        none): what probe.py replays."""
+        or None (zero left context and initial state). return_rule_inputs: stop before the update rule and return
+        its inputs by name, q, k, v, e, g, beta, gamma, b, w (None where the mixer has none), for probe.py."""
         cfg, heads = self.cfg, (self.H, self.HV, self.K, self.V)
         rule = self.rule_for(x, cache)
         compile = self.compile if cache is None else False
-        p = self.project(x)  # every projection of x, one matmul
-        # short causal conv + SiLU on [q | k | v], q and k L2-normalized per head
+        p = self.project(x)
         if rule == "triton" and cache is None:  # the Triton rule comes with the fused conv, which takes no tail
             q, k, v = eda.kernels().short_conv(p["qkv"], self.conv_weight, heads)
         else:
@@ -475,25 +428,23 @@ class LinearAttention(nn.Module):
             return dict(q=q, k=k, v=v, e=e, g=g, beta=beta, gamma=gamma, b=b, w=w)
         # the update rule (eda.py) from the cached state, or zeros; the final state only to continue a cache
         state, keep = (None, False) if cache is None else (cache["state"], True)
+        # (the reference paths' value checks, a host sync per call, are off: the gates give g <= 0, and a NaN
+        # shows in the loss, which train.py checks with its own message)
+        ref = dict(initial_state=state, output_final_state=keep, check=False)
         if self.mixer == "gdn2" and rule == "recurrent":
-            o, S = eda.gdn2_recurrent(q, k, v, g, b, w, initial_state=state, output_final_state=keep, check=False)
-        elif self.mixer == "gdn2":  # (value checks off, as for the reference paths below)
-            o, S = eda.gdn2_chunk(q, k, v, g, b, w, initial_state=state, output_final_state=keep,
-                                  chunk_size=cfg.la_chunk_size, check=False)
+            o, S = eda.gdn2_recurrent(q, k, v, g, b, w, **ref)
+        elif self.mixer == "gdn2":
+            o, S = eda.gdn2_chunk(q, k, v, g, b, w, chunk_size=cfg.la_chunk_size, **ref)
         elif rule == "triton":
             o, S = eda.eda_triton(q, k, v, e, g, beta, gamma, initial_state=state, output_final_state=keep,
                                   check_g=eda.triton_checks_g(cfg.gate, cfg.la_gate_lower_bound),
                                   recompute_states=cfg.la_recompute_states)
         elif rule == "decode":  # the fused recurrent kernel, the cached fp32 state updated in place
             o, S = eda.eda_triton_decode(q, k, v, e, g, beta, gamma, state=state.contiguous(), inplace=True)
-        # (the reference paths' value checks, a host sync per call, are off: the gates give g <= 0, and a NaN
-        # shows in the loss, which train.py checks with its own message)
         elif rule == "recurrent":
-            o, S = eda.eda_recurrent(q, k, v, e, g, beta, gamma, initial_state=state, output_final_state=keep,
-                                     check=False)
+            o, S = eda.eda_recurrent(q, k, v, e, g, beta, gamma, **ref)
         else:
-            o, S = eda.eda_chunk(q, k, v, e, g, beta, gamma, initial_state=state, output_final_state=keep,
-                                 chunk_size=cfg.la_chunk_size, check=False)
+            o, S = eda.eda_chunk(q, k, v, e, g, beta, gamma, chunk_size=cfg.la_chunk_size, **ref)
         if cache is not None and S is not state:  # (the decode kernel has updated `state` in place already)
             state.copy_(S)
         # per-head RMSNorm times the sigmoid output gate, then o_proj
@@ -564,14 +515,21 @@ class GatedAttention(nn.Module):
                                 self.cfg.rope_dim, self.cfg.rope_theta)   # once for q and k
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))                 # [B, h, T, hd]
+        if static:  # a CUDA graph replays this step at every position: no shape depends on pos
+            if cache["k"].dtype != q.dtype:  # converting the whole cache every step would cost more than attending
+                raise ValueError(f"static decoding needs the KV cache in the compute dtype {q.dtype}, got "
+                                 f"{cache['k'].dtype}")
+            cache["k"].index_copy_(2, pos, k.to(q.dtype))
+            cache["v"].index_copy_(2, pos, v.to(q.dtype))
+        elif cache is not None:
+            check_kv_room(cache, pos + T)
+            cache["k"][:, :, pos:pos + T] = k.to(cache["k"].dtype)
+            cache["v"][:, :, pos:pos + T] = v.to(cache["v"].dtype)
         if cache is not None and T == 1:  # decoding: one query per head against the cache
-            y = self._decode_attention(q, k, v, cache, pos)
+            y = self._decode_attention(q, cache, pos)
         else:                             # training, or a prefill of T > 1 tokens after pos cached ones
             mask, causal = None, True
             if cache is not None:
-                check_kv_room(cache, pos + T)
-                cache["k"][:, :, pos:pos + T] = k.to(cache["k"].dtype)
-                cache["v"][:, :, pos:pos + T] = v.to(cache["v"].dtype)
                 k, v = cache["k"][:, :, :pos + T].to(q.dtype), cache["v"][:, :, :pos + T].to(q.dtype)
                 if pos > 0:  # queries at pos..pos+T-1 see keys 0..their own position
                     causal = False
@@ -582,43 +540,25 @@ class GatedAttention(nn.Module):
         y = y.transpose(1, 2) * torch.sigmoid(gate)                       # elementwise gate per head dim
         return self.o_proj(y.reshape(B, T, self.nh * self.hd))
 
-    def _decode_attention(self, q, k, v, cache, pos):
-        """One query per head, q [B, nh, 1, hd], against the cache after writing k, v [B, nkv, 1, hd] at pos. An
-        int pos attends over slots 0..pos. A tensor pos (a CUDA graph replays this step at every position) writes
-        with index_copy_ and attends over the whole preallocated cache, slots after pos masked, so no shape
-        depends on pos. The G = nh / nkv query heads sharing a KV head are G query rows of it (GQA without
-        enable_gqa, which not every SDPA kernel takes). SDPA is the reference and the CPU's path."""
+    def _decode_attention(self, q, cache, pos):
+        """One query per head, q [B, nh, 1, hd], against the cache up to pos. A tensor pos attends over the whole
+        cache, slots after pos masked."""
         B = q.shape[0]
         ck, cv = cache["k"], cache["v"]
-        if isinstance(pos, torch.Tensor):
-            if ck.dtype != q.dtype:  # converting the whole cache every step would cost more than attending
-                raise ValueError(f"static decoding needs the KV cache in the compute dtype {q.dtype}, got {ck.dtype}")
-            ck.index_copy_(2, pos, k.to(ck.dtype))
-            cv.index_copy_(2, pos, v.to(cv.dtype))
-        else:
-            check_kv_room(cache, pos + 1)
-            ck[:, :, pos:pos + 1] = k.to(ck.dtype)
-            cv[:, :, pos:pos + 1] = v.to(cv.dtype)
         split_kv = self.cfg.attn_decode == "split_kv"  # (ATTN_DECODES: which kernel, and why)
         if self.cfg.attn_decode == "auto" and q.is_cuda:  # wherever the kernel's own check takes the inputs
             split_kv = eda.kernels().attention_decode_problem(q, ck, cv, pos) is None
         if split_kv:  # the whole cache and pos as they are: the kernel reads slots 0..pos only
             return eda.kernels().attention_decode(q, ck, cv, pos)
         if isinstance(pos, torch.Tensor):
-            keys, values = ck, cv
-            mask = (torch.arange(ck.shape[2], device=q.device) <= pos).view(1, 1, 1, -1)
+            keys, values, mask = ck, cv, (torch.arange(ck.shape[2], device=q.device) <= pos).view(1, 1, 1, -1)
         else:
             keys, values, mask = ck[:, :, :pos + 1].to(q.dtype), cv[:, :, :pos + 1].to(q.dtype), None
-        qg = q.reshape(B, self.nkv, self.nh // self.nkv, self.hd)
-        # the kernels chosen here, not by SDPA (its cuDNN plans anew for every key length: notes/model.md); flash
-        # attention takes no mask; the CPU runs the math reference
-        if q.device.type != "cuda":
-            backends = [SDPBackend.MATH]
-        elif mask is not None:
-            backends = [SDPBackend.EFFICIENT_ATTENTION]
-        else:
-            backends = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]
-        with sdpa_kernel(backends):
+        qg = q.reshape(B, self.nkv, self.nh // self.nkv, self.hd)  # GQA as query rows (enable_gqa: not every kernel)
+        # the kernels chosen here, not by SDPA (its cuDNN plans anew for every key length); flash takes no mask
+        backends = [SDPBackend.EFFICIENT_ATTENTION] if mask is not None else [SDPBackend.FLASH_ATTENTION,
+                                                                              SDPBackend.EFFICIENT_ATTENTION]
+        with sdpa_kernel(backends if q.device.type == "cuda" else [SDPBackend.MATH]):
             y = F.scaled_dot_product_attention(qg, keys, values, attn_mask=mask)
         return y.reshape(B, self.nh, 1, self.hd)
 
@@ -638,15 +578,11 @@ def grouped_matmul(x, w, counts):
 
 
 class MoE(nn.Module):
-    """Routed SwiGLU experts + one shared expert (Qwen3-Next / Qwen MoE recipe).
-
-    router: softmax over E experts in fp32, top-k, weights renormalized to sum to 1;
-    shared expert: a SwiGLU of width shared_expert_hidden, scaled by sigmoid(W_s x);
-    aux loss (Switch Transformer): moe_aux_coef * E * sum_i f_i * P_i, f_i = fraction of the N*k routed slots
-    that go to expert i, P_i = mean router probability of i (1 * coef when perfectly balanced).
-    Dispatch: the (token, expert) pairs sorted by expert, gathered, run with a grouped GEMM, weighted and
-    scattered back with index_add: no expert sees tokens not routed to it.
-    """
+    """Routed SwiGLU experts + one shared expert (Qwen3-Next / Qwen MoE recipe). Router: softmax over E experts in
+    fp32, top-k, weights renormalized to sum to 1; the shared expert, a SwiGLU of width shared_expert_hidden, scaled
+    by sigmoid(W_s x). Aux loss (Switch Transformer): moe_aux_coef * E * sum_i f_i * P_i, f_i = the fraction of the
+    N*k routed slots that go to expert i, P_i = its mean router probability (coef when perfectly balanced).
+    Dispatch: the (token, expert) pairs sorted by expert, run with a grouped GEMM, scattered back with index_add."""
 
     def __init__(self, cfg: GPTConfig):
         super().__init__()
@@ -673,16 +609,13 @@ class MoE(nn.Module):
         B, T, d = x.shape
         E, k = self.cfg.n_expert, self.cfg.moe_topk
         xf = x.reshape(-1, d)
-        N = xf.shape[0]
-        logits = F.linear(xf.float(), self.router.weight.float())          # fp32 router
-        probs = logits.softmax(dim=-1)
+        probs = F.linear(xf.float(), self.router.weight.float()).softmax(dim=-1)  # fp32 router
         top_p, top_i = probs.topk(k, dim=-1)
         top_p = top_p / top_p.sum(dim=-1, keepdim=True)
         flat_e = top_i.flatten()                                           # [N*k]
         counts = torch.bincount(flat_e, minlength=E)
         self.last_counts = counts.detach()
-        frac = counts.float() / (N * k)
-        aux = self.cfg.moe_aux_coef * E * (frac * probs.mean(dim=0)).sum()
+        aux = self.cfg.moe_aux_coef * E * (counts.float() / (xf.shape[0] * k) * probs.mean(dim=0)).sum()
         order = flat_e.argsort(stable=True)
         token = order // k
         xs = xf[token]
@@ -710,17 +643,13 @@ class Block(nn.Module):
         h = self.norm1(x)
         x = x + (self.mixer(h, cache, pos) if self.is_attention else self.mixer(h, cache))
         h = self.ffn(self.norm2(x))
-        if isinstance(h, tuple):
-            h, aux = h
-        else:
-            aux = x.new_zeros((), dtype=torch.float32)
+        h, aux = h if isinstance(h, tuple) else (h, x.new_zeros((), dtype=torch.float32))
         return x + h, aux
 
 
 def _head_chunk(logits, classes, valid, n):
-    """One chunk of _HeadLoss from its logits [rows, vocab]: (the sum of its rows' cross-entropies, the valid rows
-    only; the gradient of the mean over all n valid rows, softmax - onehot, in the logits' dtype). Plain
-    functional ops: compiled (maybe_compiled) this is two passes over the logits, a reduction and one pointwise."""
+    """One chunk of _HeadLoss from its logits [rows, vocab]: (the sum of its valid rows' cross-entropies, the
+    gradient of the mean over all n valid rows, softmax - onehot, in the logits' dtype): compiled, two passes."""
     lf = logits.to(torch.promote_types(logits.dtype, torch.float32))
     lse = torch.logsumexp(lf, dim=-1)
     loss = ((lse - lf.gather(1, classes[:, None]).squeeze(1)) * valid).sum()
@@ -731,11 +660,9 @@ def _head_chunk(logits, classes, valid, n):
 
 class _HeadLoss(torch.autograd.Function):
     """Mean cross-entropy of h @ weight^T against targets (-1: ignored), its gradients formed in the forward `rows`
-    rows at a time (GPTConfig.head_chunk_rows): no [N, vocab] logits outlive a chunk, and the backward only scales
-    the stored dh, dweight. The plain head's FLOPs and precisions (products in autocast's dtype, softmax, loss and
-    dweight in at least fp32). Ignored rows are dropped before the head eager (the synthetic tasks answer at one
-    position in several), masked when compiled (no shape depends on the data). grads=False (evaluation): the
-    loss alone. compile: _head_chunk's, as maybe_compiled takes it."""
+    rows at a time: no [N, vocab] logits outlive a chunk, and the backward only scales the stored dh, dweight. The
+    plain head's FLOPs and precisions (softmax, loss and dweight in at least fp32). Ignored rows are dropped eager,
+    masked when compiled (no shape depends on the data). grads=False (evaluation): the loss alone."""
 
     @staticmethod
     def forward(ctx, h, weight, targets, grads, rows, compile):
@@ -755,8 +682,7 @@ class _HeadLoss(torch.autograd.Function):
         chunk = maybe_compiled(_head_chunk, compile)
         for i in range(0, h.shape[0], rows):
             hc, tc, vc = (x[i:i + rows] for x in (h, classes, valid))
-            logits = F.linear(hc, weight)  # in the product's dtype: autocast's, else the inputs'
-            chunk_loss, grad = chunk(logits, tc, vc, n)
+            chunk_loss, grad = chunk(F.linear(hc, weight), tc, vc, n)  # logits in autocast's dtype, else the inputs'
             loss += chunk_loss
             if grads:
                 dh[i:i + rows] = grad @ weight.to(grad.dtype)
@@ -775,9 +701,8 @@ class _HeadLoss(torch.autograd.Function):
 
 class GPT(nn.Module):
     """The language model: embedding, n_layer blocks, final RMSNorm, lm_head (untied by default). Each block takes
-    an optional cache, its layer's state: decode.py runs the model on one and samples from it. compile: False runs
-    everything as written; True (Inductor) or a torch.compile backend name compiles the elementwise pieces
-    (maybe_compiled) of every forward without a cache; train.py passes its `compile` (and compiles each block)."""
+    an optional cache, its layer's decoding state (decode.py). compile: False, True (Inductor) or a backend name
+    compiles the elementwise pieces (maybe_compiled) of every forward without a cache."""
 
     def __init__(self, config: GPTConfig, compile=False, seed=None):
         super().__init__()
@@ -795,10 +720,9 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def init_weights(self, seed=None):
-        """nanoGPT init (normal init_std, residual outputs scaled by 1/sqrt(2 n_layer)); norms at 1; gates as
-        Mamba2/KDA (LinearAttention.init_gates); convs U(+-1/sqrt(width)). Each parameter draws from
-        param_generator(seed, its full name) (why: notes/model.md); seed None: one drawn from torch's global
-        generator. Safe to call again after building on the meta device and to_empty()."""
+        """nanoGPT init (normal init_std, residual outputs scaled by 1/sqrt(2 n_layer)); norms at 1; gates and convs
+        as init_gates. Each parameter draws from param_generator(seed, its full name) (why: notes/model.md); seed
+        None: one from torch's global generator. Safe to call again after building on meta and to_empty()."""
         if seed is None:
             seed = int(torch.randint(2**31, (), device="cpu"))
         std = self.config.init_std
@@ -820,11 +744,9 @@ class GPT(nn.Module):
 
     def forward(self, idx, targets=None, chunked_loss=False):
         """idx [B,T] -> (logits [B,T,vocab], mean CE loss or None, aux_loss). With targets [B,T] the loss is the
-        mean cross-entropy over the positions whose target is not -1 (the synthetic tasks answer at a few): the
-        plain head takes all positions, so that no shape depends on the data (one graph under torch.compile).
-        chunked_loss=True (train.py's training steps, and its language models' evaluation): logits None, the loss
-        from _HeadLoss, which never holds the whole logits (at 64k tokens and a 50k vocab: 13 GB in fp32, a long
-        context step's largest tensor) and, eager, skips the positions without a target."""
+        mean cross-entropy over the positions whose target is not -1; the plain head takes all positions (one graph
+        under torch.compile). chunked_loss=True: logits None, the loss from _HeadLoss, which never holds the whole
+        logits (at 64k tokens and a 50k vocab: 13 GB in fp32) and, eager, skips the positions without a target."""
         x = self.wte(idx)
         aux = torch.zeros((), device=idx.device, dtype=torch.float32)
         for block in self.blocks:
@@ -833,51 +755,31 @@ class GPT(nn.Module):
             else:
                 x, a = block(x)
             aux = aux + a
-        if targets is None:
-            return self.lm_head(self.norm_f(x)), None, aux
-        if chunked_loss:
+        if chunked_loss and targets is not None:
             h, w = self.norm_f(x).flatten(0, 1), self.lm_head.weight
             grads = torch.is_grad_enabled() and (h.requires_grad or w.requires_grad)
-            loss = _HeadLoss.apply(h, w, targets.flatten(), grads, self.config.head_chunk_rows, self.compile)
-            return None, loss, aux
+            return None, _HeadLoss.apply(h, w, targets.flatten(), grads, self.config.head_chunk_rows, self.compile), aux
         logits = self.lm_head(self.norm_f(x))
+        if targets is None:
+            return logits, None, aux
         return logits, F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-1), aux
-
-    # -- bookkeeping --------------------------------------------------------------------------------
 
     def param_summary(self):
         """{'total', 'active', 'breakdown'}, counted as Table 7 counts (notes/params.md): the input embedding and
         the lm_head both, once if tied; active = total minus the routed experts a token does not use."""
         cfg = self.config
-        bd = {k: 0 for k in ("embedding", "lm_head", "linear_attention", "full_attention", "ffn",
-                             "experts", "shared_expert", "router", "norms")}
-        seen = set()
-        for name, p in self.named_parameters():
-            if id(p) in seen:
-                continue
-            seen.add(id(p))
-            n = p.numel()
-            if name.startswith("wte."):
-                bd["embedding"] += n
-            elif name.startswith("lm_head."):
-                bd["lm_head"] += n
-            elif ".mixer." in name:  # blocks.<i>.mixer.*
-                attn = self.blocks[int(name.split(".")[1])].is_attention
-                bd["full_attention" if attn else "linear_attention"] += n
-            elif ".ffn.router." in name:
-                bd["router"] += n
-            elif ".ffn.w_" in name:
-                bd["experts"] += n
-            elif ".ffn.shared" in name:
-                bd["shared_expert"] += n
-            elif ".ffn." in name:
-                bd["ffn"] += n
+        bd = {k: 0 for k in ("embedding", "lm_head", "linear_attention", "full_attention", "ffn", "experts",
+                             "shared_expert", "router", "norms")}
+        parts = (("wte.", "embedding"), ("lm_head.", "lm_head"), (".ffn.router.", "router"), (".ffn.w_", "experts"),
+                 (".ffn.shared", "shared_expert"), (".ffn.", "ffn"))  # the first match counts
+        for name, p in self.named_parameters():  # (a tied weight once: named_parameters skips repeats)
+            if ".mixer." in name:  # blocks.<i>.mixer.*
+                part = "full_attention" if self.blocks[int(name.split(".")[1])].is_attention else "linear_attention"
             else:
-                bd["norms"] += n
+                part = next((part for key, part in parts if key in name), "norms")
+            bd[part] += p.numel()
         total = sum(bd.values())
-        active = total
-        if cfg.moe:
-            active -= bd["experts"] * (cfg.n_expert - cfg.moe_topk) // cfg.n_expert
+        active = total - (bd["experts"] * (cfg.n_expert - cfg.moe_topk) // cfg.n_expert if cfg.moe else 0)
         return {"total": total, "active": active, "breakdown": bd}
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
@@ -887,24 +789,17 @@ class GPT(nn.Module):
         for name, p in self.named_parameters():
             if not p.requires_grad:
                 continue
-            leaf = name.rsplit(".", 1)[-1]
-            if p.dim() >= 2 and leaf not in ("A_log", "dt_bias") and "norm" not in name:
-                decay.append(p)
-            else:
-                no_decay.append(p)
+            matrix = p.dim() >= 2 and name.rsplit(".", 1)[-1] not in ("A_log", "dt_bias") and "norm" not in name
+            (decay if matrix else no_decay).append(p)
         groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=device_type == "cuda")
 
     def flops_per_token(self, seq_len, on_cuda=False):
-        """Training FLOPs per token (forward + backward = 3x forward), an estimate for MFU: the active matmul
-        params, full attention, and linear attention's chunk form (the terms: notes/model.md) with C the chunk of
-        the rule that runs on the device (eda.rule_chunk)."""
+        """Training FLOPs per token (3x forward), an estimate for MFU: the active matmul params, full attention, and
+        linear attention's chunk form (notes/model.md) with the chunk of the rule that runs on the device."""
         cfg = self.config
-        s = self.param_summary()
-        n_mat = s["active"] - s["breakdown"]["embedding"]  # the lookup is not a matmul ...
-        if cfg.tie_embeddings:
-            n_mat += s["breakdown"]["embedding"]               # ... but a tied lm_head still is
-        flops = 6.0 * n_mat
+        s = self.param_summary()  # the embedding lookup is no matmul, but a tied lm_head still is
+        flops = 6.0 * (s["active"] - (0 if cfg.tie_embeddings else s["breakdown"]["embedding"]))
         C = eda.rule_chunk(eda.rule_backend(cfg.la_backend, cfg.mixer, on_cuda), cfg.la_chunk_size)
         K, V = cfg.la_head_dim, cfg.la_v_head_dim
         for b in self.blocks:
@@ -917,10 +812,7 @@ class GPT(nn.Module):
         return float(flops)
 
 
-# ----------------------------------------------------------------------------------------------------
-# Checkpoints (train.py writes them; train.py, sample.py and probe.py read them)
-
-
+# Checkpoints (train.py writes them; train.py, sample.py and probe.py read them) ----------------------------
 RETIRED_FIELDS = ("grad_checkpoint",)  # once GPTConfig fields, still in older checkpoints' model_args
 
 
@@ -958,11 +850,9 @@ CHECKPOINT_FIELDS = {
 
 
 def load_checkpoint(path, keys=("model", "model_args"), **kw):
-    """torch.load with weights_only=True (tensors and plain values only: a crafted ckpt.pt cannot run code while
-    it is read), then checked before anything is built from it. A CheckpointError naming the file when it is
-    not such a checkpoint, cannot be read, lacks one of `keys`, has a field of the wrong kind, or weights that
-    do not fit its model_args (a crafted n_embd would allocate the model it names) or are not finite."""
-    import pickle
+    """torch.load with weights_only=True (a crafted ckpt.pt cannot run code while it is read), then checked before
+    anything is built from it (a crafted n_embd would allocate the model it names): a CheckpointError naming the
+    file when it is unreadable, lacks one of `keys`, has a field of the wrong kind, or unfit or non-finite weights."""
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True, **kw)
     except pickle.UnpicklingError as err:  # what weights_only raises on anything but tensors and plain values
@@ -1031,10 +921,8 @@ def _A_per_channel(ckpt):
 
 
 def model_from_checkpoint(path, la_backend="auto", on_cuda=False):
-    """(the GPT a train.py checkpoint describes, its weights loaded; the checkpoint dict), for the scripts that
-    read one (sample.py, probe.py). la_backend replaces the recorded one: it chooses how to compute, not what.
-    A CheckpointError with a one-line reason for an unreadable file, model_args this code cannot build, a
-    backend this machine cannot run, or weights that do not fit."""
+    """(the GPT a checkpoint describes, its weights loaded; the checkpoint dict), for sample.py, probe.py, eval.py.
+    la_backend replaces the recorded one (how to compute, not what). A CheckpointError where it cannot be had."""
     ckpt = load_checkpoint(path)
     cfg = checkpoint_config(ckpt, path, la_backend=la_backend)
     if cfg.auto_backend_problem(on_cuda):

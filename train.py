@@ -6,9 +6,6 @@ config files and --key=value (configurator.py), then one straight script.
     python train.py config/eda_125m.py --mixer=kda     # a config file, then overrides
     python train.py --dry_run=True config/dense_2p5b.py    # model size and memory only, no data, no GPU
     torchrun --standalone --nproc_per_node=8 train.py config/dense_2p5b.py --parallel=fsdp
-
-Distributed: torchrun sets RANK/WORLD_SIZE; parallel='ddp' replicates the model (DistributedDataParallel),
-parallel='fsdp' shards it per block with FSDP2 (torch.distributed.fsdp.fully_shard).
 """
 import dataclasses
 import errno
@@ -37,9 +34,9 @@ from data.prepare import TokenFileError, load_tokens, prepare_stdlib, read_meta
 from data.synthetic import TASKS as SYNTHETIC_TASKS, accuracy_counts, evict, mqar, reassign
 from model import GPT, CheckpointError, GPTConfig, load_checkpoint
 
-# ----------------------------------------------------------------------------------------------------
-# Settings. Every name below can be set from a config file or the command line. A None default carries its
-# type as an annotation (`: int | None`), so the configurator can still reject a wrong type.
+# Settings -----------------------------------------------------------------------------------------------------
+# Every name below can be set from a config file or the command line. A None default carries its type as an
+# annotation (`: int | None`), so the configurator can still reject a wrong type.
 # I/O
 out_dir = 'out'
 eval_interval = 100           # evaluate (and maybe checkpoint) every this many steps, and at the end
@@ -77,15 +74,12 @@ lr_schedule_start = 0         # the step at which warmup starts: a midtraining s
 # system
 device = 'auto'               # 'auto' (cuda if available, else cpu), 'cpu', 'cuda', 'cuda:1', ...
 dtype = 'auto'                # 'auto' (bfloat16 autocast on GPUs that have it, else float32), 'float32', 'bfloat16', 'float16'
-compile: bool | None = None   # torch.compile each block (one graph reused by every layer) and the loss head's
-                              # softmax; False: nothing compiled. None: on one CUDA GPU, where the 125M hybrid
-                              # and Transformer train 1.3x / 1.7x faster with it (notes/train.md); not under
-                              # torchrun, where compile is not yet measured
+compile: bool | None = None   # torch.compile each block and the loss head's softmax; None: on one CUDA GPU only,
+                              # where it is measured faster (notes/train.md), not under torchrun
 grad_checkpoint = False       # recompute each block in backward (less activation memory, ~a forward more time)
-parallel = 'ddp'              # under torchrun: 'ddp' or 'fsdp'
-fsdp_meta_init = False        # fsdp: build on the meta device, initialise each shard on its GPU (for models too
-                              # big to build on the host once per rank, e.g. 25B MoE on 8 GPUs); the same init
-                              # as the CPU-built one, which 1-GPU, DDP and FSDP share
+parallel = 'ddp'              # under torchrun: 'ddp' (replicas) or 'fsdp' (FSDP2: sharded per block)
+fsdp_meta_init = False        # fsdp: build on the meta device, init each shard on its GPU (models too big to build
+                              # on the host once per rank); the same init as the CPU-built one
 seed = 1337                   # the init (model.param_generator) and the training batches
 eval_seed = 0                 # the validation batches: every run, whatever its seed, scores the same sample
 dry_run = False               # build the model on the meta device, print sizes and memory, exit
@@ -94,21 +88,18 @@ progress = True               # tqdm progress bar (rank 0, on a terminal)
 debug_nan_at = -1             # make the loss NaN at this step (test of the non-finite stop)
 debug_crash_on_save = 0       # die halfway through writing the Nth checkpoint (test of atomic saves)
 
-# model: every model.GPTConfig field is a setting here (block_size, n_layer, n_embd, mixer, la_backend, ...; model.py
-# documents each), its default GPTConfig's: the toy model of plain `python train.py`, a 3:1 EDA hybrid, byte-level,
-# that trains on a 2-core CPU in under 5 minutes (notes/train.md). Config files set their own sizes.
+# model: every model.GPTConfig field is a setting here (model.py documents each) at GPTConfig's default: the toy
+# model of plain `python train.py`, a byte-level 3:1 EDA hybrid that trains on a 2-core CPU in under 5 minutes.
 globals().update(dataclasses.asdict(GPTConfig()))
 vocab_size: int | None = None  # None: the dataset's vocab (256 for bytes); set it larger to pad (e.g. 50304)
 configure(globals())
-# ----------------------------------------------------------------------------------------------------
 
 settings = {k: v for k, v in globals().items()
             if not k.startswith('_') and isinstance(v, (bool, int, float, str, tuple, list, dict, type(None)))}
 model_fields = [f.name for f in dataclasses.fields(GPTConfig)]
 is_synthetic = dataset in SYNTHETIC_TASKS
-# training takes its loss through the chunked head (GPT.forward): the whole logits, a long context's largest
-# tensor, never exist, and an eager step skips the positions without a target (most of a synthetic task's).
-# Evaluation scores the synthetic tasks' answers, so there it takes their logits from the plain head.
+# training takes its loss through the chunked head (GPT.forward: the whole logits never exist); evaluation
+# scores the synthetic tasks' answers, so there it takes their logits from the plain head
 eval_chunked_loss = not is_synthetic
 
 # peak dense bf16 tensor FLOP/s per GPU (datasheets, without sparsity), for MFU; matched in order
@@ -123,22 +114,14 @@ def data_dir_of(name):
 
 
 def numpy_rng_to_plain(state):
-    """np.random.get_state() as plain ints and lists: checkpoints hold no numpy objects, so they load
-    with torch.load(weights_only=True)."""
+    """np.random.get_state() as plain ints and lists: checkpoints then load with torch.load(weights_only=True)."""
     name, key, pos, has_gauss, gauss = state
     return name, key.tolist(), int(pos), int(has_gauss), float(gauss)
 
 
-def numpy_rng_from_plain(state):
-    name, key, *rest = state
-    return (name, np.array(key, dtype=np.uint32), *rest)
-
-
-def model_config(overrides=None):
-    args = {k: settings[k] for k in model_fields}
-    args.update(overrides or {})
+def model_config():
     try:
-        cfg = GPTConfig(**args)
+        cfg = GPTConfig(**{k: settings[k] for k in model_fields})
     except ValueError as err:  # GPTConfig names the bad field: say it without a traceback
         sys.exit(f'train: {err}')
     if cfg.mixer != 'transformer' and cfg.attn_every > cfg.n_layer and os.environ.get('RANK', '0') == '0':
@@ -148,32 +131,32 @@ def model_config(overrides=None):
     return cfg
 
 
-# Settings a slip can get wrong: stop before any work, naming the setting.
-for _name in ('batch_size', 'gradient_accumulation_steps', 'eval_iters', 'eval_interval', 'log_interval'):
-    if globals()[_name] < 1:
-        sys.exit(f'train: {_name} must be >= 1, got {globals()[_name]}')
-if max_iters < 0:
-    sys.exit(f'train: max_iters must be >= 0, got {max_iters}')
-
-
 def settings_problems():
-    """The settings no run can use, one sentence each: torch or numpy would stop on them only once the model
-    is built, or silently misbehave (a negative grad_clip flips the gradients)."""
-    out = []
-    for n in ('learning_rate', 'min_lr', 'weight_decay', 'grad_clip'):
-        if not (math.isfinite(globals()[n]) and globals()[n] >= 0):
-            out.append(f'{n} must be a finite number >= 0, got {globals()[n]}')
-    for n in ('beta1', 'beta2'):
-        if not 0 <= globals()[n] < 1:
-            out.append(f'{n} must be in [0, 1), got {globals()[n]}')
-    for n in ('warmup_iters', 'lr_schedule_start', 'lr_decay_iters'):
-        if globals()[n] is not None and globals()[n] < 0:
-            out.append(f'{n} must be >= 0, got {globals()[n]}')
-    for n in ('seed', 'eval_seed'):  # torch.manual_seed's range; numpy's generators take any int >= 0
-        if not 0 <= globals()[n] < 2**64:
-            out.append(f'{n} must be in [0, 2**64), got {globals()[n]}')
+    """The settings no run can use, one line each, found before any work: torch or numpy would stop on them only
+    once the model is built, or silently misbehave (a negative grad_clip flips the gradients)."""
+    g = globals()
+    out = [f'{n} must be >= 1, got {g[n]}' for n in ('batch_size', 'gradient_accumulation_steps', 'eval_iters',
+                                                      'eval_interval', 'log_interval') if g[n] < 1]
+    out += [f'{n} must be a finite number >= 0, got {g[n]}' for n in ('learning_rate', 'min_lr', 'weight_decay',
+                                                                       'grad_clip') if not 0 <= g[n] < math.inf]
+    out += [f'{n} must be in [0, 1), got {g[n]}' for n in ('beta1', 'beta2') if not 0 <= g[n] < 1]
+    out += [f'{n} must be >= 0, got {g[n]}' for n in ('max_iters', 'warmup_iters', 'lr_schedule_start',
+                                                      'lr_decay_iters') if g[n] is not None and g[n] < 0]
+    # torch.manual_seed's range (numpy's generators take any int >= 0)
+    out += [f'{n} must be in [0, 2**64), got {g[n]}' for n in ('seed', 'eval_seed') if not 0 <= g[n] < 2**64]
     if init_from not in ('scratch', 'resume'):
         out.append(f"init_from must be 'scratch' or 'resume', got {init_from!r}")
+    if parallel not in ('ddp', 'fsdp'):
+        out.append(f"parallel must be 'ddp' or 'fsdp', got {parallel!r}")
+    if dtype not in ('auto', 'float32', 'bfloat16', 'float16'):
+        out.append(f"dtype must be 'auto', 'float32', 'bfloat16' or 'float16', got {dtype!r}")
+    if not (device in ('auto', 'cpu') or device.startswith('cuda')):
+        out.append(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    elif device.startswith('cuda') and not dry_run and not torch.cuda.is_available():
+        out.append(f'device={device!r} but this torch sees no CUDA GPU (torch {torch.__version__}); use --device=cpu')
+    if (la_backend == 'triton' and not dry_run and not torch.cuda.is_available()
+            and os.environ.get('TRITON_INTERPRET') != '1'):
+        out.append("la_backend='triton' needs a CUDA GPU (or TRITON_INTERPRET=1, Triton's slow CPU interpreter)")
     if wandb_log and importlib.util.find_spec('wandb') is None:  # (wandb is optional)
         out.append('wandb_log=True needs wandb, which is not installed: pip install wandb, or leave wandb_log off')
     return out
@@ -181,19 +164,9 @@ def settings_problems():
 
 if settings_problems():
     sys.exit('\n'.join(f'train: {p}' for p in settings_problems()))
-if dtype not in ('auto', 'float32', 'bfloat16', 'float16'):
-    sys.exit(f"train: dtype must be 'auto', 'float32', 'bfloat16' or 'float16', got {dtype!r}")
-if not (device in ('auto', 'cpu') or device.startswith('cuda')):
-    sys.exit(f"train: device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
-if device.startswith('cuda') and not dry_run and not torch.cuda.is_available():
-    sys.exit(f'train: device={device!r} but this torch sees no CUDA GPU (torch {torch.__version__}); use --device=cpu')
-if (la_backend == 'triton' and not dry_run and not torch.cuda.is_available()
-        and os.environ.get('TRITON_INTERPRET') != '1'):
-    sys.exit("train: la_backend='triton' needs a CUDA GPU (or TRITON_INTERPRET=1, Triton's slow CPU interpreter)")
 
 
-# ----------------------------------------------------------------------------------------------------
-# Dry run: sizes and memory from the meta device, no data, no GPU.
+# Dry run: sizes and memory from the meta device, no data, no GPU ----------------------------------------------
 if dry_run:
     if vocab_size is None:  # the dataset's vocab if its files are there, else GPTConfig's default
         settings['vocab_size'] = 8192 if is_synthetic else read_meta(data_dir_of(dataset)).get(
@@ -202,27 +175,22 @@ if dry_run:
     with torch.device('meta'):
         model = GPT(cfg)
     s = model.param_summary()
-    print('config:')
-    for k, v in settings.items():
-        print(f'  {k} = {v!r}')
+    print('config:\n' + '\n'.join(f'  {k} = {v!r}' for k, v in settings.items()))
     print('parameters by component:')
     for k, v in s['breakdown'].items():
         if v:
             print(f'  {k:<18} {v:>16,}  {v / s["total"]:6.1%}')
     print(f'  {"total":<18} {s["total"]:>16,}')
     print(f'  {"active per token":<18} {s["active"]:>16,}')
-    n = s['total']
-    GiB = 2**30
-    # fp32 master weights (4 B), fp32 grads (4 B), AdamW exp_avg + exp_avg_sq (8 B); activations not included
-    print(f'memory: weights {4 * n / GiB:.2f} GiB + grads {4 * n / GiB:.2f} GiB + AdamW state {8 * n / GiB:.2f} GiB '
-          f'= {16 * n / GiB:.2f} GiB (fp32; FSDP over N GPUs: / N each; activations extra)')
+    n = s['total'] / 2**30  # fp32 master weights (4 B), fp32 grads (4 B), AdamW exp_avg + exp_avg_sq (8 B)
+    print(f'memory: weights {4 * n:.2f} GiB + grads {4 * n:.2f} GiB + AdamW state {8 * n:.2f} GiB '
+          f'= {16 * n:.2f} GiB (fp32; FSDP over N GPUs: / N each; activations extra)')
     print(f'flops/token at block_size {cfg.block_size}, the rule as it runs on CUDA: '
           f'{model.flops_per_token(cfg.block_size, on_cuda=True):.4g}')
     print(f'params total={s["total"]} active={s["active"]}')
     sys.exit(0)
 
-# ----------------------------------------------------------------------------------------------------
-# Distributed setup (torchrun sets RANK, LOCAL_RANK, WORLD_SIZE)
+# Distributed setup (torchrun sets RANK, LOCAL_RANK, WORLD_SIZE) -----------------------------------------------
 distributed = int(os.environ.get('RANK', -1)) != -1
 if device == 'auto':
     device = 'cuda' if torch.cuda.is_available() else 'cpu'
@@ -236,8 +204,6 @@ if distributed:
 else:
     rank, local_rank, world_size = 0, 0, 1
 master = rank == 0
-if parallel not in ('ddp', 'fsdp'):
-    sys.exit(f"train: parallel must be 'ddp' or 'fsdp', got {parallel!r}")
 if gradient_accumulation_steps % world_size:
     sys.exit(f'train: gradient_accumulation_steps={gradient_accumulation_steps} must be a multiple of the '
              f'{world_size} ranks (it counts micro-steps over all ranks)')
@@ -252,6 +218,7 @@ if device_type == 'cuda':
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
 tokens_per_iter = gradient_accumulation_steps * batch_size * block_size
+bar = None  # the progress bar, once the training loop starts
 
 
 def say(*args):
@@ -261,10 +228,20 @@ def say(*args):
 
 
 def fail(msg, code=1):
-    """Stop every rank with a message (rank 0 prints it)."""
+    """Stop every rank with a message (rank 0 prints it, the progress bar closed first)."""
+    if bar is not None:
+        bar.close()
     if master:
         print(f'train: {msg}', file=sys.stderr, flush=True)
     sys.exit(code)
+
+
+def any_rank(flag):
+    """Whether flag (a bool or a one-element tensor) holds on any rank: every rank calls it and gets one verdict."""
+    flag = torch.as_tensor(flag, device=device).float()
+    if distributed:
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
 
 
 STOP_SIGNALS = {signal.SIGINT: 'interrupted (Ctrl-C)', signal.SIGTERM: 'terminated (SIGTERM)'}  # (a scheduler's)
@@ -272,8 +249,7 @@ STOP_SIGNALS = {signal.SIGINT: 'interrupted (Ctrl-C)', signal.SIGTERM: 'terminat
 
 def stop_before_training(signum, frame):
     """Ctrl-C or SIGTERM while the data, the model or the compiler is being set up: one line, exit 128 + the
-    signal's number, as the shell reports it (the training loop installs on_stop_signal, which also names the
-    step and the checkpoint)."""
+    signal's number, as the shell reports it (the training loop's on_stop_signal also names the step)."""
     held = os.path.join(out_dir, 'ckpt.pt')
     fail(f'{STOP_SIGNALS[signum]} before the first step; no checkpoint written'
          + (f', {held} is unchanged' if os.path.exists(held) else ''), code=128 + signum)
@@ -281,15 +257,6 @@ def stop_before_training(signum, frame):
 
 for _sig in STOP_SIGNALS:
     signal.signal(_sig, stop_before_training)
-
-
-def fail_on_rank0_problem(problem):
-    """Stop every rank with the problem rank 0 found (None: go on); only rank 0 looks at shared files."""
-    flag = torch.tensor(float(problem is not None), device=device)
-    if distributed:
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-    if flag.item():
-        fail(problem or 'rank 0 stopped')
 
 
 def no_follow(path, flags):
@@ -319,11 +286,10 @@ def lock_out_dir():
     return None
 
 
-# ----------------------------------------------------------------------------------------------------
-# Output: out_dir is made and tried for writing (every rank: a shared file system) before any data or model
-# work, and a run does not replace another run's files unless asked to. A run continues the one in out_dir
-# only when it resumes from out_dir's own checkpoint; resumed from another folder (midtraining) it is a new
-# run there. An evaluation (eval_only) writes nothing.
+# Output -------------------------------------------------------------------------------------------------------
+# out_dir is made and tried for writing (every rank) before any data or model work; a run replaces another run's
+# files only when asked to, and continues the one in out_dir only when it resumes from out_dir's own checkpoint
+# (resumed from another folder, midtraining, it is a new run there). An evaluation (eval_only) writes nothing.
 ckpt_path = os.path.join(out_dir, 'ckpt.pt')
 log_path = os.path.join(out_dir, 'log.jsonl')
 src = os.path.join(resume_dir or out_dir, 'ckpt.pt')  # what init_from='resume' loads
@@ -346,12 +312,12 @@ if not eval_only:
     except OSError as err:
         fail(f'cannot create out_dir {out_dir!r}: {err.strerror or err}')
     try:  # a read-only folder stops here, not at the first log line or checkpoint
-        fd, probe = tempfile.mkstemp(dir=out_dir, prefix='.write-test-')
-        os.close(fd)
-        os.remove(probe)
+        tempfile.TemporaryFile(dir=out_dir).close()
     except OSError as err:
         fail(f'cannot write in out_dir {out_dir!r}: {err.strerror or err}')
-    fail_on_rank0_problem(lock_out_dir() if master else None)
+    problem = lock_out_dir() if master else None  # (only rank 0 looks at shared files)
+    if any_rank(problem is not None):
+        fail(problem or 'rank 0 stopped')
     for _path, _what in ((ckpt_path, 'checkpoint'), (log_path, 'log')):
         if os.path.islink(_path):
             fail(f'{_path} is a symbolic link: train.py writes its {_what} there and never through a link; '
@@ -366,13 +332,11 @@ if not eval_only:
              f'--overwrite=True, or choose another --out_dir')
 
 
-# ----------------------------------------------------------------------------------------------------
-# Data. A batch is a pure function of (seed, purpose, step, micro-batch index over all ranks), so a
-# resumed run sees exactly the batches the uninterrupted run would have, and a 1-GPU run sees the same
-# global batch as an N-GPU run. The "data position" is the step counter.
+# Data ---------------------------------------------------------------------------------------------------------
+# A batch is a pure function of (seed, purpose, step, micro-batch index over all ranks): a resumed run sees the
+# batches the uninterrupted run would have, a 1-GPU run the global batch of an N-GPU run.
 data_dir = data_dir_of(dataset)
-splits = {}
-unigram_entropy = None
+splits, meta = {}, {}  # meta: {} when there is none; a damaged one exits naming the field
 if is_synthetic:
     data_vocab = 8192 if vocab_size is None else vocab_size  # Zoology's MQAR vocab by default
 else:
@@ -391,8 +355,8 @@ else:
         if len(_data) < block_size + 2:  # a batch's window of block_size + 1 tokens, at more than one start
             fail(f'the {_split} split of {dataset!r} has {len(_data)} tokens; block_size={block_size} needs at '
                  f'least {block_size + 2}')
-    meta = read_meta(data_dir)  # {} when there is none; a damaged one exits naming the field
-    unigram_entropy = meta.get('unigram_entropy')
+    meta = read_meta(data_dir)
+unigram_entropy = meta.get('unigram_entropy')
 # the tokenizer, recorded in checkpoints so that sample.py decodes with the one the model was trained on
 encoding = f'synthetic:{dataset}' if is_synthetic else meta.get('encoding')
 if vocab_size is None:
@@ -402,9 +366,8 @@ elif vocab_size < data_vocab:
 
 
 def get_batch(split, purpose, step, index):
-    """Micro-batch `index` (counted over all ranks) of step `step`. purpose: 0 train, 1 eval."""
-    # val: from eval_seed, not the run's seed, so that runs are scored alike (of a synthetic task: sequences from
-    # another random stream than any training batch)
+    """Micro-batch `index` (counted over all ranks) of step `step`. purpose: 0 train, 1 eval. Val batches draw
+    from eval_seed, not the run's seed, so that runs are scored alike."""
     rng = np.random.default_rng([seed if split == 'train' else eval_seed, purpose, 0 if split == 'train' else 1,
                                  step, index])
     T = block_size  # the current setting, also when resuming: a longer block_size is midtraining
@@ -423,15 +386,14 @@ def get_batch(split, purpose, step, index):
         ix = rng.integers(0, len(data) - T - 1, size=batch_size)
         xy = np.stack([data[i:i + T + 1] for i in ix]).astype(np.int64)
         x, y = xy[:, :-1], xy[:, 1:]
-    x, y = torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(np.ascontiguousarray(y))
+    x, y = (torch.from_numpy(np.ascontiguousarray(t)) for t in (x, y))
     if device_type == 'cuda':
         return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
     return x, y
 
 
-# ----------------------------------------------------------------------------------------------------
-# Model: built on the CPU from one seed on every rank (identical init whatever the parallelism), then
-# loaded from a checkpoint, then moved to the device or sharded.
+# Model --------------------------------------------------------------------------------------------------------
+# built on the CPU from one seed on every rank (one init whatever the parallelism), loaded, moved or sharded
 iter_num, best_val_loss, checkpoint = 0, float('inf'), None
 if init_from == 'resume':
     try:
@@ -439,10 +401,9 @@ if init_from == 'resume':
                                                 'rng', 'data_position'), mmap=True)
     except CheckpointError as err:
         fail(err)
-    # the architecture comes from the checkpoint; block_size (midtraining), the backends, the loss head's chunk
-    # and activation checkpointing are run-time choices and come from the current settings
-    runtime = ('block_size', 'la_backend', 'attn_decode', 'head_chunk_rows')  # (grad_checkpoint, in older
-    # checkpoints, is no GPTConfig field)
+    # the architecture comes from the checkpoint (older ones' retired fields dropped); block_size (midtraining),
+    # the backends and the loss head's chunk are run-time choices and come from the current settings
+    runtime = ('block_size', 'la_backend', 'attn_decode', 'head_chunk_rows')
     arch = {k: v for k, v in checkpoint['model_args'].items() if k not in runtime and k in model_fields}
     for k, v in arch.items():
         if settings[k] != v and k != 'vocab_size':
@@ -454,11 +415,11 @@ if init_from == 'resume':
     if max_iters < iter_num and not eval_only:
         fail(f'max_iters={max_iters} is below the step {iter_num} that {src} is at: resuming needs '
              f'--max_iters={iter_num} or more')
-    same_data = checkpoint['data_position']['dataset'] == dataset
-    best_val_loss = checkpoint['best_val_loss'] if same_data else float('inf')  # new data: new val set
-    if not same_data or checkpoint['data_position']['block_size'] != block_size:
-        say(f"new stage from step {iter_num}: dataset {checkpoint['data_position']['dataset']} -> {dataset}, "
-            f"block_size {checkpoint['data_position']['block_size']} -> {block_size}")
+    was = checkpoint['data_position']
+    best_val_loss = checkpoint['best_val_loss'] if was['dataset'] == dataset else float('inf')  # new data, new val
+    if was['dataset'] != dataset or was['block_size'] != block_size:
+        say(f"new stage from step {iter_num}: dataset {was['dataset']} -> {dataset}, "
+            f"block_size {was['block_size']} -> {block_size}")
 # the step of the checkpoint now at ckpt_path that this run knows to be good (wrote, or resumed from)
 last_saved = iter_num if continuing else None
 
@@ -481,15 +442,13 @@ def available_memory():
 
 
 def cpu_memory_needed():
-    """(bytes, a breakdown) a CPU run takes, roughly: fp32 weights, gradients and AdamW's two moments (16 B a
-    parameter), and the activations kept for the backward: ~72 floats a channel and 4 an FFN unit per token
-    and layer, and attention's scores (config/stdlib_26m.py with gdn: 22.2 GiB estimated, where a run was seen
-    to grow to 23 GB)."""
+    """(bytes, a breakdown) a CPU run takes, roughly: 16 B a parameter (fp32 weights, gradients, AdamW's moments),
+    and the activations: ~72 floats a channel and 4 an FFN unit per token and layer, and attention's scores
+    (config/stdlib_26m.py with gdn: 22.2 GiB estimated, where a run was seen to grow to 23 GB)."""
     with torch.device('meta'):
         n = GPT(cfg).param_summary()['total']
-    tokens = batch_size * block_size
     layers = 1 if grad_checkpoint else cfg.n_layer  # (recomputed in the backward: about one layer's kept)
-    acts = 4 * tokens * layers * (72 * cfg.n_embd + 4 * cfg.ffn_hidden)
+    acts = 4 * batch_size * block_size * layers * (72 * cfg.n_embd + 4 * cfg.ffn_hidden)
     acts += 8 * batch_size * cfg.n_head * block_size ** 2 * sum(map(cfg.is_attention_layer, range(cfg.n_layer)))
     return 16 * n + acts, (f'weights, gradients and AdamW state {16 * n / 2**30:.1f} GiB + activations '
                            f'{acts / 2**30:.1f} GiB')
@@ -519,12 +478,10 @@ if distributed and parallel == 'fsdp':
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     mesh = init_device_mesh(device_type, (world_size,))
-    # bf16 compute weights, fp32 gradient reduction; the fp32 master weights stay sharded
-    mp = MixedPrecisionPolicy(param_dtype=ptdtype, reduce_dtype=torch.float32)
-    for block in raw_model.blocks:  # one all-gather per block, freed after use: memory ~ one block
+    mp = MixedPrecisionPolicy(param_dtype=ptdtype, reduce_dtype=torch.float32)  # the fp32 masters stay sharded
+    for block in raw_model.blocks:  # one all-gather per block, freed after use; moved to the device block by block
         fully_shard(block, mesh=mesh, mp_policy=mp)
     fully_shard(raw_model, mesh=mesh, mp_policy=mp)  # the rest: embedding, final norm, lm_head
-    # (fully_shard moves the CPU-built parameters to the mesh's device, one block at a time)
     if meta_init:  # allocate only this rank's shards, then fill them
         raw_model.to_empty(device=device)
         if checkpoint is not None:
@@ -543,16 +500,15 @@ if checkpoint is not None:
     set_optimizer_state_dict(raw_model, optimizer, checkpoint['optimizer'], options=StateDictOptions(full_state_dict=True))
     rng_state = checkpoint['rng']
     random.setstate(rng_state['python'])
-    np.random.set_state(numpy_rng_from_plain(rng_state['numpy']))
+    name, key, *rest = rng_state['numpy']  # (numpy_rng_to_plain's inverse)
+    np.random.set_state((name, np.array(key, dtype=np.uint32), *rest))
     torch.set_rng_state(rng_state['torch'])
     if device_type == 'cuda' and rng_state.get('cuda') is not None:
         torch.cuda.set_rng_state(rng_state['cuda'])
     checkpoint = None  # free the CPU copy
 
-# ----------------------------------------------------------------------------------------------------
-# Helpers: learning rate, evaluation, checkpointing
 
-
+# Helpers: learning rate, evaluation, checkpointing ------------------------------------------------------------
 def get_lr(it):
     """Linear warmup over warmup_iters, then cosine from learning_rate to min_lr at lr_decay_iters."""
     if not decay_lr:
@@ -575,13 +531,12 @@ def all_reduce_sum(t):
 
 @torch.no_grad()
 def estimate_loss():
-    """Mean loss per target token on eval_iters batches of each split, shared out across ranks and
-    all-reduced; for the synthetic tasks also accuracy on the answer positions. Every rank runs the same
-    number of batches (FSDP's all-gathers need every rank in every forward)."""
+    """Mean loss per target token on eval_iters batches of each split, shared out across ranks (each runs as many:
+    FSDP's all-gathers need every rank in every forward); for the synthetic tasks also the answers' accuracy."""
     out = {}
     model.eval()
     per_rank = math.ceil(eval_iters / world_size)
-    for split in (('train', 'val')):
+    for split in ('train', 'val'):
         # loss * n, n, correct, answers, correct where the answer is NONE, NONE answers
         sums = torch.zeros(6, dtype=torch.float64, device=device)
         for i in range(per_rank):
@@ -603,17 +558,13 @@ def estimate_loss():
 
 
 def save_checkpoint(path):
-    """Full (unsharded) state on rank 0, written to a temp file and renamed: a crash mid-write leaves the
-    previous checkpoint intact. Every rank must call it (FSDP gathers the shards). Writes nothing from
-    non-finite weights; a failed write (a full disk) removes its temp file. Returns None, or on every
-    rank what went wrong."""
+    """Full (unsharded) state on rank 0, written to a temp file and renamed: a crash mid-write leaves the previous
+    checkpoint intact. Every rank calls it (FSDP gathers the shards). Nothing from non-finite weights; a failed
+    write (a full disk) removes its temp file. Returns None, or on every rank what went wrong."""
     global saves, last_saved
     # each rank checks its own shard, then all agree: one NaN anywhere and no rank writes
     local = [p.to_local() if hasattr(p, 'to_local') else p for p in raw_model.parameters()]
-    bad = torch.stack([(~torch.isfinite(p.detach())).any() for p in local]).any().float()
-    if distributed:
-        dist.all_reduce(bad, op=dist.ReduceOp.MAX)
-    if bad.item():
+    if any_rank(torch.stack([(~torch.isfinite(p.detach())).any() for p in local]).any()):
         return f'the weights at step {iter_num} are not finite, so they were not saved'
     # full tensors, on the CPU of rank 0, keyed by parameter name, whatever the parallelism
     opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
@@ -622,19 +573,13 @@ def save_checkpoint(path):
     problem = None
     if master:
         # tensors and plain Python values only (the RNG states too): loads with weights_only=True
-        ckpt = {
-            'model': model_sd,
-            'optimizer': optim_sd,
-            'model_args': dataclasses.asdict(cfg),
-            'config': settings,
-            'iter_num': iter_num,
-            'best_val_loss': best_val_loss,
-            'rng': {'python': random.getstate(), 'numpy': numpy_rng_to_plain(np.random.get_state()),
-                    'torch': torch.get_rng_state(),
-                    'cuda': torch.cuda.get_rng_state() if device_type == 'cuda' else None},
-            'data_position': {'dataset': dataset, 'block_size': cfg.block_size, 'iter': iter_num},
-            'encoding': encoding,
-        }
+        ckpt = {'model': model_sd, 'optimizer': optim_sd, 'model_args': dataclasses.asdict(cfg), 'config': settings,
+                'iter_num': iter_num, 'best_val_loss': best_val_loss,
+                'rng': {'python': random.getstate(), 'numpy': numpy_rng_to_plain(np.random.get_state()),
+                        'torch': torch.get_rng_state(),
+                        'cuda': torch.cuda.get_rng_state() if device_type == 'cuda' else None},
+                'data_position': {'dataset': dataset, 'block_size': cfg.block_size, 'iter': iter_num},
+                'encoding': encoding}
         tmp, made = f'{path}.tmp{os.getpid()}', False  # this process's own, created here (never a planted link)
         try:
             with open(tmp, 'xb', opener=no_follow) as f:
@@ -654,10 +599,7 @@ def save_checkpoint(path):
                 os.remove(tmp)  # a full disk: give the space back, leave no half file behind
             why = disk_full(err, ckpt) or getattr(err, 'strerror', None) or err
             problem = f'could not write the checkpoint {tmp}: {why} (the partial file was removed)'
-    failed = torch.tensor(float(problem is not None), device=device)
-    if distributed:  # rank 0's verdict for every rank
-        dist.all_reduce(failed, op=dist.ReduceOp.MAX)
-    if failed.item():
+    if any_rank(problem is not None):  # rank 0's verdict for every rank
         return problem or 'rank 0 could not write the checkpoint'
     last_saved = iter_num
     return None
@@ -696,12 +638,9 @@ def fmt_time(s):
     return f'{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}'
 
 
-# ----------------------------------------------------------------------------------------------------
-# Logging
-peak_flops = None
-if device_type == 'cuda':
-    name = torch.cuda.get_device_name(device)
-    peak_flops = next((f for key, f in PEAK_FLOPS if key in name), None)
+# Logging ------------------------------------------------------------------------------------------------------
+gpu_name = torch.cuda.get_device_name(device) if device_type == 'cuda' else None
+peak_flops = next((f for key, f in PEAK_FLOPS if key in gpu_name), None) if gpu_name else None
 say(f'model: {cfg.mixer} n_layer={cfg.n_layer} n_embd={cfg.n_embd} block_size={cfg.block_size} '
     f'vocab={cfg.vocab_size}{" moe" if cfg.moe else ""} | params total {summary["total"]:,} active {summary["active"]:,}')
 data_desc = ('synthetic, generated from the seed' if is_synthetic else
@@ -752,8 +691,7 @@ if master and not eval_only:
         log_file.write(json.dumps({'step': iter_num, 'start': True, 'params': summary['total'],
                                    'params_active': summary['active'], 'dataset': dataset,
                                    'data_tokens': [len(splits['train']), len(splits['val'])] if splits else None,
-                                   'device': torch.cuda.get_device_name(device) if device_type == 'cuda'
-                                   else device_type}) + '\n')
+                                   'device': gpu_name or device_type}) + '\n')
         log_file.flush()
     except OSError as err:
         fail(f'cannot write the log in out_dir {out_dir!r}: {err.strerror or err}')
@@ -775,14 +713,12 @@ def log(record):
 
 
 def on_stop_signal(signum, frame):
-    """Ctrl-C or SIGTERM: one line saying where the run stopped and which checkpoint holds, no traceback, exit
-    128 + the signal's number (130, 143: the shell's codes). A checkpoint being written is finished first (the
-    loop stops after it)."""
+    """Ctrl-C or SIGTERM: one line saying where the run stopped and which checkpoint holds, exit 128 + the signal's
+    number (the shell's 130, 143). A checkpoint being written is finished first (the loop stops after it)."""
     global interrupted
     if saving:
         interrupted = signum
         return
-    bar.close()
     fail(f'{STOP_SIGNALS[signum]} at step {iter_num}; {kept_checkpoint()}', code=128 + signum)
 
 
@@ -797,8 +733,7 @@ def out_of_memory(kind, err, tb):
               f'{kept_checkpoint()}', file=sys.stderr, flush=True)
 
 
-# ----------------------------------------------------------------------------------------------------
-# Training loop: at step `iter_num` evaluate/checkpoint if due, then take optimizer step `iter_num`.
+# Training loop: at step `iter_num` evaluate/checkpoint if due, then take optimizer step `iter_num` ------------
 saves = 0
 saving = interrupted = False
 for _sig in STOP_SIGNALS:
@@ -824,7 +759,6 @@ while True:
             break
         if not (math.isfinite(losses['train']) and math.isfinite(losses['val'])):
             # the weights of the last step are bad: never save them, and never let best_val_loss become NaN
-            bar.close()
             fail(f'non-finite loss at the evaluation of step {iter_num} (train {losses["train"]}, val '
                  f'{losses["val"]}); stopping without saving. {kept_checkpoint()}')
         improved = losses['val'] < best_val_loss
@@ -835,7 +769,6 @@ while True:
             problem = save_checkpoint(ckpt_path)
             saving = False
             if problem:
-                bar.close()
                 fail(f'{problem}; stopping. {kept_checkpoint()}')
             if interrupted:  # Ctrl-C or SIGTERM while it was written: stop now that it is in place
                 on_stop_signal(interrupted, None)
@@ -846,12 +779,10 @@ while True:
     lr = get_lr(iter_num)
     for group in optimizer.param_groups:
         group['lr'] = lr
-    loss_sum = torch.zeros((), device=device)
-    aux_sum = torch.zeros((), device=device)
+    loss_sum, aux_sum = torch.zeros((), device=device), torch.zeros((), device=device)
     for micro in range(accum_local):
         x, y = get_batch('train', 0, iter_num, rank * accum_local + micro)
-        # DDP: all-reduce the gradients only after the last micro-step. (FSDP2 reduce-scatters every
-        # micro-step into the sharded gradients: less memory than keeping unsharded ones around.)
+        # DDP: all-reduce the gradients only after the last micro-step (FSDP2 reduce-scatters every micro-step)
         sync = nullcontext() if not (distributed and parallel == 'ddp') or micro == accum_local - 1 else model.no_sync()
         with sync:
             with autocast:
@@ -865,13 +796,8 @@ while True:
     grad_norm = torch.nn.utils.clip_grad_norm_(raw_model.parameters(), grad_clip if grad_clip > 0 else float('inf'))
     if hasattr(grad_norm, 'full_tensor'):  # FSDP: a DTensor
         grad_norm = grad_norm.full_tensor()
-    # a non-finite loss or gradient stops the run before the optimizer touches the weights: the last
-    # checkpoint, written from finite weights, stays the last good one
-    bad = (~torch.isfinite(loss_sum) | ~torch.isfinite(grad_norm)).float()
-    if distributed:
-        dist.all_reduce(bad, op=dist.ReduceOp.MAX)
-    if bad.item():
-        bar.close()
+    # a non-finite loss or gradient stops the run before the optimizer touches the weights (the last checkpoint)
+    if any_rank(~torch.isfinite(loss_sum) | ~torch.isfinite(grad_norm)):
         fail(f'non-finite loss at step {iter_num} (loss {loss_sum.item() / accum_local}, grad norm '
              f'{grad_norm.item()}); stopping. {kept_checkpoint()}')
     optimizer.step()
@@ -899,9 +825,7 @@ while True:
                 f'{tok_s:10,.0f} tok/s | mfu {"  n/a" if mfu is None else f"{100 * mfu:5.1f}%"} | '
                 f'eta {eta}')
         mem = torch.cuda.max_memory_allocated(device) / 2**30 if device_type == 'cuda' else None
-        if mem is not None:
-            line += f' | mem {mem:.1f} GiB'
-        say(line)
+        say(line + ('' if mem is None else f' | mem {mem:.1f} GiB'))
         log({'step': iter_num - 1, 'loss': lossf, 'aux_loss': auxf, 'lr': lr, 'grad_norm': grad_norm.item(),
              'tok_per_s': tok_s, 'mfu': mfu, 'dt': dt, 'peak_mem_gib': mem, 'elapsed': time.time() - t_start})
         window_tokens, window_time = 0, 0.0
@@ -913,14 +837,12 @@ if not eval_only and master:
     acc = f', val acc {losses["val_acc"]:.4f}' if is_synthetic else ''
     print(f'done: {iter_num} steps, val loss {losses["val"]:.4f} nats/token{ref}{acc}, '
           f'{time.time() - t_start:.0f}s', flush=True)
-if master and not eval_only:
     log_file.close()
 if distributed:
     dist.barrier()  # no rank tears its gloo/NCCL pairs down while a peer may still be talking to it
     dist.destroy_process_group()
-    # Leave without interpreter teardown: objects still holding the process group (DDP's reducer) are freed
-    # there in no fixed order, and 2-rank gloo CPU runs aborted now and then with 'terminate called without
-    # an active exception' (a C++ thread destroyed while running). Everything is written and closed by now.
+    # Leave without interpreter teardown, where objects holding the process group (DDP's reducer) are freed in
+    # no fixed order: 2-rank gloo CPU runs aborted now and then ('terminate called without an active exception')
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
