@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from configurator import configure
-from data.prepare import TokenFileError, load_tiktoken, load_tokens
+from data.prepare import TokenFileError, dataset_dir, load_tiktoken, load_tokens
 from data.synthetic import accuracy_counts, at_length, evict, reassign
 from decode import generate
 from model import CheckpointError, model_from_checkpoint
@@ -365,7 +365,7 @@ def main():
                  f"({ckpt['encoding']})")
         name = data_dir or cfg.get('dataset') or ckpt['data_position']['dataset']
         try:
-            tokens, _ = load_tokens(os.path.join(name if '/' in name else os.path.join(HERE, 'data', name), 'val.bin'))
+            tokens, _ = load_tokens(os.path.join(dataset_dir(name), 'val.bin'))
         except TokenFileError as err:
             fail(err)
     run = {'length': lambda: length_eval(model, ckpt, multiples, length_seqs, eval_seed, batch_tokens),

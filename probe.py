@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 import eda
 from configurator import configure, file_text
-from data.prepare import TokenFileError, get_encoder, load_tokens, read_meta
+from data.prepare import TokenFileError, dataset_dir, get_encoder, load_tokens, read_meta
 from data.synthetic import TASKS as SYNTHETIC_TASKS
 from model import GPT, CheckpointError, LinearAttention, la_output, model_from_checkpoint
 
@@ -455,8 +455,7 @@ def read_tokens(ckpt):
     if name in SYNTHETIC_TASKS:
         fail(f"the checkpoint was trained on the synthetic task {name!r}: pass a text dataset (--dataset=...) "
              f"or --text=...")
-    folder = name if (os.sep in name or '/' in name) else os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                                          'data', name)
+    folder = dataset_dir(name)
     try:
         data, _ = load_tokens(os.path.join(folder, f'{split}.bin'))
     except TokenFileError as err:

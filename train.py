@@ -30,7 +30,7 @@ from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model
                                                      set_model_state_dict, set_optimizer_state_dict)
 
 from configurator import configure
-from data.prepare import TokenFileError, load_tokens, prepare_stdlib, read_meta
+from data.prepare import TokenFileError, dataset_dir, load_tokens, prepare_stdlib, read_meta
 from data.synthetic import TASKS as SYNTHETIC_TASKS, accuracy_counts, evict, mqar, reassign
 from model import GPT, CheckpointError, GPTConfig, load_checkpoint
 
@@ -108,11 +108,6 @@ PEAK_FLOPS = [('H100 PCIe', 756e12), ('H100 NVL', 835e12), ('H100', 989e12), ('H
               ('L40S', 362e12), ('L4', 121e12), ('A10', 125e12), ('RTX 4090', 165e12), ('RTX 3090', 71e12)]
 
 
-def data_dir_of(name):
-    """'stdlib' -> data/stdlib next to this file; anything with a path separator is used as given."""
-    return name if os.sep in name or '/' in name else os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data', name)
-
-
 def numpy_rng_to_plain(state):
     """np.random.get_state() as plain ints and lists: checkpoints then load with torch.load(weights_only=True)."""
     name, key, pos, has_gauss, gauss = state
@@ -169,7 +164,7 @@ if settings_problems():
 # Dry run: sizes and memory from the meta device, no data, no GPU ----------------------------------------------
 if dry_run:
     if vocab_size is None:  # the dataset's vocab if its files are there, else GPTConfig's default
-        settings['vocab_size'] = 8192 if is_synthetic else read_meta(data_dir_of(dataset)).get(
+        settings['vocab_size'] = 8192 if is_synthetic else read_meta(dataset_dir(dataset)).get(
             'vocab_size', 256 if dataset == 'stdlib' else GPTConfig.vocab_size)
     cfg = model_config()
     with torch.device('meta'):
@@ -335,7 +330,7 @@ if not eval_only:
 # Data ---------------------------------------------------------------------------------------------------------
 # A batch is a pure function of (seed, purpose, step, micro-batch index over all ranks): a resumed run sees the
 # batches the uninterrupted run would have, a 1-GPU run the global batch of an N-GPU run.
-data_dir = data_dir_of(dataset)
+data_dir = dataset_dir(dataset)
 splits, meta = {}, {}  # meta: {} when there is none; a damaged one exits naming the field
 if is_synthetic:
     data_vocab = 8192 if vocab_size is None else vocab_size  # Zoology's MQAR vocab by default

@@ -155,6 +155,11 @@ META_FIELDS = dict(vocab_size=("an int", int), encoding=("a string", str), comma
                    unigram_entropy=("a number", (int, float)), train_tokens=("an int", int), val_tokens=("an int", int))
 
 
+def dataset_dir(name):
+    """A dataset's folder: 'stdlib' -> data/stdlib beside this file; a name with a path separator as given."""
+    return name if os.sep in name or '/' in name else os.path.join(DATA_DIR, name)
+
+
 def read_meta(data_dir):
     """meta.json's fields ({} without a readable one: the token files' headers are what a run needs). A field
     of the wrong type (a hand-edited or damaged file) exits with one line naming it and the rebuild command."""
