@@ -547,13 +547,15 @@ def fmt_lr(lr):
     return 'cfg' if lr is None else f'{lr:g}'
 
 
-def provenance(rows):
-    """Where the rows come from: the dates, commits and devices they record (rows of older sweeps may lack them)."""
+def provenance(rows, what='runs'):
+    """Where the rows (runs, or evaluations) come from: the dates, commits and devices they record (rows of older
+    sweeps may lack them)."""
     def counts(field):
         return ', '.join(f'{v} ({c})' for v, c in sorted(Counter(r.get(field) or 'not recorded' for r in rows).items()))
     dates = sorted(r['date'][:10] for r in rows if r.get('date'))
     when = (dates[0] if dates[0] == dates[-1] else f'{dates[0]} to {dates[-1]}') if dates else 'dates not recorded'
-    return f'Runs made {when}; commit (runs): {counts("commit")}; device (runs): {counts("device")}.'
+    return (f'{what.capitalize()} made {when}; commit ({what}): {counts("commit")}; '
+            f'device ({what}): {counts("device")}.')
 
 
 def data_line(task, rows):

@@ -120,9 +120,9 @@ def test_a_pair_is_ahead_only_where_its_interval_excludes_zero(results):
     assert (mu, better) == (2.0, 3) and abs(hi - mu - 4.303 / 3 ** 0.5) < 1e-9 and p == 0.25
 
 
-def test_sign_test_is_the_exact_binomial_tail():
+def test_sign_test_is_the_exact_binomial_tail(results):
     from math import comb
-    sign_test = load_script('scripts/results.py', ['results.py', '--reports=False']).sign_test
+    sign_test = results.sign_test
     assert sign_test(8, 8) == 2 / 256 and sign_test(4, 8) == 1.0
     assert abs(sign_test(1, 8) - 2 * (comb(8, 0) + comb(8, 1)) / 256) < 1e-12
 

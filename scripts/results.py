@@ -66,11 +66,6 @@ def made(rows, note=False):
                       f"{where} {note}{'.' if note and not note.endswith('.') else ''}".rstrip()])
 
 
-def evaluated(sw, evals):
-    """Where a grid's evaluations ran: their dates, commits and devices (sweep.py's count of its runs')."""
-    return sw.provenance(evals).replace('Runs made', 'Evaluations made').replace('(runs)', '(evaluations)')
-
-
 def sweep_rows(grid):
     """(sweep.py loaded for one grid in results_dir, its rows); its report (.md, .png) rebuilt when `reports`."""
     argv, sys.argv = sys.argv, ['sweep.py', grid, f'--results_dir={results_dir}', '--report_only=True']
@@ -258,7 +253,7 @@ def lm_long_section():
     mean_of = lambda m, f: num(f, avg(m, f)) if m in ms else 'not run'  # noqa: E731
     needle_v = [v for (a, b, f), v in verdicts.items() if f in ('bound', 'rebound', 'stale') and 'transformer' not in b]
     return dict(
-        provenance=sw.provenance(rows), evaluated=evaluated(sw, evals), n_seeds=len(seeds), text=text0,
+        provenance=sw.provenance(rows), evaluated=sw.provenance(evals, 'evaluations'), n_seeds=len(seeds), text=text0,
         needles=needles0, last_ctx=f'{contexts[-1]:,}', tf_past_x=mean_of('transformer conv4', 'past'),
         eda_past_x=mean_of('eda', 'past'), n_resolved=sum(v != 'not resolved' for v in needle_v), n_needle=len(needle_v),
         mixers=table(['mixer', *(f'{lab} ({unit})' for lab, unit, _ in LONG_FIGURES.values())],
@@ -307,7 +302,7 @@ def length_section():
                title='reassign past the training length (thin: seeds)')
         ax.legend(fontsize=8)
     figure('length_acc.png', draw)
-    return dict(provenance=sw.provenance(rows), evaluated=evaluated(sw, evals), by_len=by_len, v=verdicts,
+    return dict(provenance=sw.provenance(rows), evaluated=sw.provenance(evals, 'evaluations'), by_len=by_len, v=verdicts,
                 first=at(1), last=at(mults[-1]), top=f'{mults[-1]}x', n_seeds=len(seeds), low=', '.join(low) or 'none',
                 rest=span([100 * acc[worst[0], s][mults[-1]]['acc'] for s in seeds if s != worst[1]]),
                 worst='{} seed {}'.format(*worst), worst_acc=pct(acc[worst][mults[-1]]['acc']),
