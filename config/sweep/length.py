@@ -3,19 +3,17 @@
 # 2-layer linear models, trained at 256 tokens, each run then scored by eval.py at 256 x {1, 2, 4, 8, 16} tokens
 # on the same 512 sequences a length (eval_seed 0, whatever the training seed) with training's live pairs and
 # key budget and the updates (moves, overwrites) filling the longer stream (data.synthetic.at_length;
-# notes/eval.md). 5 mixers x lr 1e-3 x seeds 0-7: 40 runs, fixed before any of them ran.
+# notes/eval.md). 5 mixers x lr 1e-3 x seeds 0-7: 40 runs a task, each fixed before any of its runs.
 #   reassign  config/reassign.py's task (16 live pairs, 16 updates) at 1500 steps: every mixer of the default
 #             recipes was at 99.7-99.97% by then at 256 tokens (results/defaults.jsonl, seed 1337, 3000 steps:
 #             eda 99.97, kda 99.94, gdn 99.74, gdn2 99.97, transformer 99.83 at step 1500); 3000 steps would
 #             double the GPU time for +0.01-0.2 points. At 16x, 976 updates over the 32 keys.
-#   evict     not in the grid: a pilot (2026-11-27, one H200, seed 0, 3000 steps, config/reassign.py with
-#             --dataset=evict) found no level at 256 tokens where every mixer reaches 99%: 16 pairs with
-#             4 updates eda 99.1 / kda 97.2 / kda safe-gate 97.2 / gdn 96.6%, with 8 updates 94.1 / 95.1 /
-#             94.9 / 91.0% (curves still rising); 16 updates reached 90-99.4% only at 6000 steps. A second
-#             pilot (2026-11-27, H200, seed 0, 2000 steps) with 8 live pairs: 4 updates eda 39.0 / kda 88.7 /
-#             eda kda-gate 88.7 / kda safe-gate 36.3 / gdn 33.3% (the NONE floor 33.3), 8 updates 71.3 / 66.4 /
-#             50.5 / 73.2 / 50.0% (floor 50), most curves still near their floor. Evict needs a step
-#             budget of its own, longer than this grid's.
+#   evict     16 live pairs, 2 updates, at 5500 steps: the step budget config/sweep/evict_pilot.py's rule
+#             chose from its runs (2026-11-27, H200, seed 0, f890d34, results/evict_pilot.jsonl): with 2
+#             updates every mixer was at >= 99% from step 5500 (gdn last: 98.9 at 5000, 99.03 at 5500);
+#             with 4 updates gdn stayed at 64.8% after 6000 steps. Two earlier pilots (3000 steps with 16
+#             pairs and 4-16 updates; 2000 steps with 8 pairs) found no level where all reach 99%. Added
+#             after the reassign runs, before any evict run; the verdict rule below is the same.
 #   python sweep.py config/sweep/length.py --jobs=4          # the grid; on 4 GPUs --jobs=40
 #
 # Verdict rule, fixed with the grid. Runs are joined with their rows in results/length_eval.jsonl by task,
@@ -34,6 +32,8 @@ results_dir = 'results'
 tasks = {
     'reassign': {'config': 'config/reassign.py', 'x': 'block_size', 'levels': [[256, [
         '--block_size=256', '--max_iters=1500', '--eval_interval=500']]]},
+    'evict': {'config': 'config/reassign.py', 'x': 'block_size', 'levels': [[256, [
+        '--dataset=evict', '--num_updates=2', '--block_size=256', '--max_iters=5500', '--eval_interval=500']]]},
 }
 mixers = {
     'eda': ['--mixer=eda'],
