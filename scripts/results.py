@@ -266,13 +266,6 @@ def lm_long_section():
         near_chance=', '.join(f"{by_ctx(m, 'bound', contexts[-1]):.0f}" for m in ms))
 
 
-def task_settings(spec):
-    """A grid task's train.py settings: its config file with its (one) level's arguments applied."""
-    settings = runpy.run_path(spec['config'])
-    configure(settings, spec['levels'][0][1])
-    return settings
-
-
 def length_task(sw, task, acc, several):
     """One task's fields of the length section, with draw(ax), its panel of the figure; acc: {(mixer, seed):
     {multiple: eval.py's scores there}}."""
@@ -280,7 +273,8 @@ def length_task(sw, task, acc, several):
     if len(spec['levels']) != 1:
         sys.exit(f"results.py: the length section reads one level a task; config/sweep/length.py's {task} has "
                  f"{len(spec['levels'])}")
-    cfg, ms = task_settings(spec), [m for m in sw.mixers if all((m, s) in acc for s in seeds)]
+    cfg, ms = runpy.run_path(spec['config']), [m for m in sw.mixers if all((m, s) in acc for s in seeds)]
+    configure(cfg, spec['levels'][0][1])  # train.py's settings for the task: its config and level
     pct = lambda v: f'{100 * v:.1f}'  # noqa: E731
     prim = {k: mean((a[m]['acc'] for m in mults[1:]), 100) for k, a in acc.items()}
     avg = lambda m, f, x: mean(acc[m, s][x][f] for s in seeds)  # noqa: E731
