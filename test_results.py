@@ -173,3 +173,61 @@ def test_the_figures_are_drawn_from_the_rows(tmp_path):
     assert len(shown) >= 5
     for name in shown:
         assert (tmp_path / 'results' / name).stat().st_size > 10_000, name
+
+
+def length_rows(tmp_path, evict=None):
+    """The length grid's committed rows copied to tmp_path, with each run again as task 'evict' where evict gives
+    its accuracy per mixer (the seed adding 0.001 a seed), and a grid that names evict's level."""
+    for name in ('length.jsonl', 'length_eval.jsonl'):
+        rows = [json.loads(x) for x in open(os.path.join(ROOT, 'results', name))]
+        for r in list(rows) if evict else []:
+            r = dict(json.loads(json.dumps(r)), task='evict', x=4)  # a deep copy
+            for x in r.get('length', []):
+                x.update(dict.fromkeys(('acc', 'acc_value', 'acc_none'), evict[r['mixer']] + 0.001 * r['seed']))
+            rows.append(r)
+        (tmp_path / name).write_text(''.join(json.dumps(r) + '\n' for r in rows))
+    (tmp_path / 'length.py').write_text(read('config/sweep/length.py') + "tasks['evict'] = {'config': "
+                                        "'config/reassign.py', 'x': 'num_updates', 'levels': [[4, ['--dataset=evict', "
+                                        "'--num_updates=4', '--max_iters=6000', '--eval_interval=500']]]}\n")
+
+
+@pytest.fixture
+def in_tmp(tmp_path, results, monkeypatch):
+    """results.py reading tmp_path, the length grid from tmp_path/length.py."""
+    sweep_rows = results.sweep_rows
+    monkeypatch.setattr(results, 'results_dir', str(tmp_path))
+    monkeypatch.setattr(results, 'sweep_rows', lambda grid: sweep_rows(
+        str(tmp_path / 'length.py') if grid == 'config/sweep/length.py' else grid))
+    return results
+
+
+def test_the_length_section_gives_every_task_in_the_rows_its_own_tables_and_verdicts(tmp_path, in_tmp):
+    length_rows(tmp_path, {'eda': 0.9, 'kda': 0.9, 'eda kda-gate': 0.95, 'kda safe-gate': 0.9, 'gdn': 0.9})
+    text, row = in_tmp.render(in_tmp.length_section)
+    assert text.index('**reassign**') < text.index('**evict**') and text.count('| A − B | per seed') == 2
+    assert "config/reassign.py's 2-layer models on evict (16 live pairs, 4 updates, 256 tokens) are trained " \
+           "for 6000 steps" in text and '# 80 runs' in text and "evict's level and step budget" in text
+    reassign, evict = text.split('**evict**')[1:]  # evict's by-length table, then reassign's verdicts; evict's
+    assert 'In plain words: 0 of the 5 pairs' in reassign
+    assert 'In plain words: 2 of the 5 pairs' in evict  # eda kda-gate 5 points ahead of kda and of eda, every seed
+    assert '| eda kda-gate − kda | ' + ', '.join(['+5.0'] * 8) + ' | +5.0 | [+5.0, +5.0] | 8 of 8 | 0.01 | ' \
+           '**eda kda-gate ahead** |' in evict
+    assert row[1].startswith('reassign at 1x-16x') and "; evict at 1x-16x of 256 tokens, 8 seeds, 5 mixers: the " \
+        "mixers' means fall from 90.4-95.3% to 90.4-95.3% at 16x; the erase behind the safe gate is not resolved, " \
+        "behind KDA's gate eda kda-gate ahead; seed-to-seed" in row[1]
+
+
+def test_the_length_section_says_what_the_evict_pilot_found_once_its_rows_exist(tmp_path, in_tmp):
+    length_rows(tmp_path)
+    assert '`config/sweep/evict_pilot.py` (not run yet)' in in_tmp.render(in_tmp.length_section)[0]
+    rows = [dict(task='evict', x=x, mixer=m, lr=1e-3, seed=0, repeat=0, status='ok', curve=[
+        [0, 9.0, 0.0], [500, 1.0, 0.9], [1000, 0.1, 0.98 if m == 'gdn' or x == 4 else 0.995],
+        [1500, 0.05, 0.97 if x == 4 and m == 'kda' else 0.992]]) for x in (2, 4)
+        for m in ('eda', 'kda', 'eda kda-gate', 'kda safe-gate', 'gdn')]
+    (tmp_path / 'evict_pilot.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows))
+    text = in_tmp.render(in_tmp.length_section)[0]
+    assert '`config/sweep/evict_pilot.py` (run: at 2 updates the best validation accuracy of each mixer, eda 99.5 / ' \
+           'kda 99.5 / eda kda-gate 99.5 / kda safe-gate 99.5 / gdn 99.2%, and the first evaluation where every ' \
+           'run was at 99% or more, step 1500; at 4 updates the best validation accuracy of each mixer, eda 99.2 / ' \
+           'kda 98.0 / eda kda-gate 99.2 / kda safe-gate 99.2 / gdn 99.2%, and the first evaluation where every ' \
+           'run was at 99% or more, none).' in text, text

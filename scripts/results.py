@@ -39,15 +39,23 @@ TABLE7 = {('dense', 'transformer'): (2.5052, 2.5052), ('dense', 'gdn'): (2.5035,
           ('dense', 'gdn2'): (2.5353, 2.5353), ('dense', 'kda'): (2.5218, 2.5218), ('dense', 'eda'): (2.5295, 2.5295),
           ('moe', 'gdn'): (24.5676, 2.7236), ('moe', 'kda'): (24.6324, 2.7885), ('moe', 'eda'): (24.6558, 2.8119)}
 MIXER_NAMES = {'eda': 'EDA', 'kda': 'KDA', 'gdn': 'GDN', 'gdn2': 'GDN-2', 'transformer': 'Transformer (no conv)'}
-TF = MIXER_NAMES['transformer']
 KERNELS = {'_eda_prep_kernel': 'prep', '_eda_fwd_kernel': 'forward walk', '_eda_dh_prep_kernel': 'dh prep',
            '_eda_bwd_dh_kernel': 'reverse walk', '_eda_bwd_kernel': 'per-chunk backward'}
 EDA, KDA, SAFE = 'eda_triton (EDA)', 'eda_triton KDA path (e=None)', 'FLA chunk_kda safe_gate'  # kernel cases
+UPDATES = {'reassign': 'overwrites and moves'}  # what a task's updates are, where "updates" would say less
+
+
+def fill(name, **fields):
+    """A template part with its fields filled, its surrounding blank lines stripped."""
+    return TEMPLATE[name].format(**fields).strip('\n')
+
+
+def lines(rows):
+    return '\n'.join('| ' + ' | '.join(str(c) for c in row) + ' |' for row in rows)
 
 
 def table(header, rows):
-    return '\n'.join(['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)] +
-                     ['| ' + ' | '.join(str(c) for c in row) + ' |' for row in rows])
+    return '\n'.join([lines([header]), '|' + '---|' * len(header)] + ([lines(rows)] if rows else []))
 
 
 def read_rows(name, bench=None):
@@ -70,8 +78,7 @@ def sweep_rows(grid):
     """(sweep.py loaded for one grid in results_dir, its rows); its report (.md, .png) rebuilt when `reports`."""
     argv, sys.argv = sys.argv, ['sweep.py', grid, f'--results_dir={results_dir}', '--report_only=True']
     try:
-        spec = importlib.util.spec_from_file_location('sweep_' + os.path.basename(grid)[:-3],
-                                                      os.path.join(ROOT, 'sweep.py'))
+        spec = importlib.util.spec_from_file_location('sweep_' + Path(grid).stem, os.path.join(ROOT, 'sweep.py'))
         sw = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(sw)
     finally:
@@ -82,8 +89,8 @@ def sweep_rows(grid):
     return sw, rows
 
 
-def figure(name, draw):
-    """draw(ax) onto a figure saved as results/<name> when `reports` (matplotlib is optional: skipped without it)."""
+def figure(name, draw, panels=1):
+    """draw(*axes), panels side by side, saved as results/<name> when `reports` (matplotlib is optional)."""
     if not reports:
         return
     try:
@@ -92,8 +99,8 @@ def figure(name, draw):
         import matplotlib.pyplot as plt
     except ImportError:
         return print('figure: skipped (matplotlib is not installed)')
-    fig, ax = plt.subplots(figsize=(6, 4))
-    draw(ax)
+    fig, axes = plt.subplots(1, panels, figsize=(6 * panels, 4), squeeze=False)
+    draw(*axes[0])
     fig.tight_layout()
     fig.savefig(os.path.join(results_dir, name), dpi=120)
 
@@ -129,16 +136,18 @@ def paired(diffs, higher_is_better=False, a='A', b='B'):
 
 
 # ----------------------------------------------------------------------------------------------------
-# Sections: each returns the fields of its part of results_template.md (row=False: no README row), or its own lines
+# Sections: each returns the fields of its part of results_template.md (row=False: no README row), or its text
+
+
+def not_run(section, grid):
+    return fill('not run', title=TEMPLATE[section].split('\n', 1)[0], grid=grid)
 
 
 def erase_section():
     sw, rows = sweep_rows('config/sweep/erase.py')
     ok = {sw.key(r) for r in rows if r['status'] in ('ok', 'diverged')}
-    n = sum(1 for _ in sw.grid(rows))
-    if len(ok) < n:
-        return dict(row=False, shipped=f'Not whole yet: {len(ok)} of its {n} runs are in `results/erase.jsonl`; no '
-                    'verdict until the grid is whole.')
+    if len(ok) < (n := sum(1 for _ in sw.grid(rows))):
+        return dict(row=False, shipped=fill('erase not whole', done=len(ok), n=n))
     s, out, stats = sw.summarize(rows), [], {tuple(p): [] for p in sw.pairs}
     level = {'mqar': 'pairs', 'reassign': 'updates', 'evict': 'updates', 'capacity': 'live pairs'}
     for t, x in [(t, x) for t in sw.tasks for x, _ in sw.tasks[t]['levels']]:
@@ -154,10 +163,9 @@ def erase_section():
                                (zip(*stats[tuple(p)]) for p in sw.pairs[:2]))
     floor = sum(r['val_acc'] < sw.tasks[r['task']]['floor'][1][r['x']] + 0.02 for r in rows if sw.key(r) in ok)
     verdict = f"behind KDA's gate the erase {word(k, m)}: ahead on {k} of {m} paired seeds (mean {d} points)"
-    shipped = TEMPLATE['erase verdict'].format(
-        provenance=sw.provenance(rows), verdict=verdict, safe_word=word(sk, sm), floor=floor, runs=len(ok),
-        safe_ahead=f'{sk} of {sm}', safe_mean=sd,
-        table=table(['level', *(c for a, b in sw.pairs for c in (a, b, f'{a} ahead'))], out))
+    shipped = fill('erase verdict', provenance=sw.provenance(rows), verdict=verdict, safe_word=word(sk, sm),
+                   floor=floor, runs=len(ok), safe_ahead=f'{sk} of {sm}', safe_mean=sd,
+                   table=table(['level', *(c for a, b in sw.pairs for c in (a, b, f'{a} ahead'))], out))
     return dict(floor=floor, runs=len(ok), verdict_with=verdict.replace('behind', 'with'), shipped=shipped)
 
 
@@ -166,32 +174,25 @@ def defaults_section():
     by = {(r['task'], r['mixer']): r for r in rows}
     cell = lambda r: 'not run' if r is None else f"{100 * r['val_acc']:.2f}" + (  # noqa: E731
         f" (step {r['step']}, †)" if r['status'] == 'timeout' else '')
-    stopped = any(r['status'] == 'timeout' for r in rows)
     return dict(provenance=sw.provenance(rows), low=f"{100 * min(r['val_acc'] for r in rows):.2f}",
                 table='; '.join(f"{m} {' / '.join(cell(by.get((t, m))) for t in sw.tasks)}" for m in sw.mixers),
-                stopped="† the run's last evaluation at its final step; the process was stopped before it exited, so "
-                'the sweep lists it as unfinished.' if stopped else '')
-
-
-def not_run(title, grid, jobs):
-    return [f'## {title}', '', f'Not run yet: `python sweep.py {grid} --jobs={jobs}` writes its rows.', '']
+                stopped=fill('defaults stopped') if any(r['status'] == 'timeout' for r in rows) else '')
 
 
 def lm_section():
     sw, rows = sweep_rows('config/sweep/lm.py')
     if not rows:
-        return not_run('Which learning rate for each mixer? The LM grid', 'config/sweep/lm.py', 7)
+        return not_run('lm_section', 'config/sweep/lm.py')
     s = {m: v for (_, _, m), v in sw.summarize(rows).items()}
-    best = sw.best_lrs(rows)
+    best, lrs = sw.best_lrs(rows), sw.learning_rates
     ok = {sw.key(r) for r in rows if r['status'] in ('ok', 'diverged')}
     done = [m for m in sw.mixers if any(k[2] == m for k in best)
             and all(sw.key(r) in ok for r, _ in sw.grid(rows) if r['mixer'] == m)]
-    edge = [f'{m} ({lr:g})' for (_, _, m), lr in best.items() if lr in (min(sw.learning_rates), max(sw.learning_rates))]
-    return dict(lrs=', '.join(f'{lr:g}' for lr in sw.learning_rates), seed0=sw.seeds[0], provenance=sw.provenance(rows),
-                edge=', '.join(edge) or 'none', row=False, mixers=table(
-                    ['mixer', 'params', 'best lr', 'val loss there: mean ± std (seeds)'],
-                    [[m, f"{s[m]['params']:,}", f"{s[m]['lr']:g}",
-                      f"{s[m]['mean']:.4f} ± {s[m]['std']:.4f} ({len(s[m]['accs'])})"] for m in done]))
+    edge = [f'{m} ({lr:g})' for (_, _, m), lr in best.items() if lr in (min(lrs), max(lrs))]
+    return dict(lrs=', '.join(f'{lr:g}' for lr in lrs), seed0=sw.seeds[0], provenance=sw.provenance(rows),
+                edge=', '.join(edge) or 'none', row=False, mixers=lines(
+                    [m, f"{s[m]['params']:,}", f"{s[m]['lr']:g}",
+                     f"{s[m]['mean']:.4f} ± {s[m]['std']:.4f} ({len(s[m]['accs'])})"] for m in done))
 
 
 # The LM grid's figures, named in config/sweep/lm_long.py before its runs: (label, unit, higher is better)
@@ -214,7 +215,7 @@ def long_figures(run, block_size, text, needles):
 def lm_long_section():
     sw, rows = sweep_rows('config/sweep/lm_long.py')
     if not rows:
-        return not_run('How do the mixers compare as language models?', 'config/sweep/lm_long.py', 7)
+        return not_run('lm_long_section', 'config/sweep/lm_long.py')
     evals = read_rows('lm_long_eval.jsonl')
     ev = {(r['mixer'], r['seed'], r['what']): r[r['what']] for r in evals}
     block_size = runpy.run_path(sw.tasks['stdlib']['config'])['block_size']  # "past the block" starts there
@@ -229,12 +230,12 @@ def lm_long_section():
     contexts = sorted({c['context'] for c in needles0['cells']})
     by_ctx = lambda m, v, c: mean((x['acc'] for s in seeds for x in ev[m, s, 'needles']['cells']  # noqa: E731
                                    if (x['variant'], x['context']) == (v, c)), 100)  # every seed's and depth's
-    verdicts, pairs = {}, []
-    for a, b in [p for p in sw.pairs if set(p) <= set(ms)]:
+    verdicts, pairs = {f'{a}, {b}, {f}': 'not run' for a, b in sw.pairs for f in LONG_FIGURES}, []
+    for a, b in [p for p in sw.pairs if set(p) <= set(ms)]:  # verdicts: {'A, B, figure': verdict}, as the template
         pairs.append([f'{a} − {b}'])
         for f, (_, _, higher) in LONG_FIGURES.items():
             mu, (lo, hi), k, p, v = paired([fig[a, s][f] - fig[b, s][f] for s in seeds], higher, a, b)
-            verdicts[a, b, f] = v
+            verdicts[f'{a}, {b}, {f}'] = v
             cell = f'{num(f, mu, "+", 2)} [{num(f, lo, "+", 2)}, {num(f, hi, "+", 2)}] {k}/{len(seeds)}, p {p:.2f}'
             pairs[-1].append(cell if v == 'not resolved' else f'**{cell}, {v}**')
 
@@ -251,35 +252,32 @@ def lm_long_section():
         ax.legend(fontsize=8)
     figure('lm_long_position.png', draw)
     mean_of = lambda m, f: num(f, avg(m, f)) if m in ms else 'not run'  # noqa: E731
-    needle_v = [v for (a, b, f), v in verdicts.items() if f in ('bound', 'rebound', 'stale') and 'transformer' not in b]
+    needle_v = [v for k, v in verdicts.items() if k.endswith(('bound', 'stale')) and 'transformer' not in k]
     return dict(
         provenance=sw.provenance(rows), evaluated=sw.provenance(evals, 'evaluations'), n_seeds=len(seeds), text=text0,
         needles=needles0, last_ctx=f'{contexts[-1]:,}', tf_past_x=mean_of('transformer conv4', 'past'),
-        eda_past_x=mean_of('eda', 'past'), n_resolved=sum(v != 'not resolved' for v in needle_v), n_needle=len(needle_v),
+        eda_past_x=mean_of('eda', 'past'), n_resolved=sum(v not in ('not resolved', 'not run') for v in needle_v),
+        n_needle=sum(v != 'not run' for v in needle_v), v=verdicts,
         mixers=table(['mixer', *(f'{lab} ({unit})' for lab, unit, _ in LONG_FIGURES.values())],
                      [[m, *(num(f, avg(m, f)) for f in LONG_FIGURES)] for m in ms]),
         by_ctx=table(['mixer', *(f'{c:,}' for c in contexts)], [[m, *(
             f"{by_ctx(m, 'bound', c):.0f} / {by_ctx(m, 'rebound', c):.0f}" for c in contexts)] for m in ms]),
         pairs=table(['A − B', *(lab for lab, _, _ in LONG_FIGURES.values())], pairs),
-        v={**{f'{a}, {b}, {f}': 'not run' for a, b in sw.pairs for f in LONG_FIGURES},  # as the template names them
-           **{', '.join(key): v for key, v in verdicts.items()}},
         near_chance=', '.join(f"{by_ctx(m, 'bound', contexts[-1]):.0f}" for m in ms))
 
 
-def length_section():
-    sw, rows = sweep_rows('config/sweep/length.py')
-    evals = read_rows('length_eval.jsonl')
-    acc = {(r['mixer'], r['seed']): {x['multiple']: x for x in r['length']} for r in evals}
-    mults = sorted({m for a in acc.values() for m in a})
-    seeds = sorted({s for _, s in acc})
-    ms = [m for m in sw.mixers if all((m, s) in acc for s in seeds)]
+def length_task(sw, task, acc, several):
+    """One task's fields of the length section, with draw(ax), its panel of the figure; acc: {(mixer, seed):
+    {multiple: eval.py's scores there}}."""
+    spec, mults, seeds = sw.tasks[task], sorted({m for a in acc.values() for m in a}), sorted({s for _, s in acc})
+    if len(spec['levels']) != 1:
+        sys.exit(f"results.py: the length section reads one level a task; config/sweep/length.py's {task} has "
+                 f"{len(spec['levels'])}")
+    cfg, ms = runpy.run_path(spec['config']), [m for m in sw.mixers if all((m, s) in acc for s in seeds)]
+    configure(cfg, spec['levels'][0][1])  # train.py's settings for the task: its config and level
     pct = lambda v: f'{100 * v:.1f}'  # noqa: E731
     prim = {k: mean((a[m]['acc'] for m in mults[1:]), 100) for k, a in acc.items()}
     avg = lambda m, f, x: mean(acc[m, s][x][f] for s in seeds)  # noqa: E731
-    by_len = table(['mixer', *(f"{x}x ({acc[ms[0], seeds[0]][x]['seq_len']})" for x in mults),
-                    f'values / NONE at {mults[-1]}x'],
-                   [[m, *(pct(avg(m, 'acc', x)) for x in mults),
-                     f"{pct(avg(m, 'acc_value', mults[-1]))} / {pct(avg(m, 'acc_none', mults[-1]))}"] for m in ms])
     pairs, verdicts = [], {}  # verdicts: {'A, B': verdict}, as the template names them
     for a, b in sw.pairs:
         d = [prim[a, s] - prim[b, s] for s in seeds]
@@ -288,7 +286,7 @@ def length_section():
         pairs.append([f'{a} − {b}', ', '.join(f'{x:+.1f}' for x in d), f'{mu:+.1f}', f'[{lo:+.1f}, {hi:+.1f}]',
                       f'{k} of {len(d)}', f'{p:.2f}', f'**{v}**'])
     low = [f'{m} seed {s} ({pct(a[1]["acc"])}%)' for (m, s), a in sorted(acc.items()) if a[1]['acc'] < 0.99]
-    worst = min(acc, key=prim.get)
+    worst, top, at1 = min(acc, key=prim.get), mults[-1], acc[ms[0], seeds[0]][1]
     span = lambda v: f'{min(v):.1f}-{max(v):.1f}'  # noqa: E731
     at = lambda x: span([100 * avg(m, 'acc', x) for m in ms])  # noqa: E731
 
@@ -298,18 +296,64 @@ def length_section():
                 ax.plot(mults, [100 * acc[m, s][x]['acc'] for x in mults], color=f'C{i}', lw=0.5, alpha=0.35)
             ax.plot(mults, [100 * avg(m, 'acc', x) for x in mults], color=f'C{i}', lw=2, marker='o', label=m)
         ax.set(xscale='log', xticks=mults, xticklabels=[f'{x}x' for x in mults], ylim=(50, 100.5),
-               xlabel='evaluation length / training length (256 tokens)', ylabel='accuracy (%)',
-               title='reassign past the training length (thin: seeds)')
+               xlabel=f"evaluation length / training length ({cfg['block_size']} tokens)", ylabel='accuracy (%)',
+               title=f'{task} past the training length (thin: seeds)')
         ax.legend(fontsize=8)
-    figure('length_acc.png', draw)
-    return dict(provenance=sw.provenance(rows), evaluated=sw.provenance(evals, 'evaluations'), by_len=by_len, v=verdicts,
-                first=at(1), last=at(mults[-1]), top=f'{mults[-1]}x', n_seeds=len(seeds), low=', '.join(low) or 'none',
-                rest=span([100 * acc[worst[0], s][mults[-1]]['acc'] for s in seeds if s != worst[1]]),
-                worst='{} seed {}'.format(*worst), worst_acc=pct(acc[worst][mults[-1]]['acc']),
-                pairs=table(['A − B', 'per seed (points)', 'mean', '95% interval', 'A higher', 'sign test p',
-                             'verdict'], pairs), runs=table(['mixer', *(f'seed {s}' for s in seeds)], [
-                    [m, *(f"{pct(acc[m, s][1]['acc'])} / {prim[m, s]:.1f}" for s in seeds)] for m in ms]),
-                n_ahead=sum('not' not in v for v in verdicts.values()), n_pairs=len(verdicts))
+    return dict(
+        task=task, draw=draw, label=f'**{task}**' if several else '', v=verdicts, n_seeds=len(seeds),
+        n_mixers=len(ms), tokens=cfg['block_size'], first=at(1), last=at(top), top=f'{top}x', keys=at1['num_keys'],
+        grown=acc[ms[0], seeds[0]][top]['num_updates'], low=', '.join(low) or 'none',
+        rest=span([100 * acc[worst[0], s][top]['acc'] for s in seeds if s != worst[1]]),
+        worst='{} seed {}'.format(*worst), worst_acc=pct(acc[worst][top]['acc']), pairs=lines(pairs),
+        n_ahead=sum('not' not in v for v in verdicts.values()), n_pairs=len(verdicts),
+        by_len=table(['mixer', *(f"{x}x ({acc[ms[0], seeds[0]][x]['seq_len']})" for x in mults),
+                      f'values / NONE at {top}x'],
+                     [[m, *(pct(avg(m, 'acc', x)) for x in mults),
+                       f"{pct(avg(m, 'acc_value', top))} / {pct(avg(m, 'acc_none', top))}"] for m in ms]),
+        runs=table(['mixer', *(f'seed {s}' for s in seeds)], [
+            [m, *(f"{pct(acc[m, s][1]['acc'])} / {prim[m, s]:.1f}" for s in seeds)] for m in ms]),
+        setup=fill('length setup', config=spec['config'], on='' if Path(spec['config']).stem == task else
+                   f' on {task}', layers=cfg['n_layer'], live=cfg['num_kv_pairs'], updates=cfg['num_updates'],
+                   noun=UPDATES.get(task, 'updates'), tokens=cfg['block_size'], steps=cfg['max_iters']))
+
+
+def pilot_found():
+    """What the evict pilot found at each level: each mixer's best val_acc and the first evaluation where every run
+    is at 99% or more ('not run yet' without its rows)."""
+    sw, rows = sweep_rows('config/sweep/evict_pilot.py')
+    found = []
+    for x in sorted({r['x'] for r in rows}):
+        runs, at = [r for r in rows if r['x'] == x], {}  # at: {evaluation step: every run's val_acc there}
+        for step, _, a in (e for r in runs for e in r.get('curve') or []):
+            at.setdefault(step, []).append(a)
+        first = next((f'step {s}' for s, a in sorted(at.items()) if len(a) == len(runs) and min(a) >= 0.99), 'none')
+        best = {m: [a for r in runs if r['mixer'] == m for *_, a in r.get('curve') or []] for m in sw.mixers}
+        found.append(fill('length pilot level', x=x, first=first, best=' / '.join(
+            f'{m} ' + (f'{100 * max(a):.1f}' if a else 'no evaluation') for m, a in best.items())))
+    return fill('length pilot', levels='; '.join(found)) if found else 'not run yet'
+
+
+def length_section():
+    sw, rows = sweep_rows('config/sweep/length.py')
+    evals, acc = read_rows('length_eval.jsonl'), {}  # acc: {task: {(mixer, seed): {multiple: scores}}}
+    for r in evals:
+        acc.setdefault(r['task'], {})[r['mixer'], r['seed']] = {x['multiple']: x for x in r['length']}
+    if stray := set(acc) - set(sw.tasks):
+        sys.exit(f"results.py: results/length_eval.jsonl has rows of {', '.join(sorted(stray))}, not a task of "
+                 "config/sweep/length.py")
+    per = [length_task(sw, t, acc[t], len(acc) > 1) for t in sw.tasks if t in acc]
+    figure('length_acc.png', lambda *axes: [f['draw'](ax) for f, ax in zip(per, axes)], len(per))
+
+    def each(key):  # a field of every task: one value where they agree, else each task's
+        vals = {f['task']: f[key] for f in per}
+        return vals[per[0]['task']] if len(set(vals.values())) == 1 else ', '.join(f'{v} on {t}' for t, v in vals.items())
+    return dict(provenance=sw.provenance(rows), evaluated=sw.provenance(evals, 'evaluations'),
+                n_runs=sum(1 for _ in sw.grid()), setup=' and '.join(f['setup'] for f in per), keys=each('keys'),
+                grown=each('grown'), top=each('top'), n_seeds=each('n_seeds'),
+                evict=fill('length evict in' if 'evict' in acc else 'length evict out', pilot=pilot_found()),
+                by_len='\n\n'.join(fill('length by_len', **f) for f in per),
+                verdicts='\n\n'.join(fill('length verdicts', **f) for f in per),
+                measured='; '.join(fill('length row', **f) for f in per))
 
 
 def probe_section():
@@ -331,8 +375,7 @@ def table7_section():
             tf = off(ns[0], paper[0]) if (scale, mixer) == ('dense', 'transformer') else tf
             cells = [(f'{n:,} ({off(n, p)})', f'{p}B') for n, p in zip(ns, paper)] or [(f'{n:,}', '—') for n in ns]
             rows.append([label, MIXER_NAMES[mixer], *cells[0], *cells[1]])
-    return dict(counts=table(['Scale', 'Model', 'ours total', 'paper total', 'ours active', 'paper active'], rows),
-                exact=exact, tf=tf)
+    return dict(counts=lines(rows), exact=exact, tf=tf)
 
 
 def io_floor_bytes(B, T, H, HV, erase, K=128, V=128):
@@ -348,8 +391,7 @@ def kernel_section():
                                   if r['bench'] == bench and run in (None, r['run']) and not r['launch']}
     run = [r for r in rows if r['bench'] == 'kernel' and r['case'].startswith('FLA')][-1]['run']  # the last with FLA
     kr, prof = by('kernel', run), by('profile')
-    timed = by('kernel', next(iter(prof.values()))['run'])
-    shapes = list(dict.fromkeys(s for _, s in kr))
+    timed, shapes = by('kernel', next(iter(prof.values()))['run']), list(dict.fromkeys(s for _, s in kr))
     ratio = lambda r, f: f"{r['fwd_ms'] / f['fwd_ms']:.2f}x / {r['fwd_bwd_ms'] / f['fwd_bwd_ms']:.2f}x" if f else '—'  # noqa: E731
     vs = lambda case, i: [kr[case, s][i] / kr[SAFE, s][i] for s in shapes if (case, s) in kr and (SAFE, s) in kr]  # noqa: E731
     span = lambda xs: f'{min(xs):.2f}x' if f'{min(xs):.2f}' == f'{max(xs):.2f}' else f'{min(xs):.2f}x to {max(xs):.2f}x'  # noqa: E731
@@ -374,23 +416,21 @@ def kernel_section():
         made=made([r for r in rows if r['bench'] == 'kernel' and r['run'] == run], True),
         prof_made=made(list(prof.values())), bw=bw, s0=shapes[0], n_shapes=len(vs(EDA, 'fwd_bwd_ms')),
         share={n: f'{round(100 * min(v))}-{round(100 * max(v))}%' for n, v in extra.items()},
-        main=table(['case', 'shape', 'fwd ms', 'fwd+bwd ms', 'peak MiB', 'vs FLA safe gate (fwd / fwd+bwd)',
-                    'vs FLA chunk_kda (fwd / fwd+bwd)'], [
-            [c, str(s), f"{r['fwd_ms']:.3f}", f"{r['fwd_bwd_ms']:.3f}", f"{r['peak_mib']:,}", ratio(r, kr.get((SAFE, s))),
-             ratio(r, kr.get(('FLA chunk_kda', s)))] for (c, s), r in kr.items() if 'check_g' not in c]),
+        main=lines([c, str(s), f"{r['fwd_ms']:.3f}", f"{r['fwd_bwd_ms']:.3f}", f"{r['peak_mib']:,}",
+                    ratio(r, kr.get((SAFE, s))), ratio(r, kr.get(('FLA chunk_kda', s)))]
+                   for (c, s), r in kr.items() if 'check_g' not in c),
         fwd=span(vs(EDA, 'fwd_ms')), fwd_bwd=span(vs(EDA, 'fwd_bwd_ms')), peak=span(vs(EDA, 'peak_mib')),
         kda_fwd=span(vs(KDA, 'fwd_ms')), kda_fwd_bwd=span(vs(KDA, 'fwd_bwd_ms')),
         where=table(['shape', 'case', 'fwd+bwd ms', *(f'{n} ms' for n in KERNELS.values()), 'other ms'], where),
         par=ratios('_eda_prep_kernel', '_eda_dh_prep_kernel', '_eda_bwd_kernel'),
-        walks=ratios('_eda_fwd_kernel', '_eda_bwd_dh_kernel'),
-        floor=table(['shape', 'EDA floor ms', 'EDA', 'KDA floor ms', 'our KDA path', 'FLA safe gate'], floor),
+        walks=ratios('_eda_fwd_kernel', '_eda_bwd_dh_kernel'), floor=lines(floor),
         fla0=fla0, eda0=eda0, eda0_x=f'{eda0 / fla0:.2f}x', kda0_x=f'{kda0 / fla0:.2f}x')
 
 
 def train_section():
     trains, layers = read_rows('train.jsonl', 'train'), read_rows('train.jsonl', 'model_train_layer')
     runs = {(r['mixer'] + r['tag'], r['block_size']): r for r in trains}
-    ctx = sorted({T for _, T in runs})
+    ctx, tf = sorted({T for _, T in runs}), MIXER_NAMES['transformer']
     out = []
     for T in ctx:
         e, rc, t = runs['eda', T], runs['eda_recompute', T], runs['transformer', T]
@@ -399,21 +439,18 @@ def train_section():
                     f"{e['peak_gib']:.1f} ({rc['peak_gib']:.1f}) / {t['peak_gib']:.1f}"])
 
     def draw(ax):
-        for m, label in (('eda', 'EDA hybrid'), ('eda_recompute', 'EDA hybrid, recomputed states'), ('transformer', TF)):
+        for m, label in (('eda', 'EDA hybrid'), ('eda_recompute', 'EDA hybrid, recomputed states'), ('transformer', tf)):
             ax.plot(ctx, [runs[m, T]['tok_s'] for T in ctx], marker='o', label=label)
         ax.set(xscale='log', xlabel='block_size (tokens)', ylabel='tokens/s', title='~125M models, one H100, compiled')
         ax.set_xticks(ctx, [str(T) for T in ctx])
         ax.legend()
     figure('train_context.png', draw)
-    name = lambda r: (TF if r['mixer'] == 'transformer' else r['mixer']) + (  # noqa: E731
+    name = lambda r: (tf if r['mixer'] == 'transformer' else r['mixer']) + (  # noqa: E731
         ', ' + ', '.join(r['overrides']) if r['overrides'] else '')
     return dict(
-        made=made(trains, True), layers_made=made(layers, True),
-        table=table(['block_size', 'EDA hybrid tok/s (recomputed states)', f"{TF} tok/s", 'ratio (recomputed)',
-                     'peak GiB: hybrid (recomputed) / Transformer'], out),
-        layers=table(['model', 'layer', 'count', 'fwd+bwd ms', 'core ms', 'kept bytes/token'], [
-            [name(r), r['layer'], r['count'], f"{r['fwd_bwd_ms']:.3f}", '—' if r['core_ms'] is None else
-             f"{r['core_ms']:.3f}", f"{r['kept_bytes_per_token']:,}"] for r in layers]),
+        made=made(trains, True), layers_made=made(layers, True), table=lines(out),
+        layers=lines([name(r), r['layer'], r['count'], f"{r['fwd_bwd_ms']:.3f}", '—' if r['core_ms'] is None else
+                      f"{r['core_ms']:.3f}", f"{r['kept_bytes_per_token']:,}"] for r in layers),
         ratios=', '.join(f"{runs['eda', T]['tok_s'] / runs['transformer', T]['tok_s']:.2f}x at {T}"
                          for T in (ctx[0], ctx[-2], ctx[-1])))
 
@@ -421,8 +458,7 @@ def train_section():
 def decode_section():
     steps, kern = read_rows('model_decode.jsonl', 'model_decode'), read_rows('kernels.jsonl', 'decode_kernel')
     [check] = read_rows('model_decode.jsonl', 'model_decode_check')
-    runs = {(r['mixer'], r['mode'], r['ctx'], r['B']): r for r in steps}
-    out = []
+    runs, out = {(r['mixer'], r['mode'], r['ctx'], r['B']): r for r in steps}, []
     for ctx, B in sorted({(c, b) for _, _, c, b in runs}):
         e, t = runs['eda', 'compiled', ctx, B], runs['transformer', 'compiled', ctx, B]
         out.append([ctx, B, f"{e['ms']:.3f}", f"{runs['eda', 'graph', ctx, B]['ms']:.3f}", f"{t['ms']:.3f}",
@@ -431,14 +467,10 @@ def decode_section():
     fla = {r['B']: r['ms'] for r in kern if r['case'].startswith('FLA')}
     return dict(
         made=made(steps), kern_made=made(kern), check=check, verdict='all pass.' if check['ok'] else 'FAILED.',
-        worst_at='{mixer} {mode} ctx {ctx} B {B}'.format(**check['worst_at']),
+        worst_at='{mixer} {mode} ctx {ctx} B {B}'.format(**check['worst_at']), table=lines(out),
         launches=', '.join(f'{k} {n}' for k, n in check['kernels_per_step'].items()),
-        table=table(['ctx', 'B', 'hybrid compiled', 'hybrid graph', f"{TF} compiled", f"{TF} graph",
-                     "hybrid tok/s / Transformer's (compiled)", 'hybrid floor (compiled)',
-                     'cache per sequence, hybrid / Transformer'], out),
-        kern=table(['case', 'B', 'ms (graph replay)', 'GB/s (state read + written)', 'vs FLA', 'ms (eager call)'],
-                   [[r['case'], r['B'], f"{r['ms']:.4f}", r['gb_s'], f"{r['ms'] / fla[r['B']]:.2f}x",
-                     f"{r['eager_ms']:.4f}"] for r in kern]),
+        kern=lines([r['case'], r['B'], f"{r['ms']:.4f}", r['gb_s'], f"{r['ms'] / fla[r['B']]:.2f}x",
+                    f"{r['eager_ms']:.4f}"] for r in kern),
         longest=runs['eda', 'compiled', max(r[2] for r in runs), 1], big=max(out, key=lambda o: (o[0], o[1])))
 
 
@@ -451,14 +483,14 @@ def anchor(title):
 
 
 def render(section):
-    """(a section's text, its README row or None): its template part filled with its fields, or its own lines."""
+    """(a section's text, its README row or None): its template part filled with its fields, or its own text."""
     out = section()
-    if isinstance(out, list):
-        return '\n'.join(out).strip('\n') + '\n', None
+    if isinstance(out, str):
+        return out + '\n', None
     text = TEMPLATE[section.__name__].format(**out)
     while '\n\n\n' in text:  # an empty field leaves no gap
         text = text.replace('\n\n\n', '\n\n')
-    row = out.get('row', True) and TEMPLATE[section.__name__ + ' row'].format(**out).strip().split(' | ')
+    row = out.get('row', True) and fill(section.__name__ + ' row', **out).split(' | ')
     return text.strip('\n') + '\n', row or None
 
 
