@@ -1,15 +1,10 @@
 """
-The paper's memory-state probes (Sec. 4.4 sec:memory_state_analysis, Fig. eda_memory_state_analysis) on a
-trained checkpoint: held-out text runs through the model, and for every EDA layer and value head
-(notes/probe.md defines each and the choices the paper leaves open):
-
-    (a) gate-strength allocation   shares q_m = b_m / (b_D + b_Delta + b_E) of decay, delta and erase,
-                                   overall and per alpha_bar bin
-    (b) readout perturbation       ||delta o_t|| / ||o_t^-||, for e_t and random, head-shuffled and e_t = k_t
-                                   addresses; it grows with |q_t . e_t|: a low score is not "little damage"
-    (c) geometry                   mean |cos(e_t, k_t)|, |cos(e_t, q_t)|, and that of independent directions
-    (d) raw write-key recall       R(lag) = mean cos(S_t^T k_{t-lag}, v_{t-lag}), beside a KDA model (--compare)
-
+The paper's memory-state probes (Sec. 4.4 sec:memory_state_analysis, Fig. eda_memory_state_analysis) on a trained
+checkpoint, for every EDA layer and value head on held-out text (notes/probe.md defines each and the choices the paper
+leaves open): (a) gate-strength allocation, shares q_m = b_m / (b_D + b_Delta + b_E) of decay, delta and erase,
+overall and per alpha_bar bin; (b) readout perturbation ||delta o_t|| / ||o_t^-|| for e_t and random, head-shuffled
+and e_t = k_t addresses (it grows with |q_t . e_t|); (c) geometry, mean |cos(e_t, k_t)| and |cos(e_t, q_t)| against
+independent directions; (d) raw write-key recall R(lag) = mean cos(S_t^T k_{t-lag}, v_{t-lag}), beside a KDA model.
 The replay is eda.eda_recurrent (the spec) in float64 on the layer's own rule inputs, checked against its output.
 
     python probe.py --out_dir=out/stdlib_26m                                # the checkpoint's val split

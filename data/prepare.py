@@ -14,9 +14,8 @@ and tiktoken encodings download on first use (tiktoken caches its files, in TIKT
 Token files (format: notes/train.md): a 64-byte HEADER, then the tokens as one flat array, documents ended by
 tiktoken's <|endoftext|> or byte 0 (never in text); load_tokens() checks them, naming the command that rebuilds one.
 
-Validation split (--val_fraction, in (0, 0.5]): whole files or documents, chosen by a stable hash of their
-name, when that holds out at least MIN_VAL_FILES of them; with fewer files (a few text files), the last
-val_fraction of every file instead, so that validation text follows the training text's distribution.
+Validation (--val_fraction, in (0, 0.5]): whole files or documents by a stable hash of their name, or, with too few
+files for that (val_names), the last val_fraction of every file, so that it follows the training text's distribution.
 """
 import argparse
 import codecs
