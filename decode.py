@@ -9,9 +9,8 @@ graph, sampling from logits, and the decode loop.
     step = GraphDecoder(model, cache)    # after prefill(model, idx, cache)
     logits = step(next_tokens)           # [B] or [B,1] -> [B,1,vocab]; advances cache['pos'] like decode_step
 
-Every layer's forward takes its part of the cache (LinearAttention: conv tail and recurrent state; GatedAttention:
-the KV cache), so prefill and decoding run the model's one forward path. Why a step runs as it does:
-notes/decode.md. sample.py is the command line.
+Every layer's forward takes its part of the cache, so prefill and decoding run the model's one forward path. Why a
+step runs as it does: notes/decode.md. sample.py is the command line.
 """
 import math
 import warnings
@@ -39,14 +38,13 @@ def sampling_problem(temperature, top_k, top_p):
 def tokens_problem(idx, vocab_size):
     """What is wrong with a prompt idx [B, T] for a model of vocab_size (a sentence), or None: an id outside the
     vocabulary would index past the embedding (a device-side assert on a GPU)."""
-    if not torch.is_tensor(idx) or idx.dim() != 2 or idx.dtype.is_floating_point or idx.dtype.is_complex \
-            or idx.dtype == torch.bool:
+    if not torch.is_tensor(idx) or idx.dim() != 2 or idx.dtype.is_floating_point or idx.dtype.is_complex or \
+            idx.dtype == torch.bool:
         what = f"{idx.dim()}-D {idx.dtype}" if torch.is_tensor(idx) else type(idx).__name__
         return f"the prompt must be a 2-D integer tensor [B, T], got a {what}"
     if idx.numel() == 0:
         return f"the prompt is empty (shape {list(idx.shape)}): give at least one token per row"
-    bad = idx[(idx < 0) | (idx >= vocab_size)]
-    if bad.numel():
+    if (bad := idx[(idx < 0) | (idx >= vocab_size)]).numel():
         return f"the prompt holds token {int(bad[0])}, outside the model's vocabulary of {vocab_size}"
     return None
 
@@ -75,9 +73,8 @@ def new_cache(model, batch_size, max_len=None, device=None, dtype=None):
                           "state": [B, HV, K, V] the fp32 recurrent state}      -- constant size
         attention layer: {"k", "v": [B, n_kv_head, max_len, head_dim]}, slots < pos valid (and with
                           attn_conv_size, "conv": [B, attn_conv_size-1, n_embd] the last inputs)
-    max_len defaults to block_size, device and dtype to the model's. prefill / decode_step update every
-    tensor in place, never replace it (GraphDecoder relies on it). All rows share pos (left-pad prompts of
-    unequal length yourself)."""
+    max_len defaults to block_size, device and dtype to the model's. prefill / decode_step update every tensor in
+    place (GraphDecoder relies on it). All rows share pos (left-pad prompts of unequal length yourself)."""
     cfg = model.config
     max_len = cfg.block_size if max_len is None else max_len
     device = model.wte.weight.device if device is None else device
@@ -179,14 +176,11 @@ def decode_state_snapshot(model, cache):
 
 
 class GraphDecoder:
-    """decode_step for one cache, captured once as a CUDA graph and replayed per token: the ~1000 kernel
-    launches of a step (more CPU time than the GPU work, notes/decode.md) become one graph launch.
-    The graph replays static_decode_step on fixed addresses (the cache tensors, a token buffer, a device-side
-    position, its output: the returned logits are overwritten by the next call); the position is re-read from
-    cache['pos'], so prefill or decode_step may advance the cache in between. capture=False runs the same step
-    without a graph (the CPU tests' check against decode_step). compile: capture torch.compile(static_decode_step,
-    fullgraph=True) instead (True: Inductor, or a backend name), so that the step's small elementwise kernels
-    fuse before the graph records them; the first call of a new model compiles (tens of seconds on a GPU)."""
+    """decode_step for one cache, captured once as a CUDA graph and replayed per token: a step's ~1000 kernel
+    launches become one (notes/decode.md). The graph replays static_decode_step on fixed addresses: the returned
+    logits are overwritten by the next call; the position is re-read from cache['pos'], so prefill or decode_step
+    may advance the cache in between. capture=False: the same step without a graph (the CPU tests'). compile:
+    capture torch.compile(static_decode_step, fullgraph=True) instead (True: Inductor, or a backend name)."""
 
     @torch.no_grad()
     def __init__(self, model, cache, capture=True, compile=False):
@@ -212,9 +206,8 @@ class GraphDecoder:
     def _capture(self):
         model, cache = self.model, self.cache
         self._check_room()
-        # Warm up outside the capture (Triton and torch.compile compile, cuBLAS allocates its workspace on
-        # first use; none of it may happen while capturing), on a side stream as torch.cuda.graph asks. The
-        # warm-up runs real steps at cache['pos'], so the linear layers' conv tails and states are restored after.
+        # Warm up outside the capture (compiling, cuBLAS's workspace: none of it may happen while capturing), on a
+        # side stream as torch.cuda.graph asks; the warm-up's real steps at cache['pos'] are undone after.
         restore = decode_state_snapshot(model, cache)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -263,8 +256,8 @@ def sample_next(logits, temperature=1.0, top_k=None, top_p=None):
         logits = logits.masked_fill(logits < v[:, [-1]], float("-inf"))
     if top_p is not None and top_p < 1.0:
         sorted_logits, order = logits.sort(dim=-1, descending=True)
-        cum = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
-        drop = cum - sorted_logits.softmax(dim=-1) > top_p  # keep the smallest set whose mass reaches top_p
+        probs = sorted_logits.softmax(dim=-1)
+        drop = probs.cumsum(dim=-1) - probs > top_p  # keep the smallest set whose mass reaches top_p
         sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
         logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
     return torch.multinomial(logits.softmax(dim=-1), num_samples=1)
@@ -274,12 +267,11 @@ def sample_next(logits, temperature=1.0, top_k=None, top_p=None):
 def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, on_token=None, cuda_graph=None,
              prefill_chunk=None, compile=False, n_vocab=None):
     """Sample max_new_tokens after idx [B,T] (temperature 0: greedy); returns [B, T + max_new_tokens].
-    on_token(tokens [B,1]) is called for each new token batch (streaming), the first time right after the
-    prefill. prefill_chunk: prefill's chunk_size. cuda_graph: replay decode steps from a CUDA graph
-    (GraphDecoder; the same tokens). None: on a CUDA device when possible, else a warning says why not; True:
-    a ValueError if not possible; False: plain decode_step (the reference, and the CPU's path). compile:
-    GraphDecoder's (fewer, fused kernels after a compile, notes/decode.md); needs the graph. n_vocab: sample
-    only ids below it (a tokenizer's vocabulary, where the model's is padded beyond it)."""
+    on_token(tokens [B,1]) is called for each new token batch, the first time right after the prefill.
+    prefill_chunk: prefill's chunk_size. cuda_graph: replay decode steps from a CUDA graph (GraphDecoder). None:
+    on a CUDA device when possible, else a warning says why not; True: a ValueError if not possible; False: plain
+    decode_step. compile: GraphDecoder's; needs the graph. n_vocab: sample only ids below it (a tokenizer's
+    vocabulary, where the model's is padded beyond it)."""
     problem = tokens_problem(idx, model.config.vocab_size) or sampling_problem(temperature, top_k, top_p)
     if not problem and (type(max_new_tokens) is not int or max_new_tokens < 0):  # a bool is no count
         problem = f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}"

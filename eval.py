@@ -2,17 +2,14 @@
 Evaluate a checkpoint past the length it was trained at: synthetic recall at 1x-16x its block, the loss on
 held-out text by position out to 16x (the state carried, and reset at every block), a variable's value in
 held-out Python source (bound early, or rebound midway), and the standard benchmarks of lm-evaluation-harness.
-nanoGPT's shape: settings, then overrides (configurator.py), then one straight script.
 
     python eval.py --out_dir=out/reassign --what=length        # a reassign or evict checkpoint at 1x..16x
     python eval.py --out_dir=out/stdlib_26m --what=text,needles
     python eval.py --out_dir=out/stdlib_26m --what=harness --harness_tasks=hellaswag,arc_easy   # pip install lm_eval
     ... --results=results/x_eval.jsonl      # append one JSON row per evaluation (sweep.py's `evaluate` does)
 
-Every evaluation sequence comes from eval_seed alone, never from the seed that trained the checkpoint, so runs
-of any seed are scored on the same sequences. The functions (length_eval, text_eval, needles_eval,
-harness_eval, the 'nanoeda' lm_eval model of harness_model) take a loaded model. How each part works and
-why: notes/eval.md.
+Every sequence comes from eval_seed alone, so runs of any seed are scored on the same ones. The functions
+(length_eval, text_eval, needles_eval, harness_eval, harness_model) take a loaded model. How and why: notes/eval.md.
 """
 import os
 import re
@@ -25,13 +22,13 @@ import torch
 import torch.nn.functional as F
 
 from configurator import configure
-from data.prepare import TokenFileError, dataset_dir, load_tiktoken, load_tokens
+from data.prepare import TokenFileError, dataset_dir, load_tokenizer, load_tokens
 from data.synthetic import accuracy_counts, at_length, evict, reassign
 from decode import generate
 from model import CheckpointError, model_from_checkpoint
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'scripts'))
-from rows import append, commit, versions  # noqa: E402  (scripts/rows.py: a row appended; commit, versions)
+from rows import append, provenance  # noqa: E402  (scripts/rows.py: a row appended under a lock; its provenance)
 
 # ----------------------------------------------------------------------------------------------------
 # Settings (a config file or --key=value, as train.py)
@@ -54,7 +51,6 @@ harness_limit: int | None = None    # documents per task (None: all)
 device = 'auto'                 # 'auto' (cuda if available), 'cpu', 'cuda', 'cuda:N'
 dtype = 'auto'                  # 'auto' (bfloat16 autocast on GPUs that have it, else float32), or 'float32'
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 PARTS = ('length', 'text', 'needles', 'harness')
 UNIT = 16  # synthetic sequences drawn from one generator: the sequences do not depend on the batching
 
@@ -65,8 +61,7 @@ def fail(msg):
 
 def hidden(model, idx):
     """GPT.forward without the head: the final normed hidden states [B, T, d], so that a caller forms logits
-    only where it scores. A long T runs as any T does: the linear layers' rule chunk by chunk, attention causal
-    over the whole sequence."""
+    only where it scores."""
     x = model.wte(idx)
     for block in model.blocks:
         x, _ = block(x)
@@ -85,8 +80,7 @@ def groups(n, T, budget):
 
 @torch.no_grad()
 def length_eval(model, ckpt, multiples, n_seqs, seed, budget):
-    """Accuracy of a reassign or evict checkpoint at each multiple of its training block, with the live bindings
-    and the key budget of training and the stale bindings growing with the length (data.synthetic.at_length).
+    """Accuracy of a reassign or evict checkpoint at each multiple of its training block (data.synthetic.at_length)
     -> [{multiple, seq_len, num_updates, num_keys, acc, acc_value, acc_none, answers, none_answers}]."""
     c, block = ckpt['config'], ckpt['model_args']['block_size']
     if c['dataset'] not in ('reassign', 'evict'):
@@ -132,8 +126,7 @@ def text_eval(model, block, tokens, multiples, n_windows, seed, budget):
         raise ValueError(f'the held-out split has {len(tokens):,} tokens, fewer than a window of '
                          f'{max(multiples)} x {block} + 1 = {W + 1:,}')
     starts = np.random.default_rng([seed, W]).integers(0, len(tokens) - W, size=n_windows)
-    xy = torch.from_numpy(np.stack([tokens[s:s + W + 1] for s in starts]).astype(np.int64))
-    xy = xy.to(model.wte.weight.device)
+    xy = torch.from_numpy(np.stack([tokens[s:s + W + 1] for s in starts]).astype(np.int64)).to(model.wte.weight.device)
     x, y = xy[:, :-1], xy[:, 1:]
     carried = torch.cat([token_losses(model, x[g], y[g]) for g in groups(n_windows, W, budget)])
     xb, yb = x.reshape(-1, block), y.reshape(-1, block)
@@ -152,21 +145,10 @@ NAMES = (('MAX', 'BASE', 'LOCAL', 'REMOTE', 'CACHE', 'RETRY', 'TOKEN', 'QUEUE', 
 CHARS = list('abcdefghijklmnopqrstuvwxyz0123456789')
 
 
-def codec(encoding):
-    """(encode: str -> ids, decode: ids -> str, end-of-document id) of a checkpoint's encoding."""
-    if encoding in (None, 'bytes'):
-        return (lambda s: list(s.encode('utf-8'))), (lambda ids: bytes(ids).decode('utf-8', 'replace')), 0
-    if encoding.startswith('synthetic'):
-        raise ValueError(f'a checkpoint of a synthetic task ({encoding}) reads no text')
-    enc = load_tiktoken(encoding, 'eval')
-    return enc.encode_ordinary, enc.decode, enc.eot_token
-
-
 def needle_case(tokens, rng, length, depth, rebound, choices, encode, decode):
     """(context ids, candidate value ids: the answer first, then the stale value): `length` tokens of held-out
     text with the line `NAME = 'answer'` inserted at `depth` (rebound: `NAME = 'stale'` there and the answer's
-    line midway between it and the end), ending in `assert NAME == '`. The same rng gives both variants the
-    same haystack, name and values."""
+    midway to the end), ending in `assert NAME == '`."""
     values = []
     while len(values) < choices:
         v = ''.join(rng.choice(CHARS, 5))
@@ -191,9 +173,8 @@ def needle_case(tokens, rng, length, depth, rebound, choices, encode, decode):
 
 @torch.no_grad()
 def continuation_scores(model, pairs, budget):
-    """For each (context ids, continuation ids): (log p(continuation | context), whether greedy decoding from
-    the context gives the continuation), from one forward of context + continuation (right-padded batches of up
-    to budget tokens, longest first; logits at the continuation's positions only)."""
+    """For each (context ids, continuation ids): (log p(continuation | context), whether greedy decoding from the
+    context gives the continuation), from one forward of both (right-padded batches of up to budget tokens)."""
     dev, out = model.wte.weight.device, [None] * len(pairs)
     order = sorted(range(len(pairs)), key=lambda i: -(len(pairs[i][0]) + len(pairs[i][1])))
     i = 0
@@ -216,16 +197,16 @@ def continuation_scores(model, pairs, budget):
 
 def needles_eval(model, ckpt, tokens, multiples, depths, trials, choices, seed, budget):
     """The needle cells, variant x length x depth: acc (the answer's likelihood is the highest of the choices),
-    stale (the stale value's is: in 'bound' a value the text never holds, so chance), exact (greedy decoding
-    gives the answer), logprob (of the answer, per token)."""
-    encode, decode, _ = codec(ckpt.get('encoding'))
+    stale (the stale value's is), exact (greedy decoding gives the answer), logprob (of the answer, per token)."""
+    enc = load_tokenizer(ckpt.get('encoding') or 'bytes', 'eval')
     block, cells = ckpt['model_args']['block_size'], []
     if len(tokens) <= max(multiples) * block:
         raise ValueError(f'the held-out split has {len(tokens):,} tokens, too few for haystacks of '
                          f'{max(multiples) * block:,}')
     for variant, m, depth in ((v, m, d) for v in ('bound', 'rebound') for m in multiples for d in depths):
         cases = [needle_case(tokens, np.random.default_rng([seed, m * block, round(1000 * depth), t]), m * block,
-                             depth, variant == 'rebound', choices, encode, decode) for t in range(trials)]
+                             depth, variant == 'rebound', choices, enc.encode_ordinary, enc.decode)
+                 for t in range(trials)]
         scores = continuation_scores(model, [(ctx, c) for ctx, cands in cases for c in cands], budget)
         per = [scores[t * choices:(t + 1) * choices] for t in range(trials)]  # a trial's candidates, answer first
         picks = [max(range(choices), key=lambda k: s[k][0]) for s in per]
@@ -244,11 +225,10 @@ _harness_class = []
 
 def harness_model():
     """The lm_eval.api.model.LM subclass over our checkpoints, registered as 'nanoeda' on the first call:
-    lm_eval.simple_evaluate(model='nanoeda', model_args='out_dir=out/x') after eval.harness_model(). lm_eval is
-    an optional dependency (pip install lm_eval), imported here only."""
+    lm_eval.simple_evaluate(model='nanoeda', model_args='out_dir=out/x') after eval.harness_model()."""
     if _harness_class:
         return _harness_class[0]
-    from lm_eval.api.model import LM
+    from lm_eval.api.model import LM  # optional: pip install lm_eval
     from lm_eval.api.registry import register_model
     from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
@@ -258,7 +238,8 @@ def harness_model():
             super().__init__()
             self.model, self.ckpt = (model, ckpt) if model is not None else load(out_dir, device)
             self.block, self.budget = self.model.config.block_size, budget
-            self.encode, self.decode, self.eot = codec(self.ckpt.get('encoding'))
+            enc = load_tokenizer(self.ckpt.get('encoding') or 'bytes', 'eval')
+            self.encode, self.decode, self.eot = enc.encode_ordinary, enc.decode, enc.eot_token
 
         def loglikelihood(self, requests):
             pairs = []
@@ -307,15 +288,11 @@ def harness_eval(model, ckpt, tasks, include=None, limit=None):
 
 def load(out_dir, device):
     """(the checkpoint's model on device, in eval mode; the checkpoint)."""
-    path = os.path.join(out_dir, 'ckpt.pt')
-    if not os.path.exists(path):
-        fail(f'no checkpoint at {path}')
     device = ('cuda' if torch.cuda.is_available() else 'cpu') if device == 'auto' else device
     try:
-        model, ckpt = model_from_checkpoint(path, on_cuda=device.startswith('cuda'))
+        return model_from_checkpoint(os.path.join(out_dir, 'ckpt.pt'), device=device)
     except CheckpointError as err:
         fail(err)
-    return model.to(device).eval(), ckpt
 
 
 def report(part, fig):
@@ -352,12 +329,10 @@ def main():
     model, ckpt = load(out_dir, device)
     cuda, cfg = model.wte.weight.is_cuda, ckpt.get('config', {})
     amp = dtype == 'bfloat16' or (dtype == 'auto' and cuda and torch.cuda.is_bf16_supported())
-    row = dict(command=' '.join(['python', 'eval.py', *sys.argv[1:]]), commit=commit(),
-               date=time.strftime('%Y-%m-%d %H:%M', time.gmtime()),
-               device=torch.cuda.get_device_name(model.wte.weight.device) if cuda else 'cpu',
-               checkpoint=os.path.join(out_dir, 'ckpt.pt'), iter=ckpt.get('iter_num'), mixer=model.config.mixer,
-               la_gate=model.config.gate, seed=cfg.get('seed'), eval_seed=eval_seed,
-               dtype='bfloat16' if amp else 'float32', **versions())
+    row = dict(provenance(' '.join(['python', 'eval.py', *sys.argv[1:]])), checkpoint=os.path.join(out_dir, 'ckpt.pt'),
+               device=torch.cuda.get_device_name(model.wte.weight.device) if cuda else 'cpu',  # the model's device
+               iter=ckpt.get('iter_num'), mixer=model.config.mixer, la_gate=model.config.gate, seed=cfg.get('seed'),
+               eval_seed=eval_seed, dtype='bfloat16' if amp else 'float32')
     tokens = None
     if {'text', 'needles'} & set(parts):
         if str(ckpt.get('encoding')).startswith('synthetic'):

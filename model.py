@@ -10,6 +10,7 @@ follow Kimi Linear's KDA and Gated DeltaNet / Qwen3-Next, checked against Table 
 measurements behind the code: notes/model.md.
 """
 import math
+import os
 import pickle
 import random
 import zlib
@@ -920,13 +921,16 @@ def _A_per_channel(ckpt):
                 opt[name][key] = t[:, None].expand_as(dt).clone()
 
 
-def model_from_checkpoint(path, la_backend="auto", on_cuda=False):
-    """(the GPT a checkpoint describes, its weights loaded; the checkpoint dict), for sample.py, probe.py, eval.py.
-    la_backend replaces the recorded one (how to compute, not what). A CheckpointError where it cannot be had."""
+def model_from_checkpoint(path, la_backend="auto", device="cpu", dtype="float32", missing=""):
+    """(the GPT a checkpoint describes, its weights loaded, in eval mode on device, in dtype on CUDA and float32 on
+    the CPU; the checkpoint dict), for sample.py, probe.py, eval.py. la_backend replaces the recorded one (how to
+    compute, not what). A CheckpointError where it cannot be had; `missing` ends its message where there is no file."""
+    if not os.path.exists(path):
+        raise CheckpointError(f"no checkpoint at {path}{missing}")
     ckpt = load_checkpoint(path)
     cfg = checkpoint_config(ckpt, path, la_backend=la_backend)
-    if cfg.auto_backend_problem(on_cuda):
-        raise CheckpointError(cfg.auto_backend_problem(on_cuda))
+    if problem := cfg.auto_backend_problem("cuda" in device):
+        raise CheckpointError(problem)
     model = GPT(cfg)
     model.load_state_dict(ckpt["model"])  # (shapes and names checked by load_checkpoint)
-    return model, ckpt
+    return model.eval().to(device, getattr(torch, dtype) if "cuda" in device else torch.float32), ckpt

@@ -1,17 +1,11 @@
 """
-The paper's memory-state probes (Sec. 4.4 sec:memory_state_analysis, Fig. eda_memory_state_analysis) on a
-trained checkpoint: held-out text runs through the model, and for every EDA layer and value head
-(notes/probe.md defines each and the choices the paper leaves open):
-
-    (a) gate-strength allocation   shares q_m = b_m / (b_D + b_Delta + b_E) of decay, delta and erase,
-                                   overall and per alpha_bar bin
-    (b) readout perturbation       ||delta o_t|| / ||o_t^-||, for e_t and random, head-shuffled and e_t = k_t
-                                   addresses; it grows with |q_t . e_t|: a low score is not "little damage"
-    (c) geometry                   mean |cos(e_t, k_t)|, |cos(e_t, q_t)|, and that of independent directions
-    (d) raw write-key recall       R(lag) = mean cos(S_t^T k_{t-lag}, v_{t-lag}), beside a KDA model (--compare)
-
-The replay is eda.eda_recurrent (the spec) in float64 on the rule inputs the layer itself computes, checked
-against the layer's own output. --baseline=untrained sets every probe beside the untrained model.
+The paper's memory-state probes (Sec. 4.4 sec:memory_state_analysis, Fig. eda_memory_state_analysis) on a trained
+checkpoint, for every EDA layer and value head on held-out text (notes/probe.md defines each and the choices the paper
+leaves open): (a) gate-strength allocation, shares q_m = b_m / (b_D + b_Delta + b_E) of decay, delta and erase,
+overall and per alpha_bar bin; (b) readout perturbation ||delta o_t|| / ||o_t^-|| for e_t and random, head-shuffled
+and e_t = k_t addresses (it grows with |q_t . e_t|); (c) geometry, mean |cos(e_t, k_t)| and |cos(e_t, q_t)| against
+independent directions; (d) raw write-key recall R(lag) = mean cos(S_t^T k_{t-lag}, v_{t-lag}), beside a KDA model.
+The replay is eda.eda_recurrent (the spec) in float64 on the layer's own rule inputs, checked against its output.
 
     python probe.py --out_dir=out/stdlib_26m                                # the checkpoint's val split
     python probe.py --out_dir=out/eda --compare=out/kda --num_tokens=16384  # recall beside a KDA model
@@ -29,7 +23,7 @@ import torch.nn.functional as F
 
 import eda
 from configurator import configure, file_text
-from data.prepare import TokenFileError, dataset_dir, get_encoder, load_tokens, read_meta
+from data.prepare import TokenFileError, dataset_dir, load_tokenizer, load_tokens, read_meta
 from data.synthetic import TASKS as SYNTHETIC_TASKS
 from model import GPT, CheckpointError, LinearAttention, la_output, model_from_checkpoint
 
@@ -403,15 +397,11 @@ def draw_figure(path, models, d_k, lag_list, edges):
 
 def load_model(ckpt_dir, role):
     """(model on device, its config, the checkpoint dict); a one-line exit for anything unusable."""
-    path = os.path.join(ckpt_dir, 'ckpt.pt')
-    if not os.path.exists(path):
-        fail(f"no checkpoint at {path} ({role}): point {'--compare' if role == 'compare' else '--out_dir'} "
-             f"at a directory train.py wrote")
+    hint = f" ({role}): point {'--compare' if role == 'compare' else '--out_dir'} at a directory train.py wrote"
     try:
-        model, ckpt = model_from_checkpoint(path, la_backend, on_cuda='cuda' in device)
+        model, ckpt = model_from_checkpoint(os.path.join(ckpt_dir, 'ckpt.pt'), la_backend, device, dtype, hint)
     except CheckpointError as err:
         fail(err)
-    model.eval().to(device, getattr(torch, dtype) if 'cuda' in device else torch.float32)
     return model, model.config, ckpt
 
 
@@ -442,13 +432,11 @@ def read_tokens(ckpt):
         if encoding is None or encoding.startswith('synthetic'):
             fail(f"the checkpoint {'records no tokenizer' if encoding is None else f'was trained on {encoding}'}: "
                  f"--text needs a text tokenizer; pass --dataset instead")
-        try:
-            body = file_text(text, 'the text file')
+        try:  # (an unreadable file; text that cannot be encoded)
+            ids = load_tokenizer(encoding, 'probe.py').encode_ordinary(file_text(text, 'the text file'))
         except ValueError as err:
             fail(str(err))
-        where = text[5:] if text.startswith('FILE:') else 'the --text string'
-        encode = get_encoder(encoding)[0]
-        return torch.from_numpy(encode([body])[0][:-1].astype('int64')), where  # without the end-of-document token
+        return torch.tensor(ids, dtype=torch.int64), text[5:] if text.startswith('FILE:') else 'the --text string'
     name = dataset or (ckpt.get('data_position') or {}).get('dataset')
     if name is None:
         fail("the checkpoint does not record its dataset: pass --dataset=<name or folder> or --text=...")

@@ -6,11 +6,9 @@ Sample from a trained model, streaming tokens to stdout as they are made.
     python sample.py --start=FILE:prompt.txt --temperature=0        # greedy, prompt read from a file
     python sample.py --init_from=scratch                    # train.py's toy model, untrained: a smoke test
 
-The prompt is prefilled through the chunked (or Triton) path, prefill_chunk tokens at a time; then each new token
-costs one recurrent step (a constant-size state) in the linear-attention layers and one step against the KV cache
-in the full-attention layers (decode.generate), replayed on a GPU from a CUDA graph (decode.GraphDecoder; compiled
-first with --compile=True). After each sample a line on stderr gives the time to the first token (the prefill),
-the first decode step's (graph capture, compile) and the decoding rate.
+The prompt is prefilled prefill_chunk tokens at a time, then each new token is one decode step (decode.generate),
+replayed on a GPU from a CUDA graph (compiled first with --compile=True; notes/decode.md). After each sample a line
+on stderr gives the time to the first token (the prefill), the first decode step's and the decoding rate.
 """
 import codecs
 import glob
@@ -22,6 +20,7 @@ import time
 import torch
 
 from configurator import configure, file_text
+from data.prepare import load_tokenizer
 from decode import cuda_graph_problem, generate, sampling_problem, tokens_problem
 from model import GPT, CheckpointError, GPTConfig, model_from_checkpoint
 
@@ -71,16 +70,6 @@ if device.startswith('cuda') and not torch.cuda.is_available():
     fail(f"device={device!r} but this torch sees no CUDA GPU; use --device=cpu")
 
 
-def load_tokenizer(name):
-    """(encode: str -> list of ids, token_bytes: id -> bytes, n_vocab: the ids it decodes are below it) for
-    'bytes' or a tiktoken encoding."""
-    if name == 'bytes':
-        return (lambda s: list(s.encode('utf-8'))), (lambda t: bytes([t])), 256
-    from data.prepare import load_tiktoken
-    enc = load_tiktoken(name, "sample.py")
-    return (lambda s: enc.encode(s)), enc.decode_single_token_bytes, enc.n_vocab
-
-
 def train_command(out_dir):
     """The command that trains a checkpoint into out_dir: the config file that names it as its out_dir, else
     train.py's toy model there."""
@@ -95,14 +84,13 @@ def train_command(out_dir):
 
 torch.manual_seed(seed)
 
-# the model and its tokenizer
+# the model and its tokenizer; on CUDA the weights are cast to dtype (not autocast, whose cached casts a CUDA graph
+# cannot hold on to), the CPU computes in float32
 if init_from == 'resume':
     ckpt_path = os.path.join(out_dir, 'ckpt.pt')
-    if not os.path.exists(ckpt_path):
-        fail(f"no checkpoint at {ckpt_path}: train one first ({train_command(out_dir)}), "
-             f"point --out_dir at one, or try --init_from=scratch")
+    hint = f": train one first ({train_command(out_dir)}), point --out_dir at one, or try --init_from=scratch"
     try:
-        model, ckpt = model_from_checkpoint(ckpt_path, la_backend, on_cuda='cuda' in device)
+        model, ckpt = model_from_checkpoint(ckpt_path, la_backend, device, dtype, missing=hint)
     except CheckpointError as err:
         fail(err)
     trained_on = ckpt.get('encoding')
@@ -111,19 +99,16 @@ if init_from == 'resume':
         fail(f"{ckpt_path} does not record its tokenizer (an older checkpoint?): pass --encoding=bytes "
              f"or --encoding=<tiktoken name>")
 elif init_from == 'scratch':
-    model = GPT(GPTConfig(la_backend=la_backend))
+    model = GPT(GPTConfig(la_backend=la_backend)).eval().to(device, getattr(torch, dtype) if 'cuda' in device else None)
     trained_on, tokenizer = None, encoding or 'bytes'
 else:
     fail(f"init_from must be 'resume' or 'scratch', got {init_from!r}")
 task = next((t for t in (trained_on, tokenizer) if t and t.startswith('synthetic')), None)
 if task:  # whatever --encoding says: the model has learnt no text
     fail(f"this checkpoint was trained on a synthetic task ({task}): it has no text tokenizer to sample with")
-# on CUDA the weights are cast to dtype (rather than autocast, which would cast each weight at every step,
-# and whose cached casts a CUDA graph cannot hold on to); the CPU computes in float32
-model.eval().to(device, getattr(torch, dtype) if 'cuda' in device else torch.float32)
 if (cuda_graph or compile) and (problem := cuda_graph_problem(model)):
     fail(f"cuda_graph=True or compile=True, but decode steps cannot be replayed from a CUDA graph: {problem}")
-encode, token_bytes, n_vocab = load_tokenizer(tokenizer)
+enc = load_tokenizer(tokenizer, 'sample.py')
 
 # the prompt
 try:
@@ -131,7 +116,7 @@ try:
 except ValueError as err:
     fail(str(err))
 try:
-    prompt = encode(start)
+    prompt = enc.encode(start)
 except (UnicodeEncodeError, ValueError) as err:  # lone surrogates; tiktoken's special-token guard
     fail(f"the prompt cannot be encoded with the '{tokenizer}' tokenizer: {err}")
 if not prompt:
@@ -157,13 +142,13 @@ for i in range(num_samples):
     stamps = []  # when each token reached the host (int() below waits for the GPU, so these are real times)
 
     def show(tok):
-        sys.stdout.write(text.decode(token_bytes(int(tok[0, 0]))))
+        sys.stdout.write(text.decode(enc.decode_bytes([int(tok[0, 0])])))
         sys.stdout.flush()
         stamps.append(time.perf_counter())
 
     t0 = time.perf_counter()
     generate(model, idx, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, on_token=show,
-             cuda_graph=cuda_graph, prefill_chunk=prefill_chunk, compile=compile, n_vocab=n_vocab)
+             cuda_graph=cuda_graph, prefill_chunk=prefill_chunk, compile=compile, n_vocab=enc.n_vocab)
     sys.stdout.write(text.decode(b'', final=True))
     print('\n---------------', flush=True)
     # the rate counts from the second token: the first decode step also captures the CUDA graph (and compiles)

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 import eval as ev
 from conftest import tiny_gpt
+from data.prepare import load_tokenizer
 from data.synthetic import NONE, accuracy_counts, at_length, evict, final_bindings, reassign
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -113,7 +114,8 @@ def test_continuation_scores_are_the_log_likelihood_and_greedy_match_of_the_whol
 
 
 def test_a_needle_is_a_binding_line_in_held_out_source_read_back_at_the_end_and_rebound_midway():
-    enc, dec, _ = ev.codec('bytes')
+    tok = load_tokenizer('bytes', 'eval')
+    enc, dec = tok.encode_ordinary, tok.decode
     for rebound in (False, True):
         ctx, cands = ev.needle_case(SOURCE, np.random.default_rng(5), 2000, 0.3, rebound, 4, enc, dec)
         again = ev.needle_case(SOURCE, np.random.default_rng(5), 2000, 0.3, rebound, 4, enc, dec)

@@ -11,15 +11,11 @@ then `python train.py --dataset=<name>` (a name is data/<name>/; a path with a '
 prepares `stdlib` by itself). stdlib and text need no network (text's default encoding is bytes); the hub corpora
 and tiktoken encodings download on first use (tiktoken caches its files, in TIKTOKEN_CACHE_DIR if set).
 
-Token files: a 64-byte header, then the tokens as one flat array (numpy memmap on load).
-    header = magic b"EDATOKS\\0" | version u32 | itemsize u32 (1, 2 or 4) | vocab_size u64 | n_tokens u64 | zeros
-Documents are separated by an end-of-document token: tiktoken's <|endoftext|>, or byte 0 for the byte
-encoding (NUL never occurs in text). load_tokens() checks the header and the file size, so a missing,
-truncated or mismatched file is an error naming the file and the command that rebuilds it.
+Token files (format: notes/train.md): a 64-byte HEADER, then the tokens as one flat array, documents ended by
+tiktoken's <|endoftext|> or byte 0 (never in text); load_tokens() checks them, naming the command that rebuilds one.
 
-Validation split (--val_fraction, in (0, 0.5]): whole files or documents, chosen by a stable hash of their
-name, when that holds out at least MIN_VAL_FILES of them; with fewer files (a few text files), the last
-val_fraction of every file instead, so that validation text follows the training text's distribution.
+Validation (--val_fraction, in (0, 0.5]): whole files or documents by a stable hash of their name, or, with too few
+files for that (val_names), the last val_fraction of every file, so that it follows the training text's distribution.
 """
 import argparse
 import codecs
@@ -133,11 +129,9 @@ def load_tokens(path, vocab_size=None):
     if not 1 <= vocab <= (most := min(MAX_VOCAB, 2 ** (8 * itemsize))):  # (a model is built with this vocab)
         raise TokenFileError(f"token file {path} claims vocab size {vocab:,}, outside [1, {most:,}] for "
                              f"{itemsize}-byte tokens: a damaged header; {fix}")
-    expected = HEADER_BYTES + n * itemsize
-    if size != expected:
-        what = "truncated" if size < expected else "longer than its header says"
-        raise TokenFileError(f"token file {path} is {what}: {size} bytes, the header's {n} tokens need "
-                             f"{expected}; {fix}")
+    if size != (expected := HEADER_BYTES + n * itemsize):
+        raise TokenFileError(f"token file {path} is {'truncated' if size < expected else 'longer than its header says'}"
+                             f": {size} bytes, the header's {n} tokens need {expected}; {fix}")
     if vocab_size is not None and vocab != vocab_size:
         raise TokenFileError(f"token file {path} has vocab size {vocab}, expected {vocab_size}; {fix}")
     if n == 0:
@@ -226,25 +220,40 @@ def check_out(out):
 
 
 # Tokenizers ---------------------------------------------------------------------------------------
-def load_tiktoken(encoding, prog):
-    """tiktoken's encoding, or an exit naming `prog` and saying what to do when it cannot be loaded."""
-    import tiktoken
+class ByteEncoding:
+    """The byte encoding, with the tiktoken.Encoding attributes the scripts use: a token is a byte of the UTF-8
+    text, and byte 0 (never in text) ends a document."""
+    n_vocab, eot_token = 256, 0
+
+    def encode_ordinary(self, text):
+        return list(text.encode("utf-8"))
+
+    encode = encode_ordinary  # (no special tokens to refuse)
+
+    def encode_ordinary_batch(self, texts):
+        return [list(t.encode("utf-8")) for t in texts]
+
+    def decode_bytes(self, ids):
+        return bytes(ids)
+
+    def decode(self, ids):
+        return bytes(ids).decode("utf-8", "replace")
+
+
+def load_tokenizer(encoding, prog):
+    """The tokenizer named `encoding`: ByteEncoding() for 'bytes', else tiktoken's encoding, or an exit naming `prog`
+    and saying what to do when it cannot be loaded."""
+    if encoding == "bytes":
+        return ByteEncoding()
+    if encoding.startswith("synthetic"):
+        raise SystemExit(f"{prog}: a model of a synthetic task ({encoding}) reads no text")
+    import tiktoken  # optional: only the tiktoken encodings need it
     try:
         return tiktoken.get_encoding(encoding)
     except Exception as err:
         raise SystemExit(f"{prog}: tiktoken could not load the encoding '{encoding}' ({type(err).__name__}: {err}).\n"
                          f"tiktoken downloads its BPE files on first use: run once with network access, or point "
                          f"TIKTOKEN_CACHE_DIR at a folder that holds them, or use --encoding=bytes.") from None
-
-
-def get_encoder(encoding):
-    """(encode(list of str) -> list of int arrays, vocab_size, eot) for 'bytes' or a tiktoken encoding."""
-    if encoding == "bytes":
-        # byte-level: vocab 256, byte 0 (never in text) ends a document
-        return (lambda texts: [np.frombuffer(t.encode("utf-8", "replace") + b"\0", np.uint8) for t in texts]), 256, 0
-    enc = load_tiktoken(encoding, "prepare")
-    eot, vocab = enc.eot_token, enc.n_vocab
-    return (lambda texts: [np.array(ids + [eot], np.uint32) for ids in enc.encode_ordinary_batch(texts)]), vocab, eot
 
 
 # Sources ------------------------------------------------------------------------------------------
@@ -283,9 +292,14 @@ def prepare_stdlib(out=os.path.join(DATA_DIR, "stdlib"), val_fraction=0.02):
 
 def tokenize_dataset(ds, encoding, num_proc, out, command, text_column="text", extra=None):
     """Tokenize a datasets.Dataset with a 'split' column into train/val files, in parallel."""
-    encode, vocab, _ = get_encoder(encoding)
-    ds = ds.map(lambda b: {"ids": encode(b[text_column])}, batched=True, remove_columns=[
-        c for c in ds.column_names if c != "split"], num_proc=num_proc, desc=f"tokenizing ({encoding})")
+    enc = load_tokenizer(encoding, "prepare")
+    dtype = np.uint8 if enc.n_vocab <= 256 else np.uint32
+
+    def encode(batch):  # each document's ids, then the end-of-document token
+        texts = batch[text_column]
+        return {"ids": [np.array(ids + [enc.eot_token], dtype) for ids in enc.encode_ordinary_batch(texts)]}
+    ds = ds.map(encode, batched=True, remove_columns=[c for c in ds.column_names if c != "split"], num_proc=num_proc,
+                desc=f"tokenizing ({encoding})")
     splits = {}
     for split in ("train", "val"):
         part = ds.filter(lambda b: [s == split for s in b["split"]], batched=True, num_proc=num_proc,
@@ -299,7 +313,7 @@ def tokenize_dataset(ds, encoding, num_proc, out, command, text_column="text", e
                 shard = part.shard(shards, i, contiguous=True).with_format("numpy")
                 yield np.concatenate(list(shard["ids"]))
         splits[split] = (arrays(), shards)
-    return finish(out, splits, vocab, encoding, command, extra)
+    return finish(out, splits, enc.n_vocab, encoding, command, extra)
 
 
 def hub_reachable(timeout=5.0):
@@ -387,13 +401,12 @@ def prepare_text(inputs, out, encoding="bytes", num_proc=None, val_fraction=0.02
     for path in files:
         check_text_file(path)
     import datasets
-    get_encoder(encoding)  # fail early (and clearly) if the tokenizer cannot be loaded
+    load_tokenizer(encoding, "prepare")  # fail early (and clearly) if the tokenizer cannot be loaded
     val = val_names([os.path.basename(f) for f in files], val_fraction)
     load = lambda fs: datasets.load_dataset("text", data_files=fs, sample_by="document", split="train")
     if val is None:  # each file's head to train, its tail to val (an empty piece is left out)
         def cut(batch):
-            pieces = [(split, p) for t in batch["text"] for split, p in zip(("train", "val"),
-                                                                            tail_split(t, val_fraction)) if p]
+            pieces = [(s, p) for t in batch["text"] for s, p in zip(("train", "val"), tail_split(t, val_fraction)) if p]
             return {"text": [p for _, p in pieces], "split": [split for split, _ in pieces]}
         ds = load(files)
         ds = ds.map(cut, batched=True, remove_columns=ds.column_names, desc="cutting each file's tail for val")
