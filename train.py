@@ -29,7 +29,7 @@ from tqdm import tqdm
 from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_optimizer_state_dict,
                                                      set_model_state_dict, set_optimizer_state_dict)
 
-from configurator import configure
+from configurator import configure, settings_of
 from data.prepare import TokenFileError, dataset_dir, load_tokens, prepare_stdlib, read_meta
 from data.synthetic import TASKS as SYNTHETIC_TASKS, accuracy_counts, evict, mqar, reassign
 from model import GPT, CheckpointError, GPTConfig, load_checkpoint
@@ -94,8 +94,7 @@ globals().update(dataclasses.asdict(GPTConfig()))
 vocab_size: int | None = None  # None: the dataset's vocab (256 for bytes); set it larger to pad (e.g. 50304)
 configure(globals())
 
-settings = {k: v for k, v in globals().items()
-            if not k.startswith('_') and isinstance(v, (bool, int, float, str, tuple, list, dict, type(None)))}
+settings = settings_of(globals())
 model_fields = [f.name for f in dataclasses.fields(GPTConfig)]
 is_synthetic = dataset in SYNTHETIC_TASKS
 # training takes its loss through the chunked head (GPT.forward: the whole logits never exist); evaluation
