@@ -17,9 +17,7 @@ What each task asks of the memory (the tests check every answer against a replay
               the stale entry sits at k, found only by a lookup (v -> k): the case an erase at its own address
               (e_t, independent of the write key k_t) is made for, and one a single delta write cannot cover.
 
-Past the training length (eval.py's length benchmark) at_length() gives reassign and evict a key budget
-(num_keys): the live bindings and the keys in play stay those of training while the updates, and with them
-the stale bindings, grow with the length; a move or new owner then takes a key that no binding holds.
+Past the training length (eval.py's length benchmark) at_length() holds the keys in play and grows the updates.
 
 x: int64 [B, seq_len] inputs; y: int64 [B, seq_len] targets, -1 everywhere except at the answer positions (a
 query key's, whose target is the key's current value), where the loss and the accuracy are taken.
@@ -193,14 +191,10 @@ def reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, mo
 
 
 def evict(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, power_a=0.01, num_keys=None):
-    """Associative recall with unique values, where a new owner of a value implicitly unbinds the old one.
-
-    Each sequence: num_kv_pairs bindings `k v` (distinct keys, distinct values); then num_updates pairs
-    `k' v`, each giving a value bound at that moment a fresh key k' (never seen before), which unbinds v's
-    previous key; then queries of every key that appeared, at power-law gaps. Promises: the answer is the
-    final binding, so a key whose value moved on reads NONE; no NONE token appears in the stream (the removal
-    is implied, never written out). num_keys (key_budget): once the stream has introduced num_keys keys, a new
-    owner is a random key that owns no value.
+    """Associative recall with unique values: num_kv_pairs bindings `k v` (distinct keys, distinct values), then
+    num_updates pairs `k' v` giving a bound value a fresh key k', which unbinds v's previous key, then queries of
+    every key that appeared. Each answers its final binding (NONE once its value moved on); no NONE token is
+    written. num_keys (key_budget): past num_keys keys, a new owner is a random key that owns no value.
     """
     (klo, khi), (vlo, vhi) = vocab_halves(vocab_size)
     n_keys = key_budget('evict', num_kv_pairs, num_updates, num_keys, vocab_size)
