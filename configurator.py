@@ -3,17 +3,14 @@ nanoGPT's configurator, strict: override a script's module-level settings, then 
 
     python train.py config/dense_2p5b.py --mixer=kda --batch_size=4
 
-A script calls `configure(globals())` after its block of settings. Each argument is either
-- a config file (a path ending in .py), run as Python; every public name it binds is an override, or
-- `--key=value`: the value is read as a Python literal (`3`, `1e-3`, `True`, `None`, `(1, 2)`) and
-  otherwise taken as a plain string, so `--out_dir=out/run=1` works; a string setting takes the text as
-  written (`--out_dir=2024`, `--start=42`).
-`--help` or `-h` prints the settings with their defaults and the comment beside each, and exits.
-Settings are the script's public globals of type bool/int/float/str/tuple/list/dict or None.
-An unknown key, or a value of the wrong type, stops the script with a message that names the key;
-an int is accepted for a float (never a bool for an int). A setting whose default is None has no type
-to check against: annotate it (`lr_decay_iters: int | None = None`) and only those types (or None) are
-accepted; an unannotated None default takes any value.
+A script calls `configure(globals())` after its block of settings. Each argument is a config file (a .py path,
+run as Python: every public name it binds is an override) or `--key=value`: a Python literal (`3`, `1e-3`, `True`,
+`None`, `(1, 2)`), else plain text (`--out_dir=out/run=1`); a string setting takes the text as written
+(`--out_dir=2024`, `--start=42`). `--help` or `-h` prints the settings, their defaults and comments, and exits.
+Settings are the script's public globals of type bool/int/float/str/tuple/list/dict or None. An unknown key or a
+value of the wrong type stops the script naming the key; an int is accepted for a float (never a bool for an int).
+A None default has no type to check: annotate it (`lr_decay_iters: int | None = None`) to accept only those types
+(or None); an unannotated None default takes any value.
 """
 import ast
 import dataclasses
@@ -26,6 +23,11 @@ import traceback
 import typing
 
 SETTING_TYPES = (bool, int, float, str, tuple, list, dict, type(None))
+
+
+def settings_of(scope):
+    """The settings among a script's (or config file's) names: the public ones of a SETTING_TYPES type."""
+    return {k: v for k, v in scope.items() if not k.startswith("_") and isinstance(v, SETTING_TYPES)}
 
 
 def _fail(msg):
@@ -104,8 +106,7 @@ def configure(config, argv=None):
     """Apply config files and --key=value overrides from argv (default sys.argv[1:]) to the dict
     `config` (a script's globals()), in order. Returns the dict of applied overrides."""
     argv = sys.argv[1:] if argv is None else argv
-    settings = {k: v for k, v in config.items()
-                if not k.startswith("_") and isinstance(v, SETTING_TYPES)}
+    settings = settings_of(config)
     annotations = config.get("__annotations__", {})  # a script's `name: type = value` lines
     if "--help" in argv or "-h" in argv:
         _help(config, settings)
@@ -143,14 +144,11 @@ def configure(config, argv=None):
                 if isinstance(err, SystemExit):  # a silent exit 0 would look like a finished run
                     _fail(f"config file '{arg}'{where} calls sys.exit({err.code!r}): a config file only sets values")
                 _fail(f"config file '{arg}'{where} failed: {type(err).__name__}: {err}")
-            updates = {k: (v, f"config file {arg}") for k, v in scope.items()
-                       if not k.startswith("_") and isinstance(v, SETTING_TYPES)}
+            updates = {k: (v, f"config file {arg}") for k, v in settings_of(scope).items()}
         else:
             _fail(f"cannot read argument '{arg}': expected a config file (*.py) or --key=value")
         for key, (value, src) in updates.items():
-            value = _check(key, value, settings, annotations, src)
-            config[key] = value
-            applied[key] = value
+            config[key] = applied[key] = _check(key, value, settings, annotations, src)
     return applied
 
 

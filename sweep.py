@@ -80,14 +80,13 @@ def grid_problem():
         return all(isinstance(a, kind) and not isinstance(a, bool) for a in v)
     if metric not in ('val_acc', 'val_loss'):
         return f"metric must be 'val_acc' or 'val_loss', got {metric!r}"
-    if jobs < 1 or run_timeout <= 0:
-        return f'jobs must be at least 1 and run_timeout positive, got jobs={jobs}, run_timeout={run_timeout}'
+    if jobs < 1 or run_timeout <= 0 or best_repeats < 0:
+        return (f'jobs must be at least 1, run_timeout positive and best_repeats 0 or more, got jobs={jobs}, '
+                f'run_timeout={run_timeout}, best_repeats={best_repeats}')
     if any(not isinstance(n, int) or n < 1 for n in mixer_jobs.values()) or set(mixer_jobs) - set(mixers):
         return f'mixer_jobs must map mixers of this grid to at least 1 run, got {mixer_jobs!r}'
     if evaluate and (not checkpoints or any(not isinstance(e, list) or not e for e in evaluate)):
         return f'evaluate needs checkpoints=True and a list [what, eval.py args...] each, got {evaluate!r}'
-    if best_repeats < 0:
-        return f'best_repeats must be 0 or more, got {best_repeats}'
     if empty := next((k for k in ('tasks', 'mixers', 'seeds') if not globals()[k]), None):
         return f'{empty} is empty: give at least one {empty[:-1]}'
     for task, spec in tasks.items():
@@ -523,15 +522,11 @@ def by_seed(runs):
     return out
 
 
-def seed_diffs(sa, sb):
-    """A - B seed by seed over their shared seeds, given two summarize() entries (a seed's repeats: their mean)."""
-    va, vb = ({seed: mean(v) for seed, v in by_seed(s['runs']).items()} for s in (sa, sb))
-    return [va[seed] - vb[seed] for seed in sorted(set(va) & set(vb))]
-
-
 def pair_stats(sa, sb):
-    """A against B seed by seed: (seeds on which A is ahead, seeds compared, mean A - B), or None."""
-    diffs = seed_diffs(sa, sb)
+    """A against B (two summarize() entries) seed by seed over their shared seeds, a seed's repeats averaged:
+    (seeds on which A is ahead, seeds compared, mean A - B), or None."""
+    va, vb = ({seed: mean(v) for seed, v in by_seed(s['runs']).items()} for s in (sa, sb))
+    diffs = [va[seed] - vb[seed] for seed in sorted(set(va) & set(vb))]
     return diffs and (sum(d > 0 if metric == 'val_acc' else d < 0 for d in diffs), len(diffs), mean(diffs)) or None
 
 

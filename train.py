@@ -29,14 +29,13 @@ from tqdm import tqdm
 from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_optimizer_state_dict,
                                                      set_model_state_dict, set_optimizer_state_dict)
 
-from configurator import configure
+from configurator import configure, settings_of
 from data.prepare import TokenFileError, dataset_dir, load_tokens, prepare_stdlib, read_meta
 from data.synthetic import TASKS as SYNTHETIC_TASKS, accuracy_counts, evict, mqar, reassign
 from model import GPT, CheckpointError, GPTConfig, load_checkpoint
 
 # Settings -----------------------------------------------------------------------------------------------------
-# Every name below can be set from a config file or the command line. A None default carries its type as an
-# annotation (`: int | None`), so the configurator can still reject a wrong type.
+# Every name below can be set from a config file or the command line; a None default's type is its annotation.
 # I/O
 out_dir = 'out'
 eval_interval = 100           # evaluate (and maybe checkpoint) every this many steps, and at the end
@@ -94,24 +93,14 @@ globals().update(dataclasses.asdict(GPTConfig()))
 vocab_size: int | None = None  # None: the dataset's vocab (256 for bytes); set it larger to pad (e.g. 50304)
 configure(globals())
 
-settings = {k: v for k, v in globals().items()
-            if not k.startswith('_') and isinstance(v, (bool, int, float, str, tuple, list, dict, type(None)))}
+settings = settings_of(globals())
 model_fields = [f.name for f in dataclasses.fields(GPTConfig)]
 is_synthetic = dataset in SYNTHETIC_TASKS
-# training takes its loss through the chunked head (GPT.forward: the whole logits never exist); evaluation
-# scores the synthetic tasks' answers, so there it takes their logits from the plain head
-eval_chunked_loss = not is_synthetic
 
 # peak dense bf16 tensor FLOP/s per GPU (datasheets, without sparsity), for MFU; matched in order
 PEAK_FLOPS = [('H100 PCIe', 756e12), ('H100 NVL', 835e12), ('H100', 989e12), ('H200', 989e12),
               ('GH200', 989e12), ('H800', 989e12), ('B200', 2250e12), ('A100', 312e12), ('A800', 312e12),
               ('L40S', 362e12), ('L4', 121e12), ('A10', 125e12), ('RTX 4090', 165e12), ('RTX 3090', 71e12)]
-
-
-def numpy_rng_to_plain(state):
-    """np.random.get_state() as plain ints and lists: checkpoints then load with torch.load(weights_only=True)."""
-    name, key, pos, has_gauss, gauss = state
-    return name, key.tolist(), int(pos), int(has_gauss), float(gauss)
 
 
 def model_config():
@@ -157,8 +146,8 @@ def settings_problems():
     return out
 
 
-if settings_problems():
-    sys.exit('\n'.join(f'train: {p}' for p in settings_problems()))
+if problems := settings_problems():
+    sys.exit('\n'.join(f'train: {p}' for p in problems))
 
 
 # Dry run: sizes and memory from the meta device, no data, no GPU ----------------------------------------------
@@ -243,8 +232,7 @@ STOP_SIGNALS = {signal.SIGINT: 'interrupted (Ctrl-C)', signal.SIGTERM: 'terminat
 
 
 def stop_before_training(signum, frame):
-    """Ctrl-C or SIGTERM while the data, the model or the compiler is being set up: one line, exit 128 + the
-    signal's number, as the shell reports it (the training loop's on_stop_signal also names the step)."""
+    """Ctrl-C or SIGTERM during the setup: one line, exit 128 + the signal's number (on_stop_signal's, later)."""
     held = os.path.join(out_dir, 'ckpt.pt')
     fail(f'{STOP_SIGNALS[signum]} before the first step; no checkpoint written'
          + (f', {held} is unchanged' if os.path.exists(held) else ''), code=128 + signum)
@@ -294,14 +282,12 @@ continuing = init_from == 'resume' and os.path.exists(ckpt_path) and os.path.sam
 if eval_only and init_from != 'resume':
     fail(f'eval_only=True evaluates a checkpoint: add --init_from=resume (it reads {src})')
 if not eval_only:
-    if os.path.islink(out_dir) and not os.path.exists(out_dir):
-        try:
-            os.stat(out_dir)
-            why = 'cannot be followed'
-        except OSError as err:
-            why = ('loops (a link cycle)' if err.errno == errno.ELOOP else
-                   f'points to {os.readlink(out_dir)!r}, which does not exist')
-        fail(f'out_dir {out_dir!r} is a symbolic link that {why}')
+    try:
+        os.stat(out_dir)
+    except OSError as err:  # (one that does not exist yet is made below)
+        if os.path.islink(out_dir):
+            fail(f'out_dir {out_dir!r} is a symbolic link that ' + ('loops (a link cycle)' if err.errno == errno.ELOOP
+                 else f'points to {os.readlink(out_dir)!r}, which does not exist'))
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as err:
@@ -314,12 +300,9 @@ if not eval_only:
     if any_rank(problem is not None):
         fail(problem or 'rank 0 stopped')
     for _path, _what in ((ckpt_path, 'checkpoint'), (log_path, 'log')):
-        if os.path.islink(_path):
-            fail(f'{_path} is a symbolic link: train.py writes its {_what} there and never through a link; '
-                 f'remove the link or choose another --out_dir')
-        if os.path.isdir(_path):
-            fail(f'{_path} is a directory, where this run writes its {_what} file: move it away or choose '
-                 f'another --out_dir')
+        if os.path.islink(_path) or os.path.isdir(_path):
+            _kind = 'a symbolic link (never written through)' if os.path.islink(_path) else 'a directory'
+            fail(f'{_path} is {_kind}, where this run writes its {_what} file: move it or choose another --out_dir')
     if save_ckpt and not overwrite and not continuing and os.path.exists(ckpt_path):
         how = ('Continue that run with --init_from=resume' if init_from == 'scratch' else
                f'Continue the run in it with --resume_dir={out_dir}')
@@ -495,7 +478,7 @@ if checkpoint is not None:
     set_optimizer_state_dict(raw_model, optimizer, checkpoint['optimizer'], options=StateDictOptions(full_state_dict=True))
     rng_state = checkpoint['rng']
     random.setstate(rng_state['python'])
-    name, key, *rest = rng_state['numpy']  # (numpy_rng_to_plain's inverse)
+    name, key, *rest = rng_state['numpy']  # (saved as plain values: see save_checkpoint)
     np.random.set_state((name, np.array(key, dtype=np.uint32), *rest))
     torch.set_rng_state(rng_state['torch'])
     if device_type == 'cuda' and rng_state.get('cuda') is not None:
@@ -536,8 +519,8 @@ def estimate_loss():
         sums = torch.zeros(6, dtype=torch.float64, device=device)
         for i in range(per_rank):
             x, y = get_batch(split, 1, 0, rank * per_rank + i)
-            with autocast:  # (the chunked head gives no logits: the language models have none to score)
-                logits, loss, _ = model(x, y, chunked_loss=eval_chunked_loss)
+            with autocast:  # the chunked head (the whole logits never exist) where no answers are scored
+                logits, loss, _ = model(x, y, chunked_loss=not is_synthetic)
             n = (y != -1).sum()
             counts = accuracy_counts(logits, y) if is_synthetic else (n.new_zeros(()),) * 4
             sums += torch.stack([loss.double() * n, n, *counts]).double()
@@ -568,9 +551,10 @@ def save_checkpoint(path):
     problem = None
     if master:
         # tensors and plain Python values only (the RNG states too): loads with weights_only=True
+        name, key, pos, has_gauss, gauss = np.random.get_state()
         ckpt = {'model': model_sd, 'optimizer': optim_sd, 'model_args': dataclasses.asdict(cfg), 'config': settings,
                 'iter_num': iter_num, 'best_val_loss': best_val_loss,
-                'rng': {'python': random.getstate(), 'numpy': numpy_rng_to_plain(np.random.get_state()),
+                'rng': {'python': random.getstate(), 'numpy': (name, key.tolist(), int(pos), int(has_gauss), float(gauss)),
                         'torch': torch.get_rng_state(),
                         'cuda': torch.cuda.get_rng_state() if device_type == 'cuda' else None},
                 'data_position': {'dataset': dataset, 'block_size': cfg.block_size, 'iter': iter_num},
@@ -816,11 +800,10 @@ while True:
         tok_s = window_tokens / window_time
         mfu = flops_per_token * tok_s / (peak_flops * world_size) if peak_flops else None
         eta = '    n/a' if dt_avg is None else fmt_time((max_iters - iter_num) * dt_avg)
-        line = (f'step {iter_num - 1:6d} | loss {lossf:.4f} | aux {auxf:.4f} | lr {lr:.3e} | '
-                f'{tok_s:10,.0f} tok/s | mfu {"  n/a" if mfu is None else f"{100 * mfu:5.1f}%"} | '
-                f'eta {eta}')
         mem = torch.cuda.max_memory_allocated(device) / 2**30 if device_type == 'cuda' else None
-        say(line + ('' if mem is None else f' | mem {mem:.1f} GiB'))
+        say(f'step {iter_num - 1:6d} | loss {lossf:.4f} | aux {auxf:.4f} | lr {lr:.3e} | {tok_s:10,.0f} tok/s | '
+            f'mfu {"  n/a" if mfu is None else f"{100 * mfu:5.1f}%"} | eta {eta}'
+            + ('' if mem is None else f' | mem {mem:.1f} GiB'))
         log({'step': iter_num - 1, 'loss': lossf, 'aux_loss': auxf, 'lr': lr, 'grad_norm': grad_norm.item(),
              'tok_per_s': tok_s, 'mfu': mfu, 'dt': dt, 'peak_mem_gib': mem, 'elapsed': time.time() - t_start})
         window_tokens, window_time = 0, 0.0

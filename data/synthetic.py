@@ -4,28 +4,23 @@ Synthetic associative-memory tasks, generated in-process from a numpy Generator 
     x, y = mqar(rng, batch_size, seq_len, vocab_size, num_kv_pairs)
     x, y = reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, move_frac)
     x, y = evict(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates)
-    x, y = reassign(rng, ..., move_frac, **at_length('reassign', seq_len, block_size, num_kv_pairs, num_updates))
+    x, y = reassign(rng, ..., **at_length('reassign', seq_len, block_size, num_kv_pairs, num_updates))  # past training
 
 What each task asks of the memory (the tests check every answer against a replay of the stream):
     mqar      store and recall: no binding ever changes.
     reassign  overwrite and remove: a key's value changes (the delta rule's job: a write at the same key), or a
-              binding moves to a fresh key with an explicit `k NONE` (its old key must read NONE). With
-              move_frac=1 and num_kv_pairs near the state's key dimension it is the capacity-pressure variant:
-              every update brings a fresh key while the live count stays fixed, so the keys ever written
-              outnumber the state's dimensions and stale addresses must be cleared to make room.
+              binding moves to a fresh key with an explicit `k NONE` (its old key must read NONE). move_frac=1
+              with num_kv_pairs near the state's key dimension is capacity pressure: the keys ever written
+              outnumber the state's dimensions, so stale addresses must be cleared to make room.
     evict     removal at an address the current token does not name: values are unique, and `k' v` gives v a
               new owner k', which implicitly unbinds v's old owner k (k must read NONE). The write goes to k';
               the stale entry sits at k, found only by a lookup (v -> k): the case an erase at its own address
               (e_t, independent of the write key k_t) is made for, and one a single delta write cannot cover.
 
-Past the training length (eval.py's length benchmark) at_length() gives reassign and evict a key budget
-(num_keys): the live bindings and the keys in play stay those of training while the updates, and with them
-the stale bindings, grow with the length; a move or new owner then takes a key that no binding holds.
+Past the training length (eval.py's length benchmark) at_length() holds the keys in play and grows the updates.
 
-x: int64 [B, seq_len] inputs; y: int64 [B, seq_len] next-token targets, -1 everywhere except at the
-answer positions (the position of a query key, whose target is the key's current value). The loss and
-the accuracy are taken on the answer positions only; train.py selects a task with dataset='mqar',
-'reassign' or 'evict'.
+x: int64 [B, seq_len] inputs; y: int64 [B, seq_len] targets, -1 everywhere except at the answer positions (a
+query key's, whose target is the key's current value), where the loss and the accuracy are taken.
 
 Token layout, shared by the tasks (vocab_size V):
     0          filler: every position that is neither a binding nor a query
@@ -68,6 +63,19 @@ def free_key(rng, taken, pool):
     return score.argmax(axis=1)
 
 
+def key_budget(task, num_kv_pairs, num_updates, num_keys, vocab_size):
+    """The keys a stream may introduce: num_keys, or for None num_kv_pairs + num_updates (a fresh key per update)."""
+    (klo, khi), _ = vocab_halves(vocab_size)
+    if num_keys is not None and num_keys <= num_kv_pairs:
+        raise ValueError(f"{task}: num_keys={num_keys} must exceed num_kv_pairs={num_kv_pairs} (an update needs a "
+                         f"free key)")
+    budget = num_kv_pairs + num_updates if num_keys is None else num_keys
+    if budget > khi - klo:
+        raise ValueError(f"{task}: {budget} keys (num_kv_pairs + num_updates, or num_keys) exceed the {khi - klo} "
+                         f"keys of vocab_size {vocab_size}")
+    return budget
+
+
 def at_length(task, seq_len, block_size, num_kv_pairs, num_updates):
     """reassign's or evict's num_updates and num_keys at seq_len for a model trained at block_size with these
     num_kv_pairs and num_updates: the live bindings and the key budget (the keys a training stream can
@@ -85,12 +93,10 @@ def at_length(task, seq_len, block_size, num_kv_pairs, num_updates):
 def place_queries(rng, x, y, start, keys, answers, counts=None, power_a=0.01):
     """Write queries into x[:, start:] (key tokens) and their answers into y at the same positions.
 
-    keys, answers: [B, n]; row b queries its first counts[b] keys (default: all n), each once, in random order.
-    Queries sit on even offsets so that the slot after each query is free (that slot is where the answer would
-    be written in text; here it stays filler). Offsets are drawn without replacement with p(slot s) proportional
-    to (s + 1)^(power_a - 1): a power law that favours short gaps between the end of the context and a query,
-    as in Zoology's MQAR. (The draw is Gumbel-top-k: the slots with the largest log p(s) + Gumbel noise, in
-    decreasing order, are a draw without replacement, so every row's first counts[b] of them are too.)
+    keys, answers: [B, n]; row b queries its first counts[b] keys (default: all n), each once, in random order,
+    on even offsets (the slot after a query, where text would hold the answer, stays filler). The slots are drawn
+    without replacement with p(slot s) ~ (s + 1)^(power_a - 1), Zoology's power law favouring short gaps, as
+    Gumbel-top-k: the largest log p(s) + Gumbel noise, in order, so every row's first counts[b] are a draw too.
     """
     B, n = keys.shape
     counts = np.full(B, n) if counts is None else np.asarray(counts)
@@ -108,12 +114,8 @@ def place_queries(rng, x, y, start, keys, answers, counts=None, power_a=0.01):
 
 
 def mqar(rng, batch_size, seq_len, vocab_size, num_kv_pairs, power_a=0.01):
-    """Multi-query associative recall (Zoology recipe).
-
-    Each sequence: a context of num_kv_pairs bindings `k v` (distinct keys from the key half, values from
-    the value half), then a query region in which every context key appears once, at power-law distributed
-    gaps. Promise: every query's key is bound in the context, so every query is answerable, and its
-    target (in y, at the query's position) is that key's value.
+    """Multi-query associative recall (Zoology recipe): a context of num_kv_pairs bindings `k v` (distinct keys),
+    then a query region in which every context key appears once, at power-law gaps, its target that key's value.
     """
     (klo, khi), (vlo, vhi) = vocab_halves(vocab_size)
     if num_kv_pairs > khi - klo:
@@ -140,26 +142,17 @@ def reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, mo
          - reassign: `k v'` binds k to a new value v' != its current value;
          - move:     `k NONE` unbinds k, then `k' v` binds a fresh key k' (never seen before) to k's value.
       3. queries: every key that appeared in the stream, once, at power-law gaps.
-    Promises: every query is answerable from the stream (its key appeared in it); the answer is the key's
-    final binding: a reassigned key answers with its newest value, a moved binding's new key answers with
-    the moved value, and a moved key's old address answers NONE (unless a later update rebound it: never,
-    since moves take fresh keys and updates only touch keys bound at that moment).
-    num_keys (the key budget; None: num_kv_pairs + num_updates, a fresh key for every move): once the stream has
-    introduced num_keys keys, a move takes a random key that no binding holds (one an earlier move left reading
-    NONE), which then answers with its newest binding.
-    Generated for the whole batch at once, one update at a time (rows differ only in their random draws).
+    Promises: every query's key appeared in the stream, and it answers its final binding: a reassigned key its
+    newest value, a moved binding's new key the moved value, a moved key's old address NONE (moves take fresh keys).
+    num_keys (key_budget): once the stream has introduced num_keys keys, a move takes a random key that no binding
+    holds (one an earlier move left reading NONE). Generated for the whole batch at once, one update at a time.
     """
     (klo, khi), (vlo, vhi) = vocab_halves(vocab_size)
     if not 0 <= move_frac <= 1:
         raise ValueError(f"reassign: move_frac must be in [0, 1], got {move_frac}")
     if vhi - vlo < 2:
         raise ValueError("reassign needs at least 2 values to reassign to")
-    max_keys = num_kv_pairs + num_updates if num_keys is None else num_keys  # a move consumes a fresh key
-    if num_keys is not None and num_keys <= num_kv_pairs:
-        raise ValueError(f"reassign: num_keys={num_keys} must exceed num_kv_pairs={num_kv_pairs} (a move needs a "
-                         f"free key)")
-    if max_keys > khi - klo:
-        raise ValueError(f"num_kv_pairs + num_updates = {max_keys} exceeds the {khi - klo} keys of vocab_size {vocab_size}")
+    max_keys = key_budget('reassign', num_kv_pairs, num_updates, num_keys, vocab_size)
     max_pairs = num_kv_pairs + 2 * num_updates  # a move is two pairs
     if seq_len < 2 * max_pairs + 2 * max_keys:
         raise ValueError(f"reassign: seq_len={seq_len} too short: the stream takes up to {2 * max_pairs} tokens "
@@ -198,23 +191,14 @@ def reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, mo
 
 
 def evict(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, power_a=0.01, num_keys=None):
-    """Associative recall with unique values, where a new owner of a value implicitly unbinds the old one.
-
-    Each sequence: num_kv_pairs bindings `k v` (distinct keys, distinct values); then num_updates pairs
-    `k' v`, each giving a value bound at that moment a fresh key k' (never seen before), which unbinds v's
-    previous key; then queries of every key that appeared, at power-law gaps. Promises: the answer is the
-    final binding, so a key whose value moved on reads NONE; no NONE token appears in the stream (the removal
-    is implied, never written out). num_keys (the key budget; None: a fresh key for every update): once the
-    stream has introduced num_keys keys, a new owner is a random key that owns no value.
+    """Associative recall with unique values: num_kv_pairs bindings `k v` (distinct keys, distinct values), then
+    num_updates pairs `k' v` giving a bound value a fresh key k', which unbinds v's previous key, then queries of
+    every key that appeared. Each answers its final binding (NONE once its value moved on); no NONE token is
+    written. num_keys (key_budget): past num_keys keys, a new owner is a random key that owns no value.
     """
     (klo, khi), (vlo, vhi) = vocab_halves(vocab_size)
-    n_keys = num_kv_pairs + num_updates if num_keys is None else num_keys
+    n_keys = key_budget('evict', num_kv_pairs, num_updates, num_keys, vocab_size)
     n_used = min(n_keys, num_kv_pairs + num_updates)  # the keys the stream introduces, each queried once
-    if num_keys is not None and num_keys <= num_kv_pairs:
-        raise ValueError(f"evict: num_keys={num_keys} must exceed num_kv_pairs={num_kv_pairs} (a new owner needs "
-                         f"a free key)")
-    if n_keys > khi - klo:
-        raise ValueError(f"num_kv_pairs + num_updates = {n_keys} exceeds the {khi - klo} keys of vocab_size {vocab_size}")
     if num_kv_pairs > vhi - vlo:
         raise ValueError(f"evict: num_kv_pairs={num_kv_pairs} exceeds the {vhi - vlo} distinct values of vocab_size {vocab_size}")
     if num_kv_pairs < 1:
@@ -244,12 +228,9 @@ def evict(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, power
 
 
 def final_bindings(tokens, unique_values=False):
-    """Replay a stream of `key value` pairs, up to the first pair holding a filler -> {key: final value or
-    NONE}. (A query is a key followed by filler, so the replay stops before the query region.)
-    unique_values (evict): binding a value to a key unbinds the value's previous key.
-
-    The ground truth the tests check the generators against.
-    """
+    """The ground truth the tests check the generators against: replay a stream of `key value` pairs up to the
+    first pair holding a filler (the query region) -> {key: final value or NONE}. unique_values (evict): binding a
+    value to a key unbinds the value's previous key."""
     binding, owner = {}, {}
     for i in range(0, len(tokens) - 1, 2):
         k, v = int(tokens[i]), int(tokens[i + 1])
@@ -262,12 +243,10 @@ def final_bindings(tokens, unique_values=False):
 
 
 def accuracy_counts(logits, y):
-    """(correct, total, correct where the answer is NONE, answers that are NONE) over the answer positions
-    (y != -1): argmax prediction == target. logits: [B, T, vocab], y: [B, T] (what GPT.forward takes and
-    returns). The NONE split tells a model that answers NONE everywhere (the reassign and evict tasks' floor)
-    from one that recalls values."""
+    """(correct, total, correct where the answer is NONE, answers that are NONE) of the argmax over the answer
+    positions (y != -1) of logits [B, T, vocab]. The NONE split tells a model that answers NONE everywhere (the
+    reassign and evict tasks' floor) from one that recalls values."""
     mask = y != -1
-    target = y[mask]
-    hit = logits[mask].argmax(-1) == target
-    none = target == NONE
+    hit = logits[mask].argmax(-1) == y[mask]
+    none = y[mask] == NONE
     return hit.sum(), mask.sum(), (hit & none).sum(), none.sum()
