@@ -294,8 +294,9 @@ def _key_operands(kk, qq, G, bb, Td, g, Xout, Yout, Qgout, eGNout, base, i_b, i_
                   K: tl.constexpr, BT: tl.constexpr, BKC: tl.constexpr, WR: tl.constexpr, EDA: tl.constexpr,
                   BWD: tl.constexpr, CHECK_G: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Key columns k0 .. k0 + BKC of a walk's operands from the chunk's tiles and Td (T, or T^T for BWD): the prep's
-    W = T diag(b') exp(G) K' into Xout, Ke = exp(G_C - G) K' into Yout, or BWD (the dh prep's) W2 = T^T exp(G_C - G)
-    K', Kg = diag(b') exp(G) K'; and Qg = exp(G) Q', exp(G_C). Returns the columns' smallest g with CHECK_G, else 0."""
+    W = T diag(b') exp(G) K' into Xout, Ke = exp(G_C - G) K' into Yout, or BWD (the dh prep's)
+    W2 = T^T exp(G_C - G) K', Kg = diag(b') exp(G) K'; and Qg = exp(G) Q', exp(G_C).
+    Returns the columns' smallest g with CHECK_G, else 0."""
     r = tl.arange(0, BT)
     ck = k0 + tl.arange(0, BKC)
     off_k = base * BT * K + r[:, None] * K + ck[None, :]
@@ -939,8 +940,7 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
         STORE_DH0=need_dh0, DT=DT, PREC=PREC, num_warps=L["DH_WARPS"] if BVd >= 128 else 4,
         num_stages=L["DH_STAGES"])
     del W2, M, Qg, Kg, eGN  # before the gradient buffers: the peak stays the gradient phase's
-    # (5) every chunk's input gradients, in parallel. Each row of a gradient has one writer (plain stores),
-    # except q and k rows shared by grouped value heads (atomics on zeroed buffers).
+    # (5) every chunk's input gradients, in parallel
     _, BV = _blocks(K, V, L["BWD_BV"])
     dq, dk, dv, de, dg, dbeta, dgamma = _bwd_grads(q, k, v, e, g, beta, gamma)
     e_, gm_ = (e, gamma) if eda else (k, beta)
@@ -1013,9 +1013,8 @@ def _conv_bwd(u, w, grads, heads, eps):
 
 
 # ----------------------------------------------------------------------------------------------------
-# PyTorch operators (torch.library.custom_op): torch.compile traces through them (it broke the graph around an
-# autograd.Function). The fake implementations share the real ones' allocation helpers. The ops trust their inputs
-# (the entry points below check them) and make them contiguous whatever layout a compiler hands them.
+# PyTorch operators (torch.library.custom_op), so that torch.compile traces through the kernels. The ops trust their
+# inputs (the entry points below check them) and make them contiguous whatever layout a compiler hands them.
 
 Tensor = torch.Tensor
 Opt = Optional[torch.Tensor]
@@ -1389,8 +1388,8 @@ def _attn_decode(q, k, v, pos, scale, split_len):
     # tl.dot needs tiles of at least 16: the G query rows are padded (decode is bound by reading K/V anyway)
     BLOCK_G = max(16, triton.next_power_of_2(G))
     BLOCK_D = triton.next_power_of_2(hd)
-    # Triton's interpreter (3.9) multiplies bf16 tiles wrongly in tl.dot (errors ~1e10): under it the dot
-    # operands are upcast to fp32 after the same roundings (bf16 K, V and P), so the CPU checks the same math
+    # Triton's interpreter (3.9) multiplies bf16 tiles wrongly in tl.dot (errors ~1e10): under it the operands are
+    # upcast to fp32 after the same roundings (bf16 K, V and P), so the CPU checks the same math
     upcast = q.device.type == "cpu" and q.dtype == torch.bfloat16
     _attn_decode_split_kernel[(S, B * nkv)](
         q3, k, v, o_part, lse_part, pos if static else q3, 0 if static else pos, scale * 1.4426950408889634,
