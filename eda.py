@@ -1,35 +1,32 @@
 """
 Erase-then-Delta Attention (EDA), the update rule three ways, side by side.
 
-Paper: "Erase-then-Delta Attention", Method section (Eq. numbers refer to its labels).
-Per value head, with a recurrent memory S (K x V):
+Paper: "Erase-then-Delta Attention", Method section (Eq. numbers refer to its labels). Per value head, with a
+recurrent memory S (K x V):
 
     S_t = (I - beta_t k_t k_t^T) (I - gamma_t e_t e_t^T) D_t S_{t-1} + beta_t k_t v_t^T      (Eq. ed)
     o_t = S_t^T q_t
 
-factors applied right to left: decay D_t = Diag(exp(g_t)), erase at the address e_t (Eq. erase_step),
-then the usual delta correction and write at k_t (Eq. eda_two_stage).
+factors applied right to left: decay D_t = Diag(exp(g_t)), erase at the address e_t (Eq. erase_step), then the
+usual delta correction and write at k_t (Eq. eda_two_stage).
 
 1. eda_recurrent: one token at a time. Dead simple; it is the spec.
-2. eda_chunk:     the chunk-parallel form of Sec. 3.4: the erase and write sub-steps interleaved into one
-                  delta-rule (DPLR) sequence (Eq. double_data), WY representation + UT transform inside a
-                  chunk (Eq. wy_representation, ut_transformation), state passed between chunks
-                  (Eq. chunk_wise_eda). Plain PyTorch, differentiable by autograd.
-3. eda_triton:    the same signature, running the fused Triton kernels of kernel.py (eda_triton_decode: the
-                  fused recurrent kernel for decoding). eda.py checks the inputs; kernel.py imports nothing
-                  of the repo.
-The three take the same inputs and agree on them, or refuse them with the same ValueError (check_inputs,
-check_values): g > 0 everywhere; a NaN or inf input in the reference paths 1 and 2 only (a host sync per call).
-GDN-2's rule (gdn2_recurrent, gdn2_chunk; Eq. gdn2_prelim), the comparison mixer, follows the chunked form,
-whose engine (chunk_delta_rule) it shares.
+2. eda_chunk:     the chunk-parallel form of Sec. 3.4 in plain PyTorch: the erase and write sub-steps interleaved
+                  into one delta-rule (DPLR) sequence (Eq. double_data), WY representation + UT transform inside a
+                  chunk (Eq. wy_representation, ut_transformation), state passed between chunks (Eq. chunk_wise_eda).
+3. eda_triton:    the same signature, running the fused Triton kernels of kernel.py (eda_triton_decode: the fused
+                  recurrent kernel for decoding); eda.py checks the inputs.
+The three agree on the same inputs, or refuse them with the same ValueError (check_inputs, check_values): g > 0
+everywhere; a NaN or inf input in the reference paths 1 and 2 only (a host sync per call). GDN-2's rule
+(gdn2_recurrent, gdn2_chunk; Eq. gdn2_prelim), the comparison mixer, shares the chunked form's chunk_delta_rule.
 
 Conventions (those of flash-linear-attention, so other libraries can serve as oracles):
     q, k: [B, T, H, K]      v: [B, T, HV, V]      e: [B, T, HV, K]
     g (log decay, <= 0): [B, T, HV, K] channel-wise (KDA/EDA) or [B, T, HV] one per head (GDN)
     beta, gamma: [B, T, HV]        initial_state / final_state: [B, HV, K, V]
-HV is a multiple of H: value head i reads query/key head i // (HV // H) (grouped value heads).
-e=None, gamma=None is KDA exactly; a per-head g is GDN; g = 0 is DeltaNet. Inputs are used as given
-(the layer normalizes q, k, e); `scale` (default K^-0.5) multiplies q.
+HV is a multiple of H: value head i reads query/key head i // (HV // H) (grouped value heads). e=None, gamma=None
+is KDA exactly; a per-head g is GDN; g = 0 is DeltaNet. Inputs are used as given (the layer normalizes q, k, e);
+`scale` (default K^-0.5) multiplies q.
 """
 
 import math
@@ -42,17 +39,16 @@ import torch.nn.functional as F
 
 
 def _amplitude(A_log, dt_bias):
-    """A = exp(A_log), shaped to broadcast against dt_bias: one per channel ([HV, K], as Eq. safe_gate writes
-    A_i) or one per head ([HV], GDN's scalar gate and checkpoints written before A was per channel)."""
+    """A = exp(A_log), shaped to broadcast against dt_bias: one per channel ([HV, K], Eq. safe_gate's A_i) or one
+    per head ([HV]: GDN's scalar gate, and checkpoints written before A was per channel)."""
     A = A_log.float().exp()
     return A.reshape(A.shape + (1,) * (dt_bias.dim() - A.dim()))
 
 
 def safe_gate(a, A_log, dt_bias, lower_bound=-5.0):
-    """EDA's bounded safe gate (Eq. safe_gate): g = l + (-l) * exp(-(A / |l|) * softplus(a + dt_bias)).
-
-    a: [..., HV, K], A_log: [HV, K] (or [HV]), dt_bias: [HV, K]. Returns g in (l, 0], fp32: near softplus(.) = 0
-    the log gate, g ~ -A * Delta; for large inputs it saturates at l instead of -inf."""
+    """EDA's bounded safe gate (Eq. safe_gate): g = l + (-l) * exp(-(A / |l|) * softplus(a + dt_bias)), in (l, 0],
+    fp32; a: [..., HV, K], A_log: [HV, K] (or [HV]), dt_bias: [HV, K]. Near softplus(.) = 0 it is the log gate,
+    g ~ -A * Delta; for large inputs it saturates at l instead of -inf."""
     if lower_bound >= 0:
         raise ValueError(f"safe_gate: lower_bound must be negative, got {lower_bound}")
     l = float(lower_bound)
@@ -78,12 +74,11 @@ def kda_gate(a, A_log, dt_bias, lower_bound=-5.0):
 
 
 # ----------------------------------------------------------------------------------------------------
-# Input checks shared by the three versions (kernel.py adds what the kernels need): a ValueError naming the argument.
+# Input checks shared by the three versions (kernel.py adds its own): a ValueError naming the argument.
 
 
 def check_inputs(q, k, v, e, g, beta, gamma, initial_state=None, b=None, w=None):
-    """Validate shapes, dtypes and devices; return (B, T, H, HV, K, V). b, w: GDN-2's erase and write gates
-    ([B, T, HV, K], [B, T, HV, V]), given in place of beta."""
+    """Validate shapes, dtypes and devices; return (B, T, H, HV, K, V). b, w: GDN-2's gates, in place of beta."""
     if (e is None) != (gamma is None):
         raise ValueError("e and gamma go together: pass both (EDA) or neither (KDA/GDN); "
                          f"got e={'None' if e is None else 'tensor'}, gamma={'None' if gamma is None else 'tensor'}")
@@ -109,7 +104,6 @@ def check_inputs(q, k, v, e, g, beta, gamma, initial_state=None, b=None, w=None)
                            ("V", V, "v.shape[3]")):
         if d == 0:  # (no heads or no channels: nothing to compute, and K = 0 has no default scale K^-0.5)
             raise ValueError(f"{name} = {where} = 0: every dimension but T must be >= 1")
-
     if tuple(v.shape[:2]) != (B, T):
         raise ValueError(f"v must have shape (B, T, HV, V) = ({B}, {T}, HV, V) to match q, got {tuple(v.shape)}")
     if HV % H != 0:
@@ -126,9 +120,9 @@ def check_inputs(q, k, v, e, g, beta, gamma, initial_state=None, b=None, w=None)
 
 
 def check_values(g, finite=None):
-    """The checks that read values: g is a log decay, every value <= 0 (-inf, which clears the memory, included);
-    no NaN or inf in the tensors of `finite` ({name: tensor or None}). A ValueError names the argument. One host
-    sync; skipped while torch.compile traces or a CUDA graph captures, where no value can be read back."""
+    """The checks that read values: g <= 0 everywhere (-inf, which clears the memory, included); no NaN or inf in the
+    tensors of `finite` ({name: tensor or None}). One host sync; skipped while torch.compile traces or a CUDA graph
+    captures (no value can be read back)."""
     if torch.compiler.is_compiling() or (g.is_cuda and torch.cuda.is_current_stream_capturing()):
         return
     finite = {n: x for n, x in (finite or {}).items() if x is not None}
@@ -143,7 +137,7 @@ def check_values(g, finite=None):
 
 
 def _prepare(q, k, v, e, g, beta, gamma, scale, initial_state, check=True, b=None, w=None):
-    """Common preamble of the reference paths (b, w: GDN-2's gates in place of beta): checks (values too, unless
+    """Common preamble of the reference paths (b, w: GDN-2's gates in place of beta): checks (values unless
     check=False), compute dtype, grouped heads expanded, channel-wise g, initial state."""
     B, T, H, HV, K, V = check_inputs(q, k, v, e, g, beta, gamma, initial_state, b=b, w=w)
     if check:
@@ -170,17 +164,15 @@ def eda_recurrent(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, ou
                   trace=None, check=True):
     """Step-by-step EDA (Eq. ed in its two-stage form, Eq. decayed_memory, erase_step, eda_two_stage).
 
-    Returns (o [B, T, HV, V] in v's dtype, final_state [B, HV, K, V] or None).
-    check: check_values (g <= 0, no NaN or inf input; a host sync). False for callers that check what comes
-    out instead (model.py: train.py stops on a non-finite loss, with its own message).
-    trace: None, or trace(t, S_hat, S_tilde, S) after each token, the states [B, HV, K, V] (compute dtype)
-    after the decay, the erase (S_hat itself without one) and the write: what the probes (probe.py) read.
+    Returns (o [B, T, HV, V] in v's dtype, final_state [B, HV, K, V] or None). check: check_values (a host sync);
+    False for callers that check what comes out instead (model.py: train.py stops on a non-finite loss).
+    trace: None, or trace(t, S_hat, S_tilde, S) after each token, the states [B, HV, K, V] (compute dtype) after
+    the decay, the erase (S_hat itself without one) and the write: what the probes (probe.py) read.
     """
     out_dtype = v.dtype
     q, k, v, e, g, beta, gamma, S = _prepare(q, k, v, e, g, beta, gamma, scale, initial_state, check)
-    T = q.shape[1]
     outs = []
-    for t in range(T):
+    for t in range(q.shape[1]):
         S_hat = g[:, t].exp().unsqueeze(-1) * S  # decay: S^ = D_t S_{t-1}   (Eq. decayed_memory)
         S_tilde = S_hat                          # erase at e_t: S~ = (I - gamma e e^T) S^   (Eq. erase_step)
         if e is not None:
@@ -206,9 +198,8 @@ def double_sequence(q, k, v, e, g, beta, gamma):
 
     Sub-step 2t (0-based: erase of step t): (q', k', v', beta', g') = (0, e_t, 0, gamma_t, g_t)
     Sub-step 2t+1 (write of step t):        (q', k', v', beta', g') = (q_t, k_t, v_t, beta_t, 0)
-    q, k are expanded to the HV value heads (the erase address is per value head). The plain delta rule
-    with decay (KDA form) run on this sequence equals EDA at the write sub-steps (Eq. double_kda).
-    """
+    q, k are expanded to the HV value heads (e is per value head). The plain delta rule with decay (KDA form) on
+    this sequence equals EDA at the write sub-steps (Eq. double_kda)."""
     B, T, H, HV, K, V = check_inputs(q, k, v, e, g, beta, gamma)
     if e is None:
         raise ValueError("double_sequence needs the erase address e and gate gamma")
@@ -226,11 +217,9 @@ def double_sequence(q, k, v, e, g, beta, gamma):
 def _causal_decayed_dots(x, y, G, strict, sub=16):
     """P_ij = sum_d x_id y_jd exp(G_id - G_jd) for j <= i (j < i if strict), zero above; x, y, G: [..., C, K].
 
-    This is the paper's (A*X)(Y/A)^T of Eq. ut_transformation, anchored locally so that nothing overflows:
-    for a block of `sub` rows starting at s, exp(G_i - G_j) = exp(G_i - G_{s-1}) * exp(G_{s-1} - G_j) for
-    every column j < s, and both factors are <= 1 since G only decreases. Inside the diagonal block the
-    masked differences G_i - G_j (<= 0) are exponentiated directly.
-    """
+    The paper's (A*X)(Y/A)^T of Eq. ut_transformation, anchored locally so that nothing overflows: for a block of
+    `sub` rows starting at s, exp(G_i - G_j) = exp(G_i - G_{s-1}) * exp(G_{s-1} - G_j) for every column j < s, both
+    factors <= 1 as G only decreases; inside the diagonal block the masked G_i - G_j (<= 0) are exponentiated."""
     C = x.shape[-2]
     rows, G_prev = [], None
     for s, xs, ys, Gs in zip(range(0, C, sub), x.split(sub, -2), y.split(sub, -2), G.split(sub, -2)):
@@ -249,23 +238,20 @@ def _causal_decayed_dots(x, y, G, strict, sub=16):
 
 
 def chunk_delta_rule(q, k, v, g, beta, S, chunk_size, read=None):
-    """Chunked gated delta rule S_i = (I - b_i k_i k_i^T) D_i S_{i-1} + b_i k_i v_i^T, o_i = S_i^T q_i: the
-    engine of eda_chunk (on the doubled sequence for EDA, the tokens themselves for KDA/GDN) and gdn2_chunk.
+    """Chunked gated delta rule S_i = (I - b_i k_i k_i^T) D_i S_{i-1} + b_i k_i v_i^T, o_i = S_i^T q_i: the engine of
+    eda_chunk (on the doubled sequence for EDA, the tokens themselves for KDA/GDN) and gdn2_chunk.
 
     Unchecked, on _prepare's inputs (compute dtype, grouped heads expanded, q scaled, g channel-wise):
     q, k, g: [B, N, HV, K], v: [B, N, HV, V], beta: [B, N, HV], S (the initial state): [B, HV, K, V].
     Returns (o [B, N, HV, V], S_N). chunk_size: sub-steps per chunk (any positive int; N need not divide).
     `read` [B, N, HV, K] replaces k on the right (S_i = (I - b_i k_i read_i^T) ...): GDN-2's asymmetric step.
 
-    Within a chunk, with G_i the cumulative log decay and Gamma_ij = exp(G_i - G_j) (i >= j):
-      WY / UT (Eq. wy_representation, ut_transformation with the inverse made explicit: notes/chunk_form.md §1):
-          (I + StrictTril(Diag(b) A)) [U~ | W] = Diag(b) [V | exp(G) * K],  A_ij = k_i^T Diag(Gamma_ij) k_j
-          U = U~ - W S_0                   (the corrected values: what each sub-step writes)
-      outputs and state (Eq. chunk_wise_eda):
+    Within a chunk, with G_i the cumulative log decay and Gamma_ij = exp(G_i - G_j) (i >= j), the UT transform
+    (Eq. wy_representation, ut_transformation; notes/chunk_form.md §1) gives [U~ | W], the written values
+    U = U~ - W S_0, and (Eq. chunk_wise_eda)
           O   = (exp(G) * Q) S_0 + Tril(Q_i^T Diag(Gamma_ij) k_j) U
           S_C = exp(G_C) * S_0 + sum_j (exp(G_C - G_j) * k_j) u_j^T
-    Only non-positive log decays are exponentiated: the factored form (A*K)(K/A)^T with one anchor per
-    chunk would divide by exp(G), which overflows over long chunks (notes/chunk_form.md §2).
+    Only non-positive log decays are exponentiated (notes/chunk_form.md §2).
     """
     B, N, HV, K = k.shape
     V = v.shape[-1]
@@ -309,11 +295,9 @@ def chunk_delta_rule(q, k, v, g, beta, S, chunk_size, read=None):
 
 def eda_chunk(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False,
               chunk_size=64, check=True):
-    """Chunk-parallel EDA (Sec. 3.4): the delta rule over the doubled sequence (Eq. double_data) in chunks
-    of `chunk_size` tokens (2 * chunk_size sub-steps), outputs read at the write sub-steps.
-
-    Same arguments (check too) and results as eda_recurrent. With e=None no sub-steps are doubled (KDA / GDN).
-    """
+    """Chunk-parallel EDA (Sec. 3.4): the delta rule over the doubled sequence (Eq. double_data) in chunks of
+    `chunk_size` tokens (2 * chunk_size sub-steps), outputs read at the write sub-steps. Same arguments (check too)
+    and results as eda_recurrent. With e=None no sub-steps are doubled (KDA / GDN)."""
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
     out_dtype = v.dtype
@@ -329,9 +313,9 @@ def eda_chunk(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
 # ----------------------------------------------------------------------------------------------------
 # GDN-2's update rule (Eq. gdn2_prelim), the comparison mixer:
 #     S_t = (I - k_t (b_t*k_t)^T) D_t S_{t-1} + k_t (w_t*v_t)^T,      o_t = S_t^T q_t
-# with a key-side erase gate b_t in (0,1)^K and a value-side write gate w_t in (0,1)^V. Its two rank-1 vectors
-# differ (k left, b*k right), so kernel.py's symmetric kernels do not apply: chunk_delta_rule with a read direction.
-# Shapes as above: q, k [B,T,H,K]; v [B,T,HV,V]; g, b [B,T,HV,K] (or g [B,T,HV]); w [B,T,HV,V].
+# with a key-side erase gate b_t in (0,1)^K and a value-side write gate w_t in (0,1)^V. Its rank-1 vectors differ
+# (k left, b*k right), so kernel.py's symmetric kernels do not apply: chunk_delta_rule with a read direction.
+# Shapes as above; b [B,T,HV,K], w [B,T,HV,V].
 
 
 def _gdn2_prepare(q, k, v, g, b, w, scale, initial_state, check):
@@ -343,7 +327,6 @@ def _gdn2_prepare(q, k, v, g, b, w, scale, initial_state, check):
 def gdn2_recurrent(q, k, v, g, b, w, scale=None, initial_state=None, output_final_state=False, check=True):
     """GDN-2 one token at a time: the spec. Returns (o [B,T,HV,V] in v's dtype, final state or None).
     check: as eda_recurrent's (g <= 0, no NaN or inf input; a host sync)."""
-    out_dtype = v.dtype
     q, k, kb, z, g, S = _gdn2_prepare(q, k, v, g, b, w, scale, initial_state, check)
     outs = []
     for t in range(q.shape[1]):
@@ -352,20 +335,17 @@ def gdn2_recurrent(q, k, v, g, b, w, scale=None, initial_state=None, output_fina
         S = S + k[:, t].unsqueeze(-1) * u.unsqueeze(-2)                            # + k u^T
         outs.append(torch.einsum("bhk,bhkv->bhv", q[:, t], S))
     o = torch.stack(outs, dim=1) if outs else z.new_zeros(z.shape)
-    return o.to(out_dtype), (S if output_final_state else None)
+    return o.to(v.dtype), (S if output_final_state else None)
 
 
-def gdn2_chunk(q, k, v, g, b, w, scale=None, initial_state=None, output_final_state=False, chunk_size=64,
-               check=True):
-    """GDN-2 chunk-parallel: chunk_delta_rule with the read direction b*k in place of k on the right, the
-    value w*v and strength 1 (u_i = w_i*v_i - S_{i-1}^T D_i (b_i*k_i), unrolled in the chunk). check: as
-    gdn2_recurrent's."""
+def gdn2_chunk(q, k, v, g, b, w, scale=None, initial_state=None, output_final_state=False, chunk_size=64, check=True):
+    """GDN-2 chunk-parallel: chunk_delta_rule with the read direction b*k in place of k on the right, the value
+    w*v and strength 1 (u_i = w_i*v_i - S_{i-1}^T D_i (b_i*k_i), unrolled in the chunk). check: as gdn2_recurrent's."""
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
-    out_dtype = v.dtype
     q, k, kb, z, g, S = _gdn2_prepare(q, k, v, g, b, w, scale, initial_state, check)
     o, S = chunk_delta_rule(q, k, z, g, z.new_ones(z.shape[:3]), S, chunk_size, read=kb)
-    return o.to(out_dtype), (S if output_final_state else None)
+    return o.to(v.dtype), (S if output_final_state else None)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -374,11 +354,10 @@ def gdn2_chunk(q, k, v, g, b, w, scale=None, initial_state=None, output_final_st
 
 def eda_triton(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False,
                check_g=True, chunk_size=None, launch=None, recompute_states=False):
-    """Fused Triton EDA: same arguments and results as eda_recurrent (the final state fp32), differentiable in
-    every tensor input. check_g=True checks g's values after the launch (a device sync per call): g <= 0
-    (check_values), finite (the kernels take no -inf) and, channel-wise, >= kernel.G_MIN; False for callers
-    whose gate bounds g. Other values are not looked at (NaN in, NaN out: a check would cost a sync per call).
-    chunk_size, launch, recompute_states: kernel.eda_fused's (None: its defaults)."""
+    """Fused Triton EDA: same arguments and results as eda_recurrent (the final state fp32), differentiable in every
+    tensor input. check_g=True checks g's values after the launch (a device sync per call): g <= 0 (check_values),
+    finite (the kernels take no -inf) and, channel-wise, >= kernel.G_MIN; False for callers whose gate bounds g.
+    Other values are not looked at (NaN in, NaN out). chunk_size, launch, recompute_states: kernel.eda_fused's."""
     check_inputs(q, k, v, e, g, beta, gamma, initial_state)
     from kernel import eda_fused  # imported here so that eda.py needs no Triton
     out = eda_fused(q, k, v, e, g, beta, gamma, scale=scale, initial_state=initial_state,
@@ -390,9 +369,8 @@ def eda_triton(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, outpu
 
 
 def eda_triton_decode(q, k, v, e, g, beta, gamma, state, scale=None, inplace=True):
-    """A few tokens (decoding) against the recurrent state [B, HV, K, V] (fp32) in kernel.eda_decode, the fused
-    recurrent kernel (Eq. ed token by token): (o, the new state, `state` itself if inplace). No autograd. Values
-    are not checked (a sync per token): g <= 0 and finite inputs are the caller's (the model's gates give them)."""
+    """A few tokens (decoding) against the recurrent state [B, HV, K, V] (fp32) in kernel.eda_decode (Eq. ed token by
+    token): (o, the new state, `state` itself if inplace). No autograd. Values are not checked (a sync per token)."""
     check_inputs(q, k, v, e, g, beta, gamma, state)
     from kernel import eda_decode
     return eda_decode(q, k, v, e, g, beta, gamma, state, scale=scale, inplace=inplace)
@@ -425,8 +403,8 @@ def rule_chunk(backend, chunk_size):
 
 
 def triton_problem(mixer, head_dim, v_head_dim):
-    """Why the Triton kernels cannot run the linear layers of `mixer` with these head dims (the model's la_head_dim
-    and la_v_head_dim), or None. Only EDA, KDA and GDN call them (mixer None: a model without linear layers)."""
+    """Why the Triton kernels cannot run the linear layers of `mixer` with these head dims, or None. Only EDA, KDA
+    and GDN call them (mixer None: a model without linear layers)."""
     if mixer not in ("eda", "kda", "gdn"):
         return None
     for name, d in (("la_head_dim", head_dim), ("la_v_head_dim", v_head_dim)):

@@ -1,9 +1,10 @@
 """
 Fused Triton kernels for Erase-then-Delta Attention (EDA), forward, backward and decode.
 
-Paper: "Erase-then-Delta Attention", Method section (Eq. labels below refer to it); eda.py holds the
-reference (`eda_recurrent`, the spec) and the chunked PyTorch form (`eda_chunk`). This module imports nothing of
-the repository: eda.py (eda_triton, eda_triton_decode) checks shapes and calls it.
+Paper: "Erase-then-Delta Attention", Method section (Eq. labels below refer to it); eda.py holds the reference
+(`eda_recurrent`, the spec) and the chunked PyTorch form (`eda_chunk`). This module imports nothing of the repository:
+eda.py (eda_triton, eda_triton_decode) checks shapes and calls it. Why the kernels are shaped as they are, and the
+measurements behind their settings: notes/kernel.md.
 
 Chapters, in file order:
     Triton building blocks      sub-step tiles of a chunk, the unit-lower inverse, anchored decay products
@@ -12,22 +13,18 @@ Chapters, in file order:
     Decode                      _eda_decode_kernel: Eq. ed token by token, the fp32 state in HBM (in place if asked)
     Short conv                  the linear layers' input path, conv + SiLU + L2 norm, forward and backward
     Python side                 host checks, launch settings (LAUNCH), the launch sequences
-    PyTorch operators           torch.library custom ops (nanoeda::...), fake implementations, autograd:
-                                torch.compile traces through the kernels instead of breaking its graph
+    PyTorch operators           torch.library custom ops (nanoeda::...): torch.compile traces through the kernels
     Entry points                eda_fused, eda_decode, short_conv: host checks, then the ops
     Split-KV attention decode   attention_decode: one query token per row against a KV cache
 
 Design (chunked training kernels, Sec. 3.4):
-- A chunk of C tokens is BT = 2C sub-steps of the doubled sequence (Eq. double_data). The sub-step tiles
-  k' = [e_1, k_1, e_2, k_2, ...], q' = [0, q_1, 0, q_2, ...], v', beta', g' are *built by masked loads in registers*:
-  even rows read e / gamma / g, odd rows read k / q / v / beta. The doubled sequence never exists in HBM. With
-  e=None (KDA/GDN) a constexpr flag drops the erase rows and a chunk is BT = C tokens. Outputs are stored at the
-  write sub-steps only.
+- A chunk of C tokens is BT = 2C sub-steps of the doubled sequence (Eq. double_data), built by masked loads in
+  registers (even rows read e / gamma / g, odd rows k / q / v / beta); the doubled sequence never exists in HBM. With
+  e=None (KDA/GDN) a constexpr flag drops the erase rows (BT = C). Outputs are stored at the write sub-steps only.
 - Forward, two launches:
-  (1) `_eda_prep_kernel`, one program per chunk (fully parallel): the state-free part of a chunk, the UT
-      transform's inverse T = (I + StrictTril(diag(b') A))^-1 (Eq. ut_transformation with the inverse made
-      explicit, notes/chunk_form.md §1; forward substitution in 8-row blocks, then exact block merges) and
-      Qk = Tril(Q' Gamma K'^T), stored as [BT, BT] per chunk (small: 2 BT^2 per chunk, kept for the backward);
+  (1) `_eda_prep_kernel`, one program per chunk (fully parallel): the state-free part of a chunk, the UT transform's
+      inverse T = (I + StrictTril(diag(b') A))^-1 (Eq. ut_transformation with the inverse made explicit,
+      notes/chunk_form.md §1) and Qk = Tril(Q' Gamma K'^T), stored as [BT, BT] per chunk (kept for the backward);
       and the walk's operands (Eq. wy_representation), freed after the forward:
       W = T diag(b') exp(G) K', U_0 = T diag(b') V', Ke = exp(G_C - G) K', Qg = exp(G) Q', exp(G_C).
   (2) `_eda_fwd_kernel`, one program per (batch x value head, V-block), walks the chunks carrying the state
@@ -35,23 +32,18 @@ Design (chunked training kernels, Sec. 3.4):
           U = U_0 - W S_0                              (what each sub-step writes)
           O = Qg S_0 + Qk U,   S_C = exp(G_C) S_0 + Ke^T U.
       It stores S_0 of every chunk (input dtype) for the backward.
-- Backward, three launches: (3) `_eda_dh_prep_kernel`, per chunk in parallel: what the reverse walk multiplies
-  with (W2 = T^T exp(G_C - G) K', M = T^T Qk^T, Qg = exp(G) Q', Kg = diag(b') exp(G) K'); (4) `_eda_bwd_dh_kernel`
-  walks the chunks in reverse for the state gradient alone (the chunk map is affine in S_0, so
-  dS_0 = exp(G_C) dS_C + Qg^T dO - Kg^T dX, dX = M dO + W2 dS_C, needs no S_0) and stores dS_C per chunk; then,
-  in parallel over chunks, (5) `_eda_bwd_kernel` (per chunk, V-blocks looped inside) recomputes the chunk's
-  forward from S_0 and T, produces dv and every gradient that flows through the states, and chains the in-chunk
-  matrices' gradients (dL, dQk, [BT, BT]) through the anchored decay products to k', q', G and the gates; each
-  gradient row is stored once.
-- Decay numerics: a chunk's cumulative log decay G can reach -5 C (safe gate, Eq. safe_gate), so exp(-G)
-  overflows. Products Gamma_ij = exp(G_i - G_j) (i >= j) are formed as (k_i exp(G_i - G_a)) . (k_j exp(G_a - G_j))
-  with local anchors: inside blocks of ANCHOR_TOKENS tokens the block's middle row (each factor within
-  exp(5 * 8) = exp(40)); across blocks the block boundary (both factors <= 1, the rest masked to -inf *before*
-  exponentiating). The product of a kept pair is <= 1; pairs above the diagonal are discarded with `where`, never
-  multiplied. All other exponentials are of G_i <= 0 or G_C - G_i <= 0. Channel-wise decays need per-token log
-  decays above about -10 on average over half an anchor block (the safe gate and KDA's gate guarantee -5). One
-  decay per head (GDN, g [B, T, HV]) takes an exact path instead: Gamma_ij is then a scalar, exp(G_i - G_j) is
-  formed after masking (<= 0), and any log decay is safe (an unbounded log gate too).
+- Backward, three launches: (3) `_eda_dh_prep_kernel`, per chunk in parallel: what the reverse walk multiplies with
+  (W2 = T^T exp(G_C - G) K', M = T^T Qk^T, Qg = exp(G) Q', Kg = diag(b') exp(G) K'); (4) `_eda_bwd_dh_kernel` walks
+  the chunks in reverse for the state gradient alone (the chunk map is affine in S_0, so dS_0 = exp(G_C) dS_C +
+  Qg^T dO - Kg^T dX, dX = M dO + W2 dS_C, needs no S_0) and stores dS_C per chunk; then, in parallel over chunks,
+  (5) `_eda_bwd_kernel` recomputes the chunk's forward from S_0 and T, produces dv and every gradient through the
+  states, and chains the in-chunk gradients (dL, dQk) through the anchored decay products to k', q', G and the gates.
+- Decay numerics: a chunk's cumulative log decay G can reach -5 C (Eq. safe_gate), so exp(-G) overflows
+  (notes/chunk_form.md §2). Products Gamma_ij = exp(G_i - G_j) (i >= j) are formed as (k_i exp(G_i - G_a)) .
+  (k_j exp(G_a - G_j)) with local anchors: inside blocks of ANCHOR_TOKENS tokens the block's middle row; across
+  blocks the block boundary (both factors <= 1, the rest masked to -inf *before* exponentiating). Pairs above the
+  diagonal are discarded with `where`, never multiplied. Channel-wise decays need g >= G_MIN. One decay per head
+  (GDN, g [B, T, HV]) takes an exact path: exp(G_i - G_j) is formed after masking (<= 0), safe for any log decay.
 """
 import ctypes
 import os
@@ -61,13 +53,11 @@ import torch
 import triton
 import triton.language as tl
 
-# tokens per chunk (eda_fused's chunk unless its caller passes one: the model's Triton rule passes none), and
-# tokens per anchor block inside a chunk: anchors at the middle of 16-token blocks keep every anchored decay
-# factor within exp(5 * 8) = exp(40) under the safe gate (-5 per step)
+# tokens per chunk (eda_fused's default), and per anchor block: anchored at the middle of 16-token blocks, every
+# decay factor stays within exp(5 * 8) = exp(40) under the safe gate (-5 per step)
 CHUNK_TOKENS = 16
 ANCHOR_TOKENS = 16
-# Channel-wise log decays must stay above this: an anchored factor spans up to ANCHOR_TOKENS // 2 steps,
-# exp(8 * 10) = exp(80) < fp32's (and bf16's) largest exp(88.7). The safe and KDA gates give >= -5.
+# channel-wise log decays must stay above this: a factor spans up to 8 steps, exp(8 * 10) < fp32's largest exp(88.7)
 G_MIN = -10.0
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
@@ -79,10 +69,8 @@ _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 @triton.jit
 def _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale, H: tl.constexpr, HV: tl.constexpr,
                 K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, EDA: tl.constexpr, k0=0):
-    """Sub-step tiles of chunk c (Eq. double_data), built in registers from the token tensors, key columns
-    k0 .. k0 + BK (the decay is per channel: every column block stands alone). Returns k' [BT, BK], q' (scaled),
-    beta' [BT], G (cumulative log decay in the chunk, fp32), the (b, t) row of every sub-step, write and erase masks.
-    """
+    """Sub-step tiles of chunk c (Eq. double_data), key columns k0 .. k0 + BK (the decay is per channel: each column
+    block stands alone): k' [BT, BK], q' (scaled), beta' [BT], G (cumulative log decay), rows, write/erase masks."""
     ck = k0 + tl.arange(0, BK)
     mk = ck < K
     bb, row_bt, wrow, erow = _chunk_rows(beta, gamma, i_b, i_hv, c, T, HV, BT, EDA)
@@ -100,8 +88,7 @@ def _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale, H: tl.cons
 
 @triton.jit
 def _sub_steps(BT: tl.constexpr, EDA: tl.constexpr):
-    """Token (within the chunk) of every sub-step row, and which rows are write sub-steps. EDA: row 2t is the
-    erase sub-step of token t, row 2t+1 its write sub-step; KDA/GDN: one row per token, all writes."""
+    """Token (in the chunk) of every sub-step row, and which rows write: EDA's row 2t erases, 2t+1 writes; else all."""
     r = tl.arange(0, BT)
     if EDA:
         return r // 2, (r % 2) == 1
@@ -110,8 +97,7 @@ def _sub_steps(BT: tl.constexpr, EDA: tl.constexpr):
 
 @triton.jit
 def _out_rows(BT: tl.constexpr, WR: tl.constexpr, EDA: tl.constexpr):
-    """The rows of a chunk's outputs (o, dO) and of the operands only they meet (Qg, M's columns): token (in the
-    chunk), sub-step row, is-write. WR < BT (EDA): the write sub-steps alone (erase rows have no q); else all."""
+    """Rows of a chunk's outputs (o, dO, Qg, M's columns): token, sub-step row, is-write. WR < BT: writes alone."""
     if WR < BT:
         tok = tl.arange(0, WR)
         srow = 2 * tok + 1
@@ -124,8 +110,7 @@ def _out_rows(BT: tl.constexpr, WR: tl.constexpr, EDA: tl.constexpr):
 
 @triton.jit
 def _chunk_rows(beta, gamma, i_b, i_hv, c, T, HV: tl.constexpr, BT: tl.constexpr, EDA: tl.constexpr):
-    """The sub-steps of chunk c: beta' [BT] (beta on write rows, gamma on erase rows), the (b, t) row of every
-    sub-step, and the masks of write rows and erase rows (rows past T are in neither)."""
+    """Chunk c's beta' [BT] (beta on write rows, gamma on erase rows), (b, t) rows, write and erase masks (< T)."""
     r = tl.arange(0, BT)
     tok, is_w = _sub_steps(BT, EDA)
     tok += c * (BT // 2 if EDA else BT)
@@ -166,10 +151,9 @@ def _row(X, r, i):
 @triton.jit
 def _unit_lower_inverse(M, BT: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr, DT: tl.constexpr,
                         PREC: tl.constexpr):
-    """(I + M)^-1 for strictly lower-triangular M [BT, BT]: the UT transform's solve (Eq. ut_transformation).
-    Forward substitution (stable for any M: a Neumann/doubling series cancels catastrophically when keys repeat)
-    inside the diagonal blocks of size SB, all blocks at once; then blocks are merged pairwise: with L = D + N,
-    N the lower-left block of each pair, L^-1 = D^-1 - D^-1 N D^-1 exactly, since (D^-1 N)^2 = 0."""
+    """(I + M)^-1 for strictly lower-triangular M [BT, BT] (Eq. ut_transformation). Forward substitution (stable:
+    a Neumann/doubling series cancels catastrophically when keys repeat) in all SB-blocks at once, then pairwise
+    merges: with L = D + N, N a pair's lower-left block, L^-1 = D^-1 - D^-1 N D^-1 exactly, as (D^-1 N)^2 = 0."""
     r = tl.arange(0, BT)
     rb = r // SB
     Tm = (r[:, None] == r[None, :]).to(tl.float32)
@@ -191,12 +175,10 @@ def _unit_lower_inverse(M, BT: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexp
 @triton.jit
 def _anchored(kk, qq, G, BT: tl.constexpr, AB: tl.constexpr, SCALAR_G: tl.constexpr, DT: tl.constexpr,
               PREC: tl.constexpr):
-    """Decay-weighted chunk matrices with local anchors (module docstring, 'Decay numerics'): anchor blocks of AB
-    rows, pairs inside a block anchored at its middle row a, pairs across blocks by _cross_block.
-    Returns A = StrictTril(K' Gamma K'^T), Qk = Tril(Q' Gamma K'^T) [BT, BT] and the in-block factors
-    Kp = k' exp(G - G_a), Kn = k' exp(G_a - G), Qp = q' exp(G - G_a), Ea, En. With one decay per head (SCALAR_G,
-    GDN) Gamma_ij is a scalar: A = (K' K'^T) * exp(G_i - G_j) exactly, and the factors are k', k', q' themselves.
-    """
+    """A = StrictTril(K' Gamma K'^T), Qk = Tril(Q' Gamma K'^T) [BT, BT] with local anchors (module docstring,
+    'Decay numerics'): blocks of AB rows anchored at their middle row a, pairs across blocks by _cross_block; and
+    the in-block factors Kp = k' exp(G - G_a), Kn = k' exp(G_a - G), Qp = q' exp(G - G_a), Ea, En. SCALAR_G (GDN):
+    A = (K' K'^T) * exp(G_i - G_j) exactly, the factors k', k', q' themselves."""
     r = tl.arange(0, BT)
     rb = r // AB
     if SCALAR_G:
@@ -230,17 +212,15 @@ def _anchored(kk, qq, G, BT: tl.constexpr, AB: tl.constexpr, SCALAR_G: tl.conste
 
 @triton.jit
 def _scalar_decay(G, r):
-    """exp(G_i - G_j) for j <= i, 0 above the diagonal, from a per-head decay (every column of G equal);
-    masked to -inf before exponentiating, so any log decay is safe."""
+    """exp(G_i - G_j) for j <= i, else 0, of a per-head decay (G's columns equal): masked first, any g is safe."""
     Gs = tl.sum(tl.where((tl.arange(0, G.shape[1]) == 0)[None, :], G, 0.), axis=1)
     return tl.exp(tl.where(r[:, None] >= r[None, :], Gs[:, None] - Gs[None, :], float("-inf")))
 
 
 @triton.jit
 def _cross_block(kk, qq, G, r, I: tl.constexpr, AB: tl.constexpr):
-    """Factors for the pairs (i in block I, j in an earlier block), anchored at b = the last row before
-    block I: k_i exp(G_i - G_b) and k_j exp(G_b - G_j), both exponents <= 0. Rows outside the pair's
-    range are zeroed by masking the exponent to -inf *before* exponentiating (no inf * 0)."""
+    """Factors of the pairs (i in block I, j before it), anchored at b = the row before block I: k_i exp(G_i - G_b),
+    k_j exp(G_b - G_j), exponents <= 0; other rows' exponents masked to -inf *before* exponentiating (no inf * 0)."""
     Gb = _row(G, r, I * AB - 1)
     EpI = tl.exp(tl.where((r // AB == I)[:, None], G - Gb[None, :], float("-inf")))
     EnI = tl.exp(tl.where((r < I * AB)[:, None], Gb[None, :] - G, float("-inf")))
@@ -257,20 +237,17 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
                      BKC: tl.constexpr, BVP: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr, AB: tl.constexpr,
                      EDA: tl.constexpr, SCALAR_G: tl.constexpr, CHECK_G: tl.constexpr, REUSE: tl.constexpr,
                      WR: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """Everything of a chunk that does not depend on the state, fully parallel over chunks (module docstring,
-    (1)): T and Qk ([BT, BT], kept for the backward), and the walk's U_0 = T diag(b') V' and W, Ke, Qg, exp(G_C)
-    (_key_operands), so that the walk is matrix products only, no decay arithmetic. CHECK_G: also store the
-    chunk's smallest log decay (the wrapper rejects g < G_MIN), which saves the wrapper a separate pass over g."""
+    """The state-free part of a chunk, fully parallel (module docstring, (1)): T and Qk (kept for the backward), the
+    walk's U_0 = T diag(b') V' and W, Ke, Qg, exp(G_C) (_key_operands): the walk is products only. CHECK_G: also
+    store the chunk's smallest log decay (the wrapper rejects g < G_MIN without a pass of its own over g)."""
     c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
     r = tl.arange(0, BT)
     base = i_bh.to(tl.int64) * NT + c
     bb, row_bt, wrow, erow = _chunk_rows(beta, gamma, i_b, i_hv, c, T, HV, BT, EDA)
-    # K in blocks of BKC columns, twice: A and Qk sum over the blocks (their products contract over K), then
-    # each block's operands need T. Half-width tiles halve the live registers (the kernel is latency-bound:
-    # more programs per SM hide more of it); the second pass re-reads its inputs from cache. REUSE (one block
-    # covers K): the first pass's tiles stay live for the second, not loaded and cumsummed again.
+    # K in blocks of BKC columns, twice: A and Qk sum over K, then each block's operands need T (notes/kernel.md).
+    # REUSE (one block covers K): the first pass's tiles stay live for the second, not loaded again.
     if REUSE:
         kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
                                             H, HV, K, BT, BKC, EDA)
@@ -316,10 +293,10 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
 def _key_operands(kk, qq, G, bb, Td, g, Xout, Yout, Qgout, eGNout, base, i_b, i_hv, c, T, k0, HV: tl.constexpr,
                   K: tl.constexpr, BT: tl.constexpr, BKC: tl.constexpr, WR: tl.constexpr, EDA: tl.constexpr,
                   BWD: tl.constexpr, CHECK_G: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """Key columns k0 .. k0 + BKC of what a walk multiplies with, from the chunk's tiles and Td (T, or T^T for the
-    backward): the forward's (the prep's) W = T diag(b') exp(G) K' into Xout, Ke = exp(G_C - G) K' into Yout, or
-    with BWD (the dh prep's) W2 = T^T exp(G_C - G) K', Kg = diag(b') exp(G) K'; and Qg = exp(G) Q', exp(G_C).
-    Returns these columns' smallest log decay with CHECK_G (from g itself: the chunk's tokens), else 0."""
+    """Key columns k0 .. k0 + BKC of a walk's operands from the chunk's tiles and Td (T, or T^T for BWD): the prep's
+    W = T diag(b') exp(G) K' into Xout, Ke = exp(G_C - G) K' into Yout, or BWD (the dh prep's)
+    W2 = T^T exp(G_C - G) K', Kg = diag(b') exp(G) K'; and Qg = exp(G) Q', exp(G_C).
+    Returns the columns' smallest g with CHECK_G, else 0."""
     r = tl.arange(0, BT)
     ck = k0 + tl.arange(0, BKC)
     off_k = base * BT * K + r[:, None] * K + ck[None, :]
@@ -351,8 +328,8 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV
                     V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, WR: tl.constexpr,
                     EDA: tl.constexpr, HAS_H0: tl.constexpr, STORE_HT: tl.constexpr, STORE_HS: tl.constexpr,
                     DT: tl.constexpr, PREC: tl.constexpr):
-    """One program per (V-block, batch x value head): the chunk loop of Eq. chunk_wise_eda on the prep kernel's
-    operands, U = U_0 - W S_0, O = Qg S_0 + Qk U, S_C = exp(G_C) S_0 + Ke^T U, O on the WR output rows only."""
+    """Per (V-block, batch x value head) the chunk loop of Eq. chunk_wise_eda on the prep's operands (module docstring,
+    (2)); O on the WR output rows only."""
     i_v = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, _ = _heads(i_bh, HV, HV)
@@ -398,8 +375,7 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV
 def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, W2out, Mout, Qgout, Kgout, eGNout, scale, T, NT,
                         H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                         BKC: tl.constexpr, WR: tl.constexpr, EDA: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """What the reverse walk multiplies with dS_C and dO, fully parallel over chunks (the prep kernel's twin):
-    M = T^T Qk^T [BT, WR] and W2, Kg, Qg, exp(G_C) (_key_operands). M's columns, Qg's rows: the WR output rows."""
+    """The reverse walk's operands, per chunk (the prep's twin): M = T^T Qk^T [BT, WR], W2, Kg, Qg, exp(G_C)."""
     c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
@@ -423,10 +399,8 @@ def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT, H
                        V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, WR: tl.constexpr,
                        EDA: tl.constexpr, HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr, DT: tl.constexpr,
                        PREC: tl.constexpr):
-    """Reverse walk of the state gradient on the dh prep's operands, without S_0 (module docstring, (4)); dX = T^T dU
-    for dU = Qk^T dO + exp(G_C - G) K' dS_C, the gradient of what the chunk writes. Stores dS_C of every chunk. (dX
-    is not kept: rounded to bf16 it costs d(gamma) ~2e-2 relative at T = 4096 through rowsum(dX R); fp32 would cost
-    4 bytes per sub-step and value, over the memory target.) dO, M's columns, Qg's rows: the WR output rows."""
+    """Reverse walk of the state gradient on the dh prep's operands, without S_0 (module docstring, (4)); stores dS_C
+    of every chunk. dX = T^T dU is not kept: bf16 costs d(gamma) ~2e-2 relative at T = 4096, fp32 too much memory."""
     i_v = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, _ = _heads(i_bh, HV, HV)
@@ -465,9 +439,8 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
                     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                     BK: tl.constexpr, BV: tl.constexpr, AB: tl.constexpr, EDA: tl.constexpr, SCALAR_G: tl.constexpr,
                     ATOMIC_QK: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """Every input gradient of one chunk, in parallel over chunks (V in blocks of BV, looped inside the program).
-    The chunk's forward is recomputed from S_0 (forward store) and T (prep store),
-    R = V' - (exp(G) K') S_0, U = T diag(b') R, and from dS_C (reverse walk's store)
+    """Every input gradient of one chunk, in parallel over chunks (V-blocks of BV looped inside). The chunk's forward
+    is recomputed from S_0 and T, R = V' - (exp(G) K') S_0, U = T diag(b') R, and from dS_C
         dU = Qk^T dO + (exp(G_C - G) K') dS_C,  dX = T^T dU,  dV' = b' dX,
         dL = -StrictTril(dX U^T),  dQk = Tril(dO U^T)   (summed over the V-blocks),
     giving dv and the gradients that flow through S_0 and S_C: dk' += exp(G) (-dV' S_0^T) + exp(G_C - G) (U dS_C^T),
@@ -536,13 +509,12 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
 @triton.jit
 def _chunk_v_block(v, do, dv, Sd, dSd, kg, kg_lo, kn, Tm, Qk, bb, row_bt, wrow, i_hv, cv, mv, HV: tl.constexpr,
                    V: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """One V-block (columns cv; Sd, dSd: S_0's and dS_C's [BK, BV] blocks) of _eda_bwd_kernel's R, U, dU, dX;
-    stores dv (dR' = diag(b') dX on the write rows). Returns dX, dR', U and dO (dot dtype), rowsum(dX R)."""
+    """One V-block (Sd, dSd: S_0's, dS_C's [BK, BV]) of _eda_bwd_kernel's R, U, dU, dX; stores dv = diag(b') dX.
+    Returns dX, dR' = diag(b') dX, U and dO (dot dtype), rowsum(dX R)."""
     off_v = (row_bt * HV + i_hv)[:, None] * V + cv[None, :]
     m_v = wrow[:, None] & mv[None, :]
     vv = tl.load(v + off_v, mask=m_v, other=0.).to(tl.float32)
-    # R and dX feed db' = rowsum(dX R), a sum that cancels: their in-kernel fp32 operands (exp(G) K', dU)
-    # enter the products as bf16 hi + lo, so only the stored S_0, T and dS_C are rounded (notes/kernel.md)
+    # db' = rowsum(dX R) cancels: R's and dX's fp32 operands enter as bf16 hi + lo parts (notes/kernel.md)
     R = vv - tl.dot(kg, Sd, input_precision=PREC) - tl.dot(kg_lo, Sd, input_precision=PREC)
     Ud = tl.dot(Tm, (bb[:, None] * R).to(DT), input_precision=PREC).to(DT)
     dOd = tl.load(do + off_v, mask=m_v, other=0.).to(DT)
@@ -560,14 +532,11 @@ def _chunk_v_block(v, do, dv, Sd, dSd, kg, kg_lo, kn, Tm, Qk, bb, row_bt, wrow, 
 def _in_chunk_grads(kk, qq, G, bb, dL, dQk, r, ck, BT: tl.constexpr, AB: tl.constexpr, SCALAR_G: tl.constexpr,
                     DT: tl.constexpr, PREC: tl.constexpr):
     """The in-chunk terms of a chunk's gradients from dL (through T) and dQk: db' = rowsum(dL A), dA = diag(b') dL,
-    chained through A and Qk (anchored factors, as in the forward) to k', q' and G. Returns (dk', dq', dG, db').
-    Part of the chunk's backward program, so dL and dQk never go through HBM (notes/kernel.md)."""
+    chained through A and Qk (anchored, as in the forward) to k', q' and G. Returns (dk', dq', dG, db')."""
     A, Qk, Kp, Kn, Qp, Ea, En = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
     db = tl.sum(dL * A, axis=1)
     dA = bb[:, None] * dL
-    # dA and dQk feed dG, whose reverse cumsum cancels pairwise terms (i > j adds to dG_i what it takes from
-    # dG_j): fp32 operands (tf32 on the tensor cores, 8x finer than bf16) keep dg's relative error well
-    # inside 1e-2.
+    # dA and dQk feed dG, whose reverse cumsum cancels pairwise terms: fp32 operands (tf32) keep dg's error < 1e-2
     if SCALAR_G:  # A = (K' K'^T) * D, D_ij = exp(G_i - G_j): dG_m = rowsum_m(P) - colsum_m(P), P = dA A + dQk Qk
         D = _scalar_decay(G, r)
         dAD = dA * D
@@ -604,16 +573,14 @@ def _in_chunk_grads(kk, qq, G, bb, dL, dQk, r, ck, BT: tl.constexpr, AB: tl.cons
 @triton.jit
 def _scatter(dq, dk, de, dg, dbeta, dgamma, dqq, dkk, dgg, db, row_bt, wrow, erow, i_h, i_hv, ck, mk, H: tl.constexpr,
              HV: tl.constexpr, K: tl.constexpr, EDA: tl.constexpr, ATOMIC_QK: tl.constexpr):
-    """Sub-step gradients (key columns ck) to the token tensors: write rows -> q, k, beta; erase rows -> e, gamma;
-    g on the rows that carry the decay. Every row of a per-value-head tensor has one writer (a plain store); q and k
-    rows are shared by the G value heads of a group when HV > H (ATOMIC_QK: atomic adds on zeroed buffers)."""
+    """Sub-step gradients (key columns ck) to the token tensors: write rows -> q, k, beta; erase rows -> e, gamma; g
+    on the decay's rows. One writer a row (plain stores), but q, k rows shared by grouped value heads (ATOMIC_QK)."""
     off_qk = (row_bt * H + i_h)[:, None] * K + ck[None, :]
     off_hk = (row_bt * HV + i_hv)[:, None] * K + ck[None, :]
     m_w = wrow[:, None] & mk[None, :]
     m_e = erow[:, None] & mk[None, :]
     if ATOMIC_QK:
-        # relaxed: commutative sums that nothing reads before the launch ends, so no ordering is needed; the
-        # default (acq_rel) compiles each add to a blocking atomic between a GPU-wide fence and an L1 flush
+        # relaxed: sums nothing reads before the launch ends; acq_rel fences and flushes L1 around each add
         tl.atomic_add(dq + off_qk, dqq, mask=m_w, sem="relaxed")
         tl.atomic_add(dk + off_qk, dkk, mask=m_w, sem="relaxed")
     else:
@@ -663,15 +630,14 @@ def _eda_decode_kernel(q, k, v, e, g, beta, gamma, s_in, s_out, o, scale, T, H: 
 
 
 # ----------------------------------------------------------------------------------------------------
-# The linear layers' input path (model.py): short causal depthwise conv + SiLU (+ L2 norm for q, k), fused.
-# Written out by hand because the compiled PyTorch form saved fp32 intermediates for its backward and moved
-# several times the necessary traffic (notes/kernel.md).
+# The linear layers' input path (model.py): short causal depthwise conv + SiLU (+ L2 norm for q, k), fused by
+# hand: the compiled PyTorch form saved fp32 intermediates for its backward (notes/kernel.md).
 
 
 @triton.jit
 def _conv_block(c0, T, NH: tl.constexpr, W: tl.constexpr, BT: tl.constexpr, BW: tl.constexpr):
-    """This program's part of a segment: batch b, row block i_t, its BT rows, the column mask, its channels ch
-    of u, and the offsets of its tile in the segment's own [B, T, NH, W] tensor (q, k or v, or their grads)."""
+    """This program's part of a segment: batch b, row block i_t, its rows, column mask, channels ch of u, and its
+    tile's offsets in the segment's own [B, T, NH, W] tensor (q, k or v, or their grads)."""
     i_t = tl.program_id(0)
     i_bh = tl.program_id(1)
     b = i_bh // NH
@@ -715,8 +681,8 @@ def _conv_fwd_kernel(u, w, y, T, su_b, su_t, c0, eps, NH: tl.constexpr, W: tl.co
 @triton.jit
 def _conv_bwd_dz_kernel(u, w, dy, dz, dwp, T, NTB, su_b, su_t, c0, C, eps, NH: tl.constexpr, W: tl.constexpr,
                         KS: tl.constexpr, KSP: tl.constexpr, BT: tl.constexpr, BW: tl.constexpr, NORM: tl.constexpr):
-    """Backward of _conv_fwd_kernel, part 1: the pre-activation's gradient dz (fp32, [B, T, C]) from dy through the L2
-    norm and SiLU (z recomputed), and this row block's share of dw into dwp [B * NTB, C, KS] (summed: no atomics)."""
+    """Backward of _conv_fwd_kernel, part 1: dz (fp32, [B, T, C]) from dy through the L2 norm and SiLU (z recomputed),
+    and this row block's share of dw into dwp [B * NTB, C, KS] (summed after: no atomics)."""
     b, i_t, rows, mc, ch, off_h = _conv_block(c0, T, NH, W, BT, BW)
     inside = (rows < T)[:, None] & mc[None, :]
     z = _conv_pre(u, w, b, rows, ch, mc, T, su_b, su_t, KS, BT, BW)
@@ -793,16 +759,16 @@ def _check_kernel_inputs(q, k, v, e, scale):
 
 
 def _dot_types(x):
-    """Tensor-core operand dtype and precision, and the torch dtype of the per-chunk matrices the kernels store:
-    bf16 for half inputs (fp16 would overflow the anchored decay factors, up to exp(40)), exact fp32 for fp32."""
+    """Tensor-core operand dtype, precision, and the stored per-chunk matrices' torch dtype: bf16 for half inputs
+    (fp16 would overflow the anchored decay factors, up to exp(40)), exact fp32 for fp32."""
     if x.dtype == torch.float32:
         return tl.float32, "ieee", torch.float32
     return tl.bfloat16, "tf32", torch.bfloat16
 
 
 def _blocks(K, V, bv, programs=None, fill_programs=None):
-    """Block sizes: the whole (padded) key dim, V in blocks of at most bv. The sequential walks (programs = batch x
-    value heads) narrow the V-blocks while fewer than fill_programs would run: more, shorter walks side by side."""
+    """Block sizes: the whole (padded) key dim, V in blocks of at most bv; the walks (programs = batch x value heads)
+    narrow the V-blocks while fewer than fill_programs would run: more, shorter walks side by side."""
     BK = triton.next_power_of_2(K)
     BV = min(triton.next_power_of_2(V), bv)
     while programs is not None and BV > 32 and programs * triton.cdiv(V, BV) < fill_programs:
@@ -810,36 +776,29 @@ def _blocks(K, V, bv, programs=None, fill_programs=None):
     return BK, BV
 
 
-# launch settings, chosen for K = V = 128 on Hopper (measurements behind each choice: notes/kernel.md, "Launch
-# settings and fusions"). The chunked kernels' entry point takes changes to them by name,
-# eda_fused(..., launch=dict(FWD_BV=64)): bench.py's sweep, the tests' small blocks
+# launch settings, chosen for K = V = 128 on Hopper (the measurements behind each: notes/kernel.md, "Launch
+# settings and fusions"); eda_fused(..., launch=dict(FWD_BV=64)) changes them by name (bench.py's sweep, the tests)
 LAUNCH = dict(
     PREP_WARPS=4, SUB_BLOCK=8,
-    # key columns per pass: the forward prep would need two passes over a split K (A and Qk sum over K before T
-    # exists), costing more than the registers saved; the backward's prep needs one, so it splits K in 64s
+    # key columns per prep pass: the forward's needs all of K at once (A and Qk sum over K before T exists)
     PREP_BK=128, DH_PREP_BK=64,
-    # 1: when one block covers K, the forward prep's second pass reuses the first's tiles: EDA's forward 7-9%
-    # faster on an H200, the KDA path unchanged (notes/kernel.md)
+    # 1: when one block covers K, the forward prep's second pass reuses the first's tiles
     PREP_REUSE=1,
-    # the two walks: *_WARPS for 128-wide V-blocks, narrower ones (FILL_PROGRAMS) take 4; 3 stages keep the
-    # next chunks' operands in flight
+    # the two walks: *_WARPS for 128-wide V-blocks (narrower ones take 4); 3 stages keep the next chunks in flight
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3,
     DH_BV=128, DH_WARPS=8, DH_STAGES=3,
     BWD_BV=64, BWD_WARPS=8, BWD_STAGES=1,
-    # the per-chunk backward's shared-memory carveout, percent of an SM's (-1: Triton's choice, the largest): it
-    # spills, and what an SM does not set aside as shared memory is the L1 cache its spills go through
-    # (notes/kernel.md, "Shared-memory carveout")
+    # the per-chunk backward's shared-memory carveout, percent of an SM's (-1: Triton's choice, the largest): the
+    # rest of an SM's shared memory is the L1 cache its spills go through
     BWD_CARVEOUT=0,
-    # 1: EDA's walks and dh prep leave out the erase rows, which have no q, output or dO (no zero rows of Qg
-    # and M stored, loaded or multiplied); 0: every sub-step. Off until timed on a GPU (notes/kernel.md)
+    # 1: EDA's walks and dh prep leave out the erase rows (no q, output or dO there); 0: every sub-step (timed: off)
     WRITE_ROWS=0,
     FILL_PROGRAMS=64,  # sequential walks: narrow the V-blocks while fewer programs than this would run
 )
 
 
 def launch_settings(changes=None):
-    """The launch settings as the chunk ops take them: LAUNCH's values in its order, but those named in
-    `changes` (a dict). A ValueError names an unknown name."""
+    """LAUNCH's values in its order (as the chunk ops take them), but those named in `changes` (a dict)."""
     unknown = sorted(set(changes or {}) - set(LAUNCH))
     if unknown:
         raise ValueError(f"eda_triton: unknown launch settings {unknown}; they are {', '.join(LAUNCH)}")
@@ -851,9 +810,8 @@ CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT = 9  # the CUDA driver API's 
 
 
 def _ask_carveout(compiled, percent):
-    """Ask the CUDA driver for a compiled kernel's shared-memory carveout (percent of an SM's shared memory, rounded
-    up to what the kernel takes; -1: Triton's choice, the largest, which leaves a kernel that spills the smallest
-    L1), once per compiled kernel and value, from its next launch on. No-op under the interpreter."""
+    """Ask the CUDA driver for a compiled kernel's shared-memory carveout (percent, rounded up to what the kernel
+    takes; -1: Triton's), once per compiled kernel and value, from its next launch on. No-op under the interpreter."""
     fn = getattr(compiled, "function", None)
     if not fn or _CARVEOUTS.get(fn, -1) == percent:
         return
@@ -879,8 +837,8 @@ def _anchor_rows(eda, BT):
 
 
 def _out_width(eda, BT, L):
-    """Output rows per chunk the walks and the dh prep work on (_out_rows): EDA's write sub-steps alone with
-    launch WRITE_ROWS=1 where they are >= 16 (a tensor-core product's rows), else every sub-step."""
+    """Output rows per chunk of the walks and the dh prep (_out_rows): with WRITE_ROWS=1 EDA's write sub-steps
+    alone where they are >= 16 (a tensor-core product's rows), else every sub-step."""
     return BT // 2 if eda and L["WRITE_ROWS"] and BT >= 32 else BT
 
 
@@ -890,16 +848,15 @@ def _absent(q):
 
 
 def _key_buffers(q, rows, NT, BT, WR, K):
-    """What _key_operands fills for rows = B*HV walks: X, Y [rows, NT, BT, K], Qg [rows, NT, WR, K] (dot dtype),
-    exp(G_C) [rows, NT, K] (fp32)."""
+    """_key_operands' outputs for B*HV rows: X, Y [rows, NT, BT, K], Qg [rows, NT, WR, K], exp(G_C) [rows, NT, K]."""
     tdt = _dot_types(q)[2]
     X, Y = (torch.empty(rows, NT, BT, K, dtype=tdt, device=q.device) for _ in range(2))
     return X, Y, torch.empty(rows, NT, WR, K, dtype=tdt, device=q.device), q.new_empty(rows, NT, K, dtype=torch.float32)
 
 
 def _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states):
-    """The forward op's results, allocated (the real op fills them, the fake op returns them): o (v's dtype), the
-    final state (fp32), for the backward S_0 of every chunk [B, HV, NT, K, V] (q's dtype), T, Qk [B*HV, NT, BT, BT]."""
+    """The forward op's results, allocated (the real op fills them, the fake op returns them): o (v's dtype), final
+    state (fp32), for the backward S_0 of every chunk [B, HV, NT, K, V] (q's dtype), T, Qk [B*HV, NT, BT, BT]."""
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     o = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
     ht = torch.empty(B, HV, K, V, dtype=torch.float32, device=q.device) if output_final_state else _absent(q)
@@ -911,9 +868,8 @@ def _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states):
 
 
 def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states, chunk_tokens, scalar_g, check_g, L):
-    """(1) per chunk, in the dot dtype: T = (I + diag(b') A)^-1 and Qk [B*HV, NT, BT, BT], the walk's operands
-    W, Ke, Qg, exp(G_C) (_key_buffers), U_0 [B*HV, NT, BT, V] and with check_g each chunk's smallest log decay;
-    (2) the chunk walk. L: the launch settings by name."""
+    """(1) per chunk, in the dot dtype: T, Qk [B*HV, NT, BT, BT], the walk's operands (_key_buffers), U_0
+    [B*HV, NT, BT, V], with check_g each chunk's smallest log decay; (2) the chunk walk. L: launch settings by name."""
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     DT, PREC, tdt = _dot_types(q)
     WR = _out_width(eda, BT, L)
@@ -946,9 +902,9 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
 
 
 def _bwd_grads(q, k, v, e, g, beta, gamma):
-    """The backward op's gradient buffers dq, dk, dv, de, dg (channel-wise), dbeta, dgamma (de, dgamma absent
-    without erase), each in its input's dtype: every row has one writer, which rounds once. Except dq, dk when
-    grouped value heads add into them: fp32 and zeroed, for the atomics. Real and fake op, as _fwd_outputs."""
+    """The backward op's gradient buffers dq, dk, dv, de, dg (channel-wise), dbeta, dgamma (de, dgamma absent without
+    erase), each in its input's dtype (one writer a row rounds once); dq, dk fp32 and zeroed for grouped value heads'
+    atomics. Real and fake op, as _fwd_outputs."""
     B, T, H, K = q.shape
     HV = v.shape[2]
     eda = e is not None
@@ -984,8 +940,7 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
         STORE_DH0=need_dh0, DT=DT, PREC=PREC, num_warps=L["DH_WARPS"] if BVd >= 128 else 4,
         num_stages=L["DH_STAGES"])
     del W2, M, Qg, Kg, eGN  # before the gradient buffers: the peak stays the gradient phase's
-    # (5) every chunk's input gradients, in parallel. Each row of a gradient has one writer (plain stores),
-    # except q and k rows shared by grouped value heads (atomics on zeroed buffers).
+    # (5) every chunk's input gradients, in parallel
     _, BV = _blocks(K, V, L["BWD_BV"])
     dq, dk, dv, de, dg, dbeta, dgamma = _bwd_grads(q, k, v, e, g, beta, gamma)
     e_, gm_ = (e, gamma) if eda else (k, beta)
@@ -1058,10 +1013,8 @@ def _conv_bwd(u, w, grads, heads, eps):
 
 
 # ----------------------------------------------------------------------------------------------------
-# PyTorch operators (torch.library.custom_op): torch.compile traces through them, where it had to break the
-# graph around an autograd.Function that launches Triton kernels. The fake implementations take the results'
-# shapes from the real ones' allocation helpers. The ops trust their inputs (the entry points below check them)
-# and make them contiguous (free when they are) whatever layout a compiler hands them.
+# PyTorch operators (torch.library.custom_op), so that torch.compile traces through the kernels. The ops trust their
+# inputs (the entry points below check them) and make them contiguous whatever layout a compiler hands them.
 
 Tensor = torch.Tensor
 Opt = Optional[torch.Tensor]
@@ -1072,9 +1025,9 @@ def _eda_chunk_fwd(q: Tensor, k: Tensor, v: Tensor, e: Opt, g: Tensor, beta: Ten
                    scale: float, chunk_tokens: int, scalar_g: bool, output_final_state: bool, need_states: bool,
                    check_g: bool, recompute_states: bool, launch: List[int]
                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """The chunked forward (Eq. chunk_wise_eda) on a channel-wise g (scalar_g: every column equal, the exact per-head
-    path): (o, final state, for the backward S_0 of every chunk, T, Qk), absent ones empty. recompute_states (with
-    need_states False): the backward runs this forward again for them. launch: launch_settings()."""
+    """The chunked forward (Eq. chunk_wise_eda) on a channel-wise g (scalar_g: columns equal, the exact per-head path):
+    (o, final state, S_0 of every chunk, T, Qk), absent ones empty. recompute_states (need_states False): the backward
+    runs this forward again for them. launch: launch_settings()."""
     q, k, v, g, beta = (x.contiguous() for x in (q, k, v, g, beta))
     e, gamma, h0 = (None if x is None else x.contiguous() for x in (e, gamma, h0))
     return _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states, chunk_tokens, scalar_g,
@@ -1092,8 +1045,7 @@ def _eda_chunk_bwd(q: Tensor, k: Tensor, v: Tensor, e: Opt, g: Tensor, beta: Ten
                    Tm: Tensor, Qk: Tensor, do: Tensor, dht: Opt, scale: float, chunk_tokens: int, scalar_g: bool,
                    need_dh0: bool, launch: List[int]
                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """Gradients of the chunked forward: dq, dk, dv, de, dg, dbeta, dgamma, dh0 (as _bwd_grads allocates them;
-    dh0 fp32; absent ones empty). g's gradient is channel-wise (the caller sums it for a per-head g)."""
+    """Gradients of the chunked forward: _bwd_grads' buffers and dh0 (fp32), absent ones empty; dg is channel-wise."""
     q, k, v, g, beta, hs, Tm, Qk, do = (x.contiguous() for x in (q, k, v, g, beta, hs, Tm, Qk, do))
     e, gamma, dht = (None if x is None else x.contiguous() for x in (e, gamma, dht))
     return _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk_tokens, scalar_g,
@@ -1110,8 +1062,7 @@ def _eda_chunk_setup(ctx, inputs, output):
     (q, k, v, e, g, beta, gamma, h0, scale, chunk_tokens, scalar_g, output_final_state, need_states, _, recompute,
      launch) = inputs
     _, _, hs, Tm, Qk = output
-    # no zero gradients for outputs the loss did not reach: the kept states alone would be a zero-filled tensor the
-    # size of hs (~1 GB at (8, 4096, 16, 16)), written and never read
+    # no zero gradients for outputs the loss did not reach: hs's alone would be ~1 GB, written and never read
     ctx.set_materialize_grads(False)
     ctx.save_for_backward(q, k, v, e, g, beta, gamma, h0 if recompute else None, hs, Tm, Qk)
     ctx.meta = (scale, chunk_tokens, scalar_g, output_final_state, need_states, recompute,
@@ -1201,17 +1152,15 @@ _short_conv_fwd.register_autograd(_short_conv_backward, setup_context=_short_con
 
 def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False, chunk_size=None,
               check_g=True, launch=None, recompute_states=False):
-    """Chunked fused EDA (Eq. ed; Sec. 3.4): eda.eda_recurrent's arguments and results (final state fp32),
-    differentiable in every tensor input; shapes as eda.eda_triton checks them. chunk_size: tokens per chunk, a
-    power of 2 with chunk_size * (2 if e else 1) >= 16 (default CHUNK_TOKENS, faster than 32 on an H100; 32 fits a
-    Hopper SM with launch FWD_STAGES=2, DH_STAGES=2). check_g: reject a channel-wise g below G_MIN (a device sync
-    at the end of the forward); False only where the gate bounds g (eda.safe_gate / kda_gate, lower_bound >=
-    G_MIN). launch: changes to LAUNCH by name, e.g. dict(FWD_BV=64). recompute_states: keep no chunk states (S_0,
-    T, Qk: ~14 KB a token at K = V = 128 and 6 value heads) for the backward, which runs the forward again."""
+    """Chunked fused EDA (Eq. ed; Sec. 3.4): eda.eda_recurrent's arguments, results (final state fp32), differentiable
+    in every tensor input; shapes as eda.eda_triton checks them. chunk_size: tokens per chunk, a power of 2 with
+    chunk_size * (2 if e else 1) >= 16 (default CHUNK_TOKENS, faster than 32 on an H100; 32 fits a Hopper SM with
+    launch FWD_STAGES=2, DH_STAGES=2). check_g: reject a channel-wise g below G_MIN (a device sync at the end of the
+    forward); False only where the gate bounds g. launch: changes to LAUNCH by name, e.g. dict(FWD_BV=64).
+    recompute_states: keep no chunk states (S_0, T, Qk: ~14 KB a token at K = V = 128, HV = 6) for the backward."""
     _check_kernel_inputs(q, k, v, e, scale)
     if q.device.type == "cpu" and q.dtype != torch.float32:
-        # Triton's interpreter (3.9) multiplies bf16 tiles wrongly in tl.dot (errors ~1e10, as attention_decode
-        # notes), and the chunk kernels' products take bf16 operands for half inputs: refused, not wrong
+        # the interpreter's bf16 tl.dot is wrong (errors ~1e10, _attn_decode), and half inputs take bf16 products
         raise ValueError(f"eda_triton: under TRITON_INTERPRET=1 (CPU) the chunk kernels take float32 inputs, got "
                          f"{q.dtype}: the interpreter's bf16 products are wrong; pass float32, or use eda_chunk")
     B, T, H, K = q.shape
@@ -1243,9 +1192,8 @@ def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
 
 
 def eda_decode(q, k, v, e, g, beta, gamma, state, scale=None, inplace=True):
-    """Fused recurrent EDA for decoding (Eq. ed token by token): a few tokens ([B, T, ...]) against `state`
-    [B, HV, K, V] (fp32) in HBM. Returns (o, new_state), new_state `state` itself, updated in place, if inplace.
-    No autograd. Shapes as eda.eda_triton_decode checks them."""
+    """Fused recurrent EDA for decoding (Eq. ed token by token): a few tokens ([B, T, ...]) against `state` [B, HV,
+    K, V] (fp32) in HBM: (o, new_state; `state` itself, updated, if inplace). No autograd; eda_triton_decode checks."""
     _check_kernel_inputs(q, k, v, e, scale)
     if state.dtype != torch.float32:
         raise ValueError(f"eda_decode: state must be float32, got {state.dtype}")
@@ -1257,9 +1205,9 @@ def eda_decode(q, k, v, e, g, beta, gamma, state, scale=None, inplace=True):
 
 
 def short_conv(u, weight, heads, eps=1e-6):
-    """The linear layers' input path, fused (model.la_conv is the PyTorch form, the spec): u [B, T, C] = [q | k | v]
-    projections (C = 2 H K + HV V; unit channel stride), weight [C, 1, KS] -> short causal depthwise conv -> SiLU
-    -> q, k [B, T, H, K] L2-normalized (eps as F.normalize), v [B, T, HV, V]; fp32 math. heads = (H, HV, K, V)."""
+    """The linear layers' input path, fused (model.la_conv is the spec): u [B, T, C = 2 H K + HV V] = [q | k | v],
+    weight [C, 1, KS] -> short causal depthwise conv -> SiLU -> q, k [B, T, H, K] L2-normalized (eps as F.normalize),
+    v [B, T, HV, V]; fp32 math. heads = (H, HV, K, V)."""
     H, HV, K, V = heads
     if u.dim() != 3 or u.shape[-1] != 2 * H * K + HV * V or u.stride(-1) != 1:
         raise ValueError(f"short_conv: u must be [B, T, 2*H*K + HV*V = {2 * H * K + HV * V}] with unit channel "
@@ -1275,10 +1223,9 @@ def short_conv(u, weight, heads, eps=1e-6):
 
 
 # ----------------------------------------------------------------------------------------------------
-# Split-KV attention decode (flash-decoding): one query token per row against a KV cache. With few rows (B=1),
-# parallel over batch and heads alone leaves most of the GPU idle: the cache is cut into splits, one program per
-# (batch, KV head, split) covering the G = n_head / n_kv_head query heads that share the KV head (K/V read once);
-# a second launch merges the splits' partial softmaxes through their log-sum-exps.
+# Split-KV attention decode (flash-decoding): one query token per row against a KV cache. So that few rows (B=1) fill
+# the GPU, the cache is cut into splits, one program per (batch, KV head, split) covering the KV head's G query heads
+# (K/V read once); a second launch merges the splits' partial softmaxes through their log-sum-exps.
 
 ATTN_DECODE_BLOCK_N = 64         # keys per inner step of a split program
 ATTN_DECODE_MAX_SPLITS = 128     # bounds the partial buffers and the merge's width
@@ -1291,9 +1238,9 @@ def _attn_decode_split_kernel(q, k, v, o_part, lse_part, pos_ptr, pos_int, scale
                               sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, NKV: tl.constexpr, G: tl.constexpr, HD: tl.constexpr,
                               BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
                               POS_IN_MEMORY: tl.constexpr, PRECISION: tl.constexpr, DOT_UPCAST: tl.constexpr):
-    """Program (split s, batch b x KV head h): online softmax of the G queries of KV head h over the keys
-    [s * SPLIT_LEN, (s + 1) * SPLIT_LEN) that are <= pos. Stores the normalized partial output (fp32) and
-    its log2-sum-exp2; a split wholly after pos stores 0 and -inf (the merge then gives it no weight)."""
+    """Program (split s, batch b x KV head h): online softmax of KV head h's G queries over the keys [s * SPLIT_LEN,
+    (s + 1) * SPLIT_LEN) that are <= pos. Stores the normalized partial output (fp32) and its log2-sum-exp2; a split
+    wholly after pos stores 0 and -inf (no weight in the merge)."""
     i_s, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // NKV, i_bh % NKV
     # the valid length is read on the device when pos lives there (a CUDA graph replays this at every pos)
@@ -1441,8 +1388,8 @@ def _attn_decode(q, k, v, pos, scale, split_len):
     # tl.dot needs tiles of at least 16: the G query rows are padded (decode is bound by reading K/V anyway)
     BLOCK_G = max(16, triton.next_power_of_2(G))
     BLOCK_D = triton.next_power_of_2(hd)
-    # Triton's interpreter (3.9) multiplies bf16 tiles wrongly in tl.dot (errors ~1e10): under it the dot
-    # operands are upcast to fp32 after the same roundings (bf16 K, V and P), so the CPU checks the same math
+    # Triton's interpreter (3.9) multiplies bf16 tiles wrongly in tl.dot (errors ~1e10): under it the operands are
+    # upcast to fp32 after the same roundings (bf16 K, V and P), so the CPU checks the same math
     upcast = q.device.type == "cpu" and q.dtype == torch.bfloat16
     _attn_decode_split_kernel[(S, B * nkv)](
         q3, k, v, o_part, lse_part, pos if static else q3, 0 if static else pos, scale * 1.4426950408889634,

@@ -2,8 +2,7 @@
 nanoEDA model: a 3:1 hybrid of linear attention (EDA, KDA, GDN or GDN-2) and gated full attention, dense (SwiGLU)
 or MoE, in one file read top to bottom: GPTConfig; RMSNorm, SwiGLU; LinearAttention (projections -> short conv ->
 gates -> the update rule of eda.py -> norm, gate, o_proj); GatedAttention (GQA, q/k RMSNorm, RoPE, SDPA, sigmoid
-output gate); MoE; the chunked loss head; Block and GPT (each block takes an optional cache, its layer's decoding
-state: decode.py); reading checkpoints.
+output gate); MoE; the chunked loss head; Block and GPT (each block takes an optional cache: decode.py); checkpoints.
 
 Paper: "Erase-then-Delta Attention" (Sec. 2-3: the update rules; Appendix A, Tables 6-7: the sizes). Open choices
 follow Kimi Linear's KDA and Gated DeltaNet / Qwen3-Next, checked against Table 7's counts (notes/params.md); the
@@ -33,8 +32,8 @@ DEFAULT_GATE = {"eda": "safe", "kda": "kda", "gdn": "log", "gdn2": "log"}
 # A's init (LinearAttention.init_gates): 'unit' A = 1, 'mamba2' A ~ U(1, 16); la_A_init='auto' takes the gate's
 LA_A_INITS = ("auto", "unit", "mamba2")
 DEFAULT_A_INIT = {"safe": "unit", "kda": "mamba2", "log": "unit"}
-# the attention decode step's kernel: 'auto' runs kernel.attention_decode (split-KV, so one sequence fills the GPU)
-# on CUDA where it takes the inputs, else SDPA; 'split_kv' always (a ValueError where it cannot); 'sdpa' never
+# the attention decode step's kernel: 'auto' runs kernel.attention_decode (split-KV: one sequence fills the GPU) on
+# CUDA where it takes the inputs, else SDPA; 'split_kv' always (a ValueError where it cannot); 'sdpa' never
 ATTN_DECODES = ("auto", "split_kv", "sdpa")
 
 
@@ -42,8 +41,8 @@ ATTN_DECODES = ("auto", "split_kv", "sdpa")
 @dataclass
 class GPTConfig:
     """The architecture; the defaults are the toy model `python train.py` trains on a CPU, config/*.py the paper's
-    sizes. Plain bool/int/float/str fields: train.py's settings, checkpoints' plain values. la_backend,
-    la_chunk_size, la_recompute_states, attn_decode and head_chunk_rows choose only how the same function runs."""
+    sizes. Plain bool/int/float/str fields (train.py's settings, checkpoints' values). la_backend, la_chunk_size,
+    la_recompute_states, attn_decode and head_chunk_rows choose only how the same function runs."""
     vocab_size: int = 256
     block_size: int = 128          # max sequence length: KV-cache size and the generate() limit
     n_layer: int = 4
@@ -85,8 +84,7 @@ class GPTConfig:
     expert_hidden: int = 32
     shared_expert_hidden: int = 32  # 0: no shared expert
     moe_aux_coef: float = 0.001     # load-balancing loss weight (Switch / Qwen MoE use 1e-3 .. 1e-2)
-    # the dense Transformer's parameter alignment (Appendix A): these replace n_kv_head / ffn_hidden when
-    # mixer == 'transformer'; 0 keeps the common value
+    # the dense Transformer's parameter alignment (Appendix A): n_kv_head / ffn_hidden for mixer 'transformer' (0: same)
     transformer_n_kv_head: int = 0
     transformer_ffn_hidden: int = 0
     head_chunk_rows: int = 4096    # rows of logits the chunked loss head forms at a time (4096 x 50k vocab: 0.8 GB)
@@ -207,8 +205,8 @@ def l2norm(x, eps=1e-6):
 
 
 def causal_conv(u, weight, tail=None):
-    """Short causal depthwise conv over time: u [B, T, C], weight [C, ks], left context tail [B, ks-1, C] or zeros.
-    Returns (y, the newest ks-1 inputs). Shifted multiply-adds (F.conv1d's sum), so that a compiler fuses them."""
+    """Short causal depthwise conv over time: u [B, T, C], weight [C, ks], left context tail [B, ks-1, C] or zeros ->
+    (y, the newest ks-1 inputs). Shifted multiply-adds (F.conv1d's sum), so that a compiler fuses them."""
     T, ks = u.shape[1], weight.shape[-1]
     up = F.pad(u, (0, 0, ks - 1, 0)) if tail is None else torch.cat([tail, u], dim=1)
     y = up[:, :T] * weight[:, 0]
@@ -218,8 +216,7 @@ def causal_conv(u, weight, tail=None):
 
 
 def param_generator(seed, name):
-    """The CPU generator a parameter's init draws from, seeded from (seed, the parameter's full name): its values
-    do not depend on which other parameters the model has. (torch's CPU generator keeps 32 bits of a seed.)"""
+    """The CPU generator a parameter's init draws from, seeded from (seed, its full name) (why: notes/model.md)."""
     return torch.Generator().manual_seed(zlib.crc32(f"{seed}/{name}".encode()))
 
 
@@ -242,8 +239,8 @@ def init_uniform_conv(weight, generator=None):
 
 
 # Linear attention: one recipe, the mixers' differences named where they occur --------------------------------
-# The elementwise work, la_conv, la_gates and la_output (and the loss head's _head_chunk), runs through
-# torch.compile when GPT's compile asks and there is no cache (notes/model.md).
+# la_conv, la_gates, la_output (and the loss head's _head_chunk) run compiled when GPT's compile asks and there is
+# no cache (notes/model.md).
 _compiled = {}  # (fn, backend) -> torch.compile(fn), built on first use (importing the compiler costs ~2 s)
 
 
@@ -268,12 +265,11 @@ def la_conv(u, conv_weight, heads, tail=None):
     per head; fp32 inside, u's dtype out, and the next call's tail (fp32). The spec of kernel.short_conv."""
     H, HV, K, V = heads
     B, T, _ = u.shape
-    dtype = u.dtype
     y, tail = causal_conv(u.float(), conv_weight.reshape(-1, conv_weight.shape[-1]).float(),
                           None if tail is None else tail.float())
     q, k, v = F.silu(y).split([H * K, H * K, HV * V], dim=-1)
-    return l2norm(q.reshape(B, T, H, K)).to(dtype), l2norm(k.reshape(B, T, H, K)).to(dtype), \
-        v.reshape(B, T, HV, V).to(dtype), tail
+    return l2norm(q.reshape(B, T, H, K)).to(u.dtype), l2norm(k.reshape(B, T, H, K)).to(u.dtype), \
+        v.reshape(B, T, HV, V).to(u.dtype), tail
 
 
 def la_gates(a, beta_logit, gamma_logit, e_low, b_low, w_low, A_log, dt_bias, heads, gate, lower_bound, dtype):
@@ -304,16 +300,14 @@ def la_output(o, norm_weight, eps, gate_logit):
     fp32 inside, [B, T, HV*V] in o's dtype."""
     of = o.float()
     of = of * torch.rsqrt(of.pow(2).mean(-1, keepdim=True) + eps) * norm_weight.float()
-    of = of.flatten(2) * torch.sigmoid(gate_logit.float())
-    return of.to(o.dtype)
+    return (of.flatten(2) * torch.sigmoid(gate_logit.float())).to(o.dtype)
 
 
 class LinearAttention(nn.Module):
     """EDA / KDA / GDN / GDN-2 layer (paper Fig. eda_arch; Kimi Linear's KDA; Qwen3-Next's GDN); Table 7's shapes.
     x -> q, k [H heads], v [HV heads] -> short causal depthwise conv + SiLU; q, k L2-normalized.
     beta = sigmoid(W_b x)                                           (EDA, KDA, GDN; GDN-2 has b, w instead)
-    decay:   channel-wise, low-rank d -> r*HV -> HV*K (KDA's f_a/f_b), through the gate (safe / KDA / log);
-             GDN: one scalar per head a = W_a x, Mamba2 log gate.
+    decay:   channel-wise, low-rank d -> r*HV -> HV*K (KDA's f_a/f_b), through the gate; GDN: a = W_a x per head.
     EDA:     gamma = sigmoid(W_g x) per value head; e = L2norm(low-rank d -> r*H -> H*K) per q/k head, shared
              by the value heads of its group like k; no conv on e.
     GDN-2:   b, w = sigmoid(low-rank d -> r*H -> H*K or H*V) per q/k head; channel-wise log decay.
@@ -357,8 +351,7 @@ class LinearAttention(nn.Module):
         self.g_proj = nn.Linear(d, HV * V, bias=False)
         self.o_proj = nn.Linear(HV * V, d, bias=False)
         self.o_proj.residual = True
-        # the projections of x, in the order project() reads them out of one matmul: wide ones first, then the
-        # one-per-head ones, zero rows padding to a multiple of 64 (alignment: notes/model.md)
+        # the projections of x in project()'s order, wide ones first, zero rows padding to 64s (notes/model.md)
         self.x_projs = tuple(n for n in ("q_proj", "k_proj", "v_proj", "g_proj", "f_a", "e_a", "b_a", "w_a",
                                          "beta_proj", "a_proj", "gamma_proj") if hasattr(self, n))
         self.x_pad = -sum(getattr(self, n).out_features for n in self.x_projs) % 64
@@ -380,14 +373,6 @@ class LinearAttention(nn.Module):
         init_draw(self.dt_bias, dt_bias, gen("dt_bias"))
         init_uniform_conv(self.conv_weight, gen("conv_weight"))
 
-    def rule_for(self, x, cache):
-        """Which update rule runs on x: 'triton', 'chunk' or 'recurrent' (eda.rule_backend), or for one token with a
-        cache a recurrent step: 'decode' (the fused kernel, where the Triton rule runs) or 'recurrent'."""
-        backend = eda.rule_backend(self.cfg.la_backend, self.mixer, x.is_cuda)
-        if cache is not None and x.shape[1] == 1:
-            return "decode" if backend == "triton" else "recurrent"
-        return backend
-
     def project(self, x):
         """Every projection of x [B, T, d] by name ('qkv': the conv's input): T > 1, one matmul on the weights
         concatenated on the fly; T = 1, one per projection (copying the weights would move more bytes)."""
@@ -401,11 +386,12 @@ class LinearAttention(nn.Module):
         return dict(zip(("qkv",) + self.x_projs[3:], outs))  # (the zero-padding slice dropped)
 
     def forward(self, x, cache=None, return_rule_inputs=False):
-        """x [B,T,d] -> [B,T,d]. cache: this layer's {'conv', 'state'} (prefill, decoding: read and updated in place)
-        or None (zero left context and initial state). return_rule_inputs: stop before the update rule and return
-        its inputs by name, q, k, v, e, g, beta, gamma, b, w (None where the mixer has none), for probe.py."""
+        """x [B,T,d] -> [B,T,d]. cache: this layer's {'conv', 'state'} (read and updated in place) or None (zero left
+        context and state). return_rule_inputs: return the rule's inputs q, k, v, e, g, beta, gamma, b, w (probe.py)."""
         cfg, heads = self.cfg, (self.H, self.HV, self.K, self.V)
-        rule = self.rule_for(x, cache)
+        rule = eda.rule_backend(cfg.la_backend, self.mixer, x.is_cuda)
+        if cache is not None and x.shape[1] == 1:  # one token with a cache: a recurrent step (fused where Triton runs)
+            rule = "decode" if rule == "triton" else "recurrent"
         compile = self.compile if cache is None else False
         p = self.project(x)
         if rule == "triton" and cache is None:  # the Triton rule comes with the fused conv, which takes no tail
@@ -429,8 +415,7 @@ class LinearAttention(nn.Module):
             return dict(q=q, k=k, v=v, e=e, g=g, beta=beta, gamma=gamma, b=b, w=w)
         # the update rule (eda.py) from the cached state, or zeros; the final state only to continue a cache
         state, keep = (None, False) if cache is None else (cache["state"], True)
-        # (the reference paths' value checks, a host sync per call, are off: the gates give g <= 0, and a NaN
-        # shows in the loss, which train.py checks with its own message)
+        # (no value checks, a host sync per call: the gates give g <= 0, and train.py checks the loss for NaN)
         ref = dict(initial_state=state, output_final_state=keep, check=False)
         if self.mixer == "gdn2" and rule == "recurrent":
             o, S = eda.gdn2_recurrent(q, k, v, g, b, w, **ref)
@@ -649,8 +634,8 @@ class Block(nn.Module):
 
 
 def _head_chunk(logits, classes, valid, n):
-    """One chunk of _HeadLoss from its logits [rows, vocab]: (the sum of its valid rows' cross-entropies, the
-    gradient of the mean over all n valid rows, softmax - onehot, in the logits' dtype): compiled, two passes."""
+    """One chunk of _HeadLoss from its logits [rows, vocab]: (its valid rows' summed cross-entropy, the gradient of
+    the mean over all n valid rows, softmax - onehot, in the logits' dtype)."""
     lf = logits.to(torch.promote_types(logits.dtype, torch.float32))
     lse = torch.logsumexp(lf, dim=-1)
     loss = ((lse - lf.gather(1, classes[:, None]).squeeze(1)) * valid).sum()
@@ -701,9 +686,8 @@ class _HeadLoss(torch.autograd.Function):
 
 
 class GPT(nn.Module):
-    """The language model: embedding, n_layer blocks, final RMSNorm, lm_head (untied by default). Each block takes
-    an optional cache, its layer's decoding state (decode.py). compile: False, True (Inductor) or a backend name
-    compiles the elementwise pieces (maybe_compiled) of every forward without a cache."""
+    """The language model: embedding, n_layer blocks, final RMSNorm, lm_head (untied by default). compile: False, True
+    (Inductor) or a backend name compiles the elementwise pieces (maybe_compiled) of every forward without a cache."""
 
     def __init__(self, config: GPTConfig, compile=False, seed=None):
         super().__init__()
@@ -721,9 +705,9 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def init_weights(self, seed=None):
-        """nanoGPT init (normal init_std, residual outputs scaled by 1/sqrt(2 n_layer)); norms at 1; gates and convs
-        as init_gates. Each parameter draws from param_generator(seed, its full name) (why: notes/model.md); seed
-        None: one from torch's global generator. Safe to call again after building on meta and to_empty()."""
+        """nanoGPT init (normal init_std, residual outputs scaled by 1/sqrt(2 n_layer)); norms at 1; gates and convs as
+        init_gates. Each parameter draws from param_generator(seed, its full name); seed None: one from torch's global
+        generator. Safe to call again after building on meta and to_empty()."""
         if seed is None:
             seed = int(torch.randint(2**31, (), device="cpu"))
         std = self.config.init_std
@@ -784,8 +768,7 @@ class GPT(nn.Module):
         return {"total": total, "active": active, "breakdown": bd}
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
-        """AdamW; weight decay on matrices (>= 2D) only, never on the decay-gate parameters (A_log, dt_bias:
-        dt_bias is [HV, K], so it is excluded by name), norms or biases."""
+        """AdamW; weight decay on matrices (>= 2D) only, never on the decay gate's A_log, dt_bias, norms or biases."""
         decay, no_decay = [], []
         for name, p in self.named_parameters():
             if not p.requires_grad:
@@ -822,8 +805,7 @@ class CheckpointError(ValueError):
 
 
 def _rng_states_load(rng):
-    """Whether train.py's saved random-number states load into fresh generators (a garbage state fails here,
-    not at the resume's first random draw)."""
+    """Whether train.py's saved random-number states load into fresh generators (fails here, not at a resume)."""
     try:
         random.Random().setstate(rng["python"])
         name, key, *rest = rng["numpy"]
@@ -851,9 +833,9 @@ CHECKPOINT_FIELDS = {
 
 
 def load_checkpoint(path, keys=("model", "model_args"), **kw):
-    """torch.load with weights_only=True (a crafted ckpt.pt cannot run code while it is read), then checked before
-    anything is built from it (a crafted n_embd would allocate the model it names): a CheckpointError naming the
-    file when it is unreadable, lacks one of `keys`, has a field of the wrong kind, or unfit or non-finite weights."""
+    """torch.load with weights_only=True (a crafted ckpt.pt cannot run code), then checked before anything is built
+    from it (a crafted n_embd would allocate the model it names): a CheckpointError naming the file when it is
+    unreadable, lacks one of `keys`, has a field of the wrong kind, or unfit or non-finite weights."""
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True, **kw)
     except pickle.UnpicklingError as err:  # what weights_only raises on anything but tensors and plain values
@@ -878,8 +860,8 @@ def load_checkpoint(path, keys=("model", "model_args"), **kw):
 
 
 def checkpoint_config(ckpt, path, **runtime):
-    """The GPTConfig of a checkpoint's model_args (older checkpoints' RETIRED_FIELDS dropped), with the
-    `runtime` fields replaced; a CheckpointError naming the file for fields this code cannot build."""
+    """The GPTConfig of a checkpoint's model_args (RETIRED_FIELDS dropped), with the `runtime` fields replaced; a
+    CheckpointError naming the file for fields this code cannot build."""
     args = {k: v for k, v in ckpt["model_args"].items() if k not in RETIRED_FIELDS}
     unknown = sorted(set(args) - {f.name for f in fields(GPTConfig)})
     if unknown:
@@ -891,8 +873,8 @@ def checkpoint_config(ckpt, path, **runtime):
 
 
 def _check_weights(ckpt, path):
-    """The weights against the shapes of the model model_args describe (built on the meta device: no memory),
-    and finite: a CheckpointError naming the first weight that is not."""
+    """The weights against the model model_args describe (built on the meta device), and finite: a CheckpointError
+    naming the first weight that is not."""
     with torch.device("meta"):
         want = GPT(checkpoint_config(ckpt, path)).state_dict()
     have = ckpt["model"]
@@ -908,8 +890,8 @@ def _check_weights(ckpt, path):
 
 
 def _A_per_channel(ckpt):
-    """In place: a checkpoint written when A was one per value head ([HV]) in the channel-wise layers, with A
-    (and its optimizer moments) repeated over each head's K channels ([HV, K]), which computes the same decay."""
+    """In place: a checkpoint written when A was one per value head ([HV]) in the channel-wise layers, with A (and
+    its optimizer moments) repeated over each head's K channels ([HV, K]): the same decay."""
     model, opt = ckpt["model"], (ckpt.get("optimizer") or {}).get("state", {})
     for name, a in list(model.items()):
         dt = model.get(name[:-len("A_log")] + "dt_bias") if name.endswith("A_log") else None

@@ -9,16 +9,13 @@ Registers and spills of kernel.py's Triton kernels, compiled for Hopper (sm_90a)
     python scripts/kernel_regs.py --kda prep           # the KDA path (e = None: one sub-step per token)
     python scripts/kernel_regs.py --set=BWD_BV=32 --sass bwd           # another launch setting (kernel.LAUNCH)
 
-Compiles what the model and bench.py run: grouped value heads (H, HV = 8, 16: the backward adds dq, dk
-atomically) and no g check in the prep (check_g=False).
-Prints cuobjdump's resource line per kernel (REG: registers per thread, STACK: bytes per thread, mostly spills)
-and the shared memory a program takes (an SM has 228 KB).
-At 255 registers x 256 threads one program fills an SM's register file; STACK > 0 means local-memory traffic
-(spilled values stored and loaded back). --sass adds the SASS instruction count of each kernel and of its largest
-loop (a walk's chunk step, the per-chunk backward's V-block step) with that loop's commonest opcodes: what one
-warp issues per step. A way to compare kernel versions before running them on a GPU: the figures come from the
-local Triton and its ptxas (another version allocates differently: notes/kernel.md, "Registers and instructions",
-installs the GPU machine's beside yours), and they say nothing about time.
+Compiles what the model and bench.py run: grouped value heads (H, HV = 8, 16: the backward adds dq, dk atomically),
+no g check in the prep. Prints cuobjdump's resource line per kernel (REG: registers per thread, STACK: bytes per
+thread, mostly spills: local-memory traffic) and the shared memory a program takes (an SM has 228 KB); --sass adds
+the SASS instruction count of each kernel and of its largest loop (a walk's chunk step, the per-chunk backward's
+V-block step) with its commonest opcodes: what one warp issues per step. A way to compare kernel versions before
+running them on a GPU; the figures follow the local Triton's ptxas and say nothing about time (notes/kernel.md,
+"Registers and instructions", installs the GPU machine's Triton beside yours).
 """
 import collections
 import inspect
@@ -43,13 +40,9 @@ SCALARS = {"scale": "fp32", "T": "i32", "NT": "i32"}
 
 
 def signature(fn, consts):
-    sig = {}
-    for p in inspect.signature(fn.fn).parameters:
-        if p in consts:
-            sig[p] = "constexpr"
-        else:
-            sig[p] = SCALARS.get(p, "*fp32" if p in FP32_POINTERS else "*bf16")
-    return sig
+    """fn's parameter types for Triton's compiler: constexprs, SCALARS, else fp32 or bf16 pointers."""
+    return {p: "constexpr" if p in consts else SCALARS.get(p, "*fp32" if p in FP32_POINTERS else "*bf16")
+            for p in inspect.signature(fn.fn).parameters}
 
 
 def aligned(sig):
@@ -112,8 +105,7 @@ def main():
             kernel.launch_settings({name: value})  # a ValueError names an unknown setting
             L[name] = int(value)
     common = dict(H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BKC=min(L["PREP_BK"], BK), BVP=64, EDA=eda,
-                  DT=tl.bfloat16, PREC="tf32")
-    common["WR"] = kernel._out_width(eda, BT, L)
+                  DT=tl.bfloat16, PREC="tf32", WR=kernel._out_width(eda, BT, L))
     SB = min(L["SUB_BLOCK"], BT)
     AB = kernel._anchor_rows(eda, BT)
     kernels = {  # name: (jit function, constexprs, num_warps, num_stages), as kernel.py launches them
@@ -129,8 +121,8 @@ def main():
         "bwd": (kernel._eda_bwd_kernel, dict(common, BV=L["BWD_BV"], AB=AB, SCALAR_G=False, ATOMIC_QK=HV > H),
                 L["BWD_WARPS"], L["BWD_STAGES"]),
     }
-    print(f"triton {triton.__version__}, sm_90a, {'EDA' if eda else 'KDA path'} bf16, H = {H}, HV = {HV}, K = V = {K}, chunk {chunk} tokens "
-          f"(BT = {BT})")
+    print(f"triton {triton.__version__}, sm_90a, {'EDA' if eda else 'KDA path'} bf16, H = {H}, HV = {HV}, "
+          f"K = V = {K}, chunk {chunk} tokens (BT = {BT})")
     for name, (fn, consts, w, s) in kernels.items():
         if args and name not in args:
             continue
