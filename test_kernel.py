@@ -44,8 +44,11 @@ def compare(x, fn, tol, **kw):
             assert xt[n].grad is not None and xt[n].grad.dtype == xt[n].dtype, n
             assert torch.isfinite(xt[n].grad).all(), n
             errs["d" + n] = rel(xt[n].grad, xr[n].grad)
-    bad = {n: f"{v:.2e}" for n, v in errs.items() if not v <= tol}
-    assert not bad, f"relative errors above {tol}: {bad}"
+    # d(gamma) sums products that cancel (notes/kernel.md): in bf16 at T = 4096 its error spans 2.1e-3 to 1.2e-2
+    # over seeds 11-14 (H200; every kernel since a114c97^ gives the same bits), so it gets bench.py's 2x there
+    scale = {"dgamma": 2} if x["v"].dtype == torch.bfloat16 else {}
+    bad = {n: f"{v:.2e}" for n, v in errs.items() if not v <= tol * scale.get(n, 1)}
+    assert not bad, f"relative errors above {tol} (d(gamma) in bf16: {2 * tol}): {bad}"
 
 
 # ----------------------------------------------------------------------------------------------------
