@@ -266,9 +266,9 @@ def lm_long_section():
         near_chance=', '.join(f"{by_ctx(m, 'bound', contexts[-1]):.0f}" for m in ms))
 
 
-def length_task(sw, task, acc, several):
+def length_task(sw, task, acc, rows, several):
     """One task's fields of the length section, with draw(ax), its panel of the figure; acc: {(mixer, seed):
-    {multiple: eval.py's scores there}}."""
+    {multiple: eval.py's scores there}}; rows: the task's training rows."""
     spec, mults, seeds = sw.tasks[task], sorted({m for a in acc.values() for m in a}), sorted({s for _, s in acc})
     if len(spec['levels']) != 1:
         sys.exit(f"results.py: the length section reads one level a task; config/sweep/length.py's {task} has "
@@ -295,16 +295,17 @@ def length_task(sw, task, acc, several):
             for s in seeds:
                 ax.plot(mults, [100 * acc[m, s][x]['acc'] for x in mults], color=f'C{i}', lw=0.5, alpha=0.35)
             ax.plot(mults, [100 * avg(m, 'acc', x) for x in mults], color=f'C{i}', lw=2, marker='o', label=m)
-        ax.set(xscale='log', xticks=mults, xticklabels=[f'{x}x' for x in mults], ylim=(50, 100.5),
+        ax.set(xscale='log', xticks=mults, xticklabels=[f'{x}x' for x in mults],
+               ylim=(0 if min(prim.values()) < 50 else 50, 100.5),
                xlabel=f"evaluation length / training length ({cfg['block_size']} tokens)", ylabel='accuracy (%)',
                title=f'{task} past the training length (thin: seeds)')
         ax.legend(fontsize=8)
     return dict(
-        task=task, draw=draw, label=f'**{task}**' if several else '', v=verdicts, n_seeds=len(seeds),
+        task=task, draw=draw, label=f'**{task}**: ' + sw.provenance(rows) if several else '', v=verdicts, n_seeds=len(seeds),
         n_mixers=len(ms), tokens=cfg['block_size'], first=at(1), last=at(top), top=f'{top}x', keys=at1['num_keys'],
         grown=acc[ms[0], seeds[0]][top]['num_updates'], low=', '.join(low) or 'none',
         rest=span([100 * acc[worst[0], s][top]['acc'] for s in seeds if s != worst[1]]),
-        worst='{} seed {}'.format(*worst), worst_acc=pct(acc[worst][top]['acc']), pairs=lines(pairs),
+        worst='{} seed {}'.format(*worst), worst_acc=pct(acc[worst][top]['acc']), floor=pct(acc[worst][top]['none_answers'] / acc[worst][top]['answers']), pairs=lines(pairs),
         n_ahead=sum('not' not in v for v in verdicts.values()), n_pairs=len(verdicts),
         by_len=table(['mixer', *(f"{x}x ({acc[ms[0], seeds[0]][x]['seq_len']})" for x in mults),
                       f'values / NONE at {top}x'],
@@ -312,8 +313,10 @@ def length_task(sw, task, acc, several):
                        f"{pct(avg(m, 'acc_value', top))} / {pct(avg(m, 'acc_none', top))}"] for m in ms]),
         runs=table(['mixer', *(f'seed {s}' for s in seeds)], [
             [m, *(f"{pct(acc[m, s][1]['acc'])} / {prim[m, s]:.1f}" for s in seeds)] for m in ms]),
-        setup=fill('length setup', config=spec['config'], on='' if Path(spec['config']).stem == task else
-                   f' on {task}', layers=cfg['n_layer'], live=cfg['num_kv_pairs'], updates=cfg['num_updates'],
+        models=f"{spec['config']}'s {cfg['n_layer']}-layer models",
+        spread=', and the spread between seeds is larger than the differences between mixers' if not
+        sum('not' not in v for v in verdicts.values()) else '',
+        setup=fill('length setup', task=task, live=cfg['num_kv_pairs'], updates=cfg['num_updates'],
                    noun=UPDATES.get(task, 'updates'), tokens=cfg['block_size'], steps=cfg['max_iters']))
 
 
@@ -326,7 +329,8 @@ def pilot_found():
         runs, at = [r for r in rows if r['x'] == x], {}  # at: {evaluation step: every run's val_acc there}
         for step, _, a in (e for r in runs for e in r.get('curve') or []):
             at.setdefault(step, []).append(a)
-        first = next((f'step {s}' for s, a in sorted(at.items()) if len(a) == len(runs) and min(a) >= 0.99), 'none')
+        first = next((f'every run was at 99% or more from step {s}' for s, a in sorted(at.items())
+                      if len(a) == len(runs) and min(a) >= 0.99), 'not every run reached 99%')
         best = {m: [a for r in runs if r['mixer'] == m for *_, a in r.get('curve') or []] for m in sw.mixers}
         found.append(fill('length pilot level', x=x, first=first, best=' / '.join(
             f'{m} ' + (f'{100 * max(a):.1f}' if a else 'no evaluation') for m, a in best.items())))
@@ -341,19 +345,20 @@ def length_section():
     if stray := set(acc) - set(sw.tasks):
         sys.exit(f"results.py: results/length_eval.jsonl has rows of {', '.join(sorted(stray))}, not a task of "
                  "config/sweep/length.py")
-    per = [length_task(sw, t, acc[t], len(acc) > 1) for t in sw.tasks if t in acc]
+    per = [length_task(sw, t, acc[t], [r for r in rows if r['task'] == t], len(acc) > 1) for t in sw.tasks if t in acc]
     figure('length_acc.png', lambda *axes: [f['draw'](ax) for f, ax in zip(per, axes)], len(per))
 
     def each(key):  # a field of every task: one value where they agree, else each task's
         vals = {f['task']: f[key] for f in per}
         return vals[per[0]['task']] if len(set(vals.values())) == 1 else ', '.join(f'{v} on {t}' for t, v in vals.items())
     return dict(provenance=sw.provenance(rows), evaluated=sw.provenance(evals, 'evaluations'),
-                n_runs=sum(1 for _ in sw.grid()), setup=' and '.join(f['setup'] for f in per), keys=each('keys'),
+                n_runs=sum(1 for _ in sw.grid()), setup='; '.join(f['setup'] for f in per), keys=each('keys'), models=each('models'),
                 grown=each('grown'), top=each('top'), n_seeds=each('n_seeds'),
                 evict=fill('length evict in' if 'evict' in acc else 'length evict out', pilot=pilot_found()),
                 by_len='\n\n'.join(fill('length by_len', **f) for f in per),
                 verdicts='\n\n'.join(fill('length verdicts', **f) for f in per),
-                measured='; '.join(fill('length row', **f) for f in per))
+                measured='; '.join(fill('length row', **f) for f in per),
+                spread_row='' if any(f['spread'] == '' for f in per) else '; seed-to-seed spread exceeds the differences')
 
 
 def probe_section():
