@@ -26,7 +26,8 @@
 #
 # GPU time, one H200 (the pilot): 8 runs of 3000 steps at once took ~515 s, so a 1500-step run costs ~32 s
 # of the GPU; the evaluation (5 lengths x 512 sequences, 4.1M tokens through a 2-layer model; drawing the
-# sequences takes 13-14 s of a CPU) adds ~30 s. The grid: ~40 GPU-minutes.
+# sequences takes 13-14 s of a CPU) adds ~30 s. Reassign: ~40 GPU-minutes. Evict (2026-11-27, 4 H200s, 20 runs at
+# once, 5 a GPU): 339-376 s a run, 393-398 s for 20 runs with their evaluations, so the 40 need two such calls.
 name = 'length'
 results_dir = 'results'
 tasks = {
