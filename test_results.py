@@ -159,20 +159,24 @@ def test_the_lm_sections_say_not_run_yet_without_rows_and_pair_the_long_figures_
     assert 'the erase behind the safe gate: eda ahead' in text and str(tmp_path) not in text
 
 
-def test_the_figures_are_drawn_from_the_rows(tmp_path):
-    """With reports on, every figure RESULTS.md shows is drawn again from the committed rows (into a copy)."""
+def test_the_figures_and_the_run_tables_are_drawn_from_the_rows(tmp_path):
+    """With reports on, every figure RESULTS.md shows, and the length grid's seed-by-seed table it links to, are
+    drawn again from the committed rows (into a copy)."""
     pytest.importorskip('matplotlib', reason='matplotlib is optional; the figures are skipped without it')
     import shutil
     shutil.copytree(os.path.join(ROOT, 'results'), tmp_path / 'results')
     for f in (tmp_path / 'results').glob('*.png'):
         if f.name != 'probe_lm.png':  # probe.py draws that one, where the checkpoints are
             f.unlink()
+    (tmp_path / 'results' / 'length_runs.md').unlink()  # the seed-by-seed table RESULTS.md links to
     mod = load_script('scripts/results.py', ['results.py', f'--results_dir={tmp_path / "results"}'])
     text, _ = mod.build()
     shown = re.findall(r'\]\(results/([\w.]+\.png)\)', text)
     assert len(shown) >= 5
     for name in shown:
         assert (tmp_path / 'results' / name).stat().st_size > 10_000, name
+    runs = (tmp_path / 'results' / 'length_runs.md').read_text()
+    assert '| evict | gdn | 98.8 / 56.8 | 99.0 / 43.6 |' in runs and runs.count('| reassign |') == 5
 
 
 def length_rows(tmp_path, evict=None):
@@ -207,7 +211,8 @@ def test_the_length_section_gives_every_task_in_the_rows_its_own_tables_and_verd
     assert text.index('**reassign**') < text.index('**evict**') and text.count('| A − B | per seed') == 2
     assert "config/reassign.py's 2-layer models are trained on reassign (16 live pairs, 16 overwrites and moves, " \
            "256 tokens) for 1500 steps; evict (16 live pairs, 4 updates, 256 tokens) for 6000 steps" in text and '# 80 runs' in text and "evict's level and step budget" in text
-    reassign, evict = text.split('**evict**')[1:]  # evict's by-length table, then reassign's verdicts; evict's
+    reassign, evict = text.split('**evict**')  # everything up to reassign's verdicts; evict's verdicts
+    assert '| evict | kda | 90.4 |' in reassign  # one by-length table, a row per task and mixer
     assert 'In plain words: 0 of the 5 pairs' in reassign
     assert 'In plain words: 2 of the 5 pairs' in evict  # eda kda-gate 5 points ahead of kda and of eda, every seed
     assert '| eda kda-gate − kda | ' + ', '.join(['+5.0'] * 8) + ' | +5.0 | [+5.0, +5.0] | 8 of 8 | 0.01 | ' \

@@ -190,9 +190,8 @@ def lm_section():
             and all(sw.key(r) in ok for r, _ in sw.grid(rows) if r['mixer'] == m)]
     edge = [f'{m} ({lr:g})' for (_, _, m), lr in best.items() if lr in (min(lrs), max(lrs))]
     return dict(lrs=', '.join(f'{lr:g}' for lr in lrs), seed0=sw.seeds[0], provenance=sw.provenance(rows),
-                edge=', '.join(edge) or 'none', row=False, mixers=lines(
-                    [m, f"{s[m]['params']:,}", f"{s[m]['lr']:g}",
-                     f"{s[m]['mean']:.4f} ± {s[m]['std']:.4f} ({len(s[m]['accs'])})"] for m in done))
+                edge=', '.join(edge) or 'none', row=False, mixers='; '.join(
+                    f"{m} {s[m]['lr']:g} ({s[m]['mean']:.4f} ± {s[m]['std']:.4f}, {len(s[m]['accs'])})" for m in done))
 
 
 # The LM grid's figures, named in config/sweep/lm_long.py before its runs: (label, unit, higher is better)
@@ -307,12 +306,10 @@ def length_task(sw, task, acc, rows, several):
         rest=span([100 * acc[worst[0], s][top]['acc'] for s in seeds if s != worst[1]]),
         worst='{} seed {}'.format(*worst), worst_acc=pct(acc[worst][top]['acc']), floor=pct(acc[worst][top]['none_answers'] / acc[worst][top]['answers']), pairs=lines(pairs),
         n_ahead=sum('not' not in v for v in verdicts.values()), n_pairs=len(verdicts),
-        by_len=table(['mixer', *(f"{x}x ({acc[ms[0], seeds[0]][x]['seq_len']})" for x in mults),
-                      f'values / NONE at {top}x'],
-                     [[m, *(pct(avg(m, 'acc', x)) for x in mults),
-                       f"{pct(avg(m, 'acc_value', top))} / {pct(avg(m, 'acc_none', top))}"] for m in ms]),
-        runs=table(['mixer', *(f'seed {s}' for s in seeds)], [
-            [m, *(f"{pct(acc[m, s][1]['acc'])} / {prim[m, s]:.1f}" for s in seeds)] for m in ms]),
+        head=[f"{x}x ({acc[ms[0], seeds[0]][x]['seq_len']})" for x in mults] + [f'values / NONE at {top}x'],
+        by_len=[[task, m, *(pct(avg(m, 'acc', x)) for x in mults),
+                 f"{pct(avg(m, 'acc_value', top))} / {pct(avg(m, 'acc_none', top))}"] for m in ms],
+        seeds=seeds, runs=[[task, m, *(f"{pct(acc[m, s][1]['acc'])} / {prim[m, s]:.1f}" for s in seeds)] for m in ms],
         models=f"{spec['config']}'s {cfg['n_layer']}-layer models",
         spread=', and the spread between seeds is larger than the differences between mixers' if not
         sum('not' not in v for v in verdicts.values()) else '',
@@ -347,6 +344,11 @@ def length_section():
                  "config/sweep/length.py")
     per = [length_task(sw, t, acc[t], [r for r in rows if r['task'] == t], len(acc) > 1) for t in sw.tasks if t in acc]
     figure('length_acc.png', lambda *axes: [f['draw'](ax) for f, ax in zip(per, axes)], len(per))
+    if reports:  # every run, seed by seed: too long for RESULTS.md
+        runs = table(['task', 'mixer', *(f'seed {s}' for s in per[0]['seeds'])], [r for f in per for r in f['runs']])
+        Path(results_dir, 'length_runs.md').write_text(
+            f"# Every run of the length grid\n\nAccuracy at 1x / mean over 2x-{per[0]['top']} (%), as "
+            f"`scripts/results.py` reads them from `results/length_eval.jsonl`.\n\n{runs}\n")
 
     def each(key):  # a field of every task: one value where they agree, else each task's
         vals = {f['task']: f[key] for f in per}
@@ -355,7 +357,7 @@ def length_section():
                 n_runs=sum(1 for _ in sw.grid()), setup='; '.join(f['setup'] for f in per), keys=each('keys'), models=each('models'),
                 grown=each('grown'), top=each('top'), n_seeds=each('n_seeds'),
                 evict=fill('length evict in' if 'evict' in acc else 'length evict out', pilot=pilot_found()),
-                by_len='\n\n'.join(fill('length by_len', **f) for f in per),
+                by_len=table(['task', 'mixer', *per[0]['head']], [r for f in per for r in f['by_len']]),
                 verdicts='\n\n'.join(fill('length verdicts', **f) for f in per),
                 measured='; '.join(fill('length row', **f) for f in per),
                 spread_row='' if any(f['spread'] == '' for f in per) else '; seed-to-seed spread exceeds the differences')
