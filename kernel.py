@@ -779,7 +779,8 @@ def _blocks(K, V, bv, programs=None, fill_programs=None):
 # launch settings, chosen for K = V = 128 on Hopper (the measurements behind each: notes/kernel.md, "Launch
 # settings and fusions"); eda_fused(..., launch=dict(FWD_BV=64)) changes them by name (bench.py's sweep, the tests)
 LAUNCH = dict(
-    PREP_WARPS=4, SUB_BLOCK=8,
+    # SUB_BLOCK: rows per substitution block of the prep's UT solve (4: prep 6-7% faster than 8, same bf16 error)
+    PREP_WARPS=4, SUB_BLOCK=4,
     # key columns per prep pass: the forward's needs all of K at once (A and Qk sum over K before T exists)
     PREP_BK=128, DH_PREP_BK=64,
     # 1: when one block covers K, the forward prep's second pass reuses the first's tiles
