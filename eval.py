@@ -329,9 +329,8 @@ def main():
     model, ckpt = load(out_dir, device)
     cuda, cfg = model.wte.weight.is_cuda, ckpt.get('config', {})
     amp = dtype == 'bfloat16' or (dtype == 'auto' and cuda and torch.cuda.is_bf16_supported())
-    row = dict(provenance(' '.join(['python', 'eval.py', *sys.argv[1:]])), checkpoint=os.path.join(out_dir, 'ckpt.pt'),
-               device=torch.cuda.get_device_name(model.wte.weight.device) if cuda else 'cpu',  # the model's device
-               iter=ckpt.get('iter_num'), mixer=model.config.mixer, la_gate=model.config.gate, seed=cfg.get('seed'),
+    row = dict(provenance(' '.join(['python', 'eval.py', *sys.argv[1:]]), model.wte.weight.device),
+               checkpoint=os.path.join(out_dir, 'ckpt.pt'), iter=ckpt.get('iter_num'), mixer=model.config.mixer, la_gate=model.config.gate, seed=cfg.get('seed'),
                eval_seed=eval_seed, dtype='bfloat16' if amp else 'float32')
     tokens = None
     if {'text', 'needles'} & set(parts):

@@ -304,7 +304,7 @@ def row(label, summ, cfg, ckpt, where, d_k):
     """A probed model's figures as a results row (percentages and ratios rounded as the tables print them)."""
     r3 = lambda x: None if x is None or x != x else round(x, 4)  # noqa: E731
     shares, high = summ['alloc']['all'], summ['alloc']['bins'][-1][1] or [None] * 3
-    out = dict(bench='probe', **provenance(), label=label, out_dir=where, mixer=cfg.mixer, gate=cfg.gate,
+    out = dict(bench='probe', **provenance(device=device), label=label, out_dir=where, mixer=cfg.mixer, gate=cfg.gate,
                seed=(ckpt.get('config') or {}).get('seed'), trained=not label.endswith(UNTRAINED),
                iter=ckpt.get('iter_num'), num_tokens=num_tokens,
                recall=r3(sum(summ['recall']) / len(summ['recall'])), recall_by_lag=[r3(x) for x in summ['recall']])

@@ -42,11 +42,13 @@ def versions():
     return dict(torch=version('torch'), triton=version('triton'))
 
 
-def provenance(command=None):
-    """The fields every row starts with: run (this process), command, date, commit, device, torch, triton."""
+def provenance(command=None, device=None):
+    """The fields every row starts with: run (this process), command, date, commit, device, torch, triton. device:
+    where the work ran (a torch device or its name; default: the current GPU, else the CPU)."""
     import torch
+    device = torch.device(device or ('cuda' if torch.cuda.is_available() else 'cpu'))
     return dict(run=RUN, command=command or 'python ' + shlex.join(sys.argv), date=RUN[:10], commit=commit(),
-                device=torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu', **versions())
+                device=torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu', **versions())
 
 
 def append(path, row):
