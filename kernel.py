@@ -96,19 +96,6 @@ def _sub_steps(BT: tl.constexpr, EDA: tl.constexpr):
 
 
 @triton.jit
-def _out_rows(BT: tl.constexpr, WR: tl.constexpr, EDA: tl.constexpr):
-    """Rows of a chunk's outputs (o, dO, Qg, M's columns): token, sub-step row, is-write. WR < BT: writes alone."""
-    if WR < BT:
-        tok = tl.arange(0, WR)
-        srow = 2 * tok + 1
-        is_w = tok >= 0
-    else:
-        tok, is_w = _sub_steps(BT, EDA)
-        srow = tl.arange(0, BT)
-    return tok, srow, is_w
-
-
-@triton.jit
 def _chunk_rows(beta, gamma, i_b, i_hv, c, T, HV: tl.constexpr, BT: tl.constexpr, EDA: tl.constexpr):
     """Chunk c's beta' [BT] (beta on write rows, gamma on erase rows), (b, t) rows, write and erase masks (< T)."""
     r = tl.arange(0, BT)
@@ -236,7 +223,7 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
                      H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                      BKC: tl.constexpr, BVP: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr, AB: tl.constexpr,
                      EDA: tl.constexpr, SCALAR_G: tl.constexpr, CHECK_G: tl.constexpr, REUSE: tl.constexpr,
-                     WR: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+                     DT: tl.constexpr, PREC: tl.constexpr):
     """The state-free part of a chunk, fully parallel (module docstring, (1)): T and Qk (kept for the backward), the
     walk's U_0 = T diag(b') V' and W, Ke, Qg, exp(G_C) (_key_operands): the walk is products only. CHECK_G: also
     store the chunk's smallest log decay (the wrapper rejects g < G_MIN without a pass of its own over g)."""
@@ -269,14 +256,14 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
     Td = Tm.to(DT)
     if REUSE:
         low = _key_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, i_hv, c, T, 0,
-                            HV, K, BT, BKC, WR, EDA, False, CHECK_G, DT, PREC)
+                            HV, K, BT, BKC, EDA, False, CHECK_G, DT, PREC)
     else:
         low = tl.zeros([1], dtype=tl.float32)
         for kb in range(tl.cdiv(K, BKC)):
             kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
                                                 H, HV, K, BT, BKC, EDA, kb * BKC)
             low = tl.minimum(low, _key_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, i_hv,
-                                                c, T, kb * BKC, HV, K, BT, BKC, WR, EDA, False, CHECK_G, DT, PREC))
+                                                c, T, kb * BKC, HV, K, BT, BKC, EDA, False, CHECK_G, DT, PREC))
     for i_v in range(tl.cdiv(V, BVP)):  # U_0 = T diag(b') V', V in blocks
         cv = i_v * BVP + tl.arange(0, BVP)
         mv = cv < V
@@ -291,8 +278,8 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
 
 @triton.jit
 def _key_operands(kk, qq, G, bb, Td, g, Xout, Yout, Qgout, eGNout, base, i_b, i_hv, c, T, k0, HV: tl.constexpr,
-                  K: tl.constexpr, BT: tl.constexpr, BKC: tl.constexpr, WR: tl.constexpr, EDA: tl.constexpr,
-                  BWD: tl.constexpr, CHECK_G: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+                  K: tl.constexpr, BT: tl.constexpr, BKC: tl.constexpr, EDA: tl.constexpr, BWD: tl.constexpr,
+                  CHECK_G: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Key columns k0 .. k0 + BKC of a walk's operands from the chunk's tiles and Td (T, or T^T for BWD): the prep's
     W = T diag(b') exp(G) K' into Xout, Ke = exp(G_C - G) K' into Yout, or BWD (the dh prep's)
     W2 = T^T exp(G_C - G) K', Kg = diag(b') exp(G) K'; and Qg = exp(G) Q', exp(G_C).
@@ -308,11 +295,7 @@ def _key_operands(kk, qq, G, bb, Td, g, Xout, Yout, Qgout, eGNout, base, i_b, i_
     X = tl.dot(Td, (kn if BWD else kg).to(DT), input_precision=PREC)
     tl.store(Xout + off_k, X.to(Xout.dtype.element_ty), mask=m_k)
     tl.store(Yout + off_k, (kg if BWD else kn).to(Yout.dtype.element_ty), mask=m_k)
-    if WR < BT:  # Qg on the write rows alone (the erase rows of Q' are zero)
-        tl.store(Qgout + base * WR * K + (r // 2)[:, None] * K + ck[None, :], (qq * eG).to(Qgout.dtype.element_ty),
-                 mask=m_k & (r % 2 == 1)[:, None])
-    else:
-        tl.store(Qgout + base * BT * K + r[:, None] * K + ck[None, :], (qq * eG).to(Qgout.dtype.element_ty), mask=m_k)
+    tl.store(Qgout + off_k, (qq * eG).to(Qgout.dtype.element_ty), mask=m_k)
     tl.store(eGNout + base * K + ck, tl.exp(GN), mask=ck < K)
     low = tl.zeros([1], dtype=tl.float32)
     if CHECK_G:
@@ -325,11 +308,11 @@ def _key_operands(kk, qq, G, bb, Td, g, Xout, Yout, Qgout, eGNout, base, i_b, i_
 
 @triton.jit
 def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV: tl.constexpr, K: tl.constexpr,
-                    V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, WR: tl.constexpr,
-                    EDA: tl.constexpr, HAS_H0: tl.constexpr, STORE_HT: tl.constexpr, STORE_HS: tl.constexpr,
+                    V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
+                    HAS_H0: tl.constexpr, STORE_HT: tl.constexpr, STORE_HS: tl.constexpr,
                     DT: tl.constexpr, PREC: tl.constexpr):
     """Per (V-block, batch x value head) the chunk loop of Eq. chunk_wise_eda on the prep's operands (module docstring,
-    (2)); O on the WR output rows only."""
+    (2))."""
     i_v = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, _ = _heads(i_bh, HV, HV)
@@ -337,8 +320,7 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV
     ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
     m_k = (r >= 0)[:, None] & mk[None, :]
     m_u = (r >= 0)[:, None] & mv[None, :]
-    tok, srow, is_w = _out_rows(BT, WR, EDA)  # outputs at the write sub-steps only
-    rw = tl.arange(0, WR)
+    tok, is_w = _sub_steps(BT, EDA)  # outputs at the write sub-steps only
     S = tl.zeros([BK, BV], dtype=tl.float32)
     if HAS_H0:
         S = tl.load(h0 + i_bh.to(tl.int64) * K * V + off_s, mask=m_s, other=0.).to(tl.float32)
@@ -349,10 +331,9 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV
         off_k = base * BT * K + r[:, None] * K + ck[None, :]
         W = tl.load(Win + off_k, mask=m_k, other=0.).to(DT)
         Ke = tl.load(Kein + off_k, mask=m_k, other=0.).to(DT)
-        Qg = tl.load(Qgin + base * WR * K + rw[:, None] * K + ck[None, :], mask=(rw >= 0)[:, None] & mk[None, :],
-                     other=0.).to(DT)
+        Qg = tl.load(Qgin + off_k, mask=m_k, other=0.).to(DT)
         U0 = tl.load(U0in + base * BT * V + r[:, None] * V + cv[None, :], mask=m_u, other=0.).to(tl.float32)
-        Qk = tl.load(Qkin + base * BT * BT + srow[:, None] * BT + r[None, :]).to(DT)
+        Qk = tl.load(Qkin + base * BT * BT + r[:, None] * BT + r[None, :]).to(DT)
         eGN = tl.load(eGNin + base * K + ck, mask=mk, other=0.)
         Sd = S.to(DT)
         U = U0 - tl.dot(W, Sd, input_precision=PREC)
@@ -374,8 +355,8 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV
 @triton.jit
 def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, W2out, Mout, Qgout, Kgout, eGNout, scale, T, NT,
                         H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
-                        BKC: tl.constexpr, WR: tl.constexpr, EDA: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """The reverse walk's operands, per chunk (the prep's twin): M = T^T Qk^T [BT, WR], W2, Kg, Qg, exp(G_C)."""
+                        BKC: tl.constexpr, EDA: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+    """The reverse walk's operands, per chunk (the prep's twin): M = T^T Qk^T [BT, BT], W2, Kg, Qg, exp(G_C)."""
     c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
@@ -383,22 +364,20 @@ def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, W2out, Mout, Qgout, 
     base = i_bh.to(tl.int64) * NT + c
     off_t = base * BT * BT + r[:, None] * BT + r[None, :]
     Tt = tl.trans(tl.load(Tin + off_t).to(DT))
-    _, srow, _ = _out_rows(BT, WR, EDA)
-    Qk = tl.load(Qkin + base * BT * BT + srow[:, None] * BT + r[None, :]).to(DT)
+    Qk = tl.load(Qkin + off_t).to(DT)
     M = tl.dot(Tt, tl.trans(Qk), input_precision=PREC)  # stored once rounded; the walk's M dO is fp32
-    tl.store(Mout + base * BT * WR + r[:, None] * WR + tl.arange(0, WR)[None, :], M.to(Mout.dtype.element_ty))
+    tl.store(Mout + off_t, M.to(Mout.dtype.element_ty))
     bb, _, _, _ = _chunk_rows(beta, gamma, i_b, i_hv, c, T, HV, BT, EDA)
     for kb in range(tl.cdiv(K, BKC)):  # K in blocks of BKC columns (as in the prep kernel)
         kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
                                             H, HV, K, BT, BKC, EDA, kb * BKC)
         _key_operands(kk, qq, G, bb, Tt, g, W2out, Kgout, Qgout, eGNout, base, i_b, i_hv, c, T, kb * BKC,
-                      HV, K, BT, BKC, WR, EDA, True, False, DT, PREC)
+                      HV, K, BT, BKC, EDA, True, False, DT, PREC)
 
 @triton.jit
 def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT, HV: tl.constexpr, K: tl.constexpr,
-                       V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, WR: tl.constexpr,
-                       EDA: tl.constexpr, HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr, DT: tl.constexpr,
-                       PREC: tl.constexpr):
+                       V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
+                       HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Reverse walk of the state gradient on the dh prep's operands, without S_0 (module docstring, (4)); stores dS_C
     of every chunk. dX = T^T dU is not kept: bf16 costs d(gamma) ~2e-2 relative at T = 4096, fp32 too much memory."""
     i_v = tl.program_id(0)
@@ -407,8 +386,7 @@ def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT, H
     r = tl.arange(0, BT)
     ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
     m_k = (r >= 0)[:, None] & mk[None, :]
-    tok, _, is_w = _out_rows(BT, WR, EDA)  # dO at the write sub-steps only
-    rw = tl.arange(0, WR)
+    tok, is_w = _sub_steps(BT, EDA)  # dO at the write sub-steps only
     dS = tl.zeros([BK, BV], dtype=tl.float32)
     if HAS_DHT:
         dS = tl.load(dht + i_bh.to(tl.int64) * K * V + off_s, mask=m_s, other=0.).to(tl.float32)
@@ -418,10 +396,9 @@ def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT, H
         tl.store(dhs + base * K * V + off_s, dS.to(dhs.dtype.element_ty), mask=m_s)
         off_k = base * BT * K + r[:, None] * K + ck[None, :]
         W2 = tl.load(W2in + off_k, mask=m_k, other=0.).to(DT)
-        Qg = tl.load(Qgin + base * WR * K + rw[:, None] * K + ck[None, :], mask=(rw >= 0)[:, None] & mk[None, :],
-                     other=0.).to(DT)
+        Qg = tl.load(Qgin + off_k, mask=m_k, other=0.).to(DT)
         Kg = tl.load(Kgin + off_k, mask=m_k, other=0.).to(DT)
-        Mt = tl.load(Min + base * BT * WR + r[:, None] * WR + rw[None, :]).to(DT)
+        Mt = tl.load(Min + base * BT * BT + r[:, None] * BT + r[None, :]).to(DT)
         eGN = tl.load(eGNin + base * K + ck, mask=mk, other=0.)
         t_abs = c * (BT // 2 if EDA else BT) + tok
         dO = tl.load(do + ((i_b.to(tl.int64) * T + t_abs) * HV + i_hv)[:, None] * V + cv[None, :],
@@ -792,8 +769,6 @@ LAUNCH = dict(
     # the per-chunk backward's shared-memory carveout, percent of an SM's (-1: Triton's choice, the largest): the
     # rest of an SM's shared memory is the L1 cache its spills go through
     BWD_CARVEOUT=0,
-    # 1: EDA's walks and dh prep leave out the erase rows (no q, output or dO there); 0: every sub-step (timed: off)
-    WRITE_ROWS=0,
     FILL_PROGRAMS=64,  # sequential walks: narrow the V-blocks while fewer programs than this would run
 )
 
@@ -837,22 +812,15 @@ def _anchor_rows(eda, BT):
     return min(BT, ANCHOR_TOKENS * (2 if eda else 1))
 
 
-def _out_width(eda, BT, L):
-    """Output rows per chunk of the walks and the dh prep (_out_rows): with WRITE_ROWS=1 EDA's write sub-steps
-    alone where they are >= 16 (a tensor-core product's rows), else every sub-step."""
-    return BT // 2 if eda and L["WRITE_ROWS"] and BT >= 32 else BT
-
-
 def _absent(q):
     """What an op returns in place of an output it was not asked for (an op returns a fixed tuple of tensors)."""
     return q.new_empty(0)
 
 
-def _key_buffers(q, rows, NT, BT, WR, K):
-    """_key_operands' outputs for B*HV rows: X, Y [rows, NT, BT, K], Qg [rows, NT, WR, K], exp(G_C) [rows, NT, K]."""
-    tdt = _dot_types(q)[2]
-    X, Y = (torch.empty(rows, NT, BT, K, dtype=tdt, device=q.device) for _ in range(2))
-    return X, Y, torch.empty(rows, NT, WR, K, dtype=tdt, device=q.device), q.new_empty(rows, NT, K, dtype=torch.float32)
+def _key_buffers(q, rows, NT, BT, K):
+    """_key_operands' outputs for B*HV rows: X, Y, Qg [rows, NT, BT, K], exp(G_C) [rows, NT, K]."""
+    X, Y, Qg = (torch.empty(rows, NT, BT, K, dtype=_dot_types(q)[2], device=q.device) for _ in range(3))
+    return X, Y, Qg, q.new_empty(rows, NT, K, dtype=torch.float32)
 
 
 def _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states):
@@ -873,24 +841,23 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
     [B*HV, NT, BT, V], with check_g each chunk's smallest log decay; (2) the chunk walk. L: launch settings by name."""
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     DT, PREC, tdt = _dot_types(q)
-    WR = _out_width(eda, BT, L)
     outs = o, ht, hs, Tm, Qk = _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states)
     if not need_states:  # T and Qk only live through the forward (the op returns them absent, as the fake op)
         Tm, Qk = (torch.empty(B * HV, NT, BT, BT, dtype=tdt, device=q.device) for _ in range(2))
     SB = min(L["SUB_BLOCK"], BT)
     BKC = min(L["PREP_BK"], triton.next_power_of_2(K))
-    W, Ke, Qg, eGN = _key_buffers(q, B * HV, NT, BT, WR, K)
+    W, Ke, Qg, eGN = _key_buffers(q, B * HV, NT, BT, K)
     U0 = torch.empty(B * HV, NT, BT, V, dtype=tdt, device=q.device)
     gmin = q.new_empty(B * HV * NT, dtype=torch.float32) if check_g else Tm
     _eda_prep_kernel[(NT, B * HV)](
         q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W, U0, Ke, Qg, eGN, gmin, scale, T, NT,
         H=H, HV=HV, K=K, V=V, BT=BT, BKC=BKC, BVP=min(64, triton.next_power_of_2(V)),
         SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
-        CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, WR=WR, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"])
+        CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"])
     BK, BV = _blocks(K, V, L["FWD_BV"], B * HV, L["FILL_PROGRAMS"])
     _eda_fwd_kernel[(triton.cdiv(V, BV), B * HV)](
         W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, o, ht if output_final_state else o,
-        hs if need_states else o, T, NT, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, WR=WR, EDA=eda, HAS_H0=h0 is not None,
+        hs if need_states else o, T, NT, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
         STORE_HT=output_final_state, STORE_HS=need_states, DT=DT, PREC=PREC,
         num_warps=L["FWD_WARPS"] if BV >= 128 else 4, num_stages=L["FWD_STAGES"])
     if check_g:  # after every launch: the sync waits for work already queued, the GPU never idles
@@ -927,17 +894,16 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
     # (3) the state gradient at every chunk end, walking backwards on operands prepared in parallel
     dhs = torch.empty_like(hs)
     dh0 = q.new_empty(B, HV, K, V, dtype=torch.float32) if need_dh0 else _absent(q)
-    WR = _out_width(eda, BT, L)
-    W2, Kg, Qg, eGN = _key_buffers(q, B * HV, NT, BT, WR, K)
-    M = torch.empty(B * HV, NT, BT, WR, dtype=tdt, device=q.device)
+    W2, Kg, Qg, eGN = _key_buffers(q, B * HV, NT, BT, K)
+    M = torch.empty_like(Tm)
     _eda_dh_prep_kernel[(NT, B * HV)](
         q, k, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W2, M, Qg, Kg, eGN, scale, T, NT,
-        H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(L["DH_PREP_BK"], BK), WR=WR, EDA=eda,
+        H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(L["DH_PREP_BK"], BK), EDA=eda,
         DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"])
     _, BVd = _blocks(K, V, L["DH_BV"], B * HV, L["FILL_PROGRAMS"])
     _eda_bwd_dh_kernel[(triton.cdiv(V, BVd), B * HV)](
         W2, M, Qg, Kg, eGN, do, dht if dht is not None else do, dhs, dh0 if need_dh0 else dhs, T, NT,
-        HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BVd, WR=WR, EDA=eda, HAS_DHT=dht is not None,
+        HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BVd, EDA=eda, HAS_DHT=dht is not None,
         STORE_DH0=need_dh0, DT=DT, PREC=PREC, num_warps=L["DH_WARPS"] if BVd >= 128 else 4,
         num_stages=L["DH_STAGES"])
     del W2, M, Qg, Kg, eGN  # before the gradient buffers: the peak stays the gradient phase's

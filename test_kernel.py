@@ -75,11 +75,9 @@ def test_one_value_head_per_key_head_uses_plain_stores_and_matches_recurrence():
     compare(make_inputs(2, 37, 2, 2, 32, 32, seed=12, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8)
 
 
-def test_walks_on_the_write_rows_alone_match_recurrence():
-    # 16-token chunks (32 sub-steps): the walks and the dh prep take the 16 write rows alone (WRITE_ROWS);
-    # a partial chunk, an initial state
-    compare(make_inputs(1, 21, 1, 1, 16, 16, seed=31, device=DEV), kernel.eda_fused, 1e-4, chunk_size=16,
-            launch=dict(WRITE_ROWS=1))
+def test_sixteen_token_chunks_with_a_partial_chunk_match_recurrence():
+    # the default chunk (32 sub-steps, two anchor blocks), a partial chunk, an initial state
+    compare(make_inputs(1, 21, 1, 1, 16, 16, seed=31, device=DEV), kernel.eda_fused, 1e-4, chunk_size=16)
 
 
 @pytest.mark.parametrize("erase", [True, False])
@@ -371,10 +369,10 @@ def test_kernel_py_imports_nothing_of_this_repo():
 @needs_gpu
 @pytest.mark.parametrize("launch, chunk", [({}, None), ({"FWD_STAGES": 2, "DH_STAGES": 2}, 32),
                                            ({"SUB_BLOCK": 8}, None),
-                                           ({"PREP_REUSE": 1, "WRITE_ROWS": 1}, None)])
+                                           ({"PREP_REUSE": 0}, None)])
 def test_gpu_bf16_T4096_matches_fp64_reference(launch, chunk):
     # the shipped launch settings, 32-token chunks (whose walks fit a Hopper SM's shared memory at 2 stages), the
-    # UT solve in 8-row substitution blocks (the default before 4) and the prep's tile reuse with write-row walks
+    # UT solve in 8-row substitution blocks (the default before 4) and the prep's second pass reloading its tiles
     x = make_inputs(1, 4096, 2, 4, 128, 128, dtype=torch.bfloat16, seed=11, device=DEV)
     compare(x, eda.eda_triton, 1e-2, launch=launch, chunk_size=chunk)
 

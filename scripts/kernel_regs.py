@@ -105,7 +105,7 @@ def main():
             kernel.launch_settings({name: value})  # a ValueError names an unknown setting
             L[name] = int(value)
     common = dict(H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BKC=min(L["PREP_BK"], BK), BVP=64, EDA=eda,
-                  DT=tl.bfloat16, PREC="tf32", WR=kernel._out_width(eda, BT, L))
+                  DT=tl.bfloat16, PREC="tf32")
     SB = min(L["SUB_BLOCK"], BT)
     AB = kernel._anchor_rows(eda, BT)
     kernels = {  # name: (jit function, constexprs, num_warps, num_stages), as kernel.py launches them
