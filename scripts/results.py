@@ -161,8 +161,9 @@ def erase_section():
         word = 'is ahead' if k >= 0.75 * m else 'is behind' if k <= 0.25 * m else 'shows no consistent effect'
         said.append(dict(word=word, ahead=f'{k} of {m}', mean=sw.fmt_diff(mean(d))))
     floor = sum(r['val_acc'] < sw.tasks[r['task']]['floor'][1][r['x']] + 0.02 for r in rows if sw.key(r) in ok)
+    head = ['level', *(c for a, b in sw.pairs for c in (a, b, f'{a} ahead'))]
     shipped = fill('erase verdict', provenance=sw.provenance(rows), kda=said[0], safe=said[1], floor=floor,
-                   runs=len(ok), table=table(['level', *(c for a, b in sw.pairs for c in (a, b, f'{a} ahead'))], out))
+                   runs=len(ok), table=table(head, out))
     return dict(floor=floor, runs=len(ok), kda=said[0], shipped=shipped)
 
 
@@ -211,7 +212,8 @@ def lm_long_section():
     for m, s in [(m, s) for m in ms for s in seeds]:
         text, cells = ev[m, s, 'text'], ev[m, s, 'needles']['cells']
         past = [(b - a, i) for i, (a, b) in enumerate(zip(text['edges'], text['edges'][1:])) if a >= block_size]
-        carried, reset = (sum(w * text[k][i] for w, i in past) / sum(w for w, _ in past) for k in ('carried', 'reset'))
+        carried, reset = (sum(w * text[key][i] for w, i in past) / sum(w for w, _ in past)
+                          for key in ('carried', 'reset'))
         bound, rebound, stale = (mean((c[f] for c in cells if c['variant'] == v), 100)  # in points
                                  for v, f in (('bound', 'acc'), ('rebound', 'acc'), ('rebound', 'stale')))
         fig[m, s] = dict(val=runs[m, s]['val_loss'], past=carried, carry=carried - reset, bound=bound,
@@ -241,7 +243,8 @@ def lm_long_section():
         ax.set_title('text past the training length (dotted: reset every 1024)', fontsize=9)
         ax.legend(fontsize=8)
     figure('lm_long_position.png', draw)
-    mean_of = lambda m, f: f'{mean(fig[m, s][f] for s in seeds):.{LONG_FIGURES[f][0]}f}' if m in ms else 'not run'  # noqa: E731
+    mean_of = lambda m, f: (f'{mean(fig[m, s][f] for s in seeds):.{LONG_FIGURES[f][0]}f}'  # noqa: E731
+                            if m in ms else 'not run')
     needle_v = [v for k, v in verdicts.items() if k.endswith(('bound', 'stale')) and 'transformer' not in k]
     return dict(
         provenance=sw.provenance(rows), evaluated=sw.provenance(evals, 'evaluations'), n_seeds=len(seeds), text=text0,
@@ -293,8 +296,9 @@ def length_task(sw, task, acc, rows, several):
         grown=at1[top]['num_updates'], low=', '.join(f'{m} seed {s} ({pct(a[1]["acc"])}%)' for (m, s), a in
                                                     sorted(acc.items()) if a[1]['acc'] < 0.99) or 'none',
         rest=span([100 * acc[worst[0], s][top]['acc'] for s in seeds if s != worst[1]]), worst=worst,
-        worst_acc=pct(acc[worst][top]['acc']), floor=pct(acc[worst][top]['none_answers'] / acc[worst][top]['answers']),
-        pairs=lines(pairs), n_ahead=n_ahead, n_pairs=len(verdicts), spread='' if n_ahead else fill('length spread'),
+        worst_acc=pct(acc[worst][top]['acc']), pairs=lines(pairs), n_ahead=n_ahead, n_pairs=len(verdicts),
+        floor=pct(acc[worst][top]['none_answers'] / acc[worst][top]['answers']),
+        spread='' if n_ahead else fill('length spread'),
         head=[f"{x}x ({at1[x]['seq_len']})" for x in mults] + [f'values / NONE at {top}x'],
         by_len=[[task, m, *(pct(avg(m, 'acc', x)) for x in mults),
                  f"{pct(avg(m, 'acc_value', top))} / {pct(avg(m, 'acc_none', top))}"] for m in ms],
@@ -369,6 +373,13 @@ def table7_section():
     return dict(counts=lines(rows), exact=exact, tf=tf)
 
 
+def io_floor_bytes(B, T, H, HV, erase, K=128, V=128):
+    """The bytes one fwd+bwd must move at least: the inputs read twice (forward, backward), their gradients written
+    once, o written and do read (bf16 but g, fp32); nothing the design keeps between the passes."""
+    inputs = B * T * (2 * H * K * 2 + HV * V * 2 + HV * K * 4 + HV * 2 + (HV * K * 2 + HV * 2 if erase else 0))
+    return 3 * inputs + 2 * B * T * HV * V * 2
+
+
 def kernel_section():
     rows = read_rows('kernels.jsonl')
     by = lambda bench, run=None: {(r['case'], tuple(r['shape'])): r for r in rows  # noqa: E731
@@ -391,12 +402,10 @@ def kernel_section():
             extra[n].append((e[n] - k[n]) / sum(e[m] - k[m] for m in KERNELS))
     [bw] = read_rows('model_decode.jsonl', 'copy_bandwidth')
     floor = []
-    for B, T, H, HV in shapes:  # the bytes a fwd+bwd moves at least: the inputs (bf16 but g, fp32; K = V = 128) read
-        kda = B * T * (2 * H * 128 * 2 + HV * 128 * 2 + HV * 128 * 4 + HV * 2)  # twice, their gradients written
-        fe, fk = ((3 * n + 2 * B * T * HV * 128 * 2) / (bw['tb_s'] * 1e12) * 1e3  # once, o written and do read
-                  for n in (kda + B * T * (HV * 128 * 2 + HV * 2), kda))  # EDA's inputs: KDA's, e and gamma
-        x = lambda case, f: f"{kr[case, (B, T, H, HV)]['fwd_bwd_ms'] / f:.1f}x" if (case, (B, T, H, HV)) in kr else '—'  # noqa: E731
-        floor.append([str((B, T, H, HV)), f'{fe:.3f}', x(EDA, fe), f'{fk:.3f}', x(KDA, fk), x(SAFE, fk)])
+    for s in shapes:
+        fe, fk = (io_floor_bytes(*s, erase) / (bw['tb_s'] * 1e12) * 1e3 for erase in (True, False))
+        x = lambda case, f: f"{kr[case, s]['fwd_bwd_ms'] / f:.1f}x" if (case, s) in kr else '—'  # noqa: E731
+        floor.append([str(s), f'{fe:.3f}', x(EDA, fe), f'{fk:.3f}', x(KDA, fk), x(SAFE, fk)])
     fla0, eda0, kda0 = (kr[case, shapes[0]]['fwd_bwd_ms'] for case in (SAFE, EDA, KDA))
     return dict(
         made=made([r for r in rows if r['bench'] == 'kernel' and r['run'] == run], True),
@@ -416,9 +425,9 @@ def train_section():
     trains, layers = read_rows('train.jsonl', 'train'), read_rows('train.jsonl', 'model_train_layer')
     runs = {(r['mixer'] + r['tag'], r['block_size']): r for r in trains}
     ctx, tf = sorted({T for _, T in runs}), MIXER_NAMES['transformer']
-    x = {T: runs['eda', T]['tok_s'] / runs['transformer', T]['tok_s'] for T in ctx}  # the hybrid's tok/s over the Transformer's
-    out = [fill('train row', T=T, e=runs['eda', T], rc=runs['eda_recompute', T], t=runs['transformer', T], x=x[T],
-                rx=runs['eda_recompute', T]['tok_s'] / runs['transformer', T]['tok_s']) for T in ctx]
+    x = {(m, T): runs[m, T]['tok_s'] / runs['transformer', T]['tok_s'] for m, T in runs}  # over the Transformer's
+    out = [fill('train row', T=T, e=runs['eda', T], rc=runs['eda_recompute', T], t=runs['transformer', T],
+                x=x['eda', T], rx=x['eda_recompute', T]) for T in ctx]
 
     def draw(ax):
         for m, label in (('eda', 'EDA hybrid'), ('eda_recompute', 'EDA hybrid, recomputed states'), ('transformer', tf)):
@@ -433,7 +442,7 @@ def train_section():
         made=made(trains, True), layers_made=made(layers, True), table='\n'.join(out),
         layers=lines([name(r), r['layer'], r['count'], f"{r['fwd_bwd_ms']:.3f}", '—' if r['core_ms'] is None else
                       f"{r['core_ms']:.3f}", f"{r['kept_bytes_per_token']:,}"] for r in layers),
-        ratios=', '.join(f'{x[T]:.2f}x at {T}' for T in (ctx[0], ctx[-2], ctx[-1])))
+        ratios=', '.join(f"{x['eda', T]:.2f}x at {T}" for T in (ctx[0], ctx[-2], ctx[-1])))
 
 
 def decode_section():
