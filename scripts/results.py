@@ -39,9 +39,9 @@ TABLE7 = {('dense', 'transformer'): (2.5052, 2.5052), ('dense', 'gdn'): (2.5035,
           ('dense', 'gdn2'): (2.5353, 2.5353), ('dense', 'kda'): (2.5218, 2.5218), ('dense', 'eda'): (2.5295, 2.5295),
           ('moe', 'gdn'): (24.5676, 2.7236), ('moe', 'kda'): (24.6324, 2.7885), ('moe', 'eda'): (24.6558, 2.8119)}
 MIXER_NAMES = {'eda': 'EDA', 'kda': 'KDA', 'gdn': 'GDN', 'gdn2': 'GDN-2', 'transformer': 'Transformer (no conv)'}
-KERNELS = {'_eda_prep_kernel': 'prep', '_eda_fwd_kernel': 'forward walk', '_eda_dh_prep_kernel': 'dh prep',
-           '_eda_bwd_dh_kernel': 'reverse walk', '_eda_bwd_kernel': 'per-chunk backward'}
-EDA, KDA, SAFE = 'eda_triton (EDA)', 'eda_triton KDA path (e=None)', 'FLA chunk_kda safe_gate'  # kernel cases
+# EDA's kernels (as the template's columns order them) and the kernel benchmark's cases
+KERNELS = ('_eda_prep_kernel', '_eda_fwd_kernel', '_eda_dh_prep_kernel', '_eda_bwd_dh_kernel', '_eda_bwd_kernel')
+EDA, KDA, SAFE = 'eda_triton (EDA)', 'eda_triton KDA path (e=None)', 'FLA chunk_kda safe_gate'
 UPDATES = {'reassign': 'overwrites and moves'}  # what a task's updates are, where "updates" would say less
 
 
@@ -94,11 +94,10 @@ def figure(name, draw, panels=1):
     if not reports:
         return
     try:
-        import matplotlib
-        matplotlib.use('Agg')
         import matplotlib.pyplot as plt
     except ImportError:
         return print('figure: skipped (matplotlib is not installed)')
+    plt.switch_backend('Agg')
     fig, axes = plt.subplots(1, panels, figsize=(6 * panels, 4), squeeze=False)
     draw(*axes[0])
     fig.tight_layout()
@@ -156,17 +155,16 @@ def erase_section():
             k, m, d = sw.pair_stats(s[t, x, a], s[t, x, b])
             stats[a, b].append((k, m, d))
             out[-1] += [sw.fmt(s[t, x, a]['mean']), sw.fmt(s[t, x, b]['mean']), f'{k} of {m}, {sw.fmt_diff(d)}']
-    word = lambda k, m: ('is ahead' if k >= 0.75 * m else 'is behind' if k <= 0.25 * m else  # noqa: E731
-                         'shows no consistent effect')
-    # over the levels, per pair: the seeds ahead, the seeds paired, the mean difference
-    (k, m, d), (sk, sm, sd) = ((sum(k), sum(m), sw.fmt_diff(mean(d))) for k, m, d in
-                               (zip(*stats[tuple(p)]) for p in sw.pairs[:2]))
+    said = []  # the erase behind KDA's gate, then behind the safe gate, over the levels
+    for k, m, d in (zip(*stats[tuple(p)]) for p in sw.pairs[:2]):
+        k, m = sum(k), sum(m)
+        word = 'is ahead' if k >= 0.75 * m else 'is behind' if k <= 0.25 * m else 'shows no consistent effect'
+        said.append(dict(word=word, ahead=f'{k} of {m}', mean=sw.fmt_diff(mean(d))))
     floor = sum(r['val_acc'] < sw.tasks[r['task']]['floor'][1][r['x']] + 0.02 for r in rows if sw.key(r) in ok)
-    verdict = f"behind KDA's gate the erase {word(k, m)}: ahead on {k} of {m} paired seeds (mean {d} points)"
-    shipped = fill('erase verdict', provenance=sw.provenance(rows), verdict=verdict, safe_word=word(sk, sm),
-                   floor=floor, runs=len(ok), safe_ahead=f'{sk} of {sm}', safe_mean=sd,
-                   table=table(['level', *(c for a, b in sw.pairs for c in (a, b, f'{a} ahead'))], out))
-    return dict(floor=floor, runs=len(ok), verdict_with=verdict.replace('behind', 'with'), shipped=shipped)
+    head = ['level', *(c for a, b in sw.pairs for c in (a, b, f'{a} ahead'))]
+    shipped = fill('erase verdict', provenance=sw.provenance(rows), kda=said[0], safe=said[1], floor=floor,
+                   runs=len(ok), table=table(head, out))
+    return dict(floor=floor, runs=len(ok), kda=said[0], shipped=shipped)
 
 
 def defaults_section():
@@ -194,21 +192,10 @@ def lm_section():
                     f"{m} {s[m]['lr']:g} ({s[m]['mean']:.4f} ± {s[m]['std']:.4f}, {len(s[m]['accs'])})" for m in done))
 
 
-# The LM grid's figures, named in config/sweep/lm_long.py before its runs: (label, unit, higher is better)
-LONG_FIGURES = {'val': ('val loss', 'nats', False), 'past': ('loss past the block, carried', 'nats', False),
-                'carry': ('carried − reset past the block', 'nats', False),
-                'bound': ('needles bound, acc', 'points', True), 'rebound': ('needles rebound, acc', 'points', True),
-                'stale': ('rebound: stale answers', 'points', False)}
-
-
-def long_figures(run, block_size, text, needles):
-    """A run's LONG_FIGURES from train.py's val loss and eval.py's text and needles (the text's buckets past the
-    training block weighted by their widths; the needles' accuracy and stale rate in points)."""
-    past = [(b - a, i) for i, (a, b) in enumerate(zip(text['edges'], text['edges'][1:])) if a >= block_size]
-    past_mean = lambda key: sum(w * text[key][i] for w, i in past) / sum(w for w, _ in past)  # noqa: E731
-    cells = lambda v, f: mean((c[f] for c in needles['cells'] if c['variant'] == v), 100)  # noqa: E731
-    return dict(val=run['val_loss'], past=past_mean('carried'), carry=past_mean('carried') - past_mean('reset'),
-                bound=cells('bound', 'acc'), rebound=cells('rebound', 'acc'), stale=cells('rebound', 'stale'))
+# The LM grid's figures, named in config/sweep/lm_long.py before its runs, as the template's columns order them:
+# {figure: (decimals of a mean, of a difference; higher is better)}
+LONG_FIGURES = {'val': (4, 4, False), 'past': (4, 4, False), 'carry': (4, 4, False), 'bound': (1, 2, True),
+                'rebound': (1, 2, True), 'stale': (1, 2, False)}
 
 
 def lm_long_section():
@@ -221,10 +208,16 @@ def lm_long_section():
     runs = {(r['mixer'], r['seed']): r for r in rows if r['status'] == 'ok'}
     seeds = sorted({s for _, s in runs})
     ms = [m for m in sw.mixers if all((m, s, w) in ev for s in seeds for w in ('text', 'needles'))]
-    fig = {(m, s): long_figures(runs[m, s], block_size, ev[m, s, 'text'], ev[m, s, 'needles'])
-           for m in ms for s in seeds}
-    avg = lambda m, f: mean(fig[m, s][f] for s in seeds)  # noqa: E731
-    num = lambda f, x, sign='', p=1: f"{x:{sign}.4f}" if LONG_FIGURES[f][1] == 'nats' else f"{x:{sign}.{p}f}"  # noqa: E731
+    fig = {}  # {(mixer, seed): {figure: value}}: the text past the block weighted by its buckets' widths
+    for m, s in [(m, s) for m in ms for s in seeds]:
+        text, cells = ev[m, s, 'text'], ev[m, s, 'needles']['cells']
+        past = [(b - a, i) for i, (a, b) in enumerate(zip(text['edges'], text['edges'][1:])) if a >= block_size]
+        carried, reset = (sum(w * text[key][i] for w, i in past) / sum(w for w, _ in past)
+                          for key in ('carried', 'reset'))
+        bound, rebound, stale = (mean((c[f] for c in cells if c['variant'] == v), 100)  # in points
+                                 for v, f in (('bound', 'acc'), ('rebound', 'acc'), ('rebound', 'stale')))
+        fig[m, s] = dict(val=runs[m, s]['val_loss'], past=carried, carry=carried - reset, bound=bound,
+                         rebound=rebound, stale=stale)
     text0, needles0 = ev[ms[0], seeds[0], 'text'], ev[ms[0], seeds[0], 'needles']
     contexts = sorted({c['context'] for c in needles0['cells']})
     by_ctx = lambda m, v, c: mean((x['acc'] for s in seeds for x in ev[m, s, 'needles']['cells']  # noqa: E731
@@ -232,10 +225,10 @@ def lm_long_section():
     verdicts, pairs = {f'{a}, {b}, {f}': 'not run' for a, b in sw.pairs for f in LONG_FIGURES}, []
     for a, b in [p for p in sw.pairs if set(p) <= set(ms)]:  # verdicts: {'A, B, figure': verdict}, as the template
         pairs.append([f'{a} − {b}'])
-        for f, (_, _, higher) in LONG_FIGURES.items():
-            mu, (lo, hi), k, p, v = paired([fig[a, s][f] - fig[b, s][f] for s in seeds], higher, a, b)
+        for f, (_, p, higher) in LONG_FIGURES.items():
+            mu, (lo, hi), k, sp, v = paired([fig[a, s][f] - fig[b, s][f] for s in seeds], higher, a, b)
             verdicts[f'{a}, {b}, {f}'] = v
-            cell = f'{num(f, mu, "+", 2)} [{num(f, lo, "+", 2)}, {num(f, hi, "+", 2)}] {k}/{len(seeds)}, p {p:.2f}'
+            cell = f'{mu:+.{p}f} [{lo:+.{p}f}, {hi:+.{p}f}] {k}/{len(seeds)}, p {sp:.2f}'
             pairs[-1].append(cell if v == 'not resolved' else f'**{cell}, {v}**')
 
     def draw(ax):
@@ -250,18 +243,17 @@ def lm_long_section():
         ax.set_title('text past the training length (dotted: reset every 1024)', fontsize=9)
         ax.legend(fontsize=8)
     figure('lm_long_position.png', draw)
-    mean_of = lambda m, f: num(f, avg(m, f)) if m in ms else 'not run'  # noqa: E731
+    mean_of = lambda m, f: (f'{mean(fig[m, s][f] for s in seeds):.{LONG_FIGURES[f][0]}f}'  # noqa: E731
+                            if m in ms else 'not run')
     needle_v = [v for k, v in verdicts.items() if k.endswith(('bound', 'stale')) and 'transformer' not in k]
     return dict(
         provenance=sw.provenance(rows), evaluated=sw.provenance(evals, 'evaluations'), n_seeds=len(seeds), text=text0,
         needles=needles0, last_ctx=f'{contexts[-1]:,}', tf_past_x=mean_of('transformer conv4', 'past'),
         eda_past_x=mean_of('eda', 'past'), n_resolved=sum(v not in ('not resolved', 'not run') for v in needle_v),
-        n_needle=sum(v != 'not run' for v in needle_v), v=verdicts,
-        mixers=table(['mixer', *(f'{lab} ({unit})' for lab, unit, _ in LONG_FIGURES.values())],
-                     [[m, *(num(f, avg(m, f)) for f in LONG_FIGURES)] for m in ms]),
+        n_needle=sum(v != 'not run' for v in needle_v), v=verdicts, pairs=lines(pairs),
+        mixers=lines([m, *(mean_of(m, f) for f in LONG_FIGURES)] for m in ms),
         by_ctx=table(['mixer', *(f'{c:,}' for c in contexts)], [[m, *(
             f"{by_ctx(m, 'bound', c):.0f} / {by_ctx(m, 'rebound', c):.0f}" for c in contexts)] for m in ms]),
-        pairs=table(['A − B', *(lab for lab, _, _ in LONG_FIGURES.values())], pairs),
         near_chance=', '.join(f"{by_ctx(m, 'bound', contexts[-1]):.0f}" for m in ms))
 
 
@@ -274,7 +266,6 @@ def length_task(sw, task, acc, rows, several):
                  f"{len(spec['levels'])}")
     cfg, ms = runpy.run_path(spec['config']), [m for m in sw.mixers if all((m, s) in acc for s in seeds)]
     configure(cfg, spec['levels'][0][1])  # train.py's settings for the task: its config and level
-    pct = lambda v: f'{100 * v:.1f}'  # noqa: E731
     prim = {k: mean((a[m]['acc'] for m in mults[1:]), 100) for k, a in acc.items()}
     avg = lambda m, f, x: mean(acc[m, s][x][f] for s in seeds)  # noqa: E731
     pairs, verdicts = [], {}  # verdicts: {'A, B': verdict}, as the template names them
@@ -284,10 +275,8 @@ def length_task(sw, task, acc, rows, several):
         verdicts[f'{a}, {b}'] = v
         pairs.append([f'{a} − {b}', ', '.join(f'{x:+.1f}' for x in d), f'{mu:+.1f}', f'[{lo:+.1f}, {hi:+.1f}]',
                       f'{k} of {len(d)}', f'{p:.2f}', f'**{v}**'])
-    low = [f'{m} seed {s} ({pct(a[1]["acc"])}%)' for (m, s), a in sorted(acc.items()) if a[1]['acc'] < 0.99]
-    worst, top, at1 = min(acc, key=prim.get), mults[-1], acc[ms[0], seeds[0]][1]
+    pct, worst, top, at1 = sw.fmt, min(acc, key=prim.get), mults[-1], acc[ms[0], seeds[0]]  # sw.fmt: points, .1f
     span = lambda v: f'{min(v):.1f}-{max(v):.1f}'  # noqa: E731
-    at = lambda x: span([100 * avg(m, 'acc', x) for m in ms])  # noqa: E731
 
     def draw(ax):
         for i, m in enumerate(ms):
@@ -299,22 +288,23 @@ def length_task(sw, task, acc, rows, several):
                xlabel=f"evaluation length / training length ({cfg['block_size']} tokens)", ylabel='accuracy (%)',
                title=f'{task} past the training length (thin: seeds)')
         ax.legend(fontsize=8)
+    n_ahead = sum('not' not in v for v in verdicts.values())
     return dict(
-        task=task, draw=draw, label=f'**{task}**: ' + sw.provenance(rows) if several else '', v=verdicts, n_seeds=len(seeds),
-        n_mixers=len(ms), tokens=cfg['block_size'], first=at(1), last=at(top), top=f'{top}x', keys=at1['num_keys'],
-        grown=acc[ms[0], seeds[0]][top]['num_updates'], low=', '.join(low) or 'none',
-        rest=span([100 * acc[worst[0], s][top]['acc'] for s in seeds if s != worst[1]]),
-        worst='{} seed {}'.format(*worst), worst_acc=pct(acc[worst][top]['acc']), floor=pct(acc[worst][top]['none_answers'] / acc[worst][top]['answers']), pairs=lines(pairs),
-        n_ahead=sum('not' not in v for v in verdicts.values()), n_pairs=len(verdicts),
-        head=[f"{x}x ({acc[ms[0], seeds[0]][x]['seq_len']})" for x in mults] + [f'values / NONE at {top}x'],
+        task=task, draw=draw, label=f'**{task}**: ' + sw.provenance(rows) if several else '', v=verdicts,
+        n_seeds=len(seeds), n_mixers=len(ms), cfg=cfg, top=f'{top}x', keys=at1[1]['num_keys'],
+        first=span([100 * avg(m, 'acc', 1) for m in ms]), last=span([100 * avg(m, 'acc', top) for m in ms]),
+        grown=at1[top]['num_updates'], low=', '.join(f'{m} seed {s} ({pct(a[1]["acc"])}%)' for (m, s), a in
+                                                    sorted(acc.items()) if a[1]['acc'] < 0.99) or 'none',
+        rest=span([100 * acc[worst[0], s][top]['acc'] for s in seeds if s != worst[1]]), worst=worst,
+        worst_acc=pct(acc[worst][top]['acc']), pairs=lines(pairs), n_ahead=n_ahead, n_pairs=len(verdicts),
+        floor=pct(acc[worst][top]['none_answers'] / acc[worst][top]['answers']),
+        spread='' if n_ahead else fill('length spread'),
+        head=[f"{x}x ({at1[x]['seq_len']})" for x in mults] + [f'values / NONE at {top}x'],
         by_len=[[task, m, *(pct(avg(m, 'acc', x)) for x in mults),
                  f"{pct(avg(m, 'acc_value', top))} / {pct(avg(m, 'acc_none', top))}"] for m in ms],
         seeds=seeds, runs=[[task, m, *(f"{pct(acc[m, s][1]['acc'])} / {prim[m, s]:.1f}" for s in seeds)] for m in ms],
         models=f"{spec['config']}'s {cfg['n_layer']}-layer models",
-        spread=', and the spread between seeds is larger than the differences between mixers' if not
-        sum('not' not in v for v in verdicts.values()) else '',
-        setup=fill('length setup', task=task, live=cfg['num_kv_pairs'], updates=cfg['num_updates'],
-                   noun=UPDATES.get(task, 'updates'), tokens=cfg['block_size'], steps=cfg['max_iters']))
+        setup=fill('length setup', task=task, cfg=cfg, noun=UPDATES.get(task, 'updates')))
 
 
 def pilot_found():
@@ -331,7 +321,7 @@ def pilot_found():
         best = {m: [a for r in runs if r['mixer'] == m for *_, a in r.get('curve') or []] for m in sw.mixers}
         found.append(fill('length pilot level', x=x, first=first, best=' / '.join(
             f'{m} ' + (f'{100 * max(a):.1f}' if a else 'no evaluation') for m, a in best.items())))
-    return fill('length pilot', levels='; '.join(found)) if found else 'not run yet'
+    return '; '.join(found) or 'not run yet'
 
 
 def length_section():
@@ -346,21 +336,19 @@ def length_section():
     figure('length_acc.png', lambda *axes: [f['draw'](ax) for f, ax in zip(per, axes)], len(per))
     if reports:  # every run, seed by seed: too long for RESULTS.md
         runs = table(['task', 'mixer', *(f'seed {s}' for s in per[0]['seeds'])], [r for f in per for r in f['runs']])
-        Path(results_dir, 'length_runs.md').write_text(
-            f"# Every run of the length grid\n\nAccuracy at 1x / mean over 2x-{per[0]['top']} (%), as "
-            f"`scripts/results.py` reads them from `results/length_eval.jsonl`.\n\n{runs}\n")
+        Path(results_dir, 'length_runs.md').write_text(fill('length runs', top=per[0]['top'], runs=runs) + '\n')
 
     def each(key):  # a field of every task: one value where they agree, else each task's
         vals = {f['task']: f[key] for f in per}
         return vals[per[0]['task']] if len(set(vals.values())) == 1 else ', '.join(f'{v} on {t}' for t, v in vals.items())
     return dict(provenance=sw.provenance(rows), evaluated=sw.provenance(evals, 'evaluations'),
-                n_runs=sum(1 for _ in sw.grid()), setup='; '.join(f['setup'] for f in per), keys=each('keys'), models=each('models'),
-                grown=each('grown'), top=each('top'), n_seeds=each('n_seeds'),
+                n_runs=sum(1 for _ in sw.grid()), setup='; '.join(f['setup'] for f in per),
+                **{key: each(key) for key in ('keys', 'models', 'grown', 'top', 'n_seeds')},
                 evict=fill('length evict in' if 'evict' in acc else 'length evict out', pilot=pilot_found()),
                 by_len=table(['task', 'mixer', *per[0]['head']], [r for f in per for r in f['by_len']]),
                 verdicts='\n\n'.join(fill('length verdicts', **f) for f in per),
                 measured='; '.join(fill('length row', **f) for f in per),
-                spread_row='' if any(f['spread'] == '' for f in per) else '; seed-to-seed spread exceeds the differences')
+                spread_row=fill('length spread row') if all(f['spread'] for f in per) else '')
 
 
 def probe_section():
@@ -427,8 +415,7 @@ def kernel_section():
                     ratio(r, kr.get((SAFE, s))), ratio(r, kr.get(('FLA chunk_kda', s)))]
                    for (c, s), r in kr.items() if 'check_g' not in c),
         fwd=span(vs(EDA, 'fwd_ms')), fwd_bwd=span(vs(EDA, 'fwd_bwd_ms')), peak=span(vs(EDA, 'peak_mib')),
-        kda_fwd=span(vs(KDA, 'fwd_ms')), kda_fwd_bwd=span(vs(KDA, 'fwd_bwd_ms')),
-        where=table(['shape', 'case', 'fwd+bwd ms', *(f'{n} ms' for n in KERNELS.values()), 'other ms'], where),
+        kda_fwd=span(vs(KDA, 'fwd_ms')), kda_fwd_bwd=span(vs(KDA, 'fwd_bwd_ms')), where=lines(where),
         par=ratios('_eda_prep_kernel', '_eda_dh_prep_kernel', '_eda_bwd_kernel'),
         walks=ratios('_eda_fwd_kernel', '_eda_bwd_dh_kernel'), floor=lines(floor),
         fla0=fla0, eda0=eda0, eda0_x=f'{eda0 / fla0:.2f}x', kda0_x=f'{kda0 / fla0:.2f}x')
@@ -438,12 +425,9 @@ def train_section():
     trains, layers = read_rows('train.jsonl', 'train'), read_rows('train.jsonl', 'model_train_layer')
     runs = {(r['mixer'] + r['tag'], r['block_size']): r for r in trains}
     ctx, tf = sorted({T for _, T in runs}), MIXER_NAMES['transformer']
-    out = []
-    for T in ctx:
-        e, rc, t = runs['eda', T], runs['eda_recompute', T], runs['transformer', T]
-        out.append([T, f"{e['tok_s']:,} ({rc['tok_s']:,})", f"{t['tok_s']:,}",
-                    f"{e['tok_s'] / t['tok_s']:.2f}x ({rc['tok_s'] / t['tok_s']:.2f}x)",
-                    f"{e['peak_gib']:.1f} ({rc['peak_gib']:.1f}) / {t['peak_gib']:.1f}"])
+    x = {(m, T): runs[m, T]['tok_s'] / runs['transformer', T]['tok_s'] for m, T in runs}  # over the Transformer's
+    out = [fill('train row', T=T, e=runs['eda', T], rc=runs['eda_recompute', T], t=runs['transformer', T],
+                x=x['eda', T], rx=x['eda_recompute', T]) for T in ctx]
 
     def draw(ax):
         for m, label in (('eda', 'EDA hybrid'), ('eda_recompute', 'EDA hybrid, recomputed states'), ('transformer', tf)):
@@ -455,11 +439,10 @@ def train_section():
     name = lambda r: (tf if r['mixer'] == 'transformer' else r['mixer']) + (  # noqa: E731
         ', ' + ', '.join(r['overrides']) if r['overrides'] else '')
     return dict(
-        made=made(trains, True), layers_made=made(layers, True), table=lines(out),
+        made=made(trains, True), layers_made=made(layers, True), table='\n'.join(out),
         layers=lines([name(r), r['layer'], r['count'], f"{r['fwd_bwd_ms']:.3f}", '—' if r['core_ms'] is None else
                       f"{r['core_ms']:.3f}", f"{r['kept_bytes_per_token']:,}"] for r in layers),
-        ratios=', '.join(f"{runs['eda', T]['tok_s'] / runs['transformer', T]['tok_s']:.2f}x at {T}"
-                         for T in (ctx[0], ctx[-2], ctx[-1])))
+        ratios=', '.join(f"{x['eda', T]:.2f}x at {T}" for T in (ctx[0], ctx[-2], ctx[-1])))
 
 
 def decode_section():
