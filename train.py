@@ -107,8 +107,7 @@ def model_config():
 
 
 def settings_problems():
-    """The settings no run can use, one line each, found before any work: torch or numpy would stop on them only
-    once the model is built, or silently misbehave (a negative grad_clip flips the gradients)."""
+    """The settings no run can use, one line each, before any work (a negative grad_clip would flip the gradients)."""
     g = globals()
     out = [f'{n} must be >= 1, got {g[n]}' for n in ('batch_size', 'gradient_accumulation_steps', 'eval_iters',
                                                       'eval_interval', 'log_interval') if g[n] < 1]
