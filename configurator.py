@@ -15,8 +15,10 @@ A None default has no type to check: annotate it (`lr_decay_iters: int | None = 
 import ast
 import dataclasses
 import difflib
+import fcntl
 import inspect
 import io
+import os
 import sys
 import tokenize
 import traceback
@@ -165,3 +167,22 @@ def file_text(value, what):
         raise ValueError(f"cannot read {what} {path}: {err.strerror}") from None
     except UnicodeDecodeError as err:
         raise ValueError(f"{what} {path} is not valid UTF-8 text ({err.reason} at byte {err.start})") from None
+
+
+def hold_lock(path):
+    """Lock the file `path` for this process's life (the kernel lets go however it ends), writing the pid in it: one
+    live process per file (train.py's out_dir, sweep.py's results). Returns (fd, None), or (fd, the holder's pid)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return fd, os.pread(fd, 32, 0).decode(errors='replace').strip() or 'not yet written'
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f'{os.getpid()}\n'.encode(), 0)
+    return fd, None
+
+
+def fmt_time(s):
+    """Seconds as h:mm:ss (train.py's and sweep.py's ETAs)."""
+    s = int(s)
+    return f'{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}'

@@ -2,18 +2,11 @@
 Many small train.py runs over a grid (tasks x difficulty x mixers x learning rates x seeds), several at once,
 each run's row appended to a JSONL file as it ends; then a table and a figure from it. Zoology's protocol: each
 mixer at its best learning rate (best mean over seeds), with the spread over seeds and every run kept.
-
-    python sweep.py config/sweep/synthetic.py             # the erase benchmark of RESULTS.md
-    python sweep.py config/sweep/synthetic.py --jobs=4    # 4 runs at a time (small runs share a GPU's time)
-    python sweep.py config/sweep/synthetic.py --report_only=True   # table + figure from the results file
-
 A run is a `python train.py <task config> <level args> --mixer=.. --learning_rate=.. --seed=..` process: a sweep
-trains what a user's command trains. The same command resumes (runs in the results file are not run again, failed
-ones are). Stopping the sweep (even SIGKILL, on Linux) stops its runs; a second sweep on its results file is
-refused. Relative paths are the repository's, else (a grid file, a task's config) the working directory's.
+trains what a user's command trains, and the same command resumes. Relative paths are the repository's, else (a
+grid file, a task's config) the working directory's.
 """
 import ctypes
-import fcntl
 import itertools
 import json
 import math
@@ -26,7 +19,7 @@ import sys
 import time
 from collections import Counter
 
-from configurator import configure
+from configurator import configure, fmt_time, hold_lock
 
 HERE, CWD = os.path.dirname(os.path.abspath(__file__)), os.getcwd()
 sys.path.insert(0, os.path.join(HERE, 'scripts'))
@@ -45,19 +38,17 @@ mixers = {m: [f'--mixer={m}'] for m in ('eda', 'kda', 'gdn', 'gdn2', 'transforme
 learning_rates = [1e-3]       # [] : the task config's own
 seeds = [0, 1, 2]
 best_seeds = []               # more seeds at each mixer's best lr (chosen on `seeds`), once its `seeds` x lrs are in
-best_repeats = 0              # more runs of seeds[0] there: a GPU trains a command a little differently each time
-                              # (atomic adds, bf16); the report sets that beside the spread over seeds
+best_repeats = 0              # more runs of seeds[0] there: the GPU's run-to-run noise, beside the spread over seeds
 checkpoints = False           # True: a checkpoint at every evaluation, from which a run cut off goes on
 pairs = []                    # [[A, B], ...]: mixers compared seed by seed (a seed fixes the data), at best lrs
-paired_from = {}              # {task: another sweep's name} whose rows give a mixer of `pairs` this sweep lacks (the
-                              # config must say those runs had this sweep's commands but the mixer)
+paired_from = {}              # {task: another sweep's name} whose rows (same commands) give a mixer `pairs` lacks here
 extra = []                    # train.py args for every run, e.g. ['--max_iters=1000']
 jobs = 4                      # runs at a time; on CUDA each starts on the visible GPU running the fewest
 mixer_jobs = {}               # {mixer: most runs of it at a time}, for a mixer whose runs take more memory
 run_timeout = 1800            # seconds; a run still going then is killed and recorded as 'timeout'
 start_until = 0.0             # seconds into the sweep after which no new run starts (0: no limit)
-deadline = 0.0                # seconds into the sweep by which every run should have ended (0: none): a run starts
-                              # if the median time of its level's finished runs made with as many at once fits
+deadline = 0.0                # seconds into the sweep by which every run should end (0: none): a run starts only if
+                              # the median time of its level's finished runs, made with as many at once, fits
 retry_failed = True           # rerun runs that failed or timed out (the newest row of a run is reported)
 report_only = False           # only rebuild the table and figure from the results file
 evaluate = []                 # [[what, eval.py args...], ...] on each ok run's checkpoint (notes/eval.md)
@@ -122,7 +113,6 @@ def grid_problem():
         return f'{bad} must be a list of ints, got {globals()[bad]!r}'
     if set(paired_from) - set(tasks):
         return f'paired_from names tasks this sweep does not have: {sorted(set(paired_from) - set(tasks))}'
-    return None
 
 
 if problem := grid_problem():
@@ -339,26 +329,21 @@ def past_time(todo, running, took, t0, at_once):
 
 
 def hold_results_file():
-    """Check that the results and runs can be written, and lock the results file for the sweep's life (the lock
-    goes with the process): two sweeps on one file would run every run twice and delete each other's run folders."""
+    """Check that the results and runs can be written, and lock the results file for the sweep's life: two sweeps
+    on one file would run every run twice and delete each other's run folders. Returns the lock's fd."""
     try:
         for folder in (results_dir, runs_dir):
             os.makedirs(folder, exist_ok=True)
         if os.path.isdir(results_path) or (os.path.exists(results_path) and not os.access(results_path, os.W_OK)):
             raise OSError(0, 'a folder' if os.path.isdir(results_path) else 'read-only', f'the results file '
                           f'{results_path}')
-        fd = os.open(f'{results_path}.lock', os.O_RDWR | os.O_CREAT, 0o644)
+        fd, holder = hold_lock(f'{results_path}.lock')
     except OSError as err:
-        sys.exit(f'sweep: cannot write {err.filename} ({err.strerror}); nothing was run: give a writable '
-                 f'--results_dir and --runs_dir')
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        holder = os.pread(fd, 32, 0).decode(errors='replace').strip() or '?'
+        sys.exit(f'sweep: cannot write {err.filename or results_path + ".lock"} ({err.strerror}); nothing was run: '
+                 f'give a writable --results_dir and --runs_dir')
+    if holder:
         sys.exit(f'sweep: another sweep (pid {holder}) is running on {results_path}; nothing was run: wait for it '
                  f'to end, or give this one another --name or --results_dir')
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f'{os.getpid()}\n'.encode(), 0)
     return fd
 
 
@@ -467,11 +452,6 @@ def next_startable(todo, running):
     """The index of the first run of todo whose mixer is under its mixer_jobs cap, or None."""
     return next((i for i, (row, _) in enumerate(todo) if sum(r.row['mixer'] == row['mixer'] for r in running)
                  < mixer_jobs.get(row['mixer'], math.inf)), None)
-
-
-def fmt_time(s):
-    s = int(s)
-    return f'{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}'
 
 
 # ----------------------------------------------------------------------------------------------------

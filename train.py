@@ -1,15 +1,9 @@
 """
-Train an EDA hybrid (or any mixer of model.py). nanoGPT's shape: settings at the top, overridden by
-config files and --key=value (configurator.py), then one straight script.
-
-    python train.py                                    # the toy: a byte-level model of the stdlib source, CPU ok
-    python train.py config/eda_125m.py --mixer=kda     # a config file, then overrides
-    python train.py --dry_run=True config/dense_2p5b.py    # model size and memory only, no data, no GPU
-    torchrun --standalone --nproc_per_node=8 train.py config/dense_2p5b.py --parallel=fsdp
+Train an EDA hybrid (or any mixer of model.py). nanoGPT's shape: settings at the top, overridden by config files and
+--key=value (configurator.py), then one straight script. README.md shows the commands; notes/train.md the design.
 """
 import dataclasses
 import errno
-import fcntl
 import importlib.util
 import json
 import math
@@ -29,7 +23,7 @@ from tqdm import tqdm
 from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_optimizer_state_dict,
                                                      set_model_state_dict, set_optimizer_state_dict)
 
-from configurator import configure, settings_of
+from configurator import configure, fmt_time, hold_lock, settings_of
 from data.prepare import TokenFileError, dataset_dir, load_tokens, prepare_stdlib, read_meta
 from data.synthetic import TASKS as SYNTHETIC_TASKS, accuracy_counts, evict, mqar, reassign
 from model import GPT, CheckpointError, GPTConfig, load_checkpoint
@@ -73,12 +67,10 @@ lr_schedule_start = 0         # the step at which warmup starts: a midtraining s
 # system
 device = 'auto'               # 'auto' (cuda if available, else cpu), 'cpu', 'cuda', 'cuda:1', ...
 dtype = 'auto'                # 'auto' (bfloat16 autocast on GPUs that have it, else float32), 'float32', 'bfloat16', 'float16'
-compile: bool | None = None   # torch.compile each block and the loss head's softmax; None: on one CUDA GPU only,
-                              # where it is measured faster (notes/train.md), not under torchrun
+compile: bool | None = None   # torch.compile each block and the loss head's softmax; None: on one CUDA GPU only
 grad_checkpoint = False       # recompute each block in backward (less activation memory, ~a forward more time)
 parallel = 'ddp'              # under torchrun: 'ddp' (replicas) or 'fsdp' (FSDP2: sharded per block)
-fsdp_meta_init = False        # fsdp: build on the meta device, init each shard on its GPU (models too big to build
-                              # on the host once per rank); the same init as the CPU-built one
+fsdp_meta_init = False        # fsdp: build on the meta device, init each shard on its GPU (same init, less host memory)
 seed = 1337                   # the init (model.param_generator) and the training batches
 eval_seed = 0                 # the validation batches: every run, whatever its seed, scores the same sample
 dry_run = False               # build the model on the meta device, print sizes and memory, exit
@@ -87,8 +79,7 @@ progress = True               # tqdm progress bar (rank 0, on a terminal)
 debug_nan_at = -1             # make the loss NaN at this step (test of the non-finite stop)
 debug_crash_on_save = 0       # die halfway through writing the Nth checkpoint (test of atomic saves)
 
-# model: every model.GPTConfig field is a setting here (model.py documents each) at GPTConfig's default: the toy
-# model of plain `python train.py`, a byte-level 3:1 EDA hybrid that trains on a 2-core CPU in under 5 minutes.
+# model: every model.GPTConfig field (model.py documents each), at its default: the toy model (notes/train.md)
 globals().update(dataclasses.asdict(GPTConfig()))
 vocab_size: int | None = None  # None: the dataset's vocab (256 for bytes); set it larger to pad (e.g. 50304)
 configure(globals())
@@ -116,8 +107,7 @@ def model_config():
 
 
 def settings_problems():
-    """The settings no run can use, one line each, found before any work: torch or numpy would stop on them only
-    once the model is built, or silently misbehave (a negative grad_clip flips the gradients)."""
+    """The settings no run can use, one line each, before any work (a negative grad_clip would flip the gradients)."""
     g = globals()
     out = [f'{n} must be >= 1, got {g[n]}' for n in ('batch_size', 'gradient_accumulation_steps', 'eval_iters',
                                                       'eval_interval', 'log_interval') if g[n] < 1]
@@ -248,31 +238,19 @@ def no_follow(path, flags):
 
 
 def lock_out_dir():
-    """Hold an flock on out_dir/lock for the run's life (released when the process ends, however it ends): one
-    live run per folder. Returns None, or why the folder cannot be had (another run's pid)."""
-    global lock_fd
+    """Hold out_dir/lock for the run's life: one live run per folder. Returns None, or why the folder cannot be had."""
     path = os.path.join(out_dir, 'lock')
     try:
-        lock_fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-    except OSError as err:
-        return f'cannot open the lock file {path}: {err.strerror or err}'
-    try:
-        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(lock_fd, 32, 0).decode(errors='replace').strip() or 'not yet written'
-        return (f'out_dir {out_dir!r} is in use by another run (pid {holder}): wait for it to end, or choose '
-                f'another --out_dir')
-    except OSError as err:  # a file system without locks
+        holder = hold_lock(path)[1]
+    except OSError as err:  # (a file system without locks too)
         return f'cannot lock {path}: {err.strerror or err}'
-    os.ftruncate(lock_fd, 0)
-    os.write(lock_fd, f'{os.getpid()}\n'.encode())
-    return None
+    return holder and (f'out_dir {out_dir!r} is in use by another run (pid {holder}): wait for it to end, or '
+                       f'choose another --out_dir')
 
 
 # Output -------------------------------------------------------------------------------------------------------
-# out_dir is made and tried for writing (every rank) before any data or model work; a run replaces another run's
-# files only when asked to, and continues the one in out_dir only when it resumes from out_dir's own checkpoint
-# (resumed from another folder, midtraining, it is a new run there). An evaluation (eval_only) writes nothing.
+# out_dir is made and tried before any data or model work; a run replaces another's files only when asked to, and
+# continues the one in out_dir only when it resumes from out_dir's own checkpoint. eval_only writes nothing.
 ckpt_path = os.path.join(out_dir, 'ckpt.pt')
 log_path = os.path.join(out_dir, 'log.jsonl')
 src = os.path.join(resume_dir or out_dir, 'ckpt.pt')  # what init_from='resume' loads
@@ -311,8 +289,7 @@ if not eval_only:
 
 
 # Data ---------------------------------------------------------------------------------------------------------
-# A batch is a pure function of (seed, purpose, step, micro-batch index over all ranks): a resumed run sees the
-# batches the uninterrupted run would have, a 1-GPU run the global batch of an N-GPU run.
+# A batch is a pure function of (seed, purpose, step, micro-batch index over all ranks): notes/train.md says why.
 data_dir = dataset_dir(dataset)
 splits, meta = {}, {}  # meta: {} when there is none; a damaged one exits naming the field
 if is_synthetic:
@@ -379,8 +356,7 @@ if init_from == 'resume':
                                                 'rng', 'data_position'), mmap=True)
     except CheckpointError as err:
         fail(err)
-    # the architecture comes from the checkpoint (older ones' retired fields dropped); block_size (midtraining),
-    # the backends and the loss head's chunk are run-time choices and come from the current settings
+    # the architecture from the checkpoint (retired fields dropped); run-time choices from the current settings
     runtime = ('block_size', 'la_backend', 'attn_decode', 'head_chunk_rows')
     arch = {k: v for k, v in checkpoint['model_args'].items() if k not in runtime and k in model_fields}
     for k, v in arch.items():
@@ -419,23 +395,18 @@ def available_memory():
         return None
 
 
-def cpu_memory_needed():
-    """(bytes, a breakdown) a CPU run takes, roughly: 16 B a parameter (fp32 weights, gradients, AdamW's moments),
-    and the activations: ~72 floats a channel and 4 an FFN unit per token and layer, and attention's scores
-    (config/stdlib_26m.py with gdn: 22.2 GiB estimated, where a run was seen to grow to 23 GB)."""
+if device_type == 'cpu' and master and (available := available_memory()) is not None:
+    # what a CPU run takes, roughly: 16 B a parameter (fp32 weights, gradients, AdamW's moments), and the activations:
+    # ~72 floats a channel and 4 an FFN unit per token and layer, and attention's scores (config/stdlib_26m.py with
+    # gdn: 22.2 GiB estimated, where a run was seen to grow to 23 GB)
     with torch.device('meta'):
-        n = GPT(cfg).param_summary()['total']
+        weights = 16 * GPT(cfg).param_summary()['total']
     layers = 1 if grad_checkpoint else cfg.n_layer  # (recomputed in the backward: about one layer's kept)
     acts = 4 * batch_size * block_size * layers * (72 * cfg.n_embd + 4 * cfg.ffn_hidden)
     acts += 8 * batch_size * cfg.n_head * block_size ** 2 * sum(map(cfg.is_attention_layer, range(cfg.n_layer)))
-    return 16 * n + acts, (f'weights, gradients and AdamW state {16 * n / 2**30:.1f} GiB + activations '
-                           f'{acts / 2**30:.1f} GiB')
-
-
-if device_type == 'cpu' and master and (available := available_memory()) is not None:
-    need, parts = cpu_memory_needed()
-    if need > available:  # the kernel's OOM killer would end it with a bare 'Killed'
-        say(f'warning: this CPU run needs roughly {need / 2**30:.1f} GiB ({parts}), more than the '
+    if weights + acts > available:  # the kernel's OOM killer would end it with a bare 'Killed'
+        say(f'warning: this CPU run needs roughly {(weights + acts) / 2**30:.1f} GiB (weights, gradients and AdamW '
+            f'state {weights / 2**30:.1f} GiB + activations {acts / 2**30:.1f} GiB), more than the '
             f'{available / 2**30:.1f} GiB of memory available: the kernel may kill it. Lower --batch_size (with '
             f'more --gradient_accumulation_steps) or --block_size, or run it on a GPU')
 meta_init = distributed and parallel == 'fsdp' and fsdp_meta_init
@@ -610,11 +581,6 @@ def kept_checkpoint():
     if os.path.exists(ckpt_path):
         return f'this run wrote no checkpoint ({ckpt_path} is from an earlier run, unchanged)'
     return 'no checkpoint was written'
-
-
-def fmt_time(s):
-    s = int(s)
-    return f'{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}'
 
 
 # Logging ------------------------------------------------------------------------------------------------------
@@ -819,8 +785,7 @@ if not eval_only and master:
 if distributed:
     dist.barrier()  # no rank tears its gloo/NCCL pairs down while a peer may still be talking to it
     dist.destroy_process_group()
-    # Leave without interpreter teardown, where objects holding the process group (DDP's reducer) are freed in
-    # no fixed order: 2-rank gloo CPU runs aborted now and then ('terminate called without an active exception')
+    # no interpreter teardown: freeing DDP's reducer there aborted 2-rank gloo CPU runs now and then
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
