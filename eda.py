@@ -1,14 +1,11 @@
 """
 Erase-then-Delta Attention (EDA), the update rule three ways, side by side.
 
-Paper: "Erase-then-Delta Attention", Method section (Eq. numbers refer to its labels). Per value head, with a
-recurrent memory S (K x V):
-
+Paper: "Erase-then-Delta Attention", Method section (Eq. numbers refer to its labels). Per value head, a recurrent
+memory S (K x V) is updated right to left: decay D_t = Diag(exp(g_t)), erase at the address e_t (Eq. erase_step),
+then the usual delta correction and write at k_t (Eq. eda_two_stage):
     S_t = (I - beta_t k_t k_t^T) (I - gamma_t e_t e_t^T) D_t S_{t-1} + beta_t k_t v_t^T      (Eq. ed)
     o_t = S_t^T q_t
-
-factors applied right to left: decay D_t = Diag(exp(g_t)), erase at the address e_t (Eq. erase_step), then the
-usual delta correction and write at k_t (Eq. eda_two_stage).
 
 1. eda_recurrent: one token at a time. Dead simple; it is the spec.
 2. eda_chunk:     the chunk-parallel form of Sec. 3.4 in plain PyTorch: the erase and write sub-steps interleaved
