@@ -490,13 +490,12 @@ class GatedAttention(nn.Module):
         if cache is not None and T == 1:  # decoding: one query per head against the cache
             y = self._decode_attention(q, cache, pos)
         else:                             # training, or a prefill of T > 1 tokens after pos cached ones
-            mask, causal = None, True
+            mask = None  # causal
             if cache is not None:
                 k, v = cache["k"][:, :, :pos + T].to(q.dtype), cache["v"][:, :, :pos + T].to(q.dtype)
                 if pos > 0:  # queries at pos..pos+T-1 see keys 0..their own position
-                    causal = False
                     mask = torch.arange(pos + T, device=x.device) <= (pos + torch.arange(T, device=x.device))[:, None]
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None,
                                                enable_gqa=self.nkv != self.nh)
         y = y.transpose(1, 2) * torch.sigmoid(gate)                       # elementwise gate per head dim
         return self.o_proj(y.reshape(B, T, self.nh * self.hd))
