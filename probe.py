@@ -421,8 +421,7 @@ def read_tokens(ckpt):
     if name is None:
         fail("the checkpoint does not record its dataset: pass --dataset=<name or folder> or --text=...")
     if name in SYNTHETIC_TASKS:
-        fail(f"the checkpoint was trained on the synthetic task {name!r}: pass a text dataset (--dataset=...) "
-             f"or --text=...")
+        fail(f"the checkpoint was trained on the synthetic task {name!r}: pass a text --dataset=... or --text=...")
     folder = dataset_dir(name)
     try:
         data, _ = load_tokens(os.path.join(folder, f'{split}.bin'))
