@@ -1,6 +1,7 @@
 """
-Decoding with a model of model.py: the cache, prefill and decode steps, decode steps replayed from a CUDA
-graph, sampling from logits, and the decode loop.
+Decoding with a model of model.py: the cache, prefill and decode steps (replayed from a CUDA graph), sampling. Every
+layer's forward takes its part of the cache, so prefill and decoding run the model's one forward path (why a step
+runs as it does: notes/decode.md; the command line: sample.py).
 
     out = generate(model, idx, max_new_tokens, temperature=0.8)   # idx [B, T] -> [B, T + max_new_tokens]
     cache = new_cache(model, B)
@@ -8,22 +9,16 @@ graph, sampling from logits, and the decode loop.
     logits, cache = decode_step(model, next_tokens, cache)          # one token per row, one recurrent step
     step = GraphDecoder(model, cache)    # after prefill(model, idx, cache)
     logits = step(next_tokens)           # [B] or [B,1] -> [B,1,vocab]; advances cache['pos'] like decode_step
-
-Every layer's forward takes its part of the cache, so prefill and decoding run the model's one forward path. Why a
-step runs as it does: notes/decode.md. sample.py is the command line.
 """
 import math
 import warnings
 
 import torch
 
-from model import check_compile, check_kv_room
+from model import check_compile, check_kv_room, maybe_compiled
 
 
-# ----------------------------------------------------------------------------------------------------
-# Argument checks (sample.py states its settings' problems with the same words)
-
-
+# Argument checks (sample.py states its settings' problems with the same words) --------------------------------
 def sampling_problem(temperature, top_k, top_p):
     """What no sampling can use among these settings (a sentence), or None."""
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature < math.inf:
@@ -63,10 +58,7 @@ def check_step_tokens(idx_next, cache, who):
         raise ValueError(f"{who}: {idx_next.numel()} tokens for a cache of batch {cache_batch(cache)}")
 
 
-# ----------------------------------------------------------------------------------------------------
-# The cache and the steps on it
-
-
+# The cache and the steps on it --------------------------------------------------------------------------------
 def new_cache(model, batch_size, max_len=None, device=None, dtype=None):
     """An empty decoding cache for model, {"pos": tokens consumed so far, "layers": one dict per block}:
         linear layer:    {"conv": [B, la_conv_size-1, 2*H*K + HV*V] the last conv inputs (dtype),
@@ -103,10 +95,9 @@ def _cached_blocks(model, idx, cache, pos):
 
 @torch.no_grad()
 def prefill(model, idx, cache, all_logits=False, chunk_size=None):
-    """Run the prompt idx [B,T] through the chunked path from the cache's state (pos may be > 0). chunk_size: that
-    many tokens at a time, each piece continuing from the cache, so that a long prompt's activations and attention
-    scores are those of one piece; None: all T at once. Returns (logits [B,1,vocab] for the last position, or
-    [B,T,vocab] with all_logits, cache)."""
+    """Run the prompt idx [B,T] through the chunked path from the cache's state (pos may be > 0), chunk_size tokens
+    at a time (None: all T at once), so that a long prompt's activations and attention scores are those of one piece.
+    Returns (logits [B,1,vocab] for the last position, or [B,T,vocab] with all_logits, cache)."""
     if chunk_size is not None and (type(chunk_size) is not int or chunk_size < 1):  # a bool is no size
         raise ValueError(f"prefill: chunk_size must be a positive int or None, got {chunk_size!r}")
     if problem := tokens_problem(idx, model.config.vocab_size):
@@ -143,10 +134,7 @@ def static_decode_step(model, idx, cache, pos):
     return model.lm_head(model.norm_f(x))
 
 
-# ----------------------------------------------------------------------------------------------------
-# CUDA-graph replay of decode steps
-
-
+# CUDA-graph replay of decode steps ----------------------------------------------------------------------------
 def cuda_graph_problem(model):
     """Why the model's decode steps cannot be replayed from a CUDA graph (a sentence), or None if they can."""
     if model.config.moe:
@@ -176,11 +164,10 @@ def decode_state_snapshot(model, cache):
 
 
 class GraphDecoder:
-    """decode_step for one cache, captured once as a CUDA graph and replayed per token: a step's ~1000 kernel
-    launches become one (notes/decode.md). The graph replays static_decode_step on fixed addresses: the returned
-    logits are overwritten by the next call; the position is re-read from cache['pos'], so prefill or decode_step
-    may advance the cache in between. capture=False: the same step without a graph (the CPU tests'). compile:
-    capture torch.compile(static_decode_step, fullgraph=True) instead (True: Inductor, or a backend name)."""
+    """decode_step for one cache, captured once as a CUDA graph and replayed per token (why: notes/decode.md): the
+    logits returned are overwritten by the next call; the position is re-read from cache['pos'], so prefill or
+    decode_step may advance the cache in between. capture=False: the same step without a graph (the CPU tests').
+    compile: capture torch.compile(static_decode_step, fullgraph=True) instead (True: Inductor, or a backend name)."""
 
     @torch.no_grad()
     def __init__(self, model, cache, capture=True, compile=False):
@@ -188,8 +175,7 @@ class GraphDecoder:
             raise ValueError(f"GraphDecoder: cannot replay decode steps from a CUDA graph: {problem}")
         check_compile(compile)
         self.model, self.cache = model, cache
-        self.step_fn = static_decode_step if not compile else torch.compile(  # step_fn(model, tokens, cache, pos)
-            static_decode_step, fullgraph=True, **({} if compile is True else {"backend": compile}))
+        self.step_fn = maybe_compiled(static_decode_step, compile)  # step_fn(model, tokens, cache, pos)
         dev = model.wte.weight.device
         self.kv = [c for c, b in zip(cache["layers"], model.blocks) if b.is_attention]
         self.tok = torch.zeros(cache_batch(cache), 1, dtype=torch.long, device=dev)
@@ -197,30 +183,25 @@ class GraphDecoder:
         self.pos_is = None  # the value of self.pos, as last set or advanced (None: unknown)
         self.graph = None
         if capture:
-            self._capture()
+            self._check_room()
+            # Warm up outside the capture (compiling, cuBLAS's workspace: none of it may happen while capturing), on
+            # a side stream as torch.cuda.graph asks; the warm-up's real steps at cache['pos'] are undone after.
+            restore = decode_state_snapshot(model, cache)
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(2):
+                    self.pos.fill_(cache["pos"])
+                    self.step_fn(model, self.tok, cache, self.pos)
+            torch.cuda.current_stream().wait_stream(side)
+            restore()
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):  # records, runs nothing
+                self.logits = self.step_fn(model, self.tok, cache, self.pos)
 
     def _check_room(self):  # on the host: the graph's index_copy_ cannot check the device-side position
         for c in self.kv:
             check_kv_room(c, self.cache["pos"] + 1)
-
-    def _capture(self):
-        model, cache = self.model, self.cache
-        self._check_room()
-        # Warm up outside the capture (compiling, cuBLAS's workspace: none of it may happen while capturing), on a
-        # side stream as torch.cuda.graph asks; the warm-up's real steps at cache['pos'] are undone after.
-        restore = decode_state_snapshot(model, cache)
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                self.pos.fill_(cache["pos"])
-                self.step_fn(model, self.tok, cache, self.pos)
-        torch.cuda.current_stream().wait_stream(side)
-        restore()
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):  # records, runs nothing
-            self.logits = self.step_fn(model, self.tok, cache, self.pos)
-        self.pos_is = None
 
     @torch.no_grad()
     def __call__(self, idx_next):
@@ -231,19 +212,15 @@ class GraphDecoder:
         if self.pos_is != cache["pos"]:  # the first step, or the cache was advanced elsewhere
             self.pos.fill_(cache["pos"])
         if self.graph is not None:
-            self.graph.replay()
-            logits = self.logits
+            self.graph.replay()  # into self.logits
         else:
-            logits = self.step_fn(self.model, self.tok, cache, self.pos)
+            self.logits = self.step_fn(self.model, self.tok, cache, self.pos)
         cache["pos"] += 1
         self.pos_is = cache["pos"]
-        return logits
+        return self.logits
 
 
-# ----------------------------------------------------------------------------------------------------
-# Sampling and the decode loop
-
-
+# Sampling and the decode loop ---------------------------------------------------------------------------------
 def sample_next(logits, temperature=1.0, top_k=None, top_p=None):
     """logits [B, vocab] -> next tokens [B, 1]: greedy at temperature 0, else top-k / nucleus sampling."""
     if problem := sampling_problem(temperature, top_k, top_p):
@@ -270,8 +247,7 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None
     on_token(tokens [B,1]) is called for each new token batch, the first time right after the prefill.
     prefill_chunk: prefill's chunk_size. cuda_graph: replay decode steps from a CUDA graph (GraphDecoder). None:
     on a CUDA device when possible, else a warning says why not; True: a ValueError if not possible; False: plain
-    decode_step. compile: GraphDecoder's; needs the graph. n_vocab: sample only ids below it (a tokenizer's
-    vocabulary, where the model's is padded beyond it)."""
+    decode_step. compile: GraphDecoder's; needs the graph. n_vocab: sample only ids below it (a padded vocabulary)."""
     problem = tokens_problem(idx, model.config.vocab_size) or sampling_problem(temperature, top_k, top_p)
     if not problem and (type(max_new_tokens) is not int or max_new_tokens < 0):  # a bool is no count
         problem = f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}"
@@ -279,8 +255,7 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None
         raise ValueError(f"generate: {problem}")
     B, T = idx.shape
     if T + max_new_tokens > model.config.block_size:
-        raise ValueError(f"prompt ({T}) + max_new_tokens ({max_new_tokens}) exceeds block_size "
-                         f"({model.config.block_size})")
+        raise ValueError(f"prompt ({T}) + max_new_tokens ({max_new_tokens}) > block_size ({model.config.block_size})")
     if cuda_graph is not None and not isinstance(cuda_graph, bool):
         raise ValueError(f"cuda_graph must be None, True or False, got {cuda_graph!r}")
     check_compile(compile)

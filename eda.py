@@ -1,21 +1,16 @@
 """
 Erase-then-Delta Attention (EDA), the update rule three ways, side by side.
 
-Paper: "Erase-then-Delta Attention", Method section (Eq. numbers refer to its labels). Per value head, with a
-recurrent memory S (K x V):
-
+Paper: "Erase-then-Delta Attention", Method section (Eq. numbers refer to its labels). Per value head, a recurrent
+memory S (K x V) is updated right to left: decay D_t = Diag(exp(g_t)), erase at the address e_t (Eq. erase_step),
+then the usual delta correction and write at k_t (Eq. eda_two_stage):
     S_t = (I - beta_t k_t k_t^T) (I - gamma_t e_t e_t^T) D_t S_{t-1} + beta_t k_t v_t^T      (Eq. ed)
     o_t = S_t^T q_t
 
-factors applied right to left: decay D_t = Diag(exp(g_t)), erase at the address e_t (Eq. erase_step), then the
-usual delta correction and write at k_t (Eq. eda_two_stage).
-
 1. eda_recurrent: one token at a time. Dead simple; it is the spec.
 2. eda_chunk:     the chunk-parallel form of Sec. 3.4 in plain PyTorch: the erase and write sub-steps interleaved
-                  into one delta-rule (DPLR) sequence (Eq. double_data), WY representation + UT transform inside a
-                  chunk (Eq. wy_representation, ut_transformation), state passed between chunks (Eq. chunk_wise_eda).
-3. eda_triton:    the same signature, running the fused Triton kernels of kernel.py (eda_triton_decode: the fused
-                  recurrent kernel for decoding); eda.py checks the inputs.
+                  into one delta-rule (DPLR) sequence (Eq. double_data), solved chunk by chunk (chunk_delta_rule).
+3. eda_triton:    the same signature, running kernel.py's fused Triton kernels (eda_triton_decode: decoding).
 The three agree on the same inputs, or refuse them with the same ValueError (check_inputs, check_values): g > 0
 everywhere; a NaN or inf input in the reference paths 1 and 2 only (a host sync per call). GDN-2's rule
 (gdn2_recurrent, gdn2_chunk; Eq. gdn2_prelim), the comparison mixer, shares the chunked form's chunk_delta_rule.
@@ -34,10 +29,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-# ----------------------------------------------------------------------------------------------------
-# Gates: map the layer's decay projection `a` to a log decay g <= 0.
 
-
+# Gates: map the layer's decay projection `a` to a log decay g <= 0 --------------------------------------------
 def _amplitude(A_log, dt_bias):
     """A = exp(A_log), shaped to broadcast against dt_bias: one per channel ([HV, K], Eq. safe_gate's A_i) or one
     per head ([HV]: GDN's scalar gate, and checkpoints written before A was per channel)."""
@@ -47,21 +40,18 @@ def _amplitude(A_log, dt_bias):
 
 def safe_gate(a, A_log, dt_bias, lower_bound=-5.0):
     """EDA's bounded safe gate (Eq. safe_gate): g = l + (-l) * exp(-(A / |l|) * softplus(a + dt_bias)), in (l, 0],
-    fp32; a: [..., HV, K], A_log: [HV, K] (or [HV]), dt_bias: [HV, K]. Near softplus(.) = 0 it is the log gate,
-    g ~ -A * Delta; for large inputs it saturates at l instead of -inf."""
+    fp32; a: [..., HV, K], A_log: [HV, K] (or [HV]), dt_bias: [HV, K]. Saturates at l where the log gate -> -inf."""
     if lower_bound >= 0:
         raise ValueError(f"safe_gate: lower_bound must be negative, got {lower_bound}")
     l = float(lower_bound)
     A = _amplitude(A_log, dt_bias)
-    delta = F.softplus(a.float() + dt_bias.float())
-    return l + (-l) * torch.exp(-(A / abs(l)) * delta)
+    return l + (-l) * torch.exp(-(A / abs(l)) * F.softplus(a.float() + dt_bias.float()))
 
 
 def log_gate(a, A_log, dt_bias):
     """Mamba2 / Gated DeltaNet log-space gate (Eq. log_gate): g = -A * softplus(a + dt_bias), fp32, unbounded
     below. GDN uses it per head: a: [..., HV], A_log: [HV], dt_bias: [HV]."""
-    A = _amplitude(A_log, dt_bias)
-    return -A * F.softplus(a.float() + dt_bias.float())
+    return -_amplitude(A_log, dt_bias) * F.softplus(a.float() + dt_bias.float())
 
 
 def kda_gate(a, A_log, dt_bias, lower_bound=-5.0):
@@ -69,14 +59,10 @@ def kda_gate(a, A_log, dt_bias, lower_bound=-5.0):
     a: [..., HV, K], A_log: [HV, K] (or [HV]), dt_bias: [HV, K]."""
     if lower_bound >= 0:  # a positive bound would give g > 0: a growing memory
         raise ValueError(f"kda_gate: lower_bound must be negative, got {lower_bound}")
-    A = _amplitude(A_log, dt_bias)
-    return lower_bound * torch.sigmoid(A * (a.float() + dt_bias.float()))
+    return lower_bound * torch.sigmoid(_amplitude(A_log, dt_bias) * (a.float() + dt_bias.float()))
 
 
-# ----------------------------------------------------------------------------------------------------
-# Input checks shared by the three versions (kernel.py adds its own): a ValueError naming the argument.
-
-
+# Input checks shared by the three versions (kernel.py adds its own): a ValueError naming the argument ---------
 def check_inputs(q, k, v, e, g, beta, gamma, initial_state=None, b=None, w=None):
     """Validate shapes, dtypes and devices; return (B, T, H, HV, K, V). b, w: GDN-2's gates, in place of beta."""
     if (e is None) != (gamma is None):
@@ -120,9 +106,8 @@ def check_inputs(q, k, v, e, g, beta, gamma, initial_state=None, b=None, w=None)
 
 
 def check_values(g, finite=None):
-    """The checks that read values: g <= 0 everywhere (-inf, which clears the memory, included); no NaN or inf in the
-    tensors of `finite` ({name: tensor or None}). One host sync; skipped while torch.compile traces or a CUDA graph
-    captures (no value can be read back)."""
+    """The checks that read values: g <= 0 everywhere (-inf, which clears the memory, included); no NaN or inf in
+    `finite` ({name: tensor or None}). One host sync; skipped while compiling or capturing (nothing can be read)."""
     if torch.compiler.is_compiling() or (g.is_cuda and torch.cuda.is_current_stream_capturing()):
         return
     finite = {n: x for n, x in (finite or {}).items() if x is not None}
@@ -156,19 +141,14 @@ def _prepare(q, k, v, e, g, beta, gamma, scale, initial_state, check=True, b=Non
     return q, k, v, e, g, beta, gamma, S
 
 
-# ----------------------------------------------------------------------------------------------------
-# 1. The reference: one token at a time.
-
-
+# 1. The reference: one token at a time ------------------------------------------------------------------------
 def eda_recurrent(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False,
                   trace=None, check=True):
     """Step-by-step EDA (Eq. ed in its two-stage form, Eq. decayed_memory, erase_step, eda_two_stage).
-
     Returns (o [B, T, HV, V] in v's dtype, final_state [B, HV, K, V] or None). check: check_values (a host sync);
     False for callers that check what comes out instead (model.py: train.py stops on a non-finite loss).
     trace: None, or trace(t, S_hat, S_tilde, S) after each token, the states [B, HV, K, V] (compute dtype) after
-    the decay, the erase (S_hat itself without one) and the write: what the probes (probe.py) read.
-    """
+    the decay, the erase (S_hat itself without one) and the write: what the probes (probe.py) read."""
     out_dtype = v.dtype
     q, k, v, e, g, beta, gamma, S = _prepare(q, k, v, e, g, beta, gamma, scale, initial_state, check)
     outs = []
@@ -189,13 +169,9 @@ def eda_recurrent(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, ou
     return o.to(out_dtype), (S if output_final_state else None)
 
 
-# ----------------------------------------------------------------------------------------------------
-# 2. Chunk-parallel form (Sec. 3.4).
-
-
+# 2. Chunk-parallel form (Sec. 3.4) ----------------------------------------------------------------------------
 def double_sequence(q, k, v, e, g, beta, gamma):
-    """Interleave the erase and write sub-steps into one delta-rule sequence of length 2T (Eq. double_data).
-
+    """Interleave the erase and write sub-steps into one delta-rule sequence of length 2T (Eq. double_data):
     Sub-step 2t (0-based: erase of step t): (q', k', v', beta', g') = (0, e_t, 0, gamma_t, g_t)
     Sub-step 2t+1 (write of step t):        (q', k', v', beta', g') = (q_t, k_t, v_t, beta_t, 0)
     q, k are expanded to the HV value heads (e is per value head). The plain delta rule with decay (KDA form) on
@@ -215,9 +191,8 @@ def double_sequence(q, k, v, e, g, beta, gamma):
 
 
 def _causal_decayed_dots(x, y, G, strict, sub=16):
-    """P_ij = sum_d x_id y_jd exp(G_id - G_jd) for j <= i (j < i if strict), zero above; x, y, G: [..., C, K].
-
-    The paper's (A*X)(Y/A)^T of Eq. ut_transformation, anchored locally so that nothing overflows: for a block of
+    """P_ij = sum_d x_id y_jd exp(G_id - G_jd) for j <= i (j < i if strict), zero above; x, y, G: [..., C, K]:
+    the paper's (A*X)(Y/A)^T of Eq. ut_transformation, anchored locally so that nothing overflows: for a block of
     `sub` rows starting at s, exp(G_i - G_j) = exp(G_i - G_{s-1}) * exp(G_{s-1} - G_j) for every column j < s, both
     factors <= 1 as G only decreases; inside the diagonal block the masked G_i - G_j (<= 0) are exponentiated."""
     C = x.shape[-2]
@@ -239,20 +214,17 @@ def _causal_decayed_dots(x, y, G, strict, sub=16):
 
 def chunk_delta_rule(q, k, v, g, beta, S, chunk_size, read=None):
     """Chunked gated delta rule S_i = (I - b_i k_i k_i^T) D_i S_{i-1} + b_i k_i v_i^T, o_i = S_i^T q_i: the engine of
-    eda_chunk (on the doubled sequence for EDA, the tokens themselves for KDA/GDN) and gdn2_chunk.
-
-    Unchecked, on _prepare's inputs (compute dtype, grouped heads expanded, q scaled, g channel-wise):
-    q, k, g: [B, N, HV, K], v: [B, N, HV, V], beta: [B, N, HV], S (the initial state): [B, HV, K, V].
+    eda_chunk (on the doubled sequence for EDA, the tokens themselves for KDA/GDN) and gdn2_chunk. Unchecked, on
+    _prepare's inputs (compute dtype, grouped heads expanded, q scaled, g channel-wise): q, k, g: [B, N, HV, K],
+    v: [B, N, HV, V], beta: [B, N, HV], S (the initial state): [B, HV, K, V].
     Returns (o [B, N, HV, V], S_N). chunk_size: sub-steps per chunk (any positive int; N need not divide).
     `read` [B, N, HV, K] replaces k on the right (S_i = (I - b_i k_i read_i^T) ...): GDN-2's asymmetric step.
-
     Within a chunk, with G_i the cumulative log decay and Gamma_ij = exp(G_i - G_j) (i >= j), the UT transform
     (Eq. wy_representation, ut_transformation; notes/chunk_form.md §1) gives [U~ | W], the written values
     U = U~ - W S_0, and (Eq. chunk_wise_eda)
           O   = (exp(G) * Q) S_0 + Tril(Q_i^T Diag(Gamma_ij) k_j) U
           S_C = exp(G_C) * S_0 + sum_j (exp(G_C - G_j) * k_j) u_j^T
-    Only non-positive log decays are exponentiated (notes/chunk_form.md §2).
-    """
+    Only non-positive log decays are exponentiated (notes/chunk_form.md §2)."""
     B, N, HV, K = k.shape
     V = v.shape[-1]
     if N == 0:  # an empty sequence: no outputs, the state as it was
@@ -268,7 +240,6 @@ def chunk_delta_rule(q, k, v, g, beta, S, chunk_size, read=None):
         q, k, v, g, read = (F.pad(x, (0, 0, 0, 0, 0, pad)) for x in (q, k, v, g, read))
         beta = F.pad(beta, (0, 0, 0, pad))
     NC = (N + pad) // C
-    # [B, HV, NC, C, ...]
     q, k, v, g, read = (x.reshape(B, NC, C, HV, -1).permute(0, 3, 1, 2, 4).contiguous() for x in (q, k, v, g, read))
     beta = beta.view(B, NC, C, HV).permute(0, 3, 1, 2).contiguous()
 
@@ -289,8 +260,7 @@ def chunk_delta_rule(q, k, v, g, beta, S, chunk_size, read=None):
         outs.append(q_decayed[:, :, c] @ S + Qk[:, :, c] @ U)
         S = chunk_decay[:, :, c].unsqueeze(-1) * S + k_to_end[:, :, c].transpose(-1, -2) @ U
     o = torch.stack(outs, dim=2)                              # [B, HV, NC, C, V]
-    o = o.permute(0, 2, 3, 1, 4).reshape(B, NC * C, HV, V)[:, :N]
-    return o, S
+    return o.permute(0, 2, 3, 1, 4).reshape(B, NC * C, HV, V)[:, :N], S
 
 
 def eda_chunk(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False,
@@ -310,14 +280,11 @@ def eda_chunk(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
     return o.to(out_dtype), (S if output_final_state else None)
 
 
-# ----------------------------------------------------------------------------------------------------
-# GDN-2's update rule (Eq. gdn2_prelim), the comparison mixer:
+# GDN-2's update rule (Eq. gdn2_prelim), the comparison mixer --------------------------------------------------
 #     S_t = (I - k_t (b_t*k_t)^T) D_t S_{t-1} + k_t (w_t*v_t)^T,      o_t = S_t^T q_t
 # with a key-side erase gate b_t in (0,1)^K and a value-side write gate w_t in (0,1)^V. Its rank-1 vectors differ
 # (k left, b*k right), so kernel.py's symmetric kernels do not apply: chunk_delta_rule with a read direction.
 # Shapes as above; b [B,T,HV,K], w [B,T,HV,V].
-
-
 def _gdn2_prepare(q, k, v, g, b, w, scale, initial_state, check):
     """_prepare for GDN-2: the compute-dtype q, k, the erase/read direction b*k, the written value w*v, g, S."""
     q, k, v, _, g, _, _, S = _prepare(q, k, v, None, g, None, None, scale, initial_state, check, b=b, w=w)
@@ -348,10 +315,7 @@ def gdn2_chunk(q, k, v, g, b, w, scale=None, initial_state=None, output_final_st
     return o.to(v.dtype), (S if output_final_state else None)
 
 
-# ----------------------------------------------------------------------------------------------------
-# 3. Triton (kernel.py).
-
-
+# 3. Triton (kernel.py) ----------------------------------------------------------------------------------------
 def eda_triton(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False,
                check_g=True, chunk_size=None, launch=None, recompute_states=False):
     """Fused Triton EDA: same arguments and results as eda_recurrent (the final state fp32), differentiable in every
@@ -376,10 +340,7 @@ def eda_triton_decode(q, k, v, e, g, beta, gamma, state, scale=None, inplace=Tru
     return eda_decode(q, k, v, e, g, beta, gamma, state, scale=scale, inplace=inplace)
 
 
-# ----------------------------------------------------------------------------------------------------
-# Policy: which implementation of the rule a layer runs, and why the kernels cannot run it (model.py asks here).
-
-
+# Policy: which implementation of the rule a layer runs, why the kernels cannot run it (model.py asks) ---------
 def kernels():
     """kernel.py, imported on first use: Triton and the kernels' ops cost ~1 s that the PyTorch forms never need."""
     import kernel
@@ -408,8 +369,7 @@ def triton_problem(mixer, head_dim, v_head_dim):
     if mixer not in ("eda", "kda", "gdn"):
         return None
     for name, d in (("la_head_dim", head_dim), ("la_v_head_dim", v_head_dim)):
-        problem = kernels().head_dim_problem(d)
-        if problem:
+        if problem := kernels().head_dim_problem(d):
             return f"the Triton kernels cannot take {name}={d}: it {problem}"
     return None
 

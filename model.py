@@ -4,9 +4,8 @@ or MoE, in one file read top to bottom: GPTConfig; RMSNorm, SwiGLU; LinearAttent
 gates -> the update rule of eda.py -> norm, gate, o_proj); GatedAttention (GQA, q/k RMSNorm, RoPE, SDPA, sigmoid
 output gate); MoE; the chunked loss head; Block and GPT (each block takes an optional cache: decode.py); checkpoints.
 
-Paper: "Erase-then-Delta Attention" (Sec. 2-3: the update rules; Appendix A, Tables 6-7: the sizes). Open choices
-follow Kimi Linear's KDA and Gated DeltaNet / Qwen3-Next, checked against Table 7's counts (notes/params.md); the
-measurements behind the code: notes/model.md.
+Paper: "Erase-then-Delta Attention" (Sec. 2-3: the rules; Appendix A, Tables 6-7: the sizes). Open choices follow
+Kimi Linear's KDA and Qwen3-Next's GDN, checked against Table 7's counts (notes/params.md); why: notes/model.md.
 """
 import math
 import os
@@ -115,11 +114,20 @@ class GPTConfig:
         for name in ("transformer_n_kv_head", "transformer_ffn_hidden", "shared_expert_hidden", "attn_conv_size"):
             need(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
         need(self.attn_conv_size != 1, "attn_conv_size must be 0 (no conv) or >= 2, got 1")
+        need(0 < self.rope_frac <= 1, f"rope_frac must be in (0, 1], got {self.rope_frac}")
+        # resolved values: attributes, not config fields (so neither settings nor checkpoints hold them)
+        transformer = self.mixer == "transformer"
+        self.kv_heads = (transformer and self.transformer_n_kv_head) or self.n_kv_head
+        self.ffn_width = (transformer and self.transformer_ffn_hidden) or self.ffn_hidden
+        self.rope_dim = int(round(self.head_dim * self.rope_frac))
+        self.gate = DEFAULT_GATE.get(self.mixer, "log") if self.la_gate == "auto" else self.la_gate
+        self.A_init = DEFAULT_A_INIT[self.gate] if self.la_A_init == "auto" else self.la_A_init
+        # the mixer whose update rule the model runs: None where every layer is full attention
+        self.rule_mixer = None if all(map(self.is_attention_layer, range(self.n_layer))) else self.mixer
         need(self.n_head % self.kv_heads == 0,
              f"n_head={self.n_head} must be a multiple of the KV heads ({self.kv_heads}) for GQA")
         need(self.la_n_v_head % self.la_n_head == 0,
              f"la_n_v_head={self.la_n_v_head} must be a multiple of la_n_head={self.la_n_head} (grouped value heads)")
-        need(0 < self.rope_frac <= 1, f"rope_frac must be in (0, 1], got {self.rope_frac}")
         need(self.rope_dim % 2 == 0 and self.rope_dim > 0,
              f"rope_frac * head_dim = {self.rope_frac} * {self.head_dim} must be a positive even number of dims")
         need(self.la_gate_lower_bound < 0, f"la_gate_lower_bound must be negative, got {self.la_gate_lower_bound}")
@@ -130,40 +138,13 @@ class GPTConfig:
             problem = eda.triton_problem(self.rule_mixer, self.la_head_dim, self.la_v_head_dim)
             need(problem is None, f"{problem}; use la_backend='chunk'")
         if self.moe:
-            need(self.moe_topk <= self.n_expert,
-                 f"moe_topk must be in [1, n_expert={self.n_expert}], got {self.moe_topk}")
+            need(self.moe_topk <= self.n_expert, f"moe_topk must be <= n_expert={self.n_expert}, got {self.moe_topk}")
             need(self.moe_aux_coef >= 0, f"moe_aux_coef must be >= 0, got {self.moe_aux_coef}")
         else:
             need(self.ffn_width > 0, f"ffn_hidden must be positive, got {self.ffn_width}")
 
-    # resolved values (properties, so they are not config fields)
-    @property
-    def kv_heads(self):
-        return (self.mixer == "transformer" and self.transformer_n_kv_head) or self.n_kv_head
-
-    @property
-    def ffn_width(self):
-        return (self.mixer == "transformer" and self.transformer_ffn_hidden) or self.ffn_hidden
-
-    @property
-    def rope_dim(self):
-        return int(round(self.head_dim * self.rope_frac))
-
-    @property
-    def gate(self):
-        return DEFAULT_GATE.get(self.mixer, "log") if self.la_gate == "auto" else self.la_gate
-
-    @property
-    def A_init(self):
-        return DEFAULT_A_INIT[self.gate] if self.la_A_init == "auto" else self.la_A_init
-
     def is_attention_layer(self, i):
         return self.mixer == "transformer" or (i + 1) % self.attn_every == 0
-
-    @property
-    def rule_mixer(self):
-        """The mixer whose update rule the model runs: None where every layer is full attention."""
-        return None if all(map(self.is_attention_layer, range(self.n_layer))) else self.mixer
 
     def auto_backend_problem(self, on_cuda):
         """eda.auto_backend_problem of this config: why la_backend='auto' cannot run here, or None."""
@@ -181,8 +162,7 @@ class RMSNorm(nn.Module):
 
     def forward(self, x):
         xf = x.float()
-        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return (xf * self.weight.float()).to(x.dtype)
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight.float()).to(x.dtype)
 
 
 class SwiGLU(nn.Module):
@@ -239,8 +219,6 @@ def init_uniform_conv(weight, generator=None):
 
 
 # Linear attention: one recipe, the mixers' differences named where they occur --------------------------------
-# la_conv, la_gates, la_output (and the loss head's _head_chunk) run compiled when GPT's compile asks and there is
-# no cache (notes/model.md).
 _compiled = {}  # (fn, backend) -> torch.compile(fn), built on first use (importing the compiler costs ~2 s)
 
 
@@ -251,7 +229,8 @@ def check_compile(compile):
 
 
 def maybe_compiled(fn, compile):
-    """fn as written (compile False), or torch.compile(fn, fullgraph=True) with Inductor (True) or the named backend."""
+    """fn as written (compile False), or torch.compile(fn, fullgraph=True) with Inductor (True) or the named backend:
+    la_conv, la_gates, la_output and the loss head's _head_chunk, in a forward without a cache (notes/model.md)."""
     if not compile:
         return fn
     backend = "inductor" if compile is True else compile
@@ -308,8 +287,7 @@ class LinearAttention(nn.Module):
     x -> q, k [H heads], v [HV heads] -> short causal depthwise conv + SiLU; q, k L2-normalized.
     beta = sigmoid(W_b x)                                           (EDA, KDA, GDN; GDN-2 has b, w instead)
     decay:   channel-wise, low-rank d -> r*HV -> HV*K (KDA's f_a/f_b), through the gate; GDN: a = W_a x per head.
-    EDA:     gamma = sigmoid(W_g x) per value head; e = L2norm(low-rank d -> r*H -> H*K) per q/k head, shared
-             by the value heads of its group like k; no conv on e.
+    EDA:     gamma = sigmoid(W_g x) per value head; e = L2norm(low-rank d -> r*H -> H*K) per q/k head, like k.
     GDN-2:   b, w = sigmoid(low-rank d -> r*H -> H*K or H*V) per q/k head; channel-wise log decay.
     out:     per-head RMSNorm, times sigmoid(W_o_gate x) (full rank, Qwen3-Next style), then o_proj."""
 
@@ -433,7 +411,6 @@ class LinearAttention(nn.Module):
             o, S = eda.eda_chunk(q, k, v, e, g, beta, gamma, chunk_size=cfg.la_chunk_size, **ref)
         if cache is not None and S is not state:  # (the decode kernel has updated `state` in place already)
             state.copy_(S)
-        # per-head RMSNorm times the sigmoid output gate, then o_proj
         return self.o_proj(maybe_compiled(la_output, compile)(o, self.o_norm.weight, self.o_norm.eps, p["g_proj"]))
 
 
@@ -503,8 +480,7 @@ class GatedAttention(nn.Module):
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))                 # [B, h, T, hd]
         if static:  # a CUDA graph replays this step at every position: no shape depends on pos
             if cache["k"].dtype != q.dtype:  # converting the whole cache every step would cost more than attending
-                raise ValueError(f"static decoding needs the KV cache in the compute dtype {q.dtype}, got "
-                                 f"{cache['k'].dtype}")
+                raise ValueError(f"static decoding: the KV cache is {cache['k'].dtype}, the compute dtype {q.dtype}")
             cache["k"].index_copy_(2, pos, k.to(q.dtype))
             cache["v"].index_copy_(2, pos, v.to(q.dtype))
         elif cache is not None:
@@ -514,14 +490,12 @@ class GatedAttention(nn.Module):
         if cache is not None and T == 1:  # decoding: one query per head against the cache
             y = self._decode_attention(q, cache, pos)
         else:                             # training, or a prefill of T > 1 tokens after pos cached ones
-            mask, causal = None, True
+            mask = None  # causal
             if cache is not None:
                 k, v = cache["k"][:, :, :pos + T].to(q.dtype), cache["v"][:, :, :pos + T].to(q.dtype)
                 if pos > 0:  # queries at pos..pos+T-1 see keys 0..their own position
-                    causal = False
-                    mask = (torch.arange(pos + T, device=x.device)[None, :]
-                            <= (pos + torch.arange(T, device=x.device))[:, None])
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
+                    mask = torch.arange(pos + T, device=x.device) <= (pos + torch.arange(T, device=x.device))[:, None]
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None,
                                                enable_gqa=self.nkv != self.nh)
         y = y.transpose(1, 2) * torch.sigmoid(gate)                       # elementwise gate per head dim
         return self.o_proj(y.reshape(B, T, self.nh * self.hd))
@@ -542,8 +516,7 @@ class GatedAttention(nn.Module):
             keys, values, mask = ck[:, :, :pos + 1].to(q.dtype), cv[:, :, :pos + 1].to(q.dtype), None
         qg = q.reshape(B, self.nkv, self.nh // self.nkv, self.hd)  # GQA as query rows (enable_gqa: not every kernel)
         # the kernels chosen here, not by SDPA (its cuDNN plans anew for every key length); flash takes no mask
-        backends = [SDPBackend.EFFICIENT_ATTENTION] if mask is not None else [SDPBackend.FLASH_ATTENTION,
-                                                                              SDPBackend.EFFICIENT_ATTENTION]
+        backends = ([] if mask is not None else [SDPBackend.FLASH_ATTENTION]) + [SDPBackend.EFFICIENT_ATTENTION]
         with sdpa_kernel(backends if q.device.type == "cuda" else [SDPBackend.MATH]):
             y = F.scaled_dot_product_attention(qg, keys, values, attn_mask=mask)
         return y.reshape(B, self.nh, 1, self.hd)
@@ -731,7 +704,7 @@ class GPT(nn.Module):
         """idx [B,T] -> (logits [B,T,vocab], mean CE loss or None, aux_loss). With targets [B,T] the loss is the
         mean cross-entropy over the positions whose target is not -1; the plain head takes all positions (one graph
         under torch.compile). chunked_loss=True: logits None, the loss from _HeadLoss, which never holds the whole
-        logits (at 64k tokens and a 50k vocab: 13 GB in fp32) and, eager, skips the positions without a target."""
+        logits (64k tokens x 50k vocab: 13 GB in fp32) and, eager, skips the positions without a target."""
         x = self.wte(idx)
         aux = torch.zeros((), device=idx.device, dtype=torch.float32)
         for block in self.blocks:

@@ -1,18 +1,12 @@
 """
-The paper's memory-state probes (Sec. 4.4 sec:memory_state_analysis, Fig. eda_memory_state_analysis) on a trained
-checkpoint, for every EDA layer and value head on held-out text (notes/probe.md defines each and the choices the paper
-leaves open): (a) gate-strength allocation, shares q_m = b_m / (b_D + b_Delta + b_E) of decay, delta and erase,
-overall and per alpha_bar bin; (b) readout perturbation ||delta o_t|| / ||o_t^-|| for e_t and random, head-shuffled
-and e_t = k_t addresses (it grows with |q_t . e_t|); (c) geometry, mean |cos(e_t, k_t)| and |cos(e_t, q_t)| against
-independent directions; (d) raw write-key recall R(lag) = mean cos(S_t^T k_{t-lag}, v_{t-lag}), beside a KDA model.
-The replay is eda.eda_recurrent (the spec) in float64 on the layer's own rule inputs, checked against its output.
+The paper's memory-state probes (Sec. 4.4, Fig. eda_memory_state_analysis) on a trained checkpoint, for every EDA
+layer and value head on held-out text: (a) gate-strength allocation, (b) readout perturbation, (c) erase-address
+geometry, (d) raw write-key recall, beside a KDA model (notes/probe.md defines each and the choices the paper leaves
+open). The replay is eda.eda_recurrent (the spec) in float64 on the layer's own rule inputs, checked against its
+output. Prints a table per layer and overall; draws (a)-(c), and (d) with --compare, to a PNG (matplotlib: optional).
 
     python probe.py --out_dir=out/stdlib_26m                                # the checkpoint's val split
-    python probe.py --out_dir=out/eda --compare=out/kda --num_tokens=16384  # recall beside a KDA model
-    python probe.py --out_dir=out/eda --text=FILE:held_out.txt --png=probe.png
-    python probe.py --out_dir=out/eda --baseline=untrained                # each probe beside the untrained model
-
-Prints a table per layer and overall; draws (a)-(c), and (d) with --compare, to a PNG (matplotlib is optional).
+    python probe.py --out_dir=out/eda --text=FILE:held_out.txt --png=probe.png --num_tokens=16384
 """
 import math
 import os
@@ -64,11 +58,7 @@ def fail(msg):
     sys.exit(f"probe.py: {msg}")
 
 
-# ----------------------------------------------------------------------------------------------------
-# The probes, on one layer's rule inputs (shapes as in eda.py: q, k [B,T,H,K], v [B,T,HV,V], e [B,T,HV,K],
-# g [B,T,HV,K] or [B,T,HV], beta, gamma [B,T,HV]; e = gamma = None for KDA/GDN).
-
-
+# The probes, on one layer's rule inputs (eda.py's shapes; e = gamma = None for KDA/GDN) -----------------------
 def to_value_heads(x, HV):
     """q or k [B, T, H, K] -> [B, T, HV, K] in float64: value head i reads q/k head i // (HV // H), as in eda.py."""
     return x.double().repeat_interleave(HV // x.shape[2], dim=2)
@@ -147,8 +137,7 @@ def probe_inputs(inputs, lags=(), seed=0):
     res = dict(abar=abar.cpu(), shares=shares.cpu(), recall=actual['recall'].cpu(), o=actual['o'].cpu(),
                perturbation=None, cos=None, qcos=None)
     if inputs['e'] is not None:
-        res['cos'] = abs_cos(inputs['e'], inputs['k']).cpu()
-        res['qcos'] = abs_cos(inputs['e'], inputs['q']).cpu()
+        res.update(cos=abs_cos(inputs['e'], inputs['k']).cpu(), qcos=abs_cos(inputs['e'], inputs['q']).cpu())
         alternatives = counterfactual_addresses(inputs, torch.Generator().manual_seed(seed))
         names = [m for m, e in alternatives.items() if e is not None]
         replayed = replay(inputs, torch.cat([alternatives[m] for m in names]))['perturbation']  # one batch
@@ -182,10 +171,7 @@ def probe_model(model, idx, lags=(), seed=0):
     return results
 
 
-# ----------------------------------------------------------------------------------------------------
-# Summaries: per layer and pooled over layers (tokens and heads weigh equally).
-
-
+# Summaries: per layer and pooled over layers (tokens and heads weigh equally) ---------------------------------
 def bin_labels(edges):
     return [f"<{edges[0]:g}"] + [f"{a:g}-{b:g}" for a, b in zip(edges, edges[1:])] + [f">={edges[-1]:g}"]
 
@@ -223,10 +209,7 @@ def summarize(results, edges):
     return s
 
 
-# ----------------------------------------------------------------------------------------------------
-# Output
-
-
+# Output -------------------------------------------------------------------------------------------------------
 def pct(x):
     return '   n/a' if x is None or x != x else f"{100 * x:6.1f}"
 
@@ -391,10 +374,7 @@ def draw_figure(path, models, d_k, lag_list, edges):
     return path
 
 
-# ----------------------------------------------------------------------------------------------------
-# The script
-
-
+# The script ---------------------------------------------------------------------------------------------------
 def load_model(ckpt_dir, role):
     """(model on device, its config, the checkpoint dict); a one-line exit for anything unusable."""
     hint = f" ({role}): point {'--compare' if role == 'compare' else '--out_dir'} at a directory train.py wrote"
@@ -426,14 +406,14 @@ def describe(cfg):
 
 
 def read_tokens(ckpt):
-    """The probed token ids (a 1-D int64 tensor) and a description of where they came from."""
+    """The probed token ids (a 1-D int64 tensor, at most num_tokens) and a description of where they came from."""
     encoding = ckpt.get('encoding')
     if text is not None:
         if encoding is None or encoding.startswith('synthetic'):
             fail(f"the checkpoint {'records no tokenizer' if encoding is None else f'was trained on {encoding}'}: "
                  f"--text needs a text tokenizer; pass --dataset instead")
         try:  # (an unreadable file; text that cannot be encoded)
-            ids = load_tokenizer(encoding, 'probe.py').encode_ordinary(file_text(text, 'the text file'))
+            ids = load_tokenizer(encoding, 'probe.py').encode_ordinary(file_text(text, 'the text file'))[:num_tokens]
         except ValueError as err:
             fail(str(err))
         return torch.tensor(ids, dtype=torch.int64), text[5:] if text.startswith('FILE:') else 'the --text string'
@@ -441,8 +421,7 @@ def read_tokens(ckpt):
     if name is None:
         fail("the checkpoint does not record its dataset: pass --dataset=<name or folder> or --text=...")
     if name in SYNTHETIC_TASKS:
-        fail(f"the checkpoint was trained on the synthetic task {name!r}: pass a text dataset (--dataset=...) "
-             f"or --text=...")
+        fail(f"the checkpoint was trained on the synthetic task {name!r}: pass a text --dataset=... or --text=...")
     folder = dataset_dir(name)
     try:
         data, _ = load_tokens(os.path.join(folder, f'{split}.bin'))
@@ -490,8 +469,7 @@ def main():
                  f"{ckpt.get('encoding')!r}: the two must read the same tokens")
         runs.append((other_cfg.mixer.upper() if other_cfg.mixer != 'eda' else 'EDA-2', other, other_ckpt, compare))
 
-    tokens = read_tokens(ckpt)
-    tokens, source, chunk = tokens[0][:num_tokens], tokens[1], cfg.la_chunk_size
+    (tokens, source), chunk = read_tokens(ckpt), cfg.la_chunk_size
     if len(tokens) < chunk:
         fail(f"the text is {len(tokens)} tokens, shorter than one chunk ({chunk} tokens, the model's la_chunk_size): "
              f"give a longer text")
