@@ -1,11 +1,6 @@
 r"""
 Synthetic associative-memory tasks, generated in-process from a numpy Generator (no files).
 
-    x, y = mqar(rng, batch_size, seq_len, vocab_size, num_kv_pairs)
-    x, y = reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, move_frac)
-    x, y = evict(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates)
-    x, y = reassign(rng, ..., **at_length('reassign', seq_len, block_size, num_kv_pairs, num_updates))  # past training
-
 What each task asks of the memory (the tests check every answer against a replay of the stream):
     mqar      store and recall: no binding ever changes.
     reassign  overwrite and remove: a key's value changes (the delta rule's job: a write at the same key), or a
@@ -16,8 +11,6 @@ What each task asks of the memory (the tests check every answer against a replay
               new owner k', which implicitly unbinds v's old owner k (k must read NONE). The write goes to k';
               the stale entry sits at k, found only by a lookup (v -> k): the case an erase at its own address
               (e_t, independent of the write key k_t) is made for, and one a single delta write cannot cover.
-
-Past the training length (eval.py's length benchmark) at_length() holds the keys in play and grows the updates.
 
 x: int64 [B, seq_len] inputs; y: int64 [B, seq_len] targets, -1 everywhere except at the answer positions (a
 query key's, whose target is the key's current value), where the loss and the accuracy are taken.
