@@ -1,21 +1,16 @@
 """
 Registers and spills of kernel.py's Triton kernels, compiled for Hopper (sm_90a) on a machine without a GPU.
 
-    python scripts/kernel_regs.py                      # every kernel, EDA, bf16, K = V = 128, module settings
-    python scripts/kernel_regs.py --heads=16,16 bwd    # H = HV: plain stores of dq, dk instead of atomic adds
-    python scripts/kernel_regs.py --warps=4 fwd        # one kernel, other num_warps
-    python scripts/kernel_regs.py --sass fwd bwd       # also their machine instructions: in all, in the loop
-    python scripts/kernel_regs.py --chunk=32           # 32-token chunks (eda_fused's chunk_size)
-    python scripts/kernel_regs.py --kda prep           # the KDA path (e = None: one sub-step per token)
-    python scripts/kernel_regs.py --set=BWD_BV=32 --sass bwd           # another launch setting (kernel.LAUNCH)
+    python scripts/kernel_regs.py [prep fwd dh_prep bwd_dh bwd] [--sass] [--kda] [--heads=H,HV] [--warps=N]
+                                  [--chunk=TOKENS] [--set=NAME=VALUE]
 
-Compiles what the model and bench.py run: grouped value heads (H, HV = 8, 16: the backward adds dq, dk atomically),
-no g check in the prep. Prints cuobjdump's resource line per kernel (REG: registers per thread, STACK: bytes per
-thread, mostly spills: local-memory traffic) and the shared memory a program takes (an SM has 228 KB); --sass adds
-the SASS instruction count of each kernel and of its largest loop (a walk's chunk step, the per-chunk backward's
-V-block step) with its commonest opcodes: what one warp issues per step. A way to compare kernel versions before
-running them on a GPU; the figures follow the local Triton's ptxas and say nothing about time (notes/kernel.md,
-"Registers and instructions", installs the GPU machine's Triton beside yours).
+Compiles what the model and bench.py run (EDA, bf16, K = V = 128, the module's launch settings, no g check in the
+prep) for the kernels named (default: all). --heads: H, HV (default 8, 16: the backward adds dq, dk atomically;
+H = HV stores them); --kda: the KDA path (e = None: one sub-step per token); --set: a kernel.LAUNCH setting.
+Prints cuobjdump's resource line per kernel (REG: registers per thread, STACK: bytes per thread, mostly spills)
+and the shared memory a program takes (an SM has 228 KB); --sass adds the SASS instruction count of each kernel
+and of its largest loop (a walk's chunk step, the per-chunk backward's V-block step) with its commonest opcodes.
+The figures follow the local Triton's ptxas and say nothing about time (notes/kernel.md).
 """
 import collections
 import inspect
