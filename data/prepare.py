@@ -3,11 +3,9 @@ Prepare token files for train.py: <out>/train.bin, <out>/val.bin and <out>/meta.
 
     python data/prepare.py stdlib | fineweb_edu | openwebtext | text --input=FILES --name=mytext [--encoding=gpt2]
 
-then `python train.py --dataset=<name>` (a name is data/<name>/; a path with a '/' is used as it is; train.py
-prepares `stdlib` by itself). stdlib and text need no network (text's default encoding is bytes); the hub corpora
-and tiktoken encodings download on first use (tiktoken caches its files, in TIKTOKEN_CACHE_DIR if set).
-
-Token files: format in notes/train.md; load_tokens() checks them, naming the command that rebuilds one.
+then `python train.py --dataset=<name>` (data/<name>/, or a path with a '/'). stdlib and text need no network;
+the hub corpora and tiktoken encodings download on first use (tiktoken caches its files, in TIKTOKEN_CACHE_DIR if
+set). Token files: format in notes/train.md; load_tokens() checks them, naming the command that rebuilds one.
 
 Validation (--val_fraction, in (0, 0.5]): whole files or documents by a stable hash of their name, or, with too few
 files for that (val_names), the last val_fraction of every file, so that it follows the training text's distribution.
@@ -388,8 +386,7 @@ def check_text_file(path):
 
 
 def prepare_text(inputs, out, encoding="bytes", num_proc=None, val_fraction=0.02, exts=("txt", "md", "py")):
-    """Local text files or folders through datasets' text loader, one document per file; validation is
-    whole files, or every file's tail when there are too few files for that (val_names)."""
+    """Local text files or folders through datasets' text loader, one document per file (validation: val_names)."""
     check_out(out)
     files = text_files(inputs, exts)
     for path in files:
