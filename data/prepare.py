@@ -250,20 +250,14 @@ def load_tokenizer(encoding, prog):
 
 
 # Sources ------------------------------------------------------------------------------------------
-def stdlib_files():
-    """The running Python's standard library source: *.py under the stdlib path, site-packages excluded."""
-    root = sysconfig.get_paths()["stdlib"]
-    files = []
+def prepare_stdlib(out=os.path.join(DATA_DIR, "stdlib"), val_fraction=0.02):
+    """Byte-level corpus of the running Python's stdlib source (*.py, site-packages excluded), split into train/val
+    by file. Fast (a few seconds)."""
+    check_out(out)
+    root, files = sysconfig.get_paths()["stdlib"], []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in ("site-packages", "dist-packages", "__pycache__"))
         files += [os.path.join(dirpath, f) for f in sorted(filenames) if f.endswith(".py")]
-    return root, files
-
-
-def prepare_stdlib(out=os.path.join(DATA_DIR, "stdlib"), val_fraction=0.02):
-    """Byte-level corpus of the stdlib source, split into train/val by file. Fast (a few seconds)."""
-    check_out(out)
-    root, files = stdlib_files()
     if not files:
         raise SystemExit(f"prepare: no *.py files under {root}: this Python has no stdlib source to train on")
     val = val_names([os.path.relpath(p, root) for p in files], val_fraction)
