@@ -64,12 +64,6 @@ def cuobjdump(fn, consts, warps, stages, flag):
     return out, compiled.metadata.shared
 
 
-def resources(fn, consts, warps, stages):
-    out, smem = cuobjdump(fn, consts, warps, stages, "--dump-resource-usage")
-    line = next((line.strip() for line in out.splitlines() if "REG:" in line), out.strip()[-300:])
-    return f"{line} | shared memory {smem} B"
-
-
 def instruction_mix(fn, consts, warps, stages, top=12):
     """SASS instructions of the kernel, of its largest loop (the span of its longest backward branch), and the
     loop's commonest opcodes (predicates and modifiers dropped)."""
@@ -122,7 +116,9 @@ def main():
         if args and name not in args:
             continue
         w = warps or w
-        print(f"{name:10s} warps {w} stages {s}: {resources(fn, consts, w, s)}", flush=True)
+        out, smem = cuobjdump(fn, consts, w, s, "--dump-resource-usage")
+        line = next((line.strip() for line in out.splitlines() if "REG:" in line), out.strip()[-300:])
+        print(f"{name:10s} warps {w} stages {s}: {line} | shared memory {smem} B", flush=True)
         if "--sass" in sys.argv[1:]:
             print(f"{'':10s} {instruction_mix(fn, consts, w, s)}", flush=True)
 
