@@ -56,8 +56,7 @@ def fail(msg):
 
 
 def hidden(model, idx):
-    """GPT.forward without the head: the final normed hidden states [B, T, d], so that a caller forms logits
-    only where it scores."""
+    """GPT.forward without the head: the final normed states [B, T, d], for logits formed only where scored."""
     x = model.wte(idx)
     for block in model.blocks:
         x, _ = block(x)
@@ -263,8 +262,7 @@ def harness_model():
 
 
 def harness_eval(model, ckpt, tasks, include=None, limit=None):
-    """lm_eval's results {task: {metric: value}} for the comma-separated tasks; include: a folder of task YAMLs,
-    the only tasks then indexed (indexing lm_eval's own takes ~15 s)."""
+    """lm_eval's results {task: {metric: value}} for the comma-separated tasks; include: a folder of task YAMLs."""
     import lm_eval  # optional: pip install lm_eval
     from lm_eval.tasks import TaskManager
     lm = harness_model()(model=model, ckpt=ckpt)
