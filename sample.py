@@ -1,9 +1,8 @@
 """
 Sample from a trained model, streaming tokens to stdout as they are made.
 
-The prompt is prefilled prefill_chunk tokens at a time, then each new token is one decode step (decode.generate),
-replayed on a GPU from a CUDA graph (compiled first with --compile=True; notes/decode.md). After each sample a line
-on stderr gives the time to the first token (the prefill), the first decode step's and the decoding rate.
+The prompt is prefilled prefill_chunk tokens at a time, then each new token is one decode step (notes/decode.md).
+After each sample a line on stderr gives the time to the first token (the prefill), the first step's and the rate.
 """
 import codecs
 import glob
