@@ -31,8 +31,7 @@ seed = 1337
 device = 'cuda' if torch.cuda.is_available() else 'cpu'
 dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float32'  # on CUDA
 cuda_graph = None          # None: replay decode steps from a CUDA graph on CUDA when possible; True: must; False: never
-compile = False            # torch.compile the graphed decode step (CUDA): ~2.5x faster steps at batch 1 after a
-                           # compile of tens of seconds, so it pays off for long samples (notes/decode.md)
+compile = False            # torch.compile the graphed decode step (CUDA): pays off for long samples (notes/decode.md)
 la_backend = 'auto'        # linear-attention kernels for the prefill: auto (triton on CUDA, chunk on CPU) ...
 prefill_chunk: int | None = 2048  # prompt tokens per prefill pass (None: the whole prompt in one pass)
 encoding: str | None = None  # tokenizer override: 'bytes' or a tiktoken name (default: the checkpoint's)
