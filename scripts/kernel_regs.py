@@ -34,12 +34,6 @@ FP32_POINTERS = {"g", "gmin", "ht", "h0", "dht", "dh0", "dq", "dk", "dg", "de", 
 SCALARS = {"scale": "fp32", "T": "i32", "NT": "i32"}
 
 
-def signature(fn, consts):
-    """fn's parameter types for Triton's compiler: constexprs, SCALARS, else fp32 or bf16 pointers."""
-    return {p: "constexpr" if p in consts else SCALARS.get(p, "*fp32" if p in FP32_POINTERS else "*bf16")
-            for p in inspect.signature(fn.fn).parameters}
-
-
 def aligned(sig):
     """What Triton's launcher tells the compiler at a real call: every pointer 16-byte aligned (torch's
     allocations are), and T, NT multiples of 16 (T = 4096 and its 256 chunks). Without it the compiler must
@@ -53,7 +47,8 @@ def cuobjdump(fn, consts, warps, stages, flag):
     the shared memory a program takes (bytes)."""
     params = inspect.signature(fn.fn).parameters
     consts = {n: c for n, c in consts.items() if n in params}  # one table serves kernel versions that differ
-    sig = signature(fn, consts)
+    sig = {p: "constexpr" if p in consts else SCALARS.get(p, "*fp32" if p in FP32_POINTERS else "*bf16")
+           for p in params}  # each parameter's type for Triton's compiler: constexprs, SCALARS, else pointers
     src = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=aligned(sig))
     compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, num_stages=stages))
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
