@@ -16,8 +16,7 @@ import shlex
 import sys
 import time
 
-# FLA's kernels autotune for minutes in every new process; with this on, Triton keeps their choices in its cache
-# directory (TRITON_CACHE_DIR, default ~/.triton/cache) for later runs on the machine (0: retime every run)
+# FLA autotunes for minutes in every new process: keep its choices in Triton's cache for later runs (0: retime)
 os.environ.setdefault("TRITON_CACHE_AUTOTUNING", "1")
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -154,8 +153,7 @@ def profiled(fn):
 
 # 1. correctness (small shapes, against eda_recurrent in float64 on the GPU) ----------------------------------
 H0_DRAWS = 4
-# d(gamma) is a sum that cancels (notes/kernel.md): in bf16 the shipped kernel's relative error there ranges
-# 4.7e-3 to 1.1e-2 over random cotangents at these shapes, every other output under 7e-3 (H100, 2026-11-25)
+# d(gamma) is a sum that cancels: checked at twice the bf16 tolerance (its measured spread: notes/kernel.md)
 TOL_SCALE = {"dgamma": 2}
 
 

@@ -1,8 +1,6 @@
 """
 nanoGPT's configurator, strict: override a script's module-level settings, then run it.
 
-    python train.py config/dense_2p5b.py --mixer=kda --batch_size=4
-
 A script calls `configure(globals())` after its block of settings. Each argument is a config file (a .py path,
 run as Python: every public name it binds is an override) or `--key=value`: a Python literal (`3`, `1e-3`, `True`,
 `None`, `(1, 2)`), else plain text (`--out_dir=out/run=1`); a string setting takes the text as written
@@ -94,9 +92,8 @@ def _help(config, settings):
     if script:
         with open(script, encoding="utf-8") as f:
             comments.update(_comments(f.read()))
-    name = script and script.rsplit("/", 1)[-1]
-    print(f"usage: python {name or 'SCRIPT'} [config/FILE.py ...] [--key=value ...]  (applied in order; "
-          f"a value is a Python literal or plain text)\nsettings, with their defaults:")
+    print(f"usage: python {script and script.rsplit('/', 1)[-1] or 'SCRIPT'} [config/FILE.py ...] [--key=value ...]  "
+          f"(applied in order; a value is a Python literal or plain text)\nsettings, with their defaults:")
     width = max(map(len, settings), default=0)
     for key, value in settings.items():
         if key in comments:  # (not a name the script imported)

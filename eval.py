@@ -3,14 +3,10 @@ Evaluate a checkpoint past the length it was trained at: synthetic recall at 1x-
 held-out text by position out to 16x (the state carried, and reset at every block), a variable's value in
 held-out Python source (bound early, or rebound midway), and the standard benchmarks of lm-evaluation-harness.
 
-    python eval.py --out_dir=out/reassign --what=length        # a reassign or evict checkpoint at 1x..16x
-    python eval.py --out_dir=out/stdlib_26m --what=text,needles
-    python eval.py --out_dir=out/stdlib_26m --what=harness --harness_tasks=hellaswag,arc_easy   # pip install lm_eval
-    ... --results=results/x_eval.jsonl      # append one JSON row per evaluation (sweep.py's `evaluate` does)
-
 Every sequence comes from eval_seed alone, so runs of any seed are scored on the same ones. The functions
 (length_eval, text_eval, needles_eval, harness_eval, harness_model) take a loaded model. How and why: notes/eval.md.
 """
+import functools
 import os
 import re
 import sys
@@ -60,8 +56,7 @@ def fail(msg):
 
 
 def hidden(model, idx):
-    """GPT.forward without the head: the final normed hidden states [B, T, d], so that a caller forms logits
-    only where it scores."""
+    """GPT.forward without the head: the final normed states [B, T, d], for logits formed only where scored."""
     x = model.wte(idx)
     for block in model.blocks:
         x, _ = block(x)
@@ -220,14 +215,10 @@ def needles_eval(model, ckpt, tokens, multiples, depths, trials, choices, seed, 
 # ----------------------------------------------------------------------------------------------------
 # lm-evaluation-harness: our checkpoints as an lm_eval model named 'nanoeda'
 
-_harness_class = []
-
-
+@functools.cache
 def harness_model():
     """The lm_eval.api.model.LM subclass over our checkpoints, registered as 'nanoeda' on the first call:
     lm_eval.simple_evaluate(model='nanoeda', model_args='out_dir=out/x') after eval.harness_model()."""
-    if _harness_class:
-        return _harness_class[0]
     from lm_eval.api.model import LM  # optional: pip install lm_eval
     from lm_eval.api.registry import register_model
     from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
@@ -267,13 +258,11 @@ def harness_model():
                 out.append(text)
             return out
 
-    _harness_class.append(NanoEDA)
     return NanoEDA
 
 
 def harness_eval(model, ckpt, tasks, include=None, limit=None):
-    """lm_eval's results {task: {metric: value}} for the comma-separated tasks; include: a folder of task YAMLs,
-    the only tasks then indexed (indexing lm_eval's own takes ~15 s)."""
+    """lm_eval's results {task: {metric: value}} for the comma-separated tasks; include: a folder of task YAMLs."""
     import lm_eval  # optional: pip install lm_eval
     from lm_eval.tasks import TaskManager
     lm = harness_model()(model=model, ckpt=ckpt)
@@ -330,8 +319,8 @@ def main():
     cuda, cfg = model.wte.weight.is_cuda, ckpt.get('config', {})
     amp = dtype == 'bfloat16' or (dtype == 'auto' and cuda and torch.cuda.is_bf16_supported())
     row = dict(provenance(' '.join(['python', 'eval.py', *sys.argv[1:]]), model.wte.weight.device),
-               checkpoint=os.path.join(out_dir, 'ckpt.pt'), iter=ckpt.get('iter_num'), mixer=model.config.mixer, la_gate=model.config.gate, seed=cfg.get('seed'),
-               eval_seed=eval_seed, dtype='bfloat16' if amp else 'float32')
+               checkpoint=os.path.join(out_dir, 'ckpt.pt'), iter=ckpt.get('iter_num'), mixer=model.config.mixer,
+               la_gate=model.config.gate, seed=cfg.get('seed'), eval_seed=eval_seed, dtype='bfloat16' if amp else 'float32')
     tokens = None
     if {'text', 'needles'} & set(parts):
         if str(ckpt.get('encoding')).startswith('synthetic'):

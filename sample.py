@@ -1,14 +1,8 @@
 """
 Sample from a trained model, streaming tokens to stdout as they are made.
 
-    python sample.py                                        # out/ckpt.pt, a newline as the prompt
-    python sample.py --out_dir=out-eda125m --start="def main(" --num_samples=3 --max_new_tokens=200
-    python sample.py --start=FILE:prompt.txt --temperature=0        # greedy, prompt read from a file
-    python sample.py --init_from=scratch                    # train.py's toy model, untrained: a smoke test
-
-The prompt is prefilled prefill_chunk tokens at a time, then each new token is one decode step (decode.generate),
-replayed on a GPU from a CUDA graph (compiled first with --compile=True; notes/decode.md). After each sample a line
-on stderr gives the time to the first token (the prefill), the first decode step's and the decoding rate.
+The prompt is prefilled prefill_chunk tokens at a time, then each new token is one decode step (notes/decode.md).
+After each sample a line on stderr gives the time to the first token (the prefill), the first step's and the rate.
 """
 import codecs
 import glob
@@ -37,8 +31,7 @@ seed = 1337
 device = 'cuda' if torch.cuda.is_available() else 'cpu'
 dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float32'  # on CUDA
 cuda_graph = None          # None: replay decode steps from a CUDA graph on CUDA when possible; True: must; False: never
-compile = False            # torch.compile the graphed decode step (CUDA): ~2.5x faster steps at batch 1 after a
-                           # compile of tens of seconds, so it pays off for long samples (notes/decode.md)
+compile = False            # torch.compile the graphed decode step (CUDA): pays off for long samples (notes/decode.md)
 la_backend = 'auto'        # linear-attention kernels for the prefill: auto (triton on CUDA, chunk on CPU) ...
 prefill_chunk: int | None = 2048  # prompt tokens per prefill pass (None: the whole prompt in one pass)
 encoding: str | None = None  # tokenizer override: 'bytes' or a tiktoken name (default: the checkpoint's)
@@ -55,8 +48,9 @@ if problem := sampling_problem(temperature, top_k, top_p):
     fail(problem)
 if num_samples < 1:
     fail(f"num_samples must be >= 1, got {num_samples}")
-if max_new_tokens is not None and (type(max_new_tokens) is not int or max_new_tokens < 1):  # a bool is no count
-    fail(f"max_new_tokens must be a positive int or None, got {max_new_tokens!r}")
+for name, count in (('max_new_tokens', max_new_tokens), ('prefill_chunk', prefill_chunk)):
+    if count is not None and (type(count) is not int or count < 1):  # a bool is no count
+        fail(f"{name} must be a positive int or None, got {count!r}")
 if dtype not in ('float32', 'bfloat16', 'float16'):
     fail(f"dtype must be 'float32', 'bfloat16' or 'float16', got {dtype!r}")
 if cuda_graph is not None and not isinstance(cuda_graph, bool):
@@ -64,8 +58,6 @@ if cuda_graph is not None and not isinstance(cuda_graph, bool):
 if compile and (cuda_graph is False or not device.startswith('cuda')):
     fail(f"compile=True compiles the CUDA-graph decode step: it needs device='cuda' and cuda_graph None or True "
          f"(got device={device!r}, cuda_graph={cuda_graph!r})")
-if prefill_chunk is not None and (type(prefill_chunk) is not int or prefill_chunk < 1):
-    fail(f"prefill_chunk must be a positive int or None, got {prefill_chunk!r}")
 if device.startswith('cuda') and not torch.cuda.is_available():
     fail(f"device={device!r} but this torch sees no CUDA GPU; use --device=cpu")
 

@@ -1,6 +1,5 @@
 # Dense 2.5B (paper Appendix A, Tables 6-7): 24 layers (18 linear / 6 full), d_model 2048, vocab 248,320.
 #   python train.py config/dense_2p5b.py --mixer=eda      (eda | kda | gdn | gdn2 | transformer)
-# Names equal GPTConfig fields (model) or train.py settings (training, nanoGPT names).
 # Parameter counts vs Table 7 for every mixer: RESULTS.md (all within 0.4%; the shapes: notes/params.md).
 
 # -- model --------------------------------------------------------------------------------------------
@@ -11,15 +10,13 @@ n_embd = 2048
 mixer = 'eda'
 attn_every = 4               # linear, linear, linear, full (3:1 hybrid)
 tie_embeddings = False       # Table 7's counts include both the embedding and the lm_head
-# full attention ("Attn/KV 8/2"): Gated Attention; head_dim 256 and partial RoPE as in Qwen3-Next (not printed
-# in the paper; notes/params.md)
+# full attention ("Attn/KV 8/2"): Gated Attention, head_dim 256 and partial RoPE as in Qwen3-Next (notes/params.md)
 n_head = 8
 n_kv_head = 2
 head_dim = 256
 rope_frac = 0.25
 rope_theta = 10000000.0
-# The Transformer baseline uses 8/4/4 q/k/v heads "for parameter alignment" (Appendix A).
-transformer_n_kv_head = 4
+transformer_n_kv_head = 4    # the Transformer baseline's 8/4/4 q/k/v heads, "for parameter alignment" (Appendix A)
 # linear attention ("LA K/V 8/16", "LA dim 128/128"): 8 q/k heads, 16 value heads, 128/128 per head
 la_n_head = 8
 la_n_v_head = 16
@@ -32,8 +29,7 @@ la_gate = 'auto'             # eda: safe gate (l = -5), kda: KDA gate, gdn / gdn
 la_gate_lower_bound = -5.0
 la_backend = 'auto'
 la_chunk_size = 64
-# FFN: SwiGLU at 7424, the low end of Table 6's 7424--7488, for every mixer (why, and the Transformer's 7360:
-# notes/params.md); transformer_ffn_hidden = 0 means "same as ffn_hidden"
+# FFN: SwiGLU at 7424 for every mixer (notes/params.md); transformer_ffn_hidden = 0 means "same as ffn_hidden"
 ffn_hidden = 7424
 transformer_ffn_hidden = 0
 moe = False

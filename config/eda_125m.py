@@ -2,8 +2,7 @@
 #   python train.py config/eda_125m.py                       # EDA
 #   python train.py config/eda_125m.py --mixer=transformer   # or kda | gdn | gdn2: the counterparts
 # Needs data/fineweb_edu (python data/prepare.py fineweb_edu, network); offline: --dataset=stdlib --vocab_size=256.
-# Widths follow the 2.5B config's ratios to d_model: LA q/k = d/2, v = d in 128-wide heads; the FFN is narrower (2.67 d) to land at 125M.
-# Embeddings are tied (as in GPT-2 small): untied, the 50k vocab alone would be 77M of the 125M.
+# Widths follow the 2.5B config's ratios to d_model (the comments below); the FFN is narrower to land at 125M.
 
 # -- model
 vocab_size = 50304           # gpt2's 50257 padded to a multiple of 128
@@ -12,7 +11,7 @@ n_layer = 12                 # 9 linear + 3 full attention
 n_embd = 768
 mixer = 'eda'
 attn_every = 4
-tie_embeddings = True
+tie_embeddings = True        # as in GPT-2 small: untied, the 50k vocab alone would be 77M of the 125M
 n_head = 6                   # Gated Attention: 6 x 128 = d_model, GQA with 2 KV heads
 n_kv_head = 2
 head_dim = 128

@@ -1,9 +1,7 @@
 # Long-context midtraining (the paper's 32k stage): resume a pretrained run with a longer block_size on
 # another dataset. Put it AFTER the pretraining config, so the model settings match the checkpoint:
 #   python train.py config/eda_125m.py config/midtrain_32k.py
-# Weights and AdamW state come from resume_dir/ckpt.pt (the pretraining run is left as it is); the
-# architecture comes from the checkpoint, block_size and the data from here. The step counter goes on from
-# the checkpoint, and the learning-rate schedule restarts at lr_schedule_start with its own warmup and decay.
+# What comes from resume_dir/ckpt.pt (left as it is) and what from here: notes/train.md, "Resume / midtraining".
 # The numbers below continue config/eda_125m.py (5000 steps); for another run set lr_schedule_start to the
 # step its checkpoint was saved at, and max_iters / lr_decay_iters to that plus the stage's length.
 # Once the stage has saved a checkpoint, the same command stops rather than replace it: continue the stage

@@ -1,7 +1,6 @@
 # MoE 25B-A2.8B (paper Appendix A, Tables 6-7): 28 layers (21 linear / 7 full), d_model 2048,
 # 256 experts of width 512, top-8 + 1 shared, vocab 248,320.
 #   python train.py config/moe_25b_a2p8b.py --mixer=eda      (eda | kda | gdn | gdn2 | transformer)
-# Table 7 has GDN / KDA / EDA at this scale; gdn2 and transformer also build (no paper count to match).
 # Parameter counts vs Table 7: RESULTS.md (all within 0.02%, total and active; the shapes: notes/params.md).
 
 # -- model --------------------------------------------------------------------------------------------
@@ -31,8 +30,7 @@ la_gate = 'auto'             # eda: safe gate with lower bound -5 (Appendix A)
 la_gate_lower_bound = -5.0
 la_backend = 'auto'
 la_chunk_size = 64
-# MoE in every layer: 256 experts, width 512, top-8, plus one shared expert. Its width is not printed;
-# 512 (= the expert width, as in Qwen3-Next) reproduces Table 7's total and active counts to 0.01%.
+# MoE in every layer: 256 experts of width 512, top-8, plus one shared expert of width 512 (notes/params.md)
 moe = True
 n_expert = 256
 moe_topk = 8

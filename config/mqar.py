@@ -1,9 +1,7 @@
 # MQAR (multi-query associative recall, Zoology recipe): can the mixer store and recall key-value bindings?
 #   python train.py config/mqar.py [--mixer=kda|gdn|gdn2|transformer] [--num_kv_pairs=64 --block_size=512]
 # Data are generated in-process from the seed (data/synthetic.py); eval reports accuracy on the answers.
-# Like Zoology: two layers, no full attention (attn_every larger than n_layer), so the linear layer's memory
-# alone must do the recall; --mixer=transformer is the attention baseline, with a short conv on attention's
-# input (attn_conv_size below). Every mixer learns it at this recipe: RESULTS.md, "Do the default recipes learn?".
+# Zoology's setup, two layers and no full attention: the linear memory alone must recall (notes/synthetic.md).
 
 dataset = 'mqar'
 vocab_size = 8192            # Zoology's vocab: keys and values from disjoint halves

@@ -1,6 +1,5 @@
 # Reassignment: keys get new values and bindings move to new keys, so stale entries must be removed
-# (data/synthetic.py, reassign). The task EDA's erase step is made for: a delta rule overwrites a key's
-# value, but only an explicit erase clears a moved binding's old address (its answer must become NONE).
+# (data/synthetic.py's docstring: what the task asks of the memory).
 #   python train.py config/reassign.py [--mixer=kda|gdn|gdn2|transformer]
 # Same model as config/mqar.py (two layers, no full attention).
 

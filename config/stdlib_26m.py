@@ -1,9 +1,6 @@
-# The small language-model comparison of RESULTS.md: ~26M-parameter 3:1 hybrids (and the
-# Transformer) on the stdlib corpus (this Python's standard-library source as bytes: offline, prepared by
-# data/prepare.py on first use), the same tokens for every mixer.
+# The small language-model comparison of RESULTS.md: ~26M-parameter 3:1 hybrids (and the Transformer) on the
+# stdlib corpus (bytes, offline, prepared on first use), the same tokens for every mixer; its grid: config/sweep/lm.py.
 #   python train.py config/stdlib_26m.py [--mixer=kda|gdn|gdn2|transformer]
-#   python sweep.py config/sweep/lm.py --jobs=7       # every mixer of the grid: table and curves
-# Widths follow config/eda_125m.py's ratios at d_model 512: LA q/k = d/2, v = d, in 128-wide heads.
 # Parameters (model.param_summary): eda 26.56M, kda 26.40M, gdn 26.01M, gdn2 26.68M, transformer 26.56M.
 
 # -- model
@@ -15,7 +12,7 @@ attn_every = 4
 n_head = 4                   # Gated Attention: 4 x 128 = d_model, GQA with 2 KV heads
 n_kv_head = 2
 head_dim = 128
-la_n_head = 2                # LA q/k 2 x 128 = d/2, v 4 x 128 = d
+la_n_head = 2                # LA q/k 2 x 128 = d/2, v 4 x 128 = d: config/eda_125m.py's ratios
 la_n_v_head = 4
 la_head_dim = 128
 la_v_head_dim = 128

@@ -1,18 +1,11 @@
 """
 Prepare token files for train.py: <out>/train.bin, <out>/val.bin and <out>/meta.json (all git-ignored).
 
-    python data/prepare.py stdlib                  # the default corpus: this Python's stdlib source, bytes
-    python data/prepare.py fineweb_edu             # HuggingFaceFW/fineweb-edu, sample-10BT, gpt2 tokens
-    python data/prepare.py openwebtext             # Skylion007/openwebtext, gpt2 tokens
-    python data/prepare.py text --input=notes/ --input=more.txt --name=mytext   # UTF-8 files, bytes
-    python data/prepare.py text --input=notes/ --name=mytext --encoding=gpt2    # gpt2 tokens
+    python data/prepare.py stdlib | fineweb_edu | openwebtext | text --input=FILES --name=mytext [--encoding=gpt2]
 
-then `python train.py --dataset=<name>` (a name is data/<name>/; a path with a '/' is used as it is; train.py
-prepares `stdlib` by itself). stdlib and text need no network (text's default encoding is bytes); the hub corpora
-and tiktoken encodings download on first use (tiktoken caches its files, in TIKTOKEN_CACHE_DIR if set).
-
-Token files (format: notes/train.md): a 64-byte HEADER, then the tokens as one flat array, documents ended by
-tiktoken's <|endoftext|> or byte 0 (never in text); load_tokens() checks them, naming the command that rebuilds one.
+then `python train.py --dataset=<name>` (data/<name>/, or a path with a '/'). stdlib and text need no network;
+the hub corpora and tiktoken encodings download on first use (tiktoken caches its files, in TIKTOKEN_CACHE_DIR if
+set). Token files: format in notes/train.md; load_tokens() checks them, naming the command that rebuilds one.
 
 Validation (--val_fraction, in (0, 0.5]): whole files or documents by a stable hash of their name, or, with too few
 files for that (val_names), the last val_fraction of every file, so that it follows the training text's distribution.
@@ -257,20 +250,14 @@ def load_tokenizer(encoding, prog):
 
 
 # Sources ------------------------------------------------------------------------------------------
-def stdlib_files():
-    """The running Python's standard library source: *.py under the stdlib path, site-packages excluded."""
-    root = sysconfig.get_paths()["stdlib"]
-    files = []
+def prepare_stdlib(out=os.path.join(DATA_DIR, "stdlib"), val_fraction=0.02):
+    """Byte-level corpus of the running Python's stdlib source (*.py, site-packages excluded), split into train/val
+    by file. Fast (a few seconds)."""
+    check_out(out)
+    root, files = sysconfig.get_paths()["stdlib"], []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in ("site-packages", "dist-packages", "__pycache__"))
         files += [os.path.join(dirpath, f) for f in sorted(filenames) if f.endswith(".py")]
-    return root, files
-
-
-def prepare_stdlib(out=os.path.join(DATA_DIR, "stdlib"), val_fraction=0.02):
-    """Byte-level corpus of the stdlib source, split into train/val by file. Fast (a few seconds)."""
-    check_out(out)
-    root, files = stdlib_files()
     if not files:
         raise SystemExit(f"prepare: no *.py files under {root}: this Python has no stdlib source to train on")
     val = val_names([os.path.relpath(p, root) for p in files], val_fraction)
@@ -290,14 +277,13 @@ def prepare_stdlib(out=os.path.join(DATA_DIR, "stdlib"), val_fraction=0.02):
                        **(dict(val_files=len(val)) if val else dict(val_split="every file's tail"))))
 
 
-def tokenize_dataset(ds, encoding, num_proc, out, command, text_column="text", extra=None):
+def tokenize_dataset(ds, encoding, num_proc, out, command, extra=None):
     """Tokenize a datasets.Dataset with a 'split' column into train/val files, in parallel."""
     enc = load_tokenizer(encoding, "prepare")
     dtype = np.uint8 if enc.n_vocab <= 256 else np.uint32
 
     def encode(batch):  # each document's ids, then the end-of-document token
-        texts = batch[text_column]
-        return {"ids": [np.array(ids + [enc.eot_token], dtype) for ids in enc.encode_ordinary_batch(texts)]}
+        return {"ids": [np.array(ids + [enc.eot_token], dtype) for ids in enc.encode_ordinary_batch(batch["text"])]}
     ds = ds.map(encode, batched=True, remove_columns=[c for c in ds.column_names if c != "split"], num_proc=num_proc,
                 desc=f"tokenizing ({encoding})")
     splits = {}
@@ -394,8 +380,7 @@ def check_text_file(path):
 
 
 def prepare_text(inputs, out, encoding="bytes", num_proc=None, val_fraction=0.02, exts=("txt", "md", "py")):
-    """Local text files or folders through datasets' text loader, one document per file; validation is
-    whole files, or every file's tail when there are too few files for that (val_names)."""
+    """Local text files or folders through datasets' text loader, one document per file (validation: val_names)."""
     check_out(out)
     files = text_files(inputs, exts)
     for path in files:

@@ -1,11 +1,6 @@
 r"""
 Synthetic associative-memory tasks, generated in-process from a numpy Generator (no files).
 
-    x, y = mqar(rng, batch_size, seq_len, vocab_size, num_kv_pairs)
-    x, y = reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, move_frac)
-    x, y = evict(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates)
-    x, y = reassign(rng, ..., **at_length('reassign', seq_len, block_size, num_kv_pairs, num_updates))  # past training
-
 What each task asks of the memory (the tests check every answer against a replay of the stream):
     mqar      store and recall: no binding ever changes.
     reassign  overwrite and remove: a key's value changes (the delta rule's job: a write at the same key), or a
@@ -16,8 +11,6 @@ What each task asks of the memory (the tests check every answer against a replay
               new owner k', which implicitly unbinds v's old owner k (k must read NONE). The write goes to k';
               the stale entry sits at k, found only by a lookup (v -> k): the case an erase at its own address
               (e_t, independent of the write key k_t) is made for, and one a single delta write cannot cover.
-
-Past the training length (eval.py's length benchmark) at_length() holds the keys in play and grows the updates.
 
 x: int64 [B, seq_len] inputs; y: int64 [B, seq_len] targets, -1 everywhere except at the answer positions (a
 query key's, whose target is the key's current value), where the loss and the accuracy are taken.
@@ -96,8 +89,7 @@ def place_queries(rng, x, y, start, keys, answers, counts=None, power_a=0.01):
     keys, answers: [B, n]; row b queries its first counts[b] keys (default: all n), each once, in random order,
     on even offsets (the slot after a query, where text would hold the answer, stays filler). The slots are drawn
     without replacement with p(slot s) ~ (s + 1)^(power_a - 1), Zoology's power law favouring short gaps, as
-    Gumbel-top-k: the largest log p(s) + Gumbel noise, in order, so every row's first counts[b] are a draw too.
-    """
+    Gumbel-top-k: the largest log p(s) + Gumbel noise, in order, so every row's first counts[b] are a draw too."""
     B, n = keys.shape
     counts = np.full(B, n) if counts is None else np.asarray(counts)
     n_slots = (x.shape[1] - start) // 2
@@ -115,8 +107,7 @@ def place_queries(rng, x, y, start, keys, answers, counts=None, power_a=0.01):
 
 def mqar(rng, batch_size, seq_len, vocab_size, num_kv_pairs, power_a=0.01):
     """Multi-query associative recall (Zoology recipe): a context of num_kv_pairs bindings `k v` (distinct keys),
-    then a query region in which every context key appears once, at power-law gaps, its target that key's value.
-    """
+    then a query region in which every context key appears once, at power-law gaps, its target that key's value."""
     (klo, khi), (vlo, vhi) = vocab_halves(vocab_size)
     if num_kv_pairs > khi - klo:
         raise ValueError(f"num_kv_pairs={num_kv_pairs} exceeds the {khi - klo} distinct keys of vocab_size {vocab_size}")
@@ -145,8 +136,7 @@ def reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, mo
     Promises: every query's key appeared in the stream, and it answers its final binding: a reassigned key its
     newest value, a moved binding's new key the moved value, a moved key's old address NONE (moves take fresh keys).
     num_keys (key_budget): once the stream has introduced num_keys keys, a move takes a random key that no binding
-    holds (one an earlier move left reading NONE). Generated for the whole batch at once, one update at a time.
-    """
+    holds (one an earlier move left reading NONE). Generated for the whole batch at once, one update at a time."""
     (klo, khi), (vlo, vhi) = vocab_halves(vocab_size)
     if not 0 <= move_frac <= 1:
         raise ValueError(f"reassign: move_frac must be in [0, 1], got {move_frac}")
@@ -194,8 +184,7 @@ def evict(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, power
     """Associative recall with unique values: num_kv_pairs bindings `k v` (distinct keys, distinct values), then
     num_updates pairs `k' v` giving a bound value a fresh key k', which unbinds v's previous key, then queries of
     every key that appeared. Each answers its final binding (NONE once its value moved on); no NONE token is
-    written. num_keys (key_budget): past num_keys keys, a new owner is a random key that owns no value.
-    """
+    written. num_keys (key_budget): past num_keys keys, a new owner is a random key that owns no value."""
     (klo, khi), (vlo, vhi) = vocab_halves(vocab_size)
     n_keys = key_budget('evict', num_kv_pairs, num_updates, num_keys, vocab_size)
     n_used = min(n_keys, num_kv_pairs + num_updates)  # the keys the stream introduces, each queried once

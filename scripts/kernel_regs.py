@@ -1,21 +1,16 @@
 """
 Registers and spills of kernel.py's Triton kernels, compiled for Hopper (sm_90a) on a machine without a GPU.
 
-    python scripts/kernel_regs.py                      # every kernel, EDA, bf16, K = V = 128, module settings
-    python scripts/kernel_regs.py --heads=16,16 bwd    # H = HV: plain stores of dq, dk instead of atomic adds
-    python scripts/kernel_regs.py --warps=4 fwd        # one kernel, other num_warps
-    python scripts/kernel_regs.py --sass fwd bwd       # also their machine instructions: in all, in the loop
-    python scripts/kernel_regs.py --chunk=32           # 32-token chunks (eda_fused's chunk_size)
-    python scripts/kernel_regs.py --kda prep           # the KDA path (e = None: one sub-step per token)
-    python scripts/kernel_regs.py --set=BWD_BV=32 --sass bwd           # another launch setting (kernel.LAUNCH)
+    python scripts/kernel_regs.py [prep fwd dh_prep bwd_dh bwd] [--sass] [--kda] [--heads=H,HV] [--warps=N]
+                                  [--chunk=TOKENS] [--set=NAME=VALUE]
 
-Compiles what the model and bench.py run: grouped value heads (H, HV = 8, 16: the backward adds dq, dk atomically),
-no g check in the prep. Prints cuobjdump's resource line per kernel (REG: registers per thread, STACK: bytes per
-thread, mostly spills: local-memory traffic) and the shared memory a program takes (an SM has 228 KB); --sass adds
-the SASS instruction count of each kernel and of its largest loop (a walk's chunk step, the per-chunk backward's
-V-block step) with its commonest opcodes: what one warp issues per step. A way to compare kernel versions before
-running them on a GPU; the figures follow the local Triton's ptxas and say nothing about time (notes/kernel.md,
-"Registers and instructions", installs the GPU machine's Triton beside yours).
+Compiles what the model and bench.py run (EDA, bf16, K = V = 128, the module's launch settings, no g check in the
+prep) for the kernels named (default: all). --heads: H, HV (default 8, 16: the backward adds dq, dk atomically;
+H = HV stores them); --kda: the KDA path (e = None: one sub-step per token); --set: a kernel.LAUNCH setting.
+Prints cuobjdump's resource line per kernel (REG: registers per thread, STACK: bytes per thread, mostly spills)
+and the shared memory a program takes (an SM has 228 KB); --sass adds the SASS instruction count of each kernel
+and of its largest loop (a walk's chunk step, the per-chunk backward's V-block step) with its commonest opcodes.
+The figures follow the local Triton's ptxas and say nothing about time (notes/kernel.md).
 """
 import collections
 import inspect
@@ -39,12 +34,6 @@ FP32_POINTERS = {"g", "gmin", "ht", "h0", "dht", "dh0", "dq", "dk", "dg", "de", 
 SCALARS = {"scale": "fp32", "T": "i32", "NT": "i32"}
 
 
-def signature(fn, consts):
-    """fn's parameter types for Triton's compiler: constexprs, SCALARS, else fp32 or bf16 pointers."""
-    return {p: "constexpr" if p in consts else SCALARS.get(p, "*fp32" if p in FP32_POINTERS else "*bf16")
-            for p in inspect.signature(fn.fn).parameters}
-
-
 def aligned(sig):
     """What Triton's launcher tells the compiler at a real call: every pointer 16-byte aligned (torch's
     allocations are), and T, NT multiples of 16 (T = 4096 and its 256 chunks). Without it the compiler must
@@ -58,7 +47,8 @@ def cuobjdump(fn, consts, warps, stages, flag):
     the shared memory a program takes (bytes)."""
     params = inspect.signature(fn.fn).parameters
     consts = {n: c for n, c in consts.items() if n in params}  # one table serves kernel versions that differ
-    sig = signature(fn, consts)
+    sig = {p: "constexpr" if p in consts else SCALARS.get(p, "*fp32" if p in FP32_POINTERS else "*bf16")
+           for p in params}  # each parameter's type for Triton's compiler: constexprs, SCALARS, else pointers
     src = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=aligned(sig))
     compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, num_stages=stages))
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
@@ -67,12 +57,6 @@ def cuobjdump(fn, consts, warps, stages, flag):
     out = subprocess.run([tool, flag, f.name], capture_output=True, text=True).stdout
     os.unlink(f.name)
     return out, compiled.metadata.shared
-
-
-def resources(fn, consts, warps, stages):
-    out, smem = cuobjdump(fn, consts, warps, stages, "--dump-resource-usage")
-    line = next((line.strip() for line in out.splitlines() if "REG:" in line), out.strip()[-300:])
-    return f"{line} | shared memory {smem} B"
 
 
 def instruction_mix(fn, consts, warps, stages, top=12):
@@ -127,7 +111,9 @@ def main():
         if args and name not in args:
             continue
         w = warps or w
-        print(f"{name:10s} warps {w} stages {s}: {resources(fn, consts, w, s)}", flush=True)
+        out, smem = cuobjdump(fn, consts, w, s, "--dump-resource-usage")
+        line = next((line.strip() for line in out.splitlines() if "REG:" in line), out.strip()[-300:])
+        print(f"{name:10s} warps {w} stages {s}: {line} | shared memory {smem} B", flush=True)
         if "--sass" in sys.argv[1:]:
             print(f"{'':10s} {instruction_mix(fn, consts, w, s)}", flush=True)
 

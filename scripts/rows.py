@@ -1,7 +1,6 @@
 """
-Measurements as JSON rows, one line each, appended to a results file as sweep.py appends its runs: every row
-carries the command, date, commit and device that made it, and scripts/results.py reads them. bench.py writes its
-rows through `append`; scripts/gpu_train_check.sh, a row per train.py run from the run's log:
+Measurements as JSON rows, one line each, carrying the command, date, commit and device that made them (bench.py,
+eval.py, sweep.py); scripts/gpu_train_check.sh appends a row per train.py run from the run's log:
 
     python scripts/rows.py RESULTS_FILE COMMAND RUNS_DIR NAME...
 """

@@ -3,8 +3,7 @@
 # their best lr (1e-3), seeds 0-2, with the whole erase x gate square: EDA, KDA, EDA with KDA's gate (KDA plus the
 # erase), KDA with the safe gate (EDA minus the erase). Fixed before it ran.
 #   python sweep.py config/sweep/erase.py --jobs=4
-# A run holds 12-19 GB of GPU memory (batch 256, 8192-token vocab), and runs beyond a few at once only share the
-# GPU's time: notes/synthetic.md, "Runs at once".
+# A run holds 12-19 GB of GPU memory; beyond a few at once they only share its time (notes/synthetic.md).
 exec(open('config/sweep/synthetic.py').read())
 name = 'erase'
 _steps = {'capacity': ['--max_iters=2000', '--eval_interval=500'], 'evict': ['--max_iters=6000', '--eval_interval=1000']}

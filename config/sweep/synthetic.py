@@ -2,12 +2,9 @@
 # at one state size (config/mqar.py's model: 2 linear layers, 2 heads of K = V = 64), the configs' batch of 256,
 # 2000 steps. Mixers: EDA, KDA, and EDA with KDA's decay gate, which differs from KDA only by the erase (the
 # ablation of the paper's claim); lr 1e-3 and 3e-3; seeds 0-2: 144 runs, fixed before any of them ran.
-# 'floor': the accuracy of answering NONE at every query (each move or new owner leaves one key reading NONE:
-# u / (n + u) for evict, moves / (n + moves) for reassign, on average); test_sweep.py checks it against the
-# generators. Resumable: rerun the same command and it goes on where it stopped.
+# 'floor': the accuracy of answering NONE at every query (notes/synthetic.md, 1). Resumable: rerun the command.
 #   python sweep.py config/sweep/synthetic.py --jobs=4
-# --jobs counts runs at once over all GPUs; on one, a run holds up to ~19 GB, and beyond a few at once they only
-# share its time (notes/synthetic.md, "Runs at once"). The other synthetic grids say 4 for the same reason.
+# --jobs=4: beyond a few runs at once a GPU's time is only shared (notes/synthetic.md, "Runs at once").
 name = 'synthetic'
 results_dir = 'results'
 tasks = {
