@@ -5,6 +5,8 @@ import os
 import torch
 import torch.nn.functional as F
 
+from data.synthetic import FILLER, NONE
+
 
 def rel(a, b):
     """Relative error |a - b| / |b| in float64 on the CPU (any dtype, any device)."""
@@ -89,3 +91,18 @@ def load_script(path, argv=None):
     finally:
         sys.argv = old
     return module
+
+
+def final_bindings(tokens, unique_values=False):
+    """The ground truth the tests check the generators against: replay a stream of `key value` pairs up to the
+    first pair holding a filler (the query region) -> {key: final value or NONE}. unique_values (evict): binding a
+    value to a key unbinds the value's previous key."""
+    binding, owner = {}, {}
+    for i in range(0, len(tokens) - 1, 2):
+        k, v = int(tokens[i]), int(tokens[i + 1])
+        if FILLER in (k, v):
+            break
+        if unique_values and v in owner:
+            binding[owner[v]] = NONE
+        binding[k], owner[v] = v, k
+    return binding

@@ -14,9 +14,9 @@ import torch
 import torch.nn.functional as F
 
 import eval as ev
-from conftest import tiny_gpt
+from conftest import final_bindings, tiny_gpt
 from data.prepare import load_tokenizer
-from data.synthetic import NONE, accuracy_counts, at_length, evict, final_bindings, reassign
+from data.synthetic import NONE, accuracy_counts, at_length, evict, reassign
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 SOURCE = np.frombuffer(open(os.path.join(ROOT, 'model.py'), 'rb').read(), np.uint8)  # Python source, as bytes

@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import final_bindings
 from data.prepare import HEADER_BYTES, TokenFileError, load_tokens, write_tokens
-from data.synthetic import accuracy_counts, distinct, FILLER, NONE, evict, final_bindings, mqar, reassign, vocab_halves
+from data.synthetic import accuracy_counts, distinct, FILLER, NONE, evict, mqar, reassign, vocab_halves
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 # a 2-layer hybrid (one EDA layer, one attention layer) that takes a fraction of a second per step

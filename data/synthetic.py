@@ -216,21 +216,6 @@ def evict(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, power
     return x, y
 
 
-def final_bindings(tokens, unique_values=False):
-    """The ground truth the tests check the generators against: replay a stream of `key value` pairs up to the
-    first pair holding a filler (the query region) -> {key: final value or NONE}. unique_values (evict): binding a
-    value to a key unbinds the value's previous key."""
-    binding, owner = {}, {}
-    for i in range(0, len(tokens) - 1, 2):
-        k, v = int(tokens[i]), int(tokens[i + 1])
-        if FILLER in (k, v):
-            break
-        if unique_values and v in owner:
-            binding[owner[v]] = NONE
-        binding[k], owner[v] = v, k
-    return binding
-
-
 def accuracy_counts(logits, y):
     """(correct, total, correct where the answer is NONE, answers that are NONE) of the argmax over the answer
     positions (y != -1) of logits [B, T, vocab]. The NONE split tells a model that answers NONE everywhere (the
