@@ -387,20 +387,21 @@ def kernel_section():
     run = [r for r in rows if r['bench'] == 'kernel' and r['case'].startswith('FLA')][-1]['run']  # the last with FLA
     kr, prof = by('kernel', run), by('profile')
     timed, shapes = by('kernel', next(iter(prof.values()))['run']), list(dict.fromkeys(s for _, s in kr))
+    profiled = list(dict.fromkeys(s for _, s in prof))
     ratio = lambda r, f: f"{r['fwd_ms'] / f['fwd_ms']:.2f}x / {r['fwd_bwd_ms'] / f['fwd_bwd_ms']:.2f}x" if f else '—'  # noqa: E731
     vs = lambda case, i: [kr[case, s][i] / kr[SAFE, s][i] for s in shapes if (case, s) in kr and (SAFE, s) in kr]  # noqa: E731
     span = lambda xs: f'{min(xs):.2f}x' if f'{min(xs):.2f}' == f'{max(xs):.2f}' else f'{min(xs):.2f}x to {max(xs):.2f}x'  # noqa: E731
-    ratios = lambda *ns: '{:.2f}-{:.2f}x'.format(*(f(prof[EDA, s]['kernels'][n] / prof[KDA, s]['kernels'][n]  # noqa: E731
-                                                     for s in shapes for n in ns) for f in (min, max)))
+    ratios = lambda *ns: span([prof[EDA, s]['kernels'][n] / prof[KDA, s]['kernels'][n] for s in profiled for n in ns])  # noqa: E731
+    share = lambda v: f'{v[0]}%' if v[0] == v[-1] else f'{v[0]}% to {v[-1]}%'  # noqa: E731  (v sorted, in percent)
     where, extra = [], {k: [] for k in KERNELS}
-    for s in dict.fromkeys(s for _, s in prof):
+    for s in profiled:
         e, k = prof[EDA, s]['kernels'], prof[KDA, s]['kernels']
         for case, label, p in ((EDA, 'EDA', e), (KDA, 'KDA path', k)):
             where.append([str(s), label, f"{timed[case, s]['fwd_bwd_ms']:.3f}", *[f'{p[n]:.3f}' for n in KERNELS],
                           f'{sum(p.values()) - sum(p[n] for n in KERNELS):.3f}'])
         for n in KERNELS:
             extra[n].append((e[n] - k[n]) / sum(e[m] - k[m] for m in KERNELS))
-    [bw] = read_rows('model_decode.jsonl', 'copy_bandwidth')
+    [bw] = [r for r in rows if r['bench'] == 'copy_bandwidth' and r['device'] == kr[EDA, shapes[0]]['device']][-1:]
     floor = []
     for s in shapes:
         fe, fk = (io_floor_bytes(*s, erase) / (bw['tb_s'] * 1e12) * 1e3 for erase in (True, False))
@@ -409,8 +410,8 @@ def kernel_section():
     fla0, eda0, kda0 = (kr[case, shapes[0]]['fwd_bwd_ms'] for case in (SAFE, EDA, KDA))
     return dict(
         made=made([r for r in rows if r['bench'] == 'kernel' and r['run'] == run], True),
-        prof_made=made(list(prof.values())), bw=bw, s0=shapes[0], n_shapes=len(vs(EDA, 'fwd_bwd_ms')),
-        share={n: f'{round(100 * min(v))}-{round(100 * max(v))}%' for n, v in extra.items()},
+        prof_made=made(list(prof.values())), bw=bw, bw_made=made([bw], True), s0=shapes[0], n_shapes=len(vs(EDA, 'fwd_bwd_ms')),
+        share={n: share(sorted(round(100 * x) for x in v)) for n, v in extra.items()},
         main=lines([c, str(s), f"{r['fwd_ms']:.3f}", f"{r['fwd_bwd_ms']:.3f}", f"{r['peak_mib']:,}",
                     ratio(r, kr.get((SAFE, s))), ratio(r, kr.get(('FLA chunk_kda', s)))]
                    for (c, s), r in kr.items() if 'check_g' not in c),
@@ -432,7 +433,8 @@ def train_section():
     def draw(ax):
         for m, label in (('eda', 'EDA hybrid'), ('eda_recompute', 'EDA hybrid, recomputed states'), ('transformer', tf)):
             ax.plot(ctx, [runs[m, T]['tok_s'] for T in ctx], marker='o', label=label)
-        ax.set(xscale='log', xlabel='block_size (tokens)', ylabel='tokens/s', title='~125M models, one H100, compiled')
+        ax.set(xscale='log', xlabel='block_size (tokens)', ylabel='tokens/s',
+               title=f"~125M models, one {trains[0]['device']}, compiled")
         ax.set_xticks(ctx, [str(T) for T in ctx])
         ax.legend()
     figure('train_context.png', draw)
