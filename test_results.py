@@ -44,7 +44,7 @@ def test_results_md_and_readmes_summary_are_what_scripts_results_py_writes(writt
                                                                       'KDA 0.725 (untrained 0.829), EDA 0.844'),
                                      ('5 of 12', '7 of 12'), ('behind the safe gate: not resolved',
                                                               'behind the safe gate: eda ahead'),
-                                     ('1.24x FLA', '1.42x FLA')])
+                                     ('1.31x FLA', '1.13x FLA')])
 def test_a_corrupted_figure_in_readme_or_results_md_is_caught(written, old, new):
     """Sign flips, swapped figures, changed counts and verdicts: each edit of the committed text is a stale line."""
     for name in ('README.md', 'RESULTS.md'):
@@ -72,9 +72,13 @@ def test_every_row_carries_its_command_date_commit_and_device():
 
 
 def test_no_command_or_note_names_a_launch_setting_kernel_py_lacks():
-    """Settings a benchmark once swept and that left kernel.LAUNCH leave every command that names them."""
+    """Settings a benchmark once swept and that left kernel.LAUNCH leave every command and note that names them
+    (as NAME=value or 'NAME': value; scripts/gpu_train_check.sh's knobs are not launch settings)."""
     import kernel
-    names = set(re.findall(r"'([A-Z][A-Z_0-9]+)': ", read('RESULTS.md') + read('results/kernels.jsonl')))
+    notes = ''.join(read(os.path.join('notes', f)) for f in os.listdir(os.path.join(ROOT, 'notes')))
+    text = read('RESULTS.md') + read('README.md') + read('results/kernels.jsonl') + notes
+    knobs = re.search(r'for knob in ([A-Z_ ]+);', read('scripts/gpu_train_check.sh')).group(1).split()
+    names = set(re.findall(r"\b([A-Z][A-Z0-9]*_[A-Z0-9_]+)(?:=|': )", text)) - set(knobs)
     assert names and names <= set(kernel.LAUNCH), names - set(kernel.LAUNCH)
 
 
@@ -82,7 +86,7 @@ def test_the_kernel_table_holds_every_timing_of_its_run(written):
     rows = [json.loads(x) for x in open(os.path.join(ROOT, 'results', 'kernels.jsonl'))]
     run = [r for r in rows if r['bench'] == 'kernel' and r['case'].startswith('FLA')][-1]['run']
     timed = [r for r in rows if r['bench'] == 'kernel' and r['run'] == run]
-    assert len(timed) == 20
+    assert len(timed) == 19  # FLA's safe gate at the last shape never ran (the run's note)
     for r in timed:
         if 'check_g' in r['case']:  # the default check_g=True: in the rows, not in the table
             assert f"| {r['case']} |" not in written[0]
@@ -95,7 +99,7 @@ def test_the_training_table_is_its_rows_cell_by_cell(written):
     rows = {(r['mixer'] + r['tag'], r['block_size']): r for r in map(json.loads, open(os.path.join(
         ROOT, 'results', 'train.jsonl'))) if r['bench'] == 'train'}
     cells = re.findall(r'^\| (\d+) \| ([\d,]+) \(([\d,]+)\) \| ([\d,]+) \| ([\d.]+)x \(([\d.]+)x\) \|', written[0], re.M)
-    assert len(cells) == 5
+    assert len(cells) == len({T for _, T in rows}) == 3
     for T, e, rc, t, ratio, rratio in cells:
         got = [rows[m, int(T)]['tok_s'] for m in ('eda', 'eda_recompute', 'transformer')]
         assert [int(x.replace(',', '')) for x in (e, rc, t)] == got
