@@ -1,10 +1,9 @@
 """
 Fused Triton kernels for Erase-then-Delta Attention (EDA), forward, backward and decode.
 
-Paper: "Erase-then-Delta Attention", Method section (Eq. labels below refer to it); eda.py holds the reference
-(`eda_recurrent`, the spec) and the chunked PyTorch form (`eda_chunk`). This module imports nothing of the repository:
-eda.py (eda_triton, eda_triton_decode) checks shapes and calls it. Why the kernels are shaped as they are, and the
-measurements behind their settings: notes/kernel.md.
+Paper: "Erase-then-Delta Attention", Method section (Eq. labels below refer to it). eda.py holds the reference
+(`eda_recurrent`, the spec), the chunked PyTorch form (`eda_chunk`), and checks shapes before calling this module, which
+imports nothing of the repository. Why the kernels are shaped as they are, with measurements: notes/kernel.md.
 
 Chapters, in file order:
     Triton building blocks      sub-step tiles of a chunk, the unit-lower inverse, anchored decay products
@@ -17,33 +16,7 @@ Chapters, in file order:
     Entry points                eda_fused, eda_decode, short_conv: host checks, then the ops
     Split-KV attention decode   attention_decode: one query token per row against a KV cache
 
-Design (chunked training kernels, Sec. 3.4):
-- A chunk of C tokens is BT = 2C sub-steps of the doubled sequence (Eq. double_data), built by masked loads in
-  registers (even rows read e / gamma / g, odd rows k / q / v / beta); the doubled sequence never exists in HBM. With
-  e=None (KDA/GDN) a constexpr flag drops the erase rows (BT = C). Outputs are stored at the write sub-steps only.
-- Forward, two launches:
-  (1) `_eda_prep_kernel`, one program per chunk (fully parallel): the state-free part of a chunk, the UT transform's
-      inverse T = (I + StrictTril(diag(b') A))^-1 (Eq. ut_transformation with the inverse made explicit,
-      notes/chunk_form.md §1) and Qk = Tril(Q' Gamma K'^T), stored as [BT, BT] per chunk (kept for the backward);
-      and the walk's operands (Eq. wy_representation), freed after the forward:
-      W = T diag(b') exp(G) K', U_0 = T diag(b') V', Ke = exp(G_C - G) K', Qg = exp(G) Q', exp(G_C).
-  (2) `_eda_fwd_kernel`, one program per (batch x value head, V-block), walks the chunks carrying the state
-      S (K x BV, fp32) in registers (Eq. chunk_wise_eda) with matrix products only:
-          U = U_0 - W S_0                              (what each sub-step writes)
-          O = Qg S_0 + Qk U,   S_C = exp(G_C) S_0 + Ke^T U.
-      It stores S_0 of every chunk (input dtype) for the backward.
-- Backward, three launches: (3) `_eda_dh_prep_kernel`, per chunk in parallel: what the reverse walk multiplies with
-  (W2 = T^T exp(G_C - G) K', M = T^T Qk^T, Qg = exp(G) Q', Kg = diag(b') exp(G) K'); (4) `_eda_bwd_dh_kernel` walks
-  the chunks in reverse for the state gradient alone (the chunk map is affine in S_0, so dS_0 = exp(G_C) dS_C +
-  Qg^T dO - Kg^T dX, dX = M dO + W2 dS_C, needs no S_0) and stores dS_C per chunk; then, in parallel over chunks,
-  (5) `_eda_bwd_kernel` recomputes the chunk's forward from S_0 and T, produces dv and every gradient through the
-  states, and chains the in-chunk gradients (dL, dQk) through the anchored decay products to k', q', G and the gates.
-- Decay numerics: a chunk's cumulative log decay G can reach -5 C (Eq. safe_gate), so exp(-G) overflows
-  (notes/chunk_form.md §2). Products Gamma_ij = exp(G_i - G_j) (i >= j) are formed as (k_i exp(G_i - G_a)) .
-  (k_j exp(G_a - G_j)) with local anchors: inside blocks of ANCHOR_TOKENS tokens the block's middle row; across
-  blocks the block boundary (both factors <= 1, the rest masked to -inf *before* exponentiating). Pairs above the
-  diagonal are discarded with `where`, never multiplied. Channel-wise decays need g >= G_MIN. One decay per head
-  (GDN, g [B, T, HV]) takes an exact path: exp(G_i - G_j) is formed after masking (<= 0), safe for any log decay.
+Design of the chunked training kernels (Sec. 3.4: launches (1)-(5), decay numerics): notes/chunk_form.md §4.
 """
 import ctypes
 import os
@@ -69,8 +42,7 @@ _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 @triton.jit
 def _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale, H: tl.constexpr, HV: tl.constexpr,
                 K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, EDA: tl.constexpr, k0=0):
-    """Sub-step tiles of chunk c (Eq. double_data), key columns k0 .. k0 + BK (the decay is per channel: each column
-    block stands alone): k' [BT, BK], q' (scaled), beta' [BT], G (cumulative log decay), rows, write/erase masks."""
+    """Chunk c's sub-step tiles (Eq. double_data), key columns k0 .. k0 + BK: k', q' (scaled), beta', G, rows, masks."""
     ck = k0 + tl.arange(0, BK)
     mk = ck < K
     bb, row_bt, wrow, erow = _chunk_rows(beta, gamma, i_b, i_hv, c, T, HV, BT, EDA)
@@ -138,9 +110,8 @@ def _row(X, r, i):
 @triton.jit
 def _unit_lower_inverse(M, BT: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr, DT: tl.constexpr,
                         PREC: tl.constexpr):
-    """(I + M)^-1 for strictly lower-triangular M [BT, BT] (Eq. ut_transformation). Forward substitution (stable:
-    a Neumann/doubling series cancels catastrophically when keys repeat) in all SB-blocks at once, then pairwise
-    merges: with L = D + N, N a pair's lower-left block, L^-1 = D^-1 - D^-1 N D^-1 exactly, as (D^-1 N)^2 = 0."""
+    """(I + M)^-1, M [BT, BT] strictly lower (Eq. ut_transformation): forward substitution in all SB-blocks (a Neumann
+    series cancels when keys repeat), then merges of pairs L = D + N: L^-1 = D^-1 - D^-1 N D^-1, as (D^-1 N)^2 = 0."""
     r = tl.arange(0, BT)
     rb = r // SB
     Tm = (r[:, None] == r[None, :]).to(tl.float32)
@@ -162,10 +133,8 @@ def _unit_lower_inverse(M, BT: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexp
 @triton.jit
 def _anchored(kk, qq, G, BT: tl.constexpr, AB: tl.constexpr, SCALAR_G: tl.constexpr, DT: tl.constexpr,
               PREC: tl.constexpr):
-    """A = StrictTril(K' Gamma K'^T), Qk = Tril(Q' Gamma K'^T) [BT, BT] with local anchors (module docstring,
-    'Decay numerics'): blocks of AB rows anchored at their middle row a, pairs across blocks by _cross_block; and
-    the in-block factors Kp = k' exp(G - G_a), Kn = k' exp(G_a - G), Qp = q' exp(G - G_a), Ea, En. SCALAR_G (GDN):
-    A = (K' K'^T) * exp(G_i - G_j) exactly, the factors k', k', q' themselves."""
+    """A = StrictTril(K' Gamma K'^T), Qk = Tril(Q' Gamma K'^T) [BT, BT], anchored (notes/chunk_form.md §4), and the
+    in-block factors Kp = k' exp(G - G_a), Kn = k' exp(G_a - G), Qp = q' exp(G - G_a), Ea, En (SCALAR_G: exact)."""
     r = tl.arange(0, BT)
     rb = r // AB
     if SCALAR_G:
@@ -206,8 +175,7 @@ def _scalar_decay(G, r):
 
 @triton.jit
 def _cross_block(kk, qq, G, r, I: tl.constexpr, AB: tl.constexpr):
-    """Factors of the pairs (i in block I, j before it), anchored at b = the row before block I: k_i exp(G_i - G_b),
-    k_j exp(G_b - G_j), exponents <= 0; other rows' exponents masked to -inf *before* exponentiating (no inf * 0)."""
+    """Pairs (i in block I, j before it) anchored at the row before block I: exponents <= 0, -inf masked before exp."""
     Gb = _row(G, r, I * AB - 1)
     EpI = tl.exp(tl.where((r // AB == I)[:, None], G - Gb[None, :], float("-inf")))
     EnI = tl.exp(tl.where((r < I * AB)[:, None], Gb[None, :] - G, float("-inf")))
@@ -224,17 +192,15 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
                      BKC: tl.constexpr, BVP: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr, AB: tl.constexpr,
                      EDA: tl.constexpr, SCALAR_G: tl.constexpr, CHECK_G: tl.constexpr, REUSE: tl.constexpr,
                      DT: tl.constexpr, PREC: tl.constexpr):
-    """The state-free part of a chunk, fully parallel (module docstring, (1)): T and Qk (kept for the backward), the
-    walk's U_0 = T diag(b') V' and W, Ke, Qg, exp(G_C) (_key_operands): the walk is products only. CHECK_G: also
-    store the chunk's smallest log decay (the wrapper rejects g < G_MIN without a pass of its own over g)."""
+    """Launch (1) of notes/chunk_form.md §4: T, Qk, U_0 = T diag(b') V' and _key_operands'. CHECK_G: also store the
+    chunk's smallest log decay (the wrapper rejects g < G_MIN without a pass of its own over g)."""
     c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
     r = tl.arange(0, BT)
     base = i_bh.to(tl.int64) * NT + c
     bb, row_bt, wrow, erow = _chunk_rows(beta, gamma, i_b, i_hv, c, T, HV, BT, EDA)
-    # K in blocks of BKC columns, twice: A and Qk sum over K, then each block's operands need T (notes/kernel.md).
-    # REUSE (one block covers K): the first pass's tiles stay live for the second, not loaded again.
+    # K in BKC-column blocks, twice: A and Qk sum over K before T exists; REUSE (one block covers K) keeps the tiles
     if REUSE:
         kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
                                             H, HV, K, BT, BKC, EDA)
@@ -280,10 +246,8 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
 def _key_operands(kk, qq, G, bb, Td, g, Xout, Yout, Qgout, eGNout, base, i_b, i_hv, c, T, k0, HV: tl.constexpr,
                   K: tl.constexpr, BT: tl.constexpr, BKC: tl.constexpr, EDA: tl.constexpr, BWD: tl.constexpr,
                   CHECK_G: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """Key columns k0 .. k0 + BKC of a walk's operands from the chunk's tiles and Td (T, or T^T for BWD): the prep's
-    W = T diag(b') exp(G) K' into Xout, Ke = exp(G_C - G) K' into Yout, or BWD (the dh prep's)
-    W2 = T^T exp(G_C - G) K', Kg = diag(b') exp(G) K'; and Qg = exp(G) Q', exp(G_C).
-    Returns the columns' smallest g with CHECK_G, else 0."""
+    """Key columns k0 .. k0 + BKC of a walk's operands (Td: T, or T^T for BWD): X = W = T diag(b') exp(G) K', Y = Ke =
+    exp(G_C - G) K'; BWD: X = W2 = T^T exp(G_C - G) K', Y = Kg = diag(b') exp(G) K'; Qg = exp(G) Q', exp(G_C)."""
     r = tl.arange(0, BT)
     ck = k0 + tl.arange(0, BKC)
     off_k = base * BT * K + r[:, None] * K + ck[None, :]
@@ -311,8 +275,7 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV
                     V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
                     HAS_H0: tl.constexpr, STORE_HT: tl.constexpr, STORE_HS: tl.constexpr,
                     DT: tl.constexpr, PREC: tl.constexpr):
-    """Per (V-block, batch x value head) the chunk loop of Eq. chunk_wise_eda on the prep's operands (module docstring,
-    (2))."""
+    """Launch (2) of notes/chunk_form.md §4: per (V-block, batch x value head) the chunk walk of Eq. chunk_wise_eda."""
     i_v = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, _ = _heads(i_bh, HV, HV)
@@ -349,7 +312,7 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV
 
 
 # ----------------------------------------------------------------------------------------------------
-# Backward: (3) per head, the reverse chunk loop for dS only; (4) per chunk, in parallel, all gradients.
+# Backward: (3), (4) the reverse chunk walk for dS only; (5) per chunk, in parallel, all gradients.
 
 
 @triton.jit
@@ -378,8 +341,8 @@ def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, W2out, Mout, Qgout, 
 def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT, HV: tl.constexpr, K: tl.constexpr,
                        V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
                        HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """Reverse walk of the state gradient on the dh prep's operands, without S_0 (module docstring, (4)); stores dS_C
-    of every chunk. dX = T^T dU is not kept: bf16 costs d(gamma) ~2e-2 relative at T = 4096, fp32 too much memory."""
+    """Launch (4) of notes/chunk_form.md §4: the reverse walk of dS alone, storing dS_C of every chunk. dX = T^T dU is
+    not kept: bf16 costs d(gamma) ~2e-2 relative at T = 4096, fp32 too much memory."""
     i_v = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, _ = _heads(i_bh, HV, HV)
@@ -416,14 +379,11 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
                     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                     BK: tl.constexpr, BV: tl.constexpr, AB: tl.constexpr, EDA: tl.constexpr, SCALAR_G: tl.constexpr,
                     ATOMIC_QK: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """Every input gradient of one chunk, in parallel over chunks (V-blocks of BV looped inside). The chunk's forward
-    is recomputed from S_0 and T, R = V' - (exp(G) K') S_0, U = T diag(b') R, and from dS_C
-        dU = Qk^T dO + (exp(G_C - G) K') dS_C,  dX = T^T dU,  dV' = b' dX,
-        dL = -StrictTril(dX U^T),  dQk = Tril(dO U^T)   (summed over the V-blocks),
-    giving dv and the gradients that flow through S_0 and S_C: dk' += exp(G) (-dV' S_0^T) + exp(G_C - G) (U dS_C^T),
-    dq' += exp(G) (dO S_0^T), db' += rowsum(dX R), and their share of dg (through G = cumsum(g')). Then the
-    in-chunk terms (_in_chunk_grads) from dL, dQk, and one store of every gradient (atomics for q, k when
-    grouped value heads share them)."""
+    """Launch (5) of notes/chunk_form.md §4: every input gradient of one chunk (V-blocks of BV looped inside). From S_0
+    and T: R = V' - (exp(G) K') S_0, U = T diag(b') R; from dS_C: dU = Qk^T dO + (exp(G_C - G) K') dS_C, dX = T^T dU,
+    dV' = b' dX, dL = -StrictTril(dX U^T), dQk = Tril(dO U^T) (summed over the V-blocks). Through S_0 and S_C:
+    dk' += exp(G) (-dV' S_0^T) + exp(G_C - G) (U dS_C^T), dq' += exp(G) (dO S_0^T), db' += rowsum(dX R), their share
+    of dg (G = cumsum(g')); then the in-chunk terms (_in_chunk_grads) and one store (atomics for shared q, k)."""
     c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
@@ -486,8 +446,7 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
 @triton.jit
 def _chunk_v_block(v, do, dv, Sd, dSd, kg, kg_lo, kn, Tm, Qk, bb, row_bt, wrow, i_hv, cv, mv, HV: tl.constexpr,
                    V: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """One V-block (Sd, dSd: S_0's, dS_C's [BK, BV]) of _eda_bwd_kernel's R, U, dU, dX; stores dv = diag(b') dX.
-    Returns dX, dR' = diag(b') dX, U and dO (dot dtype), rowsum(dX R)."""
+    """One V-block (Sd, dSd: S_0's, dS_C's [BK, BV]) of _eda_bwd_kernel's R, U, dU, dX; stores dv = diag(b') dX."""
     off_v = (row_bt * HV + i_hv)[:, None] * V + cv[None, :]
     m_v = wrow[:, None] & mv[None, :]
     vv = tl.load(v + off_v, mask=m_v, other=0.).to(tl.float32)
@@ -508,8 +467,7 @@ def _chunk_v_block(v, do, dv, Sd, dSd, kg, kg_lo, kn, Tm, Qk, bb, row_bt, wrow, 
 @triton.jit
 def _in_chunk_grads(kk, qq, G, bb, dL, dQk, r, ck, BT: tl.constexpr, AB: tl.constexpr, SCALAR_G: tl.constexpr,
                     DT: tl.constexpr, PREC: tl.constexpr):
-    """The in-chunk terms of a chunk's gradients from dL (through T) and dQk: db' = rowsum(dL A), dA = diag(b') dL,
-    chained through A and Qk (anchored, as in the forward) to k', q' and G. Returns (dk', dq', dG, db')."""
+    """In-chunk gradient terms (dk', dq', dG, db') from dL (through T) and dQk: db' = rowsum(dL A), dA = diag(b') dL."""
     A, Qk, Kp, Kn, Qp, Ea, En = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
     db = tl.sum(dL * A, axis=1)
     dA = bb[:, None] * dL
@@ -550,8 +508,7 @@ def _in_chunk_grads(kk, qq, G, bb, dL, dQk, r, ck, BT: tl.constexpr, AB: tl.cons
 @triton.jit
 def _scatter(dq, dk, de, dg, dbeta, dgamma, dqq, dkk, dgg, db, row_bt, wrow, erow, i_h, i_hv, ck, mk, H: tl.constexpr,
              HV: tl.constexpr, K: tl.constexpr, EDA: tl.constexpr, ATOMIC_QK: tl.constexpr):
-    """Sub-step gradients (key columns ck) to the token tensors: write rows -> q, k, beta; erase rows -> e, gamma; g
-    on the decay's rows. One writer a row (plain stores), but q, k rows shared by grouped value heads (ATOMIC_QK)."""
+    """Sub-step gradients to the tokens: write rows -> q, k, beta; erase rows -> e, gamma; g on the decay's rows."""
     off_qk = (row_bt * H + i_h)[:, None] * K + ck[None, :]
     off_hk = (row_bt * HV + i_hv)[:, None] * K + ck[None, :]
     m_w = wrow[:, None] & mk[None, :]
@@ -607,14 +564,12 @@ def _eda_decode_kernel(q, k, v, e, g, beta, gamma, s_in, s_out, o, scale, T, H: 
 
 
 # ----------------------------------------------------------------------------------------------------
-# The linear layers' input path (model.py): short causal depthwise conv + SiLU (+ L2 norm for q, k), fused by
-# hand: the compiled PyTorch form saved fp32 intermediates for its backward (notes/kernel.md).
+# Short conv, model.py's input path: causal depthwise conv + SiLU (+ L2 norm for q, k), fused (notes/kernel.md)
 
 
 @triton.jit
 def _conv_block(c0, T, NH: tl.constexpr, W: tl.constexpr, BT: tl.constexpr, BW: tl.constexpr):
-    """This program's part of a segment: batch b, row block i_t, its rows, column mask, channels ch of u, and its
-    tile's offsets in the segment's own [B, T, NH, W] tensor (q, k or v, or their grads)."""
+    """This program's batch b, row block i_t, rows, column mask, channels ch of u, offsets in its [B, T, NH, W] tile."""
     i_t = tl.program_id(0)
     i_bh = tl.program_id(1)
     b = i_bh // NH
@@ -658,8 +613,7 @@ def _conv_fwd_kernel(u, w, y, T, su_b, su_t, c0, eps, NH: tl.constexpr, W: tl.co
 @triton.jit
 def _conv_bwd_dz_kernel(u, w, dy, dz, dwp, T, NTB, su_b, su_t, c0, C, eps, NH: tl.constexpr, W: tl.constexpr,
                         KS: tl.constexpr, KSP: tl.constexpr, BT: tl.constexpr, BW: tl.constexpr, NORM: tl.constexpr):
-    """Backward of _conv_fwd_kernel, part 1: dz (fp32, [B, T, C]) from dy through the L2 norm and SiLU (z recomputed),
-    and this row block's share of dw into dwp [B * NTB, C, KS] (summed after: no atomics)."""
+    """Backward part 1: dz (fp32) through L2 norm and SiLU (z recomputed); the row block's dw into dwp (no atomics)."""
     b, i_t, rows, mc, ch, off_h = _conv_block(c0, T, NH, W, BT, BW)
     inside = (rows < T)[:, None] & mc[None, :]
     z = _conv_pre(u, w, b, rows, ch, mc, T, su_b, su_t, KS, BT, BW)
@@ -714,14 +668,12 @@ def _device_problem(device):
 
 
 def head_dim_problem(d):
-    """Why the kernels cannot take head dim d (K or V), or None: tiles are whole multiples of 16 (the
-    tensor cores' step) and one [K, V] state block must fit in registers. model.GPTConfig checks this too."""
+    """Why the kernels cannot take head dim d, or None: tiles step by 16; a [K, V] state block fits registers."""
     return None if d % 16 == 0 and 16 <= d <= 256 else "must be a multiple of 16 in [16, 256]"
 
 
 def _check_kernel_inputs(q, k, v, e, scale):
-    """The kernels' own requirements (dtype, head dims, device, scale), on top of eda.check_inputs' (shapes,
-    floating dtypes, one device), which eda_triton / eda_triton_decode run first. A ValueError names the input."""
+    """The kernels' own checks (dtype, head dims, device, scale) after eda.check_inputs': a ValueError names it."""
     for name, x in dict(q=q, k=k, v=v, e=e).items():
         if x is not None and x.dtype not in _DTYPES:
             raise ValueError(f"eda_triton: {name} has dtype {x.dtype}; the kernels take float32, bfloat16 or "
@@ -736,16 +688,14 @@ def _check_kernel_inputs(q, k, v, e, scale):
 
 
 def _dot_types(x):
-    """Tensor-core operand dtype, precision, and the stored per-chunk matrices' torch dtype: bf16 for half inputs
-    (fp16 would overflow the anchored decay factors, up to exp(40)), exact fp32 for fp32."""
+    """Dot operand dtype, precision, stored matrices' dtype: exact fp32, else bf16 (fp16 overflows exp(40) factors)."""
     if x.dtype == torch.float32:
         return tl.float32, "ieee", torch.float32
     return tl.bfloat16, "tf32", torch.bfloat16
 
 
 def _blocks(K, V, bv, programs=None, fill_programs=None):
-    """Block sizes: the whole (padded) key dim, V in blocks of at most bv; the walks (programs = batch x value heads)
-    narrow the V-blocks while fewer than fill_programs would run: more, shorter walks side by side."""
+    """Block sizes: K whole (padded), V in blocks of <= bv, narrower while fewer walks than fill_programs would run."""
     BK = triton.next_power_of_2(K)
     BV = min(triton.next_power_of_2(V), bv)
     while programs is not None and BV > 32 and programs * triton.cdiv(V, BV) < fill_programs:
@@ -766,8 +716,7 @@ LAUNCH = dict(
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3,
     DH_BV=128, DH_WARPS=8, DH_STAGES=3,
     BWD_BV=64, BWD_WARPS=8, BWD_STAGES=1,
-    # the per-chunk backward's shared-memory carveout, percent of an SM's (-1: Triton's choice, the largest): the
-    # rest of an SM's shared memory is the L1 cache its spills go through
+    # the per-chunk backward's shared-memory carveout, % of an SM's (-1: Triton's, the largest): the rest is its L1
     BWD_CARVEOUT=0,
     FILL_PROGRAMS=64,  # sequential walks: narrow the V-blocks while fewer programs than this would run
 )
@@ -808,7 +757,7 @@ def _geometry(q, v, e, chunk_tokens):
 
 
 def _anchor_rows(eda, BT):
-    """Rows per anchor block: ANCHOR_TOKENS tokens (module docstring, 'Decay numerics')."""
+    """Rows per anchor block: ANCHOR_TOKENS tokens (notes/chunk_form.md §4, 'Decay numerics')."""
     return min(BT, ANCHOR_TOKENS * (2 if eda else 1))
 
 
@@ -824,8 +773,7 @@ def _key_buffers(q, rows, NT, BT, K):
 
 
 def _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states):
-    """The forward op's results, allocated (the real op fills them, the fake op returns them): o (v's dtype), final
-    state (fp32), for the backward S_0 of every chunk [B, HV, NT, K, V] (q's dtype), T, Qk [B*HV, NT, BT, BT]."""
+    """The forward op's results, allocated (the real op fills them, the fake op returns them): o, ht, hs, T, Qk."""
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     o = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
     ht = torch.empty(B, HV, K, V, dtype=torch.float32, device=q.device) if output_final_state else _absent(q)
@@ -837,8 +785,7 @@ def _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states):
 
 
 def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states, chunk_tokens, scalar_g, check_g, L):
-    """(1) per chunk, in the dot dtype: T, Qk [B*HV, NT, BT, BT], the walk's operands (_key_buffers), U_0
-    [B*HV, NT, BT, V], with check_g each chunk's smallest log decay; (2) the chunk walk. L: launch settings by name."""
+    """Launches (1), (2) of notes/chunk_form.md §4 (check_g: each chunk's smallest g too); L: launch settings."""
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     DT, PREC, tdt = _dot_types(q)
     outs = o, ht, hs, Tm, Qk = _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states)
@@ -870,9 +817,8 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
 
 
 def _bwd_grads(q, k, v, e, g, beta, gamma):
-    """The backward op's gradient buffers dq, dk, dv, de, dg (channel-wise), dbeta, dgamma (de, dgamma absent without
-    erase), each in its input's dtype (one writer a row rounds once); dq, dk fp32 and zeroed for grouped value heads'
-    atomics. Real and fake op, as _fwd_outputs."""
+    """The backward op's gradient buffers (dg channel-wise), each in its input's dtype (one writer a row rounds once);
+    dq, dk fp32 and zeroed for grouped value heads' atomics. Real and fake op, as _fwd_outputs."""
     B, T, H, K = q.shape
     HV = v.shape[2]
     eda = e is not None
@@ -993,8 +939,7 @@ def _eda_chunk_fwd(q: Tensor, k: Tensor, v: Tensor, e: Opt, g: Tensor, beta: Ten
                    check_g: bool, recompute_states: bool, launch: List[int]
                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """The chunked forward (Eq. chunk_wise_eda) on a channel-wise g (scalar_g: columns equal, the exact per-head path):
-    (o, final state, S_0 of every chunk, T, Qk), absent ones empty. recompute_states (need_states False): the backward
-    runs this forward again for them. launch: launch_settings()."""
+    (o, final state, S_0 of every chunk, T, Qk), absent ones empty; recompute_states: the backward reruns it."""
     q, k, v, g, beta = (x.contiguous() for x in (q, k, v, g, beta))
     e, gamma, h0 = (None if x is None else x.contiguous() for x in (e, gamma, h0))
     return _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states, chunk_tokens, scalar_g,
@@ -1120,11 +1065,10 @@ _short_conv_fwd.register_autograd(_short_conv_backward, setup_context=_short_con
 def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output_final_state=False, chunk_size=None,
               check_g=True, launch=None, recompute_states=False):
     """Chunked fused EDA (Eq. ed; Sec. 3.4): eda.eda_recurrent's arguments, results (final state fp32), differentiable
-    in every tensor input; shapes as eda.eda_triton checks them. chunk_size: tokens per chunk, a power of 2 with
-    chunk_size * (2 if e else 1) >= 16 (default CHUNK_TOKENS, faster than 32 on an H100; 32 fits a Hopper SM with
-    launch FWD_STAGES=2, DH_STAGES=2). check_g: reject a channel-wise g below G_MIN (a device sync at the end of the
-    forward); False only where the gate bounds g. launch: changes to LAUNCH by name, e.g. dict(FWD_BV=64).
-    recompute_states: keep no chunk states (S_0, T, Qk: ~14 KB a token at K = V = 128, HV = 6) for the backward."""
+    in every tensor input. chunk_size: a power of 2, chunk_size * (2 if e else 1) >= 16 (default CHUNK_TOKENS; 32 fits
+    Hopper with launch FWD_STAGES=2, DH_STAGES=2). check_g: reject a channel-wise g below G_MIN (a device sync after the
+    forward); False only where the gate bounds g. launch: changes to LAUNCH by name. recompute_states: keep no chunk
+    states (S_0, T, Qk: ~14 KB a token at K = V = 128, HV = 6) for the backward."""
     _check_kernel_inputs(q, k, v, e, scale)
     if q.device.type == "cpu" and q.dtype != torch.float32:
         # the interpreter's bf16 tl.dot is wrong (errors ~1e10, _attn_decode), and half inputs take bf16 products
@@ -1172,9 +1116,8 @@ def eda_decode(q, k, v, e, g, beta, gamma, state, scale=None, inplace=True):
 
 
 def short_conv(u, weight, heads, eps=1e-6):
-    """The linear layers' input path, fused (model.la_conv is the spec): u [B, T, C = 2 H K + HV V] = [q | k | v],
-    weight [C, 1, KS] -> short causal depthwise conv -> SiLU -> q, k [B, T, H, K] L2-normalized (eps as F.normalize),
-    v [B, T, HV, V]; fp32 math. heads = (H, HV, K, V)."""
+    """model.la_conv fused, fp32 math: u [B, T, C = 2 H K + HV V] = [q | k | v], weight [C, 1, KS] -> causal depthwise
+    conv -> SiLU -> q, k [B, T, H, K] L2-normalized (eps as F.normalize), v [B, T, HV, V]; heads = (H, HV, K, V)."""
     H, HV, K, V = heads
     if u.dim() != 3 or u.shape[-1] != 2 * H * K + HV * V or u.stride(-1) != 1:
         raise ValueError(f"short_conv: u must be [B, T, 2*H*K + HV*V = {2 * H * K + HV * V}] with unit channel "
@@ -1190,9 +1133,8 @@ def short_conv(u, weight, heads, eps=1e-6):
 
 
 # ----------------------------------------------------------------------------------------------------
-# Split-KV attention decode (flash-decoding): one query token per row against a KV cache. So that few rows (B=1) fill
-# the GPU, the cache is cut into splits, one program per (batch, KV head, split) covering the KV head's G query heads
-# (K/V read once); a second launch merges the splits' partial softmaxes through their log-sum-exps.
+# Split-KV attention decode (flash-decoding): so that few rows (B=1) fill the GPU, one program per (batch, KV head,
+# split of the cache) reads K/V once for the head's G queries; a second launch merges the splits by log-sum-exp.
 
 ATTN_DECODE_BLOCK_N = 64         # keys per inner step of a split program
 ATTN_DECODE_MAX_SPLITS = 128     # bounds the partial buffers and the merge's width
@@ -1205,9 +1147,8 @@ def _attn_decode_split_kernel(q, k, v, o_part, lse_part, pos_ptr, pos_int, scale
                               sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, NKV: tl.constexpr, G: tl.constexpr, HD: tl.constexpr,
                               BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
                               POS_IN_MEMORY: tl.constexpr, PRECISION: tl.constexpr, DOT_UPCAST: tl.constexpr):
-    """Program (split s, batch b x KV head h): online softmax of KV head h's G queries over the keys [s * SPLIT_LEN,
-    (s + 1) * SPLIT_LEN) that are <= pos. Stores the normalized partial output (fp32) and its log2-sum-exp2; a split
-    wholly after pos stores 0 and -inf (no weight in the merge)."""
+    """Program (split s, batch b x KV head h): online softmax of KV head h's G queries over split s's keys <= pos: the
+    normalized partial output (fp32) and its log2-sum-exp2; a split wholly after pos stores 0 and -inf (no weight)."""
     i_s, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // NKV, i_bh % NKV
     # the valid length is read on the device when pos lives there (a CUDA graph replays this at every pos)
@@ -1310,13 +1251,12 @@ def _attn_decode_splits(n_keys, rows, device, block_n):
 
 
 def attention_decode(q, k, v, pos, scale=None, split_len=None):
-    """Softmax attention of one query per head against a KV cache, split across the cached sequence.
-
-    q [B, n_head, 1, head_dim] (or [B, n_head, head_dim]); k, v [B, n_kv_head, max_len, head_dim] (model.py's
-    cache; GQA: query head i reads KV head i // (n_head / n_kv_head)); the query at pos sees slots 0..pos. pos: an
-    int, or a one-element int tensor on q's device (the CUDA-graph path: the launch covers all of max_len, splits
-    past pos store an empty partial). scale: default 1 / sqrt(head_dim), as SDPA. split_len: keys per split (a
-    multiple of ATTN_DECODE_BLOCK_N; default: enough to fill the GPU). fp32 softmax; returns q's shape and dtype."""
+    """Softmax attention of one query per head against a KV cache, split across the cached sequence: q [B, n_head, 1,
+    head_dim] (or [B, n_head, head_dim]); k, v [B, n_kv_head, max_len, head_dim] (model.py's cache; GQA: query head i
+    reads KV head i // (n_head / n_kv_head)); the query at pos sees slots 0..pos. pos: an int, or a one-element int
+    tensor on q's device (the CUDA-graph path: the launch covers all of max_len, splits past pos store an empty
+    partial). scale: default 1 / sqrt(head_dim), as SDPA. split_len: keys per split (a multiple of ATTN_DECODE_BLOCK_N;
+    default: enough to fill the GPU). fp32 softmax; returns q's shape and dtype."""
     problem = attention_decode_problem(q, k, v, pos)
     if problem:
         raise ValueError(f"attention_decode: {problem}")
