@@ -1,11 +1,8 @@
 """
-nanoEDA model: a 3:1 hybrid of linear attention (EDA, KDA, GDN or GDN-2) and gated full attention, dense (SwiGLU)
-or MoE, in one file read top to bottom: GPTConfig; RMSNorm, SwiGLU; LinearAttention (projections -> short conv ->
-gates -> the update rule of eda.py -> norm, gate, o_proj); GatedAttention (GQA, q/k RMSNorm, RoPE, SDPA, sigmoid
-output gate); MoE; the chunked loss head; Block and GPT (each block takes an optional cache: decode.py); checkpoints.
-
-Paper: "Erase-then-Delta Attention" (Sec. 2-3: the rules; Appendix A, Tables 6-7: the sizes). Open choices follow
-Kimi Linear's KDA and Qwen3-Next's GDN, checked against Table 7's counts (notes/params.md); why: notes/model.md.
+nanoEDA model, a 3:1 hybrid of linear attention (EDA, KDA, GDN or GDN-2) and gated full attention, dense or MoE, read
+top to bottom: GPTConfig; RMSNorm, SwiGLU; LinearAttention; GatedAttention; MoE; the chunked loss head; Block and GPT
+(an optional cache: decode.py); checkpoints. Paper Sec. 2-3 (the rules), Appendix A and Tables 6-7 (the sizes); open
+choices follow Kimi Linear's KDA and Qwen3-Next's GDN, checked against Table 7 (notes/params.md); why: notes/model.md.
 """
 import math
 import os
@@ -229,8 +226,7 @@ def check_compile(compile):
 
 
 def maybe_compiled(fn, compile):
-    """fn as written (compile False), or torch.compile(fn, fullgraph=True) with Inductor (True) or the named backend:
-    la_conv, la_gates, la_output and the loss head's _head_chunk, in a forward without a cache (notes/model.md)."""
+    """fn as written (compile False), or torch.compile(fn, fullgraph=True), Inductor (True) or the named backend."""
     if not compile:
         return fn
     backend = "inductor" if compile is True else compile
@@ -471,8 +467,7 @@ class GatedAttention(nn.Module):
             if cache is not None:
                 cache["conv"].copy_(tail)
         q, gate = self.q_proj(x).view(B, T, self.nh, 2 * self.hd).chunk(2, dim=-1)
-        k = self.k_proj(x).view(B, T, self.nkv, self.hd)
-        v = self.v_proj(x).view(B, T, self.nkv, self.hd)
+        k, v = (proj(x).view(B, T, self.nkv, self.hd) for proj in (self.k_proj, self.v_proj))
         q, k = self.q_norm(q), self.k_norm(k)
         cos, sin = rope_cos_sin(pos if static else torch.arange(pos, pos + T, device=x.device),
                                 self.cfg.rope_dim, self.cfg.rope_theta)   # once for q and k
@@ -658,9 +653,8 @@ class _HeadLoss(torch.autograd.Function):
         return dh * dloss.to(dh.dtype), (dw * dloss).to(ctx.weight_dtype), None, None, None, None
 
 
-class GPT(nn.Module):
-    """The language model: embedding, n_layer blocks, final RMSNorm, lm_head (untied by default). compile: False, True
-    (Inductor) or a backend name compiles the elementwise pieces (maybe_compiled) of every forward without a cache."""
+    """Embedding, n_layer blocks, final RMSNorm, lm_head (untied by default); compile: maybe_compiled's, uncached."""
+    """Embedding, n_layer blocks, final RMSNorm, lm_head (untied by default); compile: maybe_compiled's, cacheless."""
 
     def __init__(self, config: GPTConfig, compile=False, seed=None):
         super().__init__()
@@ -678,9 +672,8 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def init_weights(self, seed=None):
-        """nanoGPT init (normal init_std, residual outputs scaled by 1/sqrt(2 n_layer)); norms at 1; gates and convs as
-        init_gates. Each parameter draws from param_generator(seed, its full name); seed None: one from torch's global
-        generator. Safe to call again after building on meta and to_empty()."""
+        """nanoGPT init (normal init_std, residual outputs / sqrt(2 n_layer)); norms 1; gates, convs: init_gates. Each
+        parameter draws from param_generator(seed, its name) (seed None: torch's); again after meta and to_empty()."""
         if seed is None:
             seed = int(torch.randint(2**31, (), device="cpu"))
         std = self.config.init_std
@@ -723,8 +716,7 @@ class GPT(nn.Module):
         return logits, F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-1), aux
 
     def param_summary(self):
-        """{'total', 'active', 'breakdown'}, counted as Table 7 counts (notes/params.md): the input embedding and
-        the lm_head both, once if tied; active = total minus the routed experts a token does not use."""
+        """{'total', 'active', 'breakdown'}, counted as Table 7 counts (notes/model.md, "Counting")."""
         cfg = self.config
         bd = {k: 0 for k in ("embedding", "lm_head", "linear_attention", "full_attention", "ffn", "experts",
                              "shared_expert", "router", "norms")}
@@ -752,8 +744,7 @@ class GPT(nn.Module):
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=device_type == "cuda")
 
     def flops_per_token(self, seq_len, on_cuda=False):
-        """Training FLOPs per token (3x forward), an estimate for MFU: the active matmul params, full attention, and
-        linear attention's chunk form (notes/model.md) with the chunk of the rule that runs on the device."""
+        """Training FLOPs per token (3x forward) for MFU (notes/model.md, "Counting"), at the device rule's chunk."""
         cfg = self.config
         s = self.param_summary()  # the embedding lookup is no matmul, but a tied lm_head still is
         flops = 6.0 * (s["active"] - (0 if cfg.tie_embeddings else s["breakdown"]["embedding"]))
@@ -819,8 +810,7 @@ def load_checkpoint(path, keys=("model", "model_args"), **kw):
     except Exception as err:  # torch.load's errors for a short or damaged file are RuntimeErrors, EOFError, ...
         raise CheckpointError(f"cannot read the checkpoint {path} (truncated or corrupt?): "
                               f"{type(err).__name__}: {str(err).strip().split('. ')[0][:200]}") from None
-    missing = [k for k in keys if not isinstance(ckpt, dict) or k not in ckpt]
-    if missing:
+    if missing := [k for k in keys if not isinstance(ckpt, dict) or k not in ckpt]:
         raise CheckpointError(f"{path} is not a nanoEDA checkpoint: no {', '.join(map(repr, missing))}")
     for name, (ok, what) in CHECKPOINT_FIELDS.items():
         if name in ckpt and not ok(ckpt[name]):
@@ -836,8 +826,7 @@ def checkpoint_config(ckpt, path, **runtime):
     """The GPTConfig of a checkpoint's model_args (RETIRED_FIELDS dropped), with the `runtime` fields replaced; a
     CheckpointError naming the file for fields this code cannot build."""
     args = {k: v for k, v in ckpt["model_args"].items() if k not in RETIRED_FIELDS}
-    unknown = sorted(set(args) - {f.name for f in fields(GPTConfig)})
-    if unknown:
+    if unknown := sorted(set(args) - {f.name for f in fields(GPTConfig)}):
         raise CheckpointError(f"{path}: model_args has fields this code does not know: {', '.join(unknown)}")
     try:
         return GPTConfig(**dict(args, **runtime))
@@ -846,8 +835,7 @@ def checkpoint_config(ckpt, path, **runtime):
 
 
 def _check_weights(ckpt, path):
-    """The weights against the model model_args describe (built on the meta device), and finite: a CheckpointError
-    naming the first weight that is not."""
+    """A CheckpointError naming the first weight unfit for model_args' model (built on meta) or not finite."""
     with torch.device("meta"):
         want = GPT(checkpoint_config(ckpt, path)).state_dict()
     have = ckpt["model"]

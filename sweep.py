@@ -1,10 +1,8 @@
 """
-Many small train.py runs over a grid (tasks x difficulty x mixers x learning rates x seeds), several at once,
-each run's row appended to a JSONL file as it ends; then a table and a figure from it. Zoology's protocol: each
-mixer at its best learning rate (best mean over seeds), with the spread over seeds and every run kept.
-A run is a `python train.py <task config> <level args> --mixer=.. --learning_rate=.. --seed=..` process: a sweep
-trains what a user's command trains, and the same command resumes. Relative paths are the repository's, else (a
-grid file, a task's config) the working directory's.
+Many small train.py runs over a grid (tasks x difficulty x mixers x learning rates x seeds), several at once, each
+run's row appended to a JSONL file as it ends; then a table and a figure. Zoology's protocol: each mixer at its best
+learning rate (best mean over seeds), with the spread over seeds and every run kept. Each run is a process
+`python train.py <task config> <level args> --mixer=.. --learning_rate=.. --seed=..`; the same command resumes.
 """
 import ctypes
 import itertools
@@ -523,8 +521,7 @@ def fmt_lr(lr):
 
 
 def provenance(rows, what='runs'):
-    """Where the rows (runs, or evaluations) come from: the dates, commits and devices they record (rows of older
-    sweeps may lack them)."""
+    """Where the rows (runs, or evaluations) come from: the dates, commits and devices they record, where they do."""
     def counts(field):
         return ', '.join(f'{v} ({c})' for v, c in sorted(Counter(r.get(field) or 'not recorded' for r in rows).items()))
     dates = sorted(r['date'][:10] for r in rows if r.get('date'))
@@ -700,8 +697,7 @@ def figure_accuracy(plt, summary):
 
 
 def figure_curves(plt, summary):
-    """Per (task, level): the loss against step (per mixer at its best lr: mean, min-max band, each run) and each
-    run's final loss as a dot, at a scale where the differences show."""
+    """Per (task, level): the loss against step per mixer at its best lr (mean, min-max band, runs); final losses."""
     panels = [(task, x) for task, spec in tasks.items() for x, _ in spec['levels']]
     fig, axes = plt.subplots(1, 2 * len(panels), figsize=(10 * len(panels), 4.2), squeeze=False,
                              gridspec_kw={'width_ratios': [1.4, 1] * len(panels)})
@@ -741,9 +737,6 @@ def figure_curves(plt, summary):
 if __name__ == '__main__':
     if not report_only:
         sweep()
-    rows = read_results(results_path)
-    if not rows and report_only:
-        sys.exit(f'sweep: no results in {results_path}')
-    if not rows:  # nothing ran yet (start_until passed first): nothing to report, and nothing went wrong
-        sys.exit(0)
+    if not (rows := read_results(results_path)):  # without report_only: start_until passed first, nothing went wrong
+        sys.exit(f'sweep: no results in {results_path}' if report_only else 0)
     report(rows)

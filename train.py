@@ -118,12 +118,10 @@ def settings_problems():
                                                       'lr_decay_iters') if g[n] is not None and g[n] < 0]
     # torch.manual_seed's range (numpy's generators take any int >= 0)
     out += [f'{n} must be in [0, 2**64), got {g[n]}' for n in ('seed', 'eval_seed') if not 0 <= g[n] < 2**64]
-    if init_from not in ('scratch', 'resume'):
-        out.append(f"init_from must be 'scratch' or 'resume', got {init_from!r}")
-    if parallel not in ('ddp', 'fsdp'):
-        out.append(f"parallel must be 'ddp' or 'fsdp', got {parallel!r}")
-    if dtype not in ('auto', 'float32', 'bfloat16', 'float16'):
-        out.append(f"dtype must be 'auto', 'float32', 'bfloat16' or 'float16', got {dtype!r}")
+    for n, choices in (('init_from', ('scratch', 'resume')), ('parallel', ('ddp', 'fsdp')),
+                       ('dtype', ('auto', 'float32', 'bfloat16', 'float16'))):
+        if g[n] not in choices:
+            out.append(f"{n} must be {', '.join(map(repr, choices[:-1]))} or {choices[-1]!r}, got {g[n]!r}")
     if not (device in ('auto', 'cpu') or device.startswith('cuda')):
         out.append(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
     elif device.startswith('cuda') and not dry_run and not torch.cuda.is_available():
@@ -343,7 +341,7 @@ def get_batch(split, purpose, step, index):
         x, y = xy[:, :-1], xy[:, 1:]
     x, y = (torch.from_numpy(np.ascontiguousarray(t)) for t in (x, y))
     if device_type == 'cuda':
-        return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
+        x, y = (t.pin_memory().to(device, non_blocking=True) for t in (x, y))
     return x, y
 
 
@@ -480,8 +478,8 @@ def all_reduce_sum(t):
 
 @torch.no_grad()
 def estimate_loss():
-    """Mean loss per target token on eval_iters batches of each split, shared out across ranks (each runs as many:
-    FSDP's all-gathers need every rank in every forward); for the synthetic tasks also the answers' accuracy."""
+    """Mean loss per target token on eval_iters batches of each split, shared out across ranks (notes/train.md);
+    for the synthetic tasks also the answers' accuracy."""
     out = {}
     model.eval()
     per_rank = math.ceil(eval_iters / world_size)
@@ -507,9 +505,8 @@ def estimate_loss():
 
 
 def save_checkpoint(path):
-    """Full (unsharded) state on rank 0, written to a temp file and renamed: a crash mid-write leaves the previous
-    checkpoint intact. Every rank calls it (FSDP gathers the shards). Nothing from non-finite weights; a failed
-    write (a full disk) removes its temp file. Returns None, or on every rank what went wrong."""
+    """Full state on rank 0, via a temp file and a rename (a crash mid-write leaves the previous one); every rank
+    calls it (FSDP gathers). Non-finite weights are never written. Returns None, or on every rank what went wrong."""
     global saves, last_saved
     # each rank checks its own shard, then all agree: one NaN anywhere and no rank writes
     local = [p.to_local() if hasattr(p, 'to_local') else p for p in raw_model.parameters()]
@@ -658,8 +655,7 @@ def log(record):
 
 
 def on_stop_signal(signum, frame):
-    """Ctrl-C or SIGTERM: one line saying where the run stopped and which checkpoint holds, exit 128 + the signal's
-    number (the shell's 130, 143). A checkpoint being written is finished first (the loop stops after it)."""
+    """Ctrl-C or SIGTERM: where the run stopped and which checkpoint holds, exit 128 + signum; a save finishes first."""
     global interrupted
     if saving:
         interrupted = signum
@@ -761,8 +757,7 @@ while True:
         say(f'compile: {t_now - t_start:.1f}s to the end of the first step (graphs built, kernels tuned)')
     if (iter_num - 1) % log_interval == 0 or iter_num == max_iters:
         # the loss of the whole global batch (mean over ranks): comparable across world sizes
-        lossf = all_reduce_sum(loss_sum).item() / accum_local / world_size
-        auxf = all_reduce_sum(aux_sum).item() / accum_local / world_size
+        lossf, auxf = (all_reduce_sum(t).item() / accum_local / world_size for t in (loss_sum, aux_sum))
         tok_s = window_tokens / window_time
         mfu = flops_per_token * tok_s / (peak_flops * world_size) if peak_flops else None
         eta = '    n/a' if dt_avg is None else fmt_time((max_iters - iter_num) * dt_avg)
