@@ -226,7 +226,8 @@ def check_compile(compile):
 
 
 def maybe_compiled(fn, compile):
-    """fn as written (compile False), or torch.compile(fn, fullgraph=True), Inductor (True) or the named backend."""
+    """fn as written (compile False), or torch.compile(fn, fullgraph=True) with Inductor (True) or the named backend:
+    la_conv, la_gates, la_output and the loss head's _head_chunk, in a forward without a cache (notes/model.md)."""
     if not compile:
         return fn
     backend = "inductor" if compile is True else compile
@@ -653,8 +654,9 @@ class _HeadLoss(torch.autograd.Function):
         return dh * dloss.to(dh.dtype), (dw * dloss).to(ctx.weight_dtype), None, None, None, None
 
 
-    """Embedding, n_layer blocks, final RMSNorm, lm_head (untied by default); compile: maybe_compiled's, uncached."""
-    """Embedding, n_layer blocks, final RMSNorm, lm_head (untied by default); compile: maybe_compiled's, cacheless."""
+class GPT(nn.Module):
+    """The language model: embedding, n_layer blocks, final RMSNorm, lm_head (untied by default). compile: False, True
+    (Inductor) or a backend name compiles the elementwise pieces (maybe_compiled) of every forward without a cache."""
 
     def __init__(self, config: GPTConfig, compile=False, seed=None):
         super().__init__()
@@ -672,8 +674,9 @@ class _HeadLoss(torch.autograd.Function):
 
     @torch.no_grad()
     def init_weights(self, seed=None):
-        """nanoGPT init (normal init_std, residual outputs / sqrt(2 n_layer)); norms 1; gates, convs: init_gates. Each
-        parameter draws from param_generator(seed, its name) (seed None: torch's); again after meta and to_empty()."""
+        """nanoGPT init (normal init_std, residual outputs scaled by 1/sqrt(2 n_layer)); norms at 1; gates and convs as
+        init_gates. Each parameter draws from param_generator(seed, its full name); seed None: one from torch's global
+        generator. Safe to call again after building on meta and to_empty()."""
         if seed is None:
             seed = int(torch.randint(2**31, (), device="cpu"))
         std = self.config.init_std
@@ -835,7 +838,8 @@ def checkpoint_config(ckpt, path, **runtime):
 
 
 def _check_weights(ckpt, path):
-    """A CheckpointError naming the first weight unfit for model_args' model (built on meta) or not finite."""
+    """The weights against the model model_args describe (built on the meta device), and finite: a CheckpointError
+    naming the first weight that is not."""
     with torch.device("meta"):
         want = GPT(checkpoint_config(ckpt, path)).state_dict()
     have = ckpt["model"]
