@@ -58,6 +58,12 @@ def table(header, rows):
     return '\n'.join([lines([header]), '|' + '---|' * len(header)] + ([lines(rows)] if rows else []))
 
 
+def span(xs, fmt='{:.2f}x', sep=' to '):
+    """The range of xs as the report prints it: one value where both ends print alike."""
+    lo, hi = fmt.format(min(xs)), fmt.format(max(xs))
+    return lo if lo == hi else lo + sep + hi
+
+
 def read_rows(name, bench=None):
     """The JSON rows of results/<name>, those of one benchmark kind where bench is given."""
     rows = [json.loads(line) for line in Path(results_dir, name).read_text().split('\n') if line.strip()]
@@ -276,7 +282,6 @@ def length_task(sw, task, acc, rows, several):
         pairs.append([f'{a} − {b}', ', '.join(f'{x:+.1f}' for x in d), f'{mu:+.1f}', f'[{lo:+.1f}, {hi:+.1f}]',
                       f'{k} of {len(d)}', f'{p:.2f}', f'**{v}**'])
     pct, worst, top, at1 = sw.fmt, min(acc, key=prim.get), mults[-1], acc[ms[0], seeds[0]]  # sw.fmt: points, .1f
-    span = lambda v: f'{min(v):.1f}-{max(v):.1f}'  # noqa: E731
 
     def draw(ax):
         for i, m in enumerate(ms):
@@ -292,10 +297,11 @@ def length_task(sw, task, acc, rows, several):
     return dict(
         task=task, draw=draw, label=f'**{task}**: ' + sw.provenance(rows) if several else '', v=verdicts,
         n_seeds=len(seeds), n_mixers=len(ms), cfg=cfg, top=f'{top}x', keys=at1[1]['num_keys'],
-        first=span([100 * avg(m, 'acc', 1) for m in ms]), last=span([100 * avg(m, 'acc', top) for m in ms]),
+        first=span([100 * avg(m, 'acc', 1) for m in ms], '{:.1f}', '-'),
+        last=span([100 * avg(m, 'acc', top) for m in ms], '{:.1f}', '-'),
         grown=at1[top]['num_updates'], low=', '.join(f'{m} seed {s} ({pct(a[1]["acc"])}%)' for (m, s), a in
                                                     sorted(acc.items()) if a[1]['acc'] < 0.99) or 'none',
-        rest=span([100 * acc[worst[0], s][top]['acc'] for s in seeds if s != worst[1]]), worst=worst,
+        rest=span([100 * acc[worst[0], s][top]['acc'] for s in seeds if s != worst[1]], '{:.1f}', '-'), worst=worst,
         worst_acc=pct(acc[worst][top]['acc']), pairs=lines(pairs), n_ahead=n_ahead, n_pairs=len(verdicts),
         floor=pct(acc[worst][top]['none_answers'] / acc[worst][top]['answers']),
         spread='' if n_ahead else fill('length spread'),
@@ -390,9 +396,8 @@ def kernel_section():
     profiled = list(dict.fromkeys(s for _, s in prof))
     ratio = lambda r, f: f"{r['fwd_ms'] / f['fwd_ms']:.2f}x / {r['fwd_bwd_ms'] / f['fwd_bwd_ms']:.2f}x" if f else '—'  # noqa: E731
     vs = lambda case, i: [kr[case, s][i] / kr[SAFE, s][i] for s in shapes if (case, s) in kr and (SAFE, s) in kr]  # noqa: E731
-    span = lambda xs: f'{min(xs):.2f}x' if f'{min(xs):.2f}' == f'{max(xs):.2f}' else f'{min(xs):.2f}x to {max(xs):.2f}x'  # noqa: E731
-    ratios = lambda *ns: span([prof[EDA, s]['kernels'][n] / prof[KDA, s]['kernels'][n] for s in profiled for n in ns])  # noqa: E731
-    share = lambda v: f'{v[0]}%' if v[0] == v[-1] else f'{v[0]}% to {v[-1]}%'  # noqa: E731  (v sorted, in percent)
+    ratios = lambda *ns: span([prof[EDA, s]['kernels'][n] / prof[KDA, s]['kernels'][n]  # noqa: E731
+                               for s in profiled for n in ns])
     where, extra = [], {k: [] for k in KERNELS}
     for s in profiled:
         e, k = prof[EDA, s]['kernels'], prof[KDA, s]['kernels']
@@ -401,7 +406,11 @@ def kernel_section():
                           f'{sum(p.values()) - sum(p[n] for n in KERNELS):.3f}'])
         for n in KERNELS:
             extra[n].append((e[n] - k[n]) / sum(e[m] - k[m] for m in KERNELS))
-    [bw] = [r for r in rows if r['bench'] == 'copy_bandwidth' and r['device'] == kr[EDA, shapes[0]]['device']][-1:]
+    device = kr[EDA, shapes[0]]['device']  # the floor divides by a copy bandwidth measured on the same kind of GPU
+    if not (bws := [r for r in rows if r['bench'] == 'copy_bandwidth' and r['device'] == device]):
+        sys.exit(f"results.py: results/kernels.jsonl has no copy_bandwidth row from the kernel table's device "
+                 f"({device}); bench.py --what=model_decode measures one")
+    bw = bws[-1]
     floor = []
     for s in shapes:
         fe, fk = (io_floor_bytes(*s, erase) / (bw['tb_s'] * 1e12) * 1e3 for erase in (True, False))
@@ -410,8 +419,8 @@ def kernel_section():
     fla0, eda0, kda0 = (kr[case, shapes[0]]['fwd_bwd_ms'] for case in (SAFE, EDA, KDA))
     return dict(
         made=made([r for r in rows if r['bench'] == 'kernel' and r['run'] == run], True),
-        prof_made=made(list(prof.values())), bw=bw, bw_made=made([bw], True), s0=shapes[0], n_shapes=len(vs(EDA, 'fwd_bwd_ms')),
-        share={n: share(sorted(round(100 * x) for x in v)) for n, v in extra.items()},
+        prof_made=made(list(prof.values())), bw=bw, bw_made=made([bw], True), s0=shapes[0],
+        n_shapes=len(vs(EDA, 'fwd_bwd_ms')), share={n: span([round(100 * x) for x in v], '{}%') for n, v in extra.items()},
         main=lines([c, str(s), f"{r['fwd_ms']:.3f}", f"{r['fwd_bwd_ms']:.3f}", f"{r['peak_mib']:,}",
                     ratio(r, kr.get((SAFE, s))), ratio(r, kr.get(('FLA chunk_kda', s)))]
                    for (c, s), r in kr.items() if 'check_g' not in c),
