@@ -112,15 +112,6 @@ class GPTConfig:
             need(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
         need(self.attn_conv_size != 1, "attn_conv_size must be 0 (no conv) or >= 2, got 1")
         need(0 < self.rope_frac <= 1, f"rope_frac must be in (0, 1], got {self.rope_frac}")
-        # resolved values: attributes, not config fields (so neither settings nor checkpoints hold them)
-        transformer = self.mixer == "transformer"
-        self.kv_heads = (transformer and self.transformer_n_kv_head) or self.n_kv_head
-        self.ffn_width = (transformer and self.transformer_ffn_hidden) or self.ffn_hidden
-        self.rope_dim = int(round(self.head_dim * self.rope_frac))
-        self.gate = DEFAULT_GATE.get(self.mixer, "log") if self.la_gate == "auto" else self.la_gate
-        self.A_init = DEFAULT_A_INIT[self.gate] if self.la_A_init == "auto" else self.la_A_init
-        # the mixer whose update rule the model runs: None where every layer is full attention
-        self.rule_mixer = None if all(map(self.is_attention_layer, range(self.n_layer))) else self.mixer
         need(self.n_head % self.kv_heads == 0,
              f"n_head={self.n_head} must be a multiple of the KV heads ({self.kv_heads}) for GQA")
         need(self.la_n_v_head % self.la_n_head == 0,
@@ -140,8 +131,34 @@ class GPTConfig:
         else:
             need(self.ffn_width > 0, f"ffn_hidden must be positive, got {self.ffn_width}")
 
+    # resolved values: properties, not fields (neither settings nor checkpoints hold them), so never stale
+    @property
+    def kv_heads(self):
+        return (self.mixer == "transformer" and self.transformer_n_kv_head) or self.n_kv_head
+
+    @property
+    def ffn_width(self):
+        return (self.mixer == "transformer" and self.transformer_ffn_hidden) or self.ffn_hidden
+
+    @property
+    def rope_dim(self):
+        return int(round(self.head_dim * self.rope_frac))
+
+    @property
+    def gate(self):
+        return DEFAULT_GATE.get(self.mixer, "log") if self.la_gate == "auto" else self.la_gate
+
+    @property
+    def A_init(self):
+        return DEFAULT_A_INIT[self.gate] if self.la_A_init == "auto" else self.la_A_init
+
     def is_attention_layer(self, i):
         return self.mixer == "transformer" or (i + 1) % self.attn_every == 0
+
+    @property
+    def rule_mixer(self):
+        """The mixer whose update rule the model runs: None where every layer is full attention."""
+        return None if all(map(self.is_attention_layer, range(self.n_layer))) else self.mixer
 
     def auto_backend_problem(self, on_cuda):
         """eda.auto_backend_problem of this config: why la_backend='auto' cannot run here, or None."""
