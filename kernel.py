@@ -836,7 +836,7 @@ def _bwd_grads(q, k, v, e, g, beta, gamma):
 def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk_tokens, scalar_g, L):
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     BK = triton.next_power_of_2(K)
-    DT, PREC, tdt = _dot_types(q)
+    DT, PREC, _ = _dot_types(q)
     # (3) the state gradient at every chunk end, walking backwards on operands prepared in parallel
     dhs = torch.empty_like(hs)
     dh0 = q.new_empty(B, HV, K, V, dtype=torch.float32) if need_dh0 else _absent(q)
