@@ -535,31 +535,37 @@ def _scatter(dq, dk, de, dg, dbeta, dgamma, dqq, dkk, dgg, db, row_bt, wrow, ero
 def _eda_decode_kernel(q, k, v, e, g, beta, gamma, s_in, s_out, o, scale, T, H: tl.constexpr, HV: tl.constexpr,
                        K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
                        SCALAR_G: tl.constexpr):
-    i_bh = tl.program_id(0)  # batch x heads on axis 0: up to 2^31 programs, large decode batches
-    i_v = tl.program_id(1)
+    # one axis, a state's V-blocks adjacent: neighbouring programs read neighbouring columns of one state's rows
+    pid = tl.program_id(0)
+    i_bh, i_v = pid // tl.cdiv(V, BV), pid % tl.cdiv(V, BV)
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
     ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
     off_s += i_bh.to(tl.int64) * K * V
     S = tl.load(s_in + off_s, mask=m_s, other=0.).to(tl.float32)
     for t in range(T):
         row = i_b.to(tl.int64) * T + t
-        qv = tl.load(q + (row * H + i_h) * K + ck, mask=mk, other=0.).to(tl.float32) * scale
-        kv = tl.load(k + (row * H + i_h) * K + ck, mask=mk, other=0.).to(tl.float32)
-        vv = tl.load(v + (row * HV + i_hv) * V + cv, mask=mv, other=0.).to(tl.float32)
+        # each V-block (and grouped head) of a token reads its q, k, g, e: kept in L2; v and o pass once
+        # (FLA's fused_recurrent hints: -8% at B = 64, notes/kernel.md)
+        qv = tl.load(q + (row * H + i_h) * K + ck, mask=mk, other=0., eviction_policy='evict_last')
+        qv = qv.to(tl.float32) * scale
+        kv = tl.load(k + (row * H + i_h) * K + ck, mask=mk, other=0., eviction_policy='evict_last').to(tl.float32)
+        vv = tl.load(v + (row * HV + i_hv) * V + cv, mask=mv, other=0., eviction_policy='evict_first')
+        vv = vv.to(tl.float32)
         if SCALAR_G:
             S = S * tl.exp(tl.load(g + row * HV + i_hv).to(tl.float32))
         else:
-            gv = tl.load(g + (row * HV + i_hv) * K + ck, mask=mk, other=0.).to(tl.float32)
-            S = S * tl.exp(gv)[:, None]                                  # Eq. decayed_memory
+            gv = tl.load(g + (row * HV + i_hv) * K + ck, mask=mk, other=0., eviction_policy='evict_last')
+            S = S * tl.exp(gv.to(tl.float32))[:, None]                   # Eq. decayed_memory
         if EDA:                                                          # Eq. erase_step
-            ev = tl.load(e + (row * HV + i_hv) * K + ck, mask=mk, other=0.).to(tl.float32)
+            ev = tl.load(e + (row * HV + i_hv) * K + ck, mask=mk, other=0., eviction_policy='evict_last')
+            ev = ev.to(tl.float32)
             gm = tl.load(gamma + row * HV + i_hv).to(tl.float32)
             S = S - (gm * ev)[:, None] * tl.sum(ev[:, None] * S, axis=0)[None, :]
         bt = tl.load(beta + row * HV + i_hv).to(tl.float32)               # Eq. eda_two_stage
         res = vv - tl.sum(kv[:, None] * S, axis=0)
         S = S + (bt * kv)[:, None] * res[None, :]
         ov = tl.sum(qv[:, None] * S, axis=0)
-        tl.store(o + (row * HV + i_hv) * V + cv, ov.to(o.dtype.element_ty), mask=mv)
+        tl.store(o + (row * HV + i_hv) * V + cv, ov.to(o.dtype.element_ty), mask=mv, eviction_policy='evict_first')
     tl.store(s_out + off_s, S, mask=m_s)
 
 
@@ -874,10 +880,10 @@ def _decode(q, k, v, e, g, beta, gamma, state, scale):
     o = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
     BK = triton.next_power_of_2(K)
     BV = min(triton.next_power_of_2(V), 32 if K <= 128 else 16)
-    grid = (B * HV, triton.cdiv(V, BV))
+    grid = (B * HV * triton.cdiv(V, BV),)
     _eda_decode_kernel[grid](q, k, v, e if eda else k, g, beta, gamma if eda else beta, state, state, o,
                              scale, T, H=H, HV=HV, K=K, V=V, BK=BK, BV=BV, EDA=eda,
-                             SCALAR_G=g.dim() == 3, num_warps=4)
+                             SCALAR_G=g.dim() == 3, num_warps=2)  # 2: 2-3% faster than 4 at B = 64, 256
     return o
 
 
