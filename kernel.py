@@ -556,21 +556,15 @@ def _eda_decode_kernel(q, k, v, e, g, beta, gamma, s_in, s_out, o, scale, T, H: 
         else:
             gv = tl.load(g + (row * HV + i_hv) * K + ck, mask=mk, other=0., eviction_policy='evict_last')
             S = S * tl.exp(gv.to(tl.float32))[:, None]                   # Eq. decayed_memory
-        # k^T S' and q^T S_t expanded over the erase and the write (Eq. eda_two_stage): the three reductions of
-        # the decayed S are independent, one round trip through shared memory instead of three in a chain
-        bt = tl.load(beta + row * HV + i_hv).to(tl.float32)
-        sk, sq = tl.sum(kv[:, None] * S, axis=0), tl.sum(qv[:, None] * S, axis=0)
         if EDA:                                                          # Eq. erase_step
             ev = tl.load(e + (row * HV + i_hv) * K + ck, mask=mk, other=0., eviction_policy='evict_last')
             ev = ev.to(tl.float32)
             gm = tl.load(gamma + row * HV + i_hv).to(tl.float32)
-            se = tl.sum(ev[:, None] * S, axis=0)
-            sk -= gm * tl.sum(kv * ev) * se
-            sq -= gm * tl.sum(qv * ev) * se
-            S = S - (gm * ev)[:, None] * se[None, :]
-        res = vv - sk
+            S = S - (gm * ev)[:, None] * tl.sum(ev[:, None] * S, axis=0)[None, :]
+        bt = tl.load(beta + row * HV + i_hv).to(tl.float32)               # Eq. eda_two_stage
+        res = vv - tl.sum(kv[:, None] * S, axis=0)
         S = S + (bt * kv)[:, None] * res[None, :]
-        ov = sq + bt * tl.sum(qv * kv) * res
+        ov = tl.sum(qv[:, None] * S, axis=0)
         tl.store(o + (row * HV + i_hv) * V + cv, ov.to(o.dtype.element_ty), mask=mv, eviction_policy='evict_first')
     tl.store(s_out + off_s, S, mask=m_s)
 
