@@ -213,8 +213,10 @@ def best_lrs(rows):
 
 
 def lr_score(runs):
-    """What an lr is chosen on: the mean of its runs of `seeds`, repeat 0 (more ran at one lr only)."""
-    return mean([value(r) for r in runs if r['seed'] in seeds and not r.get('repeat') and value(r) is not None])
+    """What an lr is chosen on: the mean of its runs of `seeds`, repeat 0 (more ran at one lr only); the worst
+    score where none left a value."""
+    vals = [value(r) for r in runs if r['seed'] in seeds and not r.get('repeat') and value(r) is not None]
+    return mean(vals) if vals else float('-inf') if metric == 'val_acc' else float('inf')
 
 
 def outcome(proc_rc, out_dir, log_path, seconds, timed_out):
@@ -462,8 +464,10 @@ def value(r):
     return r.get(metric) if r['status'] == 'ok' else 0.0 if metric == 'val_acc' else None
 
 
-def mean(vals):
-    return sum(vals) / len(vals) if vals else (float('-inf') if metric == 'val_acc' else float('inf'))
+def mean(xs, scale=1):
+    """scale times the mean of xs (100: in percent), scaled before the division as the reports' figures were."""
+    xs = list(xs)
+    return scale * sum(xs) / len(xs)
 
 
 def std(vals):
@@ -484,7 +488,7 @@ def summarize(rows):
         lr, runs = (max if metric == 'val_acc' else min)(per_lr.items(), key=lambda kv: lr_score(kv[1]))
         # one value per seed (its repeats averaged): the spread over seeds; the repeats' table shows the rest
         accs = [mean(v) for v in by_seed(runs).values()] or [float('nan')]  # nan: all failed
-        out[k] = dict(lr=lr, accs=accs, mean=sum(accs) / len(accs), std=std(accs), min=min(accs), max=max(accs),
+        out[k] = dict(lr=lr, accs=accs, mean=mean(accs), std=std(accs), min=min(accs), max=max(accs),
                       params=next((r['params'] for r in runs if r.get('params')), None), runs=runs,
                       n_failed=sum(r['status'] != 'ok' for r in runs), per_lr=per_lr,
                       lrs={l: lr_score(v) for l, v in per_lr.items()})
@@ -505,7 +509,29 @@ def pair_stats(sa, sb):
     (seeds on which A is ahead, seeds compared, mean A - B), or None."""
     va, vb = ({seed: mean(v) for seed, v in by_seed(s['runs']).items()} for s in (sa, sb))
     diffs = [va[seed] - vb[seed] for seed in sorted(set(va) & set(vb))]
-    return diffs and (sum(d > 0 if metric == 'val_acc' else d < 0 for d in diffs), len(diffs), mean(diffs)) or None
+    return diffs and (paired(diffs, metric == 'val_acc')[2], len(diffs), mean(diffs)) or None
+
+
+# Student's t two-sided 95% critical values by degrees of freedom (any statistics table)
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+        11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131}
+
+
+def sign_test(k, n):
+    """Two-sided exact sign test: P(a split at least as uneven as k of n) under a fair coin."""
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(min(k, n - k) + 1)) / 2 ** n)
+
+
+def paired(diffs, higher_is_better=False, a='A', b='B'):
+    """The verdict rule the grids fix before their runs. Per-seed differences a - b: (mean, 95% t interval, seeds
+    where a is better, sign test p, verdict): 'a ahead' or 'b ahead' only where the interval excludes zero, else
+    'not resolved' (always, from one seed)."""
+    n, mu = len(diffs), mean(diffs)
+    half = T975[n - 1] * std(diffs) / math.sqrt(n) if n > 1 else math.inf
+    better = sum(d > 0 if higher_is_better else d < 0 for d in diffs)
+    up, down = (a, b) if higher_is_better else (b, a)
+    verdict = f'{up} ahead' if mu - half > 0 else f'{down} ahead' if mu + half < 0 else 'not resolved'
+    return mu, (mu - half, mu + half), better, sign_test(better, sum(d != 0 for d in diffs)), verdict
 
 
 def fmt(v, sign=''):

@@ -8,7 +8,6 @@ reports (results/<grid>.md, .png) are rebuilt on the way. Edit the rows or the t
 """
 import importlib.util
 import json
-import math
 import os
 import runpy
 import sys
@@ -111,36 +110,6 @@ def figure(name, draw, panels=1):
 
 
 # ----------------------------------------------------------------------------------------------------
-# Statistics: the verdict rule every grid fixes before its runs (a paired t interval and a sign test)
-
-# Student's t two-sided 95% critical values by degrees of freedom (any statistics table)
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-        11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131}
-
-
-def sign_test(k, n):
-    """Two-sided exact sign test: P(a split at least as uneven as k of n) under a fair coin."""
-    return min(1.0, 2 * sum(math.comb(n, i) for i in range(min(k, n - k) + 1)) / 2 ** n)
-
-
-def mean(xs, scale=1):
-    """scale times the mean of xs (100: in percent), scaled before the division as the rows' figures were."""
-    xs = list(xs)
-    return scale * sum(xs) / len(xs)
-
-
-def paired(diffs, higher_is_better=False, a='A', b='B'):
-    """Per-seed differences a - b: (mean, 95% t interval, seeds where a is better, sign test p, verdict): 'a ahead'
-    or 'b ahead' only where the interval excludes zero, else 'not resolved'."""
-    n, mu = len(diffs), mean(diffs)
-    half = T975[n - 1] * math.sqrt(sum((d - mu) ** 2 for d in diffs) / (n - 1) / n)
-    better = sum(d > 0 if higher_is_better else d < 0 for d in diffs)
-    up, down = (a, b) if higher_is_better else (b, a)
-    verdict = f'{up} ahead' if mu - half > 0 else f'{down} ahead' if mu + half < 0 else 'not resolved'
-    return mu, (mu - half, mu + half), better, sign_test(better, sum(d != 0 for d in diffs)), verdict
-
-
-# ----------------------------------------------------------------------------------------------------
 # Sections: each returns the fields of its part of results_template.md (row=False: no README row), or its text
 
 
@@ -165,7 +134,7 @@ def erase_section():
     for k, m, d in (zip(*stats[tuple(p)]) for p in sw.pairs[:2]):
         k, m = sum(k), sum(m)
         word = 'is ahead' if k >= 0.75 * m else 'is behind' if k <= 0.25 * m else 'shows no consistent effect'
-        said.append(dict(word=word, ahead=f'{k} of {m}', mean=sw.fmt_diff(mean(d))))
+        said.append(dict(word=word, ahead=f'{k} of {m}', mean=sw.fmt_diff(sw.mean(d))))
     floor = sum(r['val_acc'] < sw.tasks[r['task']]['floor'][1][r['x']] + 0.02 for r in rows if sw.key(r) in ok)
     head = ['level', *(c for a, b in sw.pairs for c in (a, b, f'{a} ahead'))]
     shipped = fill('erase verdict', provenance=sw.provenance(rows), kda=said[0], safe=said[1], floor=floor,
@@ -220,19 +189,19 @@ def lm_long_section():
         past = [(b - a, i) for i, (a, b) in enumerate(zip(text['edges'], text['edges'][1:])) if a >= block_size]
         carried, reset = (sum(w * text[key][i] for w, i in past) / sum(w for w, _ in past)
                           for key in ('carried', 'reset'))
-        bound, rebound, stale = (mean((c[f] for c in cells if c['variant'] == v), 100)  # in points
+        bound, rebound, stale = (sw.mean((c[f] for c in cells if c['variant'] == v), 100)  # in points
                                  for v, f in (('bound', 'acc'), ('rebound', 'acc'), ('rebound', 'stale')))
         fig[m, s] = dict(val=runs[m, s]['val_loss'], past=carried, carry=carried - reset, bound=bound,
                          rebound=rebound, stale=stale)
     text0, needles0 = ev[ms[0], seeds[0], 'text'], ev[ms[0], seeds[0], 'needles']
     contexts = sorted({c['context'] for c in needles0['cells']})
-    by_ctx = lambda m, v, c: mean((x['acc'] for s in seeds for x in ev[m, s, 'needles']['cells']  # noqa: E731
+    by_ctx = lambda m, v, c: sw.mean((x['acc'] for s in seeds for x in ev[m, s, 'needles']['cells']  # noqa: E731
                                    if (x['variant'], x['context']) == (v, c)), 100)  # every seed's and depth's
     verdicts, pairs = {f'{a}, {b}, {f}': 'not run' for a, b in sw.pairs for f in LONG_FIGURES}, []
     for a, b in [p for p in sw.pairs if set(p) <= set(ms)]:  # verdicts: {'A, B, figure': verdict}, as the template
         pairs.append([f'{a} − {b}'])
         for f, (_, p, higher) in LONG_FIGURES.items():
-            mu, (lo, hi), k, sp, v = paired([fig[a, s][f] - fig[b, s][f] for s in seeds], higher, a, b)
+            mu, (lo, hi), k, sp, v = sw.paired([fig[a, s][f] - fig[b, s][f] for s in seeds], higher, a, b)
             verdicts[f'{a}, {b}, {f}'] = v
             cell = f'{mu:+.{p}f} [{lo:+.{p}f}, {hi:+.{p}f}] {k}/{len(seeds)}, p {sp:.2f}'
             pairs[-1].append(cell if v == 'not resolved' else f'**{cell}, {v}**')
@@ -240,7 +209,7 @@ def lm_long_section():
     def draw(ax):
         mids = [(a + b) / 2 for a, b in zip(text0['edges'], text0['edges'][1:])]
         for i, m in enumerate(ms):
-            line = lambda key: [mean(ev[m, s, 'text'][key][j] for s in seeds) for j in range(len(mids))]  # noqa: E731
+            line = lambda key: [sw.mean(ev[m, s, 'text'][key][j] for s in seeds) for j in range(len(mids))]  # noqa: E731
             ax.plot(mids, line('carried'), '-', color=f'C{i}', marker='o', ms=3, label=m)
             ax.plot(mids, line('reset'), ':', color=f'C{i}', ms=3)
         ax.axvline(1024, color='gray', lw=0.5)
@@ -249,7 +218,7 @@ def lm_long_section():
         ax.set_title('text past the training length (dotted: reset every 1024)', fontsize=9)
         ax.legend(fontsize=8)
     figure('lm_long_position.png', draw)
-    mean_of = lambda m, f: (f'{mean(fig[m, s][f] for s in seeds):.{LONG_FIGURES[f][0]}f}'  # noqa: E731
+    mean_of = lambda m, f: (f'{sw.mean(fig[m, s][f] for s in seeds):.{LONG_FIGURES[f][0]}f}'  # noqa: E731
                             if m in ms else 'not run')
     needle_v = [v for k, v in verdicts.items() if k.endswith(('bound', 'stale')) and 'transformer' not in k]
     return dict(
@@ -272,12 +241,12 @@ def length_task(sw, task, acc, rows, several):
                  f"{len(spec['levels'])}")
     cfg, ms = runpy.run_path(spec['config']), [m for m in sw.mixers if all((m, s) in acc for s in seeds)]
     configure(cfg, spec['levels'][0][1])  # train.py's settings for the task: its config and level
-    prim = {k: mean((a[m]['acc'] for m in mults[1:]), 100) for k, a in acc.items()}
-    avg = lambda m, f, x: mean(acc[m, s][x][f] for s in seeds)  # noqa: E731
+    prim = {k: sw.mean((a[m]['acc'] for m in mults[1:]), 100) for k, a in acc.items()}
+    avg = lambda m, f, x: sw.mean(acc[m, s][x][f] for s in seeds)  # noqa: E731
     pairs, verdicts = [], {}  # verdicts: {'A, B': verdict}, as the template names them
     for a, b in sw.pairs:
         d = [prim[a, s] - prim[b, s] for s in seeds]
-        mu, (lo, hi), k, p, v = paired(d, True, a, b)
+        mu, (lo, hi), k, p, v = sw.paired(d, True, a, b)
         verdicts[f'{a}, {b}'] = v
         pairs.append([f'{a} − {b}', ', '.join(f'{x:+.1f}' for x in d), f'{mu:+.1f}', f'[{lo:+.1f}, {hi:+.1f}]',
                       f'{k} of {len(d)}', f'{p:.2f}', f'**{v}**'])
