@@ -15,13 +15,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 
 from configurator import configure, fmt_time, hold_lock
 
 HERE, CWD = os.path.dirname(os.path.abspath(__file__)), os.getcwd()
 sys.path.insert(0, os.path.join(HERE, 'scripts'))
-from rows import append, commit, versions  # noqa: E402  (scripts/rows.py: a row appended; commit, versions)
+from rows import append, commit, made, versions  # noqa: E402  (scripts/rows.py: rows written, read, printed)
 
 # ----------------------------------------------------------------------------------------------------
 # Settings (config files and --key=value, as train.py)
@@ -546,16 +545,6 @@ def fmt_lr(lr):
     return 'cfg' if lr is None else f'{lr:g}'
 
 
-def provenance(rows, what='runs'):
-    """Where the rows (runs, or evaluations) come from: the dates, commits and devices they record, where they do."""
-    def counts(field):
-        return ', '.join(f'{v} ({c})' for v, c in sorted(Counter(r.get(field) or 'not recorded' for r in rows).items()))
-    dates = sorted(r['date'][:10] for r in rows if r.get('date'))
-    when = (dates[0] if dates[0] == dates[-1] else f'{dates[0]} to {dates[-1]}') if dates else 'dates not recorded'
-    return (f'{what.capitalize()} made {when}; commit ({what}): {counts("commit")}; '
-            f'device ({what}): {counts("device")}.')
-
-
 def data_line(task, rows):
     """The corpus the task's runs trained on, loudly when it differs: a table compares runs on the same tokens."""
     corpora = {tuple(r['data_tokens']) for r in rows if r['task'] == task and r.get('data_tokens')}
@@ -620,7 +609,7 @@ def report(rows):
              f'rate ({what[1]} mean over seeds), mean ± sample std over seeds [min, max], and that lr. '
              f'Failed or diverged runs {what[2]} and are marked with !. Runs stopped by the sweep\'s time limit '
              f'are unfinished: left out of the cells, marked with +N unfinished, and listed below the tables.', '',
-             provenance(rows), '']
+             made(rows, 'runs'), '']
     for task, spec in tasks.items():
         lines += task_table(task, spec, rows, summary)
     # runs that logged the accuracy on value answers and on NONE answers apart: both, at the best lr

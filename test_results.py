@@ -105,6 +105,15 @@ def test_the_training_table_is_its_rows_cell_by_cell(written):
         assert (ratio, rratio) == (f'{got[0] / got[2]:.2f}', f'{got[1] / got[2]:.2f}')
 
 
+def test_provenance_names_each_run_with_its_count_and_says_what_a_row_does_not_record():
+    rows = load_script('scripts/rows.py')
+    runs = [dict(date='2026-01-02 10:00', commit='abc', device='gpu', torch='2.1', triton='3.0')] * 2 + [{}]
+    assert rows.made(runs, 'runs') == ('Runs made 2026-01-02 at commit abc on gpu, torch 2.1, triton 3.0 (2 runs); '
+                                       'date not recorded at commit not recorded on a device not recorded (1 run).')
+    assert rows.made([dict(runs[0], note='Idle')], note=True) == \
+        'Made 2026-01-02 at commit abc on gpu, torch 2.1, triton 3.0. Idle.'
+
+
 def lm_long_rows(tmp_path, results, loss_past):
     """Rows of the LM grid for two of its mixers at 3 seeds: train.py's val loss and eval.py's text and needles,
     the text loss past the block given per (mixer, seed)."""

@@ -17,9 +17,10 @@ from pathlib import Path
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+sys.path[:0] = [ROOT, os.path.join(ROOT, 'scripts')]
 from configurator import configure  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
+from rows import made  # noqa: E402  (scripts/rows.py)
 
 # ----------------------------------------------------------------------------------------------------
 out = 'RESULTS.md'            # written here (relative to the repository)
@@ -69,14 +70,9 @@ def read_rows(name, bench=None):
     return [r for r in rows if bench is None or r['bench'] == bench]
 
 
-def made(rows, note=False):
-    """The commands that made rows, and where: the run(s) that wrote them (and the first row's note)."""
-    runs = dict.fromkeys((r['date'], r['commit'], r['device'], r.get('torch'), r.get('triton')) for r in rows)
-    where = 'Made ' + '; '.join(f'{d} at commit {c} on {dev}' + (f', torch {t}, triton {tr}' if t else '')
-                                for d, c, dev, t, tr in runs) + '.'
-    note = rows[0].get('note', '') if note else ''
-    return '\n'.join(['```sh', *dict.fromkeys(r['command'] for r in rows), '```', '',
-                      f"{where} {note}{'.' if note and not note.endswith('.') else ''}".rstrip()])
+def commands(rows, note=False):
+    """The commands that made rows, then where they ran (and the first row's note)."""
+    return '\n'.join(['```sh', *dict.fromkeys(r['command'] for r in rows), '```', '', made(rows, note=note)])
 
 
 def sweep_rows(grid):
@@ -137,7 +133,7 @@ def erase_section():
         said.append(dict(word=word, ahead=f'{k} of {m}', mean=sw.fmt_diff(sw.mean(d))))
     floor = sum(r['val_acc'] < sw.tasks[r['task']]['floor'][1][r['x']] + 0.02 for r in rows if sw.key(r) in ok)
     head = ['level', *(c for a, b in sw.pairs for c in (a, b, f'{a} ahead'))]
-    shipped = fill('erase verdict', provenance=sw.provenance(rows), kda=said[0], safe=said[1], floor=floor,
+    shipped = fill('erase verdict', provenance=made(rows, 'runs'), kda=said[0], safe=said[1], floor=floor,
                    runs=len(ok), table=table(head, out))
     return dict(floor=floor, runs=len(ok), kda=said[0], shipped=shipped)
 
@@ -147,7 +143,7 @@ def defaults_section():
     by = {(r['task'], r['mixer']): r for r in rows}
     cell = lambda r: 'not run' if r is None else f"{100 * r['val_acc']:.2f}" + (  # noqa: E731
         f" (step {r['step']}, †)" if r['status'] == 'timeout' else '')
-    return dict(provenance=sw.provenance(rows), low=f"{100 * min(r['val_acc'] for r in rows):.2f}",
+    return dict(provenance=made(rows, 'runs'), low=f"{100 * min(r['val_acc'] for r in rows):.2f}",
                 table='; '.join(f"{m} {' / '.join(cell(by.get((t, m))) for t in sw.tasks)}" for m in sw.mixers),
                 stopped=fill('defaults stopped') if any(r['status'] == 'timeout' for r in rows) else '')
 
@@ -162,7 +158,7 @@ def lm_section():
     done = [m for m in sw.mixers if any(k[2] == m for k in best)
             and all(sw.key(r) in ok for r, _ in sw.grid(rows) if r['mixer'] == m)]
     edge = [f'{m} ({lr:g})' for (_, _, m), lr in best.items() if lr in (min(lrs), max(lrs))]
-    return dict(lrs=', '.join(f'{lr:g}' for lr in lrs), seed0=sw.seeds[0], provenance=sw.provenance(rows),
+    return dict(lrs=', '.join(f'{lr:g}' for lr in lrs), seed0=sw.seeds[0], provenance=made(rows, 'runs'),
                 edge=', '.join(edge) or 'none', row=False, mixers='; '.join(
                     f"{m} {s[m]['lr']:g} ({s[m]['mean']:.4f} ± {s[m]['std']:.4f}, {len(s[m]['accs'])})" for m in done))
 
@@ -222,7 +218,7 @@ def lm_long_section():
                             if m in ms else 'not run')
     needle_v = [v for k, v in verdicts.items() if k.endswith(('bound', 'stale')) and 'transformer' not in k]
     return dict(
-        provenance=sw.provenance(rows), evaluated=sw.provenance(evals, 'evaluations'), n_seeds=len(seeds), text=text0,
+        provenance=made(rows, 'runs'), evaluated=made(evals, 'evaluations'), n_seeds=len(seeds), text=text0,
         needles=needles0, last_ctx=f'{contexts[-1]:,}', tf_past_x=mean_of('transformer conv4', 'past'),
         eda_past_x=mean_of('eda', 'past'), n_resolved=sum(v not in ('not resolved', 'not run') for v in needle_v),
         n_needle=sum(v != 'not run' for v in needle_v), v=verdicts, pairs=lines(pairs),
@@ -264,7 +260,7 @@ def length_task(sw, task, acc, rows, several):
         ax.legend(fontsize=8)
     n_ahead = sum('not' not in v for v in verdicts.values())
     return dict(
-        task=task, draw=draw, label=f'**{task}**: ' + sw.provenance(rows) if several else '', v=verdicts,
+        task=task, draw=draw, label=f'**{task}**: ' + made(rows, 'runs') if several else '', v=verdicts,
         n_seeds=len(seeds), n_mixers=len(ms), cfg=cfg, top=f'{top}x', keys=at1[1]['num_keys'],
         first=span([100 * avg(m, 'acc', 1) for m in ms], '{:.1f}', '-'),
         last=span([100 * avg(m, 'acc', top) for m in ms], '{:.1f}', '-'),
@@ -316,7 +312,7 @@ def length_section():
     def each(key):  # a field of every task: one value where they agree, else each task's
         vals = {f['task']: f[key] for f in per}
         return vals[per[0]['task']] if len(set(vals.values())) == 1 else ', '.join(f'{v} on {t}' for t, v in vals.items())
-    return dict(provenance=sw.provenance(rows), evaluated=sw.provenance(evals, 'evaluations'),
+    return dict(provenance=made(rows, 'runs'), evaluated=made(evals, 'evaluations'),
                 n_runs=sum(1 for _ in sw.grid()), setup='; '.join(f['setup'] for f in per),
                 **{key: each(key) for key in ('keys', 'models', 'grown', 'top', 'n_seeds')},
                 evict=fill('length evict in' if 'evict' in acc else 'length evict out', pilot=pilot_found()),
@@ -328,7 +324,7 @@ def length_section():
 
 def probe_section():
     rows = {r['label']: r for r in read_rows('probe.jsonl', 'probe')}
-    return dict(made=made([rows['EDA']]), eda=rows['EDA'], eda0=rows['EDA init'], kda=rows['KDA'], kda0=rows['KDA init'])
+    return dict(made=commands([rows['EDA']]), eda=rows['EDA'], eda0=rows['EDA init'], kda=rows['KDA'], kda0=rows['KDA init'])
 
 
 def table7_section():
@@ -387,8 +383,8 @@ def kernel_section():
         floor.append([str(s), f'{fe:.3f}', x(EDA, fe), f'{fk:.3f}', x(KDA, fk), x(SAFE, fk)])
     fla0, eda0, kda0 = (kr[case, shapes[0]]['fwd_bwd_ms'] for case in (SAFE, EDA, KDA))
     return dict(
-        made=made([r for r in rows if r['bench'] == 'kernel' and r['run'] == run], True),
-        prof_made=made(list(prof.values())), bw=bw, bw_made=made([bw], True), s0=shapes[0],
+        made=commands([r for r in rows if r['bench'] == 'kernel' and r['run'] == run], True),
+        prof_made=commands(list(prof.values())), bw=bw, bw_made=commands([bw], True), s0=shapes[0],
         n_shapes=len(vs(EDA, 'fwd_bwd_ms')), share={n: span([round(100 * x) for x in v], '{}%') for n, v in extra.items()},
         main=lines([c, str(s), f"{r['fwd_ms']:.3f}", f"{r['fwd_bwd_ms']:.3f}", f"{r['peak_mib']:,}",
                     ratio(r, kr.get((SAFE, s))), ratio(r, kr.get(('FLA chunk_kda', s)))]
@@ -419,7 +415,7 @@ def train_section():
     name = lambda r: (tf if r['mixer'] == 'transformer' else r['mixer']) + (  # noqa: E731
         ', ' + ', '.join(r['overrides']) if r['overrides'] else '')
     return dict(
-        made=made(trains, True), layers_made=made(layers, True), table='\n'.join(out),
+        made=commands(trains, True), layers_made=commands(layers, True), table='\n'.join(out),
         layers=lines([name(r), r['layer'], r['count'], f"{r['fwd_bwd_ms']:.3f}", '—' if r['core_ms'] is None else
                       f"{r['core_ms']:.3f}", f"{r['kept_bytes_per_token']:,}"] for r in layers),
         ratios=', '.join(f"{x['eda', T]:.2f}x at {T}" for T in (ctx[0], ctx[-2], ctx[-1])))
@@ -436,7 +432,7 @@ def decode_section():
                     f"{e['floor_pct']:.1f}%", f"{e['mib_per_seq'] / t['mib_per_seq']:.3f}"])
     fla = {r['B']: r['ms'] for r in kern if r['case'].startswith('FLA')}
     return dict(
-        made=made(steps), kern_made=made(kern), check=check, verdict='all pass.' if check['ok'] else 'FAILED.',
+        made=commands(steps), kern_made=commands(kern), check=check, verdict='all pass.' if check['ok'] else 'FAILED.',
         worst_at='{mixer} {mode} ctx {ctx} B {B}'.format(**check['worst_at']), table=lines(out),
         launches=', '.join(f'{k} {n}' for k, n in check['kernels_per_step'].items()),
         kern=lines([r['case'], r['B'], f"{r['ms']:.4f}", r['gb_s'], f"{r['ms'] / fla[r['B']]:.2f}x",

@@ -13,6 +13,7 @@ import re
 import shlex
 import subprocess
 import sys
+from collections import Counter
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = datetime.datetime.now().isoformat(timespec='seconds')  # one id for every row of this process
@@ -62,6 +63,20 @@ def append(path, row):
             if f.read(1) != b'\n':
                 f.write(b'\n')
         f.write((json.dumps(row) + '\n').encode())
+
+
+def made(rows, what='', note=False):
+    """When and where rows were made, as the reports print it: each date, commit, device and torch and triton
+    versions they record, with how many rows each made where `what` names them ('runs'); note: the first row's."""
+    runs = Counter((r.get('date', '')[:10] or 'date not recorded', r.get('commit') or 'not recorded',
+                    r.get('device') or 'a device not recorded', r.get('torch'), r.get('triton')) for r in rows)
+    where = '; '.join(f'{d} at commit {c} on {dev}' + (f', torch {t}, triton {tr}' if t else '')
+                      + (f' ({n} {what[:-1] if n == 1 else what})' if what else '')
+                      for (d, c, dev, t, tr), n in runs.items())
+    line = (f'{what.capitalize()} made ' if what else 'Made ') + where + '.'
+    if note and rows[0].get('note'):
+        line += ' ' + rows[0]['note'] + ('' if rows[0]['note'].endswith('.') else '.')
+    return line
 
 
 def train_row(runs, name):
