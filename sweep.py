@@ -6,7 +6,6 @@ learning rate (best mean over seeds), with the spread over seeds and every run k
 """
 import ctypes
 import itertools
-import json
 import math
 import os
 import re
@@ -20,7 +19,7 @@ from configurator import configure, fmt_time, hold_lock
 
 HERE, CWD = os.path.dirname(os.path.abspath(__file__)), os.getcwd()
 sys.path.insert(0, os.path.join(HERE, 'scripts'))
-from rows import append, commit, made, versions  # noqa: E402  (scripts/rows.py: rows written, read, printed)
+from rows import append, commit, made, read, versions  # noqa: E402  (scripts/rows.py: rows written, read, printed)
 
 # ----------------------------------------------------------------------------------------------------
 # Settings (config files and --key=value, as train.py)
@@ -132,7 +131,7 @@ def key(row):
 
 
 def read_text(path):
-    """A file's text, '' where there is none (yet)."""
+    """A run's text log, '' where there is none (yet)."""
     if not os.path.exists(path):
         return ''
     with open(path, errors='replace') as f:
@@ -142,13 +141,9 @@ def read_text(path):
 def read_results(path):
     """The newest row of each run; a line that is not a run's row is named on stderr once and left out (it reruns)."""
     rows = {}
-    for i, line in enumerate(read_text(path).split('\n'), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError:
-            row, bad = None, 'is not JSON (a line cut mid-write?)'
+    for i, row in read(path).items():
+        if row is None:
+            bad = 'is not JSON (a line cut mid-write?)'
         else:
             lacks = ', '.join(repr(k) for k in ROW_KEYS if not isinstance(row, dict) or k not in row)
             odd = '' if lacks else ', '.join(f'{k} is {row[k]!r}' for k in ROW_NUMBERS if row.get(k) is not None and (
@@ -157,8 +152,8 @@ def read_results(path):
                    or odd and f"is not a run's row ({odd}, not a number)")
         if not bad:
             rows[key(row)] = row
-        elif (path, i, line) not in warned:
-            warned.add((path, i, line))
+        elif (path, i, bad) not in warned:
+            warned.add((path, i, bad))
             print(f'sweep: {path}:{i} {bad}, left out', file=sys.stderr)
     return list(rows.values())
 
@@ -222,10 +217,7 @@ def outcome(proc_rc, out_dir, log_path, seconds, timed_out):
     """A finished run's fields from its log.jsonl (params, corpus, device, last evaluation) and its status."""
     res = {'seconds': round(seconds, 1), 'returncode': proc_rc}
     log = os.path.join(out_dir, 'log.jsonl')
-    try:
-        records = [json.loads(line) for line in read_text(log).split('\n') if line.strip()]
-    except ValueError:
-        records = []
+    records = [r for r in read(log).values() if r is not None]  # a line cut mid-write: left out
     start = next((r for r in records if r.get('start')), {})
     res.update({k: start[k] for k in ('params', 'data_tokens', 'device') if start.get(k) is not None})
     if evals := [r for r in records if r.get('eval')]:

@@ -114,6 +114,14 @@ def test_provenance_names_each_run_with_its_count_and_says_what_a_row_does_not_r
         'Made 2026-01-02 at commit abc on gpu, torch 2.1, triton 3.0. Idle.'
 
 
+def test_a_results_file_cut_mid_line_or_missing_is_one_line_naming_it(tmp_path, results, monkeypatch):
+    monkeypatch.setattr(results, 'results_dir', str(tmp_path))
+    (tmp_path / 'probe.jsonl').write_text('{"bench": "probe"}\n{"bench": "pro')
+    for name in ('probe.jsonl', 'train.jsonl'):
+        with pytest.raises(SystemExit, match=f'results.py: {tmp_path / name} has no rows, or a line that is not JSON'):
+            results.read_rows(name)
+
+
 def lm_long_rows(tmp_path, results, loss_past):
     """Rows of the LM grid for two of its mixers at 3 seeds: train.py's val loss and eval.py's text and needles,
     the text loss past the block given per (mixer, seed)."""

@@ -7,7 +7,6 @@ reports (results/<grid>.md, .png) are rebuilt on the way. Edit the rows or the t
     python scripts/results.py --results_dir=/tmp/r --out=/tmp/r/RESULTS.md --readme=/tmp/r/README.md
 """
 import importlib.util
-import json
 import os
 import runpy
 import sys
@@ -20,7 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, 'scripts')]
 from configurator import configure  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
-from rows import made  # noqa: E402  (scripts/rows.py)
+from rows import made, read  # noqa: E402  (scripts/rows.py)
 
 # ----------------------------------------------------------------------------------------------------
 out = 'RESULTS.md'            # written here (relative to the repository)
@@ -66,8 +65,10 @@ def span(xs, fmt='{:.2f}x', sep=' to '):
 
 def read_rows(name, bench=None):
     """The JSON rows of results/<name>, those of one benchmark kind where bench is given."""
-    rows = [json.loads(line) for line in Path(results_dir, name).read_text().split('\n') if line.strip()]
-    return [r for r in rows if bench is None or r['bench'] == bench]
+    rows = read(path := os.path.join(results_dir, name))
+    if not rows or None in rows.values():
+        sys.exit(f'results.py: {path} has no rows, or a line that is not JSON')
+    return [r for r in rows.values() if bench is None or r['bench'] == bench]
 
 
 def commands(rows, note=False):

@@ -65,6 +65,22 @@ def append(path, row):
         f.write((json.dumps(row) + '\n').encode())
 
 
+def read(path):
+    """{line number: its row} of a JSONL file, {} where there is none (yet); the row is None where its line is not
+    JSON (one cut mid-write, say), for the reader to name."""
+    rows = {}
+    if os.path.exists(path):
+        with open(path, errors='replace') as f:
+            for i, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rows[i] = json.loads(line)
+                except ValueError:
+                    rows[i] = None
+    return rows
+
+
 def made(rows, what='', note=False):
     """When and where rows were made, as the reports print it: each date, commit, device and torch and triton
     versions they record, with how many rows each made where `what` names them ('runs'); note: the first row's."""
