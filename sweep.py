@@ -19,7 +19,7 @@ from configurator import configure, fmt_time, hold_lock
 
 HERE, CWD = os.path.dirname(os.path.abspath(__file__)), os.getcwd()
 sys.path.insert(0, os.path.join(HERE, 'scripts'))
-from rows import append, commit, made, read, versions  # noqa: E402  (scripts/rows.py: rows written, read, printed)
+from rows import append, commit, made, read, table, versions  # noqa: E402  (scripts/rows.py: rows written, read, printed)
 
 # ----------------------------------------------------------------------------------------------------
 # Settings (config files and --key=value, as train.py)
@@ -562,8 +562,7 @@ def cell(s, n_unfinished):
 
 def md_table(title, header, rows, intro=()):
     """A report section: its title, intro lines, and a table of rows (lists of cells); [] without rows."""
-    return rows and [f'## {title}', '', *intro, '| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header),
-                     *('| ' + ' | '.join(map(str, row)) + ' |' for row in rows), '']
+    return rows and [f'## {title}', '', *intro, table(header, rows), '']
 
 
 def task_table(task, spec, rows, summary):

@@ -19,7 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, 'scripts')]
 from configurator import configure  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
-from rows import made, read  # noqa: E402  (scripts/rows.py)
+from rows import made, read, table  # noqa: E402  (scripts/rows.py)
 
 # ----------------------------------------------------------------------------------------------------
 out = 'RESULTS.md'            # written here (relative to the repository)
@@ -47,14 +47,6 @@ UPDATES = {'reassign': 'overwrites and moves'}  # what a task's updates are, whe
 def fill(name, **fields):
     """A template part with its fields filled, its surrounding blank lines stripped."""
     return TEMPLATE[name].format(**fields).strip('\n')
-
-
-def lines(rows):
-    return '\n'.join('| ' + ' | '.join(str(c) for c in row) + ' |' for row in rows)
-
-
-def table(header, rows):
-    return '\n'.join([lines([header]), '|' + '---|' * len(header)] + ([lines(rows)] if rows else []))
 
 
 def span(xs, fmt='{:.2f}x', sep=' to '):
@@ -222,8 +214,8 @@ def lm_long_section():
         provenance=made(rows, 'runs'), evaluated=made(evals, 'evaluations'), n_seeds=len(seeds), text=text0,
         needles=needles0, last_ctx=f'{contexts[-1]:,}', tf_past_x=mean_of('transformer conv4', 'past'),
         eda_past_x=mean_of('eda', 'past'), n_resolved=sum(v not in ('not resolved', 'not run') for v in needle_v),
-        n_needle=sum(v != 'not run' for v in needle_v), v=verdicts, pairs=lines(pairs),
-        mixers=lines([m, *(mean_of(m, f) for f in LONG_FIGURES)] for m in ms),
+        n_needle=sum(v != 'not run' for v in needle_v), v=verdicts, pairs=table(None, pairs),
+        mixers=table(None, [[m, *(mean_of(m, f) for f in LONG_FIGURES)] for m in ms]),
         by_ctx=table(['mixer', *(f'{c:,}' for c in contexts)], [[m, *(
             f"{by_ctx(m, 'bound', c):.0f} / {by_ctx(m, 'rebound', c):.0f}" for c in contexts)] for m in ms]),
         near_chance=', '.join(f"{by_ctx(m, 'bound', contexts[-1]):.0f}" for m in ms))
@@ -268,7 +260,7 @@ def length_task(sw, task, acc, rows, several):
         grown=at1[top]['num_updates'], low=', '.join(f'{m} seed {s} ({pct(a[1]["acc"])}%)' for (m, s), a in
                                                     sorted(acc.items()) if a[1]['acc'] < 0.99) or 'none',
         rest=span([100 * acc[worst[0], s][top]['acc'] for s in seeds if s != worst[1]], '{:.1f}', '-'), worst=worst,
-        worst_acc=pct(acc[worst][top]['acc']), pairs=lines(pairs), n_ahead=n_ahead, n_pairs=len(verdicts),
+        worst_acc=pct(acc[worst][top]['acc']), pairs=table(None, pairs), n_ahead=n_ahead, n_pairs=len(verdicts),
         floor=pct(acc[worst][top]['none_answers'] / acc[worst][top]['answers']),
         spread='' if n_ahead else fill('length spread'),
         head=[f"{x}x ({at1[x]['seq_len']})" for x in mults] + [f'values / NONE at {top}x'],
@@ -342,7 +334,7 @@ def table7_section():
             tf = off(ns[0], paper[0]) if (scale, mixer) == ('dense', 'transformer') else tf
             cells = [(f'{n:,} ({off(n, p)})', f'{p}B') for n, p in zip(ns, paper)] or [(f'{n:,}', '—') for n in ns]
             rows.append([label, MIXER_NAMES[mixer], *cells[0], *cells[1]])
-    return dict(counts=lines(rows), exact=exact, tf=tf)
+    return dict(counts=table(None, rows), exact=exact, tf=tf)
 
 
 def io_floor_bytes(B, T, H, HV, erase, K=128, V=128):
@@ -387,13 +379,13 @@ def kernel_section():
         made=commands([r for r in rows if r['bench'] == 'kernel' and r['run'] == run], True),
         prof_made=commands(list(prof.values())), bw=bw, bw_made=commands([bw], True), s0=shapes[0],
         n_shapes=len(vs(EDA, 'fwd_bwd_ms')), share={n: span([round(100 * x) for x in v], '{}%') for n, v in extra.items()},
-        main=lines([c, str(s), f"{r['fwd_ms']:.3f}", f"{r['fwd_bwd_ms']:.3f}", f"{r['peak_mib']:,}",
-                    ratio(r, kr.get((SAFE, s))), ratio(r, kr.get(('FLA chunk_kda', s)))]
-                   for (c, s), r in kr.items() if 'check_g' not in c),
+        main=table(None, [[c, str(s), f"{r['fwd_ms']:.3f}", f"{r['fwd_bwd_ms']:.3f}", f"{r['peak_mib']:,}",
+                            ratio(r, kr.get((SAFE, s))), ratio(r, kr.get(('FLA chunk_kda', s)))]
+                           for (c, s), r in kr.items() if 'check_g' not in c]),
         fwd=span(vs(EDA, 'fwd_ms')), fwd_bwd=span(vs(EDA, 'fwd_bwd_ms')), peak=span(vs(EDA, 'peak_mib')),
-        kda_fwd=span(vs(KDA, 'fwd_ms')), kda_fwd_bwd=span(vs(KDA, 'fwd_bwd_ms')), where=lines(where),
+        kda_fwd=span(vs(KDA, 'fwd_ms')), kda_fwd_bwd=span(vs(KDA, 'fwd_bwd_ms')), where=table(None, where),
         par=ratios('_eda_prep_kernel', '_eda_dh_prep_kernel', '_eda_bwd_kernel'),
-        walks=ratios('_eda_fwd_kernel', '_eda_bwd_dh_kernel'), floor=lines(floor),
+        walks=ratios('_eda_fwd_kernel', '_eda_bwd_dh_kernel'), floor=table(None, floor),
         fla0=fla0, eda0=eda0, eda0_x=f'{eda0 / fla0:.2f}x', kda0_x=f'{kda0 / fla0:.2f}x')
 
 
@@ -417,8 +409,9 @@ def train_section():
         ', ' + ', '.join(r['overrides']) if r['overrides'] else '')
     return dict(
         made=commands(trains, True), layers_made=commands(layers, True), table='\n'.join(out),
-        layers=lines([name(r), r['layer'], r['count'], f"{r['fwd_bwd_ms']:.3f}", '—' if r['core_ms'] is None else
-                      f"{r['core_ms']:.3f}", f"{r['kept_bytes_per_token']:,}"] for r in layers),
+        layers=table(None, [[name(r), r['layer'], r['count'], f"{r['fwd_bwd_ms']:.3f}",
+                             '—' if r['core_ms'] is None else f"{r['core_ms']:.3f}", f"{r['kept_bytes_per_token']:,}"]
+                            for r in layers]),
         ratios=', '.join(f"{x['eda', T]:.2f}x at {T}" for T in (ctx[0], ctx[-2], ctx[-1])))
 
 
@@ -434,10 +427,10 @@ def decode_section():
     fla = {r['B']: r['ms'] for r in kern if r['case'].startswith('FLA')}
     return dict(
         made=commands(steps), kern_made=commands(kern), check=check, verdict='all pass.' if check['ok'] else 'FAILED.',
-        worst_at='{mixer} {mode} ctx {ctx} B {B}'.format(**check['worst_at']), table=lines(out),
+        worst_at='{mixer} {mode} ctx {ctx} B {B}'.format(**check['worst_at']), table=table(None, out),
         launches=', '.join(f'{k} {n}' for k, n in check['kernels_per_step'].items()),
-        kern=lines([r['case'], r['B'], f"{r['ms']:.4f}", r['gb_s'], f"{r['ms'] / fla[r['B']]:.2f}x",
-                    f"{r['eager_ms']:.4f}"] for r in kern),
+        kern=table(None, [[r['case'], r['B'], f"{r['ms']:.4f}", r['gb_s'], f"{r['ms'] / fla[r['B']]:.2f}x",
+                           f"{r['eager_ms']:.4f}"] for r in kern]),
         longest=runs['eda', 'compiled', max(r[2] for r in runs), 1], big=max(out, key=lambda o: (o[0], o[1])))
 
 

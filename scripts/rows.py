@@ -95,6 +95,12 @@ def made(rows, what='', note=False):
     return line
 
 
+def table(header, rows):
+    """A markdown table of rows (lists of cells); header None: the rows alone, below a header a template holds."""
+    head = [] if header is None else ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
+    return '\n'.join(head + ['| ' + ' | '.join(map(str, row)) + ' |' for row in rows])
+
+
 def train_row(runs, name):
     """A train.py run's row from its log ($RUNS/NAME/log.jsonl) and command ($RUNS/NAME.cmd): tok/s and MFU the
     mean over steps >= 3, the peak memory, the last loss; None where the run logged no step."""
