@@ -19,7 +19,7 @@ from configurator import configure, fmt_time, hold_lock
 
 HERE, CWD = os.path.dirname(os.path.abspath(__file__)), os.getcwd()
 sys.path.insert(0, os.path.join(HERE, 'scripts'))
-from rows import append, commit, made, read, table, versions  # noqa: E402  (scripts/rows.py: rows written, read, printed)
+from rows import append, commit, figure, made, read, table, versions  # noqa: E402  (scripts/rows.py: rows written, read, printed)
 
 # ----------------------------------------------------------------------------------------------------
 # Settings (config files and --key=value, as train.py)
@@ -656,23 +656,18 @@ def report(rows):
     with open(md_path, 'w') as f:
         f.write('\n'.join(lines).rstrip('\n') + '\n')
     print(f'table: {md_path}')
-    try:  # optional
-        import matplotlib
-        matplotlib.use('Agg')
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print('figure: skipped (matplotlib is not installed: pip install matplotlib)')
-        return
-    fig = figure_curves(plt, summary) if metric == 'val_loss' else figure_accuracy(plt, summary)
     png = os.path.join(results_dir, f'{name}.png')
-    fig.savefig(png, dpi=120)
-    print(f'figure: {png}')
+    if metric == 'val_loss':  # per (task, level): the curves, then a strip of the final losses
+        n = sum(len(spec['levels']) for spec in tasks.values())
+        figure(png, lambda *axes: figure_curves(summary, axes), 2 * n, (5, 4.2),
+               gridspec_kw={'width_ratios': [1.4, 1] * n})
+    else:
+        figure(png, lambda *axes: figure_accuracy(summary, axes), len(tasks), (4.2, 3.6))
 
 
-def figure_accuracy(plt, summary):
+def figure_accuracy(summary, axes):
     """Accuracy against difficulty per task: per mixer (best lr) the mean, seed dots, range bar; the floor dashed."""
-    fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.6), squeeze=False)
-    for ax, (task, spec) in zip(axes[0], tasks.items()):
+    for ax, (task, spec) in zip(axes, tasks.items()):
         xs = [x for x, _ in spec['levels']]
         for i, m in enumerate(mixers):
             if not (pts := [(j, summary[task, x, m]) for j, x in enumerate(xs) if (task, x, m) in summary]):
@@ -690,25 +685,21 @@ def figure_accuracy(plt, summary):
         ax.set_xticks(range(len(xs)), [str(x) for x in xs])
         ax.set(xlim=(-0.5, len(xs) - 0.5), xlabel=spec['x'], title=task, ylim=(-2, 102))
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel('val accuracy (%), best lr; dots: seeds')
+    axes[0].set_ylabel('val accuracy (%), best lr; dots: seeds')
     labelled = {}  # one legend entry per mixer, from whichever panel has its runs (a half-done grid has empty ones)
-    for ax in axes[0]:
+    for ax in axes:
         for h, l in zip(*ax.get_legend_handles_labels()):
             labelled.setdefault(l, h)
     if labelled:
         names = [m for m in mixers if m in labelled] + [l for l in labelled if l not in mixers]
-        axes[0][0].legend([labelled[m] for m in names], names, fontsize=8, loc='lower left')
-    fig.tight_layout()
-    return fig
+        axes[0].legend([labelled[m] for m in names], names, fontsize=8, loc='lower left')
 
 
-def figure_curves(plt, summary):
+def figure_curves(summary, axes):
     """Per (task, level): the loss against step per mixer at its best lr (mean, min-max band, runs); final losses."""
     panels = [(task, x) for task, spec in tasks.items() for x, _ in spec['levels']]
-    fig, axes = plt.subplots(1, 2 * len(panels), figsize=(10 * len(panels), 4.2), squeeze=False,
-                             gridspec_kw={'width_ratios': [1.4, 1] * len(panels)})
     for n, (task, x) in enumerate(panels):
-        ax, strip = axes[0][2 * n], axes[0][2 * n + 1]
+        ax, strip = axes[2 * n], axes[2 * n + 1]
         zoom, names = [], []
         for i, m in enumerate(mixers):
             s = summary.get((task, x, m))
@@ -736,8 +727,6 @@ def figure_curves(plt, summary):
         strip.set_xticks(range(len(names)), names, rotation=35, ha='right', fontsize=8)
         strip.set_title(f'{task} ({x}): final loss, each run (bar: mean over seeds)', fontsize=9)
         strip.grid(alpha=0.3, axis='y')
-    fig.tight_layout()
-    return fig
 
 
 if __name__ == '__main__':

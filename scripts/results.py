@@ -19,7 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, 'scripts')]
 from configurator import configure  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
-from rows import made, read, table  # noqa: E402  (scripts/rows.py)
+from rows import figure, made, read, table  # noqa: E402  (scripts/rows.py)
 
 # ----------------------------------------------------------------------------------------------------
 out = 'RESULTS.md'            # written here (relative to the repository)
@@ -81,21 +81,6 @@ def sweep_rows(grid):
     if rows and reports:
         sw.report(rows)
     return sw, rows
-
-
-def figure(name, draw, panels=1):
-    """draw(*axes), panels side by side, saved as results/<name> when `reports` (matplotlib is optional)."""
-    if not reports:
-        return
-    try:
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return print('figure: skipped (matplotlib is not installed)')
-    plt.switch_backend('Agg')
-    fig, axes = plt.subplots(1, panels, figsize=(6 * panels, 4), squeeze=False)
-    draw(*axes[0])
-    fig.tight_layout()
-    fig.savefig(os.path.join(results_dir, name), dpi=120)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -206,7 +191,8 @@ def lm_long_section():
                ylim=(0.55, 1.1))
         ax.set_title('text past the training length (dotted: reset every 1024)', fontsize=9)
         ax.legend(fontsize=8)
-    figure('lm_long_position.png', draw)
+    if reports:
+        figure(os.path.join(results_dir, 'lm_long_position.png'), draw)
     mean_of = lambda m, f: (f'{sw.mean(fig[m, s][f] for s in seeds):.{LONG_FIGURES[f][0]}f}'  # noqa: E731
                             if m in ms else 'not run')
     needle_v = [v for k, v in verdicts.items() if k.endswith(('bound', 'stale')) and 'transformer' not in k]
@@ -297,8 +283,9 @@ def length_section():
         sys.exit(f"results.py: results/length_eval.jsonl has rows of {', '.join(sorted(stray))}, not a task of "
                  "config/sweep/length.py")
     per = [length_task(sw, t, acc[t], [r for r in rows if r['task'] == t], len(acc) > 1) for t in sw.tasks if t in acc]
-    figure('length_acc.png', lambda *axes: [f['draw'](ax) for f, ax in zip(per, axes)], len(per))
-    if reports:  # every run, seed by seed: too long for RESULTS.md
+    if reports:  # the figure, and every run seed by seed: too long for RESULTS.md
+        figure(os.path.join(results_dir, 'length_acc.png'), lambda *axes: [f['draw'](ax) for f, ax in zip(per, axes)],
+               len(per))
         runs = table(['task', 'mixer', *(f'seed {s}' for s in per[0]['seeds'])], [r for f in per for r in f['runs']])
         Path(results_dir, 'length_runs.md').write_text(fill('length runs', top=per[0]['top'], runs=runs) + '\n')
 
@@ -404,7 +391,8 @@ def train_section():
                title=f"~125M models, one {trains[0]['device']}, compiled")
         ax.set_xticks(ctx, [str(T) for T in ctx])
         ax.legend()
-    figure('train_context.png', draw)
+    if reports:
+        figure(os.path.join(results_dir, 'train_context.png'), draw)
     name = lambda r: (tf if r['mixer'] == 'transformer' else r['mixer']) + (  # noqa: E731
         ', ' + ', '.join(r['overrides']) if r['overrides'] else '')
     return dict(

@@ -101,6 +101,23 @@ def table(header, rows):
     return '\n'.join(head + ['| ' + ' | '.join(map(str, row)) + ' |' for row in rows])
 
 
+def figure(path, draw, panels=1, size=(6, 4), **subplots):
+    """draw(*axes) on panels side by side, each size inches, saved as path; matplotlib is optional (without it, a
+    line says the figure was skipped)."""
+    try:
+        import matplotlib.pyplot as plt  # optional
+    except ImportError:
+        print(f'figure: {path} skipped (matplotlib is not installed: pip install matplotlib)')
+        return
+    plt.switch_backend('Agg')
+    fig, axes = plt.subplots(1, panels, figsize=(size[0] * panels, size[1]), squeeze=False, **subplots)
+    draw(*axes[0])
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    print(f'figure: {path}')
+
+
 def train_row(runs, name):
     """A train.py run's row from its log ($RUNS/NAME/log.jsonl) and command ($RUNS/NAME.cmd): tok/s and MFU the
     mean over steps >= 3, the peak memory, the last loss; None where the run logged no step."""
