@@ -19,7 +19,7 @@ from configurator import configure, fmt_time, hold_lock
 
 HERE, CWD = os.path.dirname(os.path.abspath(__file__)), os.getcwd()
 sys.path.insert(0, os.path.join(HERE, 'scripts'))
-from rows import append, commit, figure, made, read, table, versions  # noqa: E402  (scripts/rows.py: rows written, read, printed)
+from rows import append, commit, figure, made, read, table, versions  # noqa: E402  (scripts/rows.py)
 
 # ----------------------------------------------------------------------------------------------------
 # Settings (config files and --key=value, as train.py)
