@@ -525,12 +525,8 @@ def paired(diffs, higher_is_better=False, a='A', b='B'):
     return mu, (mu - half, mu + half), better, sign_test(better, sum(d != 0 for d in diffs)), verdict
 
 
-def fmt(v, sign=''):
+def fmt(v, sign=''):  # sign '+': a difference
     return f'{100 * v:{sign}.1f}' if metric == 'val_acc' else f'{v:{sign}.4f}'
-
-
-def fmt_diff(d):
-    return fmt(d, '+')
 
 
 def fmt_lr(lr):
@@ -612,7 +608,7 @@ def report(rows):
     both = {**summarize(foreign_rows()), **summary}
     lines += md_table('Paired by seed (same seed: same data; each mixer at its best lr)',
                       ['task', 'x', 'A vs B', 'A ahead (seeds)', 'mean A - B'], [
-        [task, x, f'{a} vs {b}', f'{p[0]} of {p[1]}', fmt_diff(p[2])]
+        [task, x, f'{a} vs {b}', f'{p[0]} of {p[1]}', fmt(p[2], '+')]
         for (task, spec), (a, b) in itertools.product(tasks.items(), pairs) for x, _ in spec['levels']
         if (task, x, a) in both and (task, x, b) in both and (p := pair_stats(both[task, x, a], both[task, x, b]))],
         [', '.join(PAIRED_ELSEWHERE) + ': the rows of ' + ', '.join(

@@ -103,12 +103,12 @@ def erase_section():
         for a, b in sw.pairs:
             k, m, d = sw.pair_stats(s[t, x, a], s[t, x, b])
             stats[a, b].append((k, m, d))
-            out[-1] += [sw.fmt(s[t, x, a]['mean']), sw.fmt(s[t, x, b]['mean']), f'{k} of {m}, {sw.fmt_diff(d)}']
+            out[-1] += [sw.fmt(s[t, x, a]['mean']), sw.fmt(s[t, x, b]['mean']), f"{k} of {m}, {sw.fmt(d, '+')}"]
     said = []  # the erase behind KDA's gate, then behind the safe gate, over the levels
     for k, m, d in (zip(*stats[tuple(p)]) for p in sw.pairs[:2]):
         k, m = sum(k), sum(m)
         word = 'is ahead' if k >= 0.75 * m else 'is behind' if k <= 0.25 * m else 'shows no consistent effect'
-        said.append(dict(word=word, ahead=f'{k} of {m}', mean=sw.fmt_diff(sw.mean(d))))
+        said.append(dict(word=word, ahead=f'{k} of {m}', mean=sw.fmt(sw.mean(d), '+')))
     floor = sum(r['val_acc'] < sw.tasks[r['task']]['floor'][1][r['x']] + 0.02 for r in rows if sw.key(r) in ok)
     head = ['level', *(c for a, b in sw.pairs for c in (a, b, f'{a} ahead'))]
     shipped = fill('erase verdict', provenance=made(rows, 'runs'), kda=said[0], safe=said[1], floor=floor,
@@ -333,12 +333,10 @@ def io_floor_bytes(B, T, H, HV, erase, K=128, V=128):
 
 def kernel_section():
     rows = read_rows('kernels.jsonl')
-    by = lambda bench, run=None: {(r['case'], tuple(r['shape'])): r for r in rows  # noqa: E731
-                                  if r['bench'] == bench and run in (None, r['run']) and not r['launch']}
     run = [r for r in rows if r['bench'] == 'kernel' and r['case'].startswith('FLA')][-1]['run']  # the last with FLA
-    kr, prof = by('kernel', run), by('profile')
-    timed, shapes = by('kernel', next(iter(prof.values()))['run']), list(dict.fromkeys(s for _, s in kr))
-    profiled = list(dict.fromkeys(s for _, s in prof))
+    kr, prof = ({(r['case'], tuple(r['shape'])): r for r in rows if (r['bench'], r['run']) == (bench, run)
+                 and not r['launch']} for bench in ('kernel', 'profile'))  # {(case, shape): its row} of that run
+    shapes, profiled = (list(dict.fromkeys(s for _, s in by)) for by in (kr, prof))
     ratio = lambda r, f: f"{r['fwd_ms'] / f['fwd_ms']:.2f}x / {r['fwd_bwd_ms'] / f['fwd_bwd_ms']:.2f}x" if f else '—'  # noqa: E731
     vs = lambda case, i: [kr[case, s][i] / kr[SAFE, s][i] for s in shapes if (case, s) in kr and (SAFE, s) in kr]  # noqa: E731
     ratios = lambda *ns: span([prof[EDA, s]['kernels'][n] / prof[KDA, s]['kernels'][n]  # noqa: E731
@@ -347,7 +345,7 @@ def kernel_section():
     for s in profiled:
         e, k = prof[EDA, s]['kernels'], prof[KDA, s]['kernels']
         for case, label, p in ((EDA, 'EDA', e), (KDA, 'KDA path', k)):
-            where.append([str(s), label, f"{timed[case, s]['fwd_bwd_ms']:.3f}", *[f'{p[n]:.3f}' for n in KERNELS],
+            where.append([str(s), label, f"{kr[case, s]['fwd_bwd_ms']:.3f}", *[f'{p[n]:.3f}' for n in KERNELS],
                           f'{sum(p.values()) - sum(p[n] for n in KERNELS):.3f}'])
         for n in KERNELS:
             extra[n].append((e[n] - k[n]) / sum(e[m] - k[m] for m in KERNELS))
