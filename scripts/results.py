@@ -6,12 +6,12 @@ reports (results/<grid>.md, .png) are rebuilt on the way. Edit the rows or the t
     python scripts/results.py                                  # RESULTS.md, README.md's table, the sweeps' reports
     python scripts/results.py --results_dir=/tmp/r --out=/tmp/r/RESULTS.md --readme=/tmp/r/README.md
 """
-import importlib.util
 import os
 import runpy
 import sys
 from dataclasses import fields
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
@@ -72,9 +72,7 @@ def sweep_rows(grid):
     """(sweep.py loaded for one grid in results_dir, its rows); its report (.md, .png) rebuilt when `reports`."""
     argv, sys.argv = sys.argv, ['sweep.py', grid, f'--results_dir={results_dir}', '--report_only=True']
     try:
-        spec = importlib.util.spec_from_file_location('sweep_' + Path(grid).stem, os.path.join(ROOT, 'sweep.py'))
-        sw = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sw)
+        sw = SimpleNamespace(**runpy.run_path(os.path.join(ROOT, 'sweep.py')))
     finally:
         sys.argv = argv
     rows = sw.read_results(sw.results_path)
@@ -157,20 +155,20 @@ def lm_long_section():
     runs = {(r['mixer'], r['seed']): r for r in rows if r['status'] == 'ok'}
     seeds = sorted({s for _, s in runs})
     ms = [m for m in sw.mixers if all((m, s, w) in ev for s in seeds for w in ('text', 'needles'))]
+
+    def needles(m, seeds, variant, f='acc', context=None):  # in points, over the seeds' depths (and contexts)
+        return sw.mean((c[f] for s in seeds for c in ev[m, s, 'needles']['cells']
+                        if c['variant'] == variant and context in (None, c['context'])), 100)
     fig = {}  # {(mixer, seed): {figure: value}}: the text past the block weighted by its buckets' widths
     for m, s in [(m, s) for m in ms for s in seeds]:
-        text, cells = ev[m, s, 'text'], ev[m, s, 'needles']['cells']
+        text = ev[m, s, 'text']
         past = [(b - a, i) for i, (a, b) in enumerate(zip(text['edges'], text['edges'][1:])) if a >= block_size]
         carried, reset = (sum(w * text[key][i] for w, i in past) / sum(w for w, _ in past)
                           for key in ('carried', 'reset'))
-        bound, rebound, stale = (sw.mean((c[f] for c in cells if c['variant'] == v), 100)  # in points
-                                 for v, f in (('bound', 'acc'), ('rebound', 'acc'), ('rebound', 'stale')))
-        fig[m, s] = dict(val=runs[m, s]['val_loss'], past=carried, carry=carried - reset, bound=bound,
-                         rebound=rebound, stale=stale)
+        fig[m, s] = dict(val=runs[m, s]['val_loss'], past=carried, carry=carried - reset, bound=needles(m, [s], 'bound'),
+                         rebound=needles(m, [s], 'rebound'), stale=needles(m, [s], 'rebound', 'stale'))
     text0, needles0 = ev[ms[0], seeds[0], 'text'], ev[ms[0], seeds[0], 'needles']
     contexts = sorted({c['context'] for c in needles0['cells']})
-    by_ctx = lambda m, v, c: sw.mean((x['acc'] for s in seeds for x in ev[m, s, 'needles']['cells']  # noqa: E731
-                                   if (x['variant'], x['context']) == (v, c)), 100)  # every seed's and depth's
     verdicts, pairs = {f'{a}, {b}, {f}': 'not run' for a, b in sw.pairs for f in LONG_FIGURES}, []
     for a, b in [p for p in sw.pairs if set(p) <= set(ms)]:  # verdicts: {'A, B, figure': verdict}, as the template
         pairs.append([f'{a} − {b}'])
@@ -203,8 +201,9 @@ def lm_long_section():
         n_needle=sum(v != 'not run' for v in needle_v), v=verdicts, pairs=table(None, pairs),
         mixers=table(None, [[m, *(mean_of(m, f) for f in LONG_FIGURES)] for m in ms]),
         by_ctx=table(['mixer', *(f'{c:,}' for c in contexts)], [[m, *(
-            f"{by_ctx(m, 'bound', c):.0f} / {by_ctx(m, 'rebound', c):.0f}" for c in contexts)] for m in ms]),
-        near_chance=', '.join(f"{by_ctx(m, 'bound', contexts[-1]):.0f}" for m in ms))
+            f"{needles(m, seeds, 'bound', context=c):.0f} / {needles(m, seeds, 'rebound', context=c):.0f}"
+            for c in contexts)] for m in ms]),
+        near_chance=', '.join(f"{needles(m, seeds, 'bound', context=contexts[-1]):.0f}" for m in ms))
 
 
 def length_task(sw, task, acc, rows, several):
