@@ -6,7 +6,6 @@ learning rate (best mean over seeds), with the spread over seeds and every run k
 """
 import ctypes
 import itertools
-import json
 import math
 import os
 import re
@@ -15,13 +14,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 
 from configurator import configure, fmt_time, hold_lock
 
 HERE, CWD = os.path.dirname(os.path.abspath(__file__)), os.getcwd()
 sys.path.insert(0, os.path.join(HERE, 'scripts'))
-from rows import append, commit, versions  # noqa: E402  (scripts/rows.py: a row appended; commit, versions)
+from rows import append, commit, figure, made, read, table, versions  # noqa: E402  (scripts/rows.py)
 
 # ----------------------------------------------------------------------------------------------------
 # Settings (config files and --key=value, as train.py)
@@ -133,7 +131,7 @@ def key(row):
 
 
 def read_text(path):
-    """A file's text, '' where there is none (yet)."""
+    """A run's text log, '' where there is none (yet)."""
     if not os.path.exists(path):
         return ''
     with open(path, errors='replace') as f:
@@ -143,13 +141,9 @@ def read_text(path):
 def read_results(path):
     """The newest row of each run; a line that is not a run's row is named on stderr once and left out (it reruns)."""
     rows = {}
-    for i, line in enumerate(read_text(path).split('\n'), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError:
-            row, bad = None, 'is not JSON (a line cut mid-write?)'
+    for i, row in read(path).items():
+        if row is None:
+            bad = 'is not JSON (a line cut mid-write?)'
         else:
             lacks = ', '.join(repr(k) for k in ROW_KEYS if not isinstance(row, dict) or k not in row)
             odd = '' if lacks else ', '.join(f'{k} is {row[k]!r}' for k in ROW_NUMBERS if row.get(k) is not None and (
@@ -158,8 +152,8 @@ def read_results(path):
                    or odd and f"is not a run's row ({odd}, not a number)")
         if not bad:
             rows[key(row)] = row
-        elif (path, i, line) not in warned:
-            warned.add((path, i, line))
+        elif (path, i, bad) not in warned:
+            warned.add((path, i, bad))
             print(f'sweep: {path}:{i} {bad}, left out', file=sys.stderr)
     return list(rows.values())
 
@@ -213,18 +207,17 @@ def best_lrs(rows):
 
 
 def lr_score(runs):
-    """What an lr is chosen on: the mean of its runs of `seeds`, repeat 0 (more ran at one lr only)."""
-    return mean([value(r) for r in runs if r['seed'] in seeds and not r.get('repeat') and value(r) is not None])
+    """What an lr is chosen on: the mean of its runs of `seeds`, repeat 0 (more ran at one lr only); the worst
+    score where none left a value."""
+    vals = [value(r) for r in runs if r['seed'] in seeds and not r.get('repeat') and value(r) is not None]
+    return mean(vals) if vals else float('-inf') if metric == 'val_acc' else float('inf')
 
 
 def outcome(proc_rc, out_dir, log_path, seconds, timed_out):
     """A finished run's fields from its log.jsonl (params, corpus, device, last evaluation) and its status."""
     res = {'seconds': round(seconds, 1), 'returncode': proc_rc}
     log = os.path.join(out_dir, 'log.jsonl')
-    try:
-        records = [json.loads(line) for line in read_text(log).split('\n') if line.strip()]
-    except ValueError:
-        records = []
+    records = [r for r in read(log).values() if r is not None]  # a line cut mid-write: left out
     start = next((r for r in records if r.get('start')), {})
     res.update({k: start[k] for k in ('params', 'data_tokens', 'device') if start.get(k) is not None})
     if evals := [r for r in records if r.get('eval')]:
@@ -462,8 +455,10 @@ def value(r):
     return r.get(metric) if r['status'] == 'ok' else 0.0 if metric == 'val_acc' else None
 
 
-def mean(vals):
-    return sum(vals) / len(vals) if vals else (float('-inf') if metric == 'val_acc' else float('inf'))
+def mean(xs, scale=1):
+    """scale times the mean of xs (100: in percent), scaled before the division as the reports' figures were."""
+    xs = list(xs)
+    return scale * sum(xs) / len(xs)
 
 
 def std(vals):
@@ -484,7 +479,7 @@ def summarize(rows):
         lr, runs = (max if metric == 'val_acc' else min)(per_lr.items(), key=lambda kv: lr_score(kv[1]))
         # one value per seed (its repeats averaged): the spread over seeds; the repeats' table shows the rest
         accs = [mean(v) for v in by_seed(runs).values()] or [float('nan')]  # nan: all failed
-        out[k] = dict(lr=lr, accs=accs, mean=sum(accs) / len(accs), std=std(accs), min=min(accs), max=max(accs),
+        out[k] = dict(lr=lr, accs=accs, mean=mean(accs), std=std(accs), min=min(accs), max=max(accs),
                       params=next((r['params'] for r in runs if r.get('params')), None), runs=runs,
                       n_failed=sum(r['status'] != 'ok' for r in runs), per_lr=per_lr,
                       lrs={l: lr_score(v) for l, v in per_lr.items()})
@@ -505,29 +500,37 @@ def pair_stats(sa, sb):
     (seeds on which A is ahead, seeds compared, mean A - B), or None."""
     va, vb = ({seed: mean(v) for seed, v in by_seed(s['runs']).items()} for s in (sa, sb))
     diffs = [va[seed] - vb[seed] for seed in sorted(set(va) & set(vb))]
-    return diffs and (sum(d > 0 if metric == 'val_acc' else d < 0 for d in diffs), len(diffs), mean(diffs)) or None
+    return diffs and (paired(diffs, metric == 'val_acc')[2], len(diffs), mean(diffs)) or None
 
 
-def fmt(v, sign=''):
+# Student's t two-sided 95% critical values by degrees of freedom (any statistics table)
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+        11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131}
+
+
+def sign_test(k, n):
+    """Two-sided exact sign test: P(a split at least as uneven as k of n) under a fair coin."""
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(min(k, n - k) + 1)) / 2 ** n)
+
+
+def paired(diffs, higher_is_better=False, a='A', b='B'):
+    """The verdict rule the grids fix before their runs. Per-seed differences a - b: (mean, 95% t interval, seeds
+    where a is better, sign test p, verdict): 'a ahead' or 'b ahead' only where the interval excludes zero, else
+    'not resolved' (always, from one seed)."""
+    n, mu = len(diffs), mean(diffs)
+    half = T975[n - 1] * std(diffs) / math.sqrt(n) if n > 1 else math.inf
+    better = sum(d > 0 if higher_is_better else d < 0 for d in diffs)
+    up, down = (a, b) if higher_is_better else (b, a)
+    verdict = f'{up} ahead' if mu - half > 0 else f'{down} ahead' if mu + half < 0 else 'not resolved'
+    return mu, (mu - half, mu + half), better, sign_test(better, sum(d != 0 for d in diffs)), verdict
+
+
+def fmt(v, sign=''):  # sign '+': a difference
     return f'{100 * v:{sign}.1f}' if metric == 'val_acc' else f'{v:{sign}.4f}'
-
-
-def fmt_diff(d):
-    return fmt(d, '+')
 
 
 def fmt_lr(lr):
     return 'cfg' if lr is None else f'{lr:g}'
-
-
-def provenance(rows, what='runs'):
-    """Where the rows (runs, or evaluations) come from: the dates, commits and devices they record, where they do."""
-    def counts(field):
-        return ', '.join(f'{v} ({c})' for v, c in sorted(Counter(r.get(field) or 'not recorded' for r in rows).items()))
-    dates = sorted(r['date'][:10] for r in rows if r.get('date'))
-    when = (dates[0] if dates[0] == dates[-1] else f'{dates[0]} to {dates[-1]}') if dates else 'dates not recorded'
-    return (f'{what.capitalize()} made {when}; commit ({what}): {counts("commit")}; '
-            f'device ({what}): {counts("device")}.')
 
 
 def data_line(task, rows):
@@ -555,8 +558,7 @@ def cell(s, n_unfinished):
 
 def md_table(title, header, rows, intro=()):
     """A report section: its title, intro lines, and a table of rows (lists of cells); [] without rows."""
-    return rows and [f'## {title}', '', *intro, '| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header),
-                     *('| ' + ' | '.join(map(str, row)) + ' |' for row in rows), '']
+    return rows and [f'## {title}', '', *intro, table(header, rows), '']
 
 
 def task_table(task, spec, rows, summary):
@@ -594,7 +596,7 @@ def report(rows):
              f'rate ({what[1]} mean over seeds), mean ± sample std over seeds [min, max], and that lr. '
              f'Failed or diverged runs {what[2]} and are marked with !. Runs stopped by the sweep\'s time limit '
              f'are unfinished: left out of the cells, marked with +N unfinished, and listed below the tables.', '',
-             provenance(rows), '']
+             made(rows, 'runs'), '']
     for task, spec in tasks.items():
         lines += task_table(task, spec, rows, summary)
     # runs that logged the accuracy on value answers and on NONE answers apart: both, at the best lr
@@ -606,7 +608,7 @@ def report(rows):
     both = {**summarize(foreign_rows()), **summary}
     lines += md_table('Paired by seed (same seed: same data; each mixer at its best lr)',
                       ['task', 'x', 'A vs B', 'A ahead (seeds)', 'mean A - B'], [
-        [task, x, f'{a} vs {b}', f'{p[0]} of {p[1]}', fmt_diff(p[2])]
+        [task, x, f'{a} vs {b}', f'{p[0]} of {p[1]}', fmt(p[2], '+')]
         for (task, spec), (a, b) in itertools.product(tasks.items(), pairs) for x, _ in spec['levels']
         if (task, x, a) in both and (task, x, b) in both and (p := pair_stats(both[task, x, a], both[task, x, b]))],
         [', '.join(PAIRED_ELSEWHERE) + ': the rows of ' + ', '.join(
@@ -650,23 +652,18 @@ def report(rows):
     with open(md_path, 'w') as f:
         f.write('\n'.join(lines).rstrip('\n') + '\n')
     print(f'table: {md_path}')
-    try:  # optional
-        import matplotlib
-        matplotlib.use('Agg')
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print('figure: skipped (matplotlib is not installed: pip install matplotlib)')
-        return
-    fig = figure_curves(plt, summary) if metric == 'val_loss' else figure_accuracy(plt, summary)
     png = os.path.join(results_dir, f'{name}.png')
-    fig.savefig(png, dpi=120)
-    print(f'figure: {png}')
+    if metric == 'val_loss':  # per (task, level): the curves, then a strip of the final losses
+        n = sum(len(spec['levels']) for spec in tasks.values())
+        figure(png, lambda *axes: figure_curves(summary, axes), 2 * n, (5, 4.2),
+               gridspec_kw={'width_ratios': [1.4, 1] * n})
+    else:
+        figure(png, lambda *axes: figure_accuracy(summary, axes), len(tasks), (4.2, 3.6))
 
 
-def figure_accuracy(plt, summary):
+def figure_accuracy(summary, axes):
     """Accuracy against difficulty per task: per mixer (best lr) the mean, seed dots, range bar; the floor dashed."""
-    fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.6), squeeze=False)
-    for ax, (task, spec) in zip(axes[0], tasks.items()):
+    for ax, (task, spec) in zip(axes, tasks.items()):
         xs = [x for x, _ in spec['levels']]
         for i, m in enumerate(mixers):
             if not (pts := [(j, summary[task, x, m]) for j, x in enumerate(xs) if (task, x, m) in summary]):
@@ -684,25 +681,21 @@ def figure_accuracy(plt, summary):
         ax.set_xticks(range(len(xs)), [str(x) for x in xs])
         ax.set(xlim=(-0.5, len(xs) - 0.5), xlabel=spec['x'], title=task, ylim=(-2, 102))
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel('val accuracy (%), best lr; dots: seeds')
+    axes[0].set_ylabel('val accuracy (%), best lr; dots: seeds')
     labelled = {}  # one legend entry per mixer, from whichever panel has its runs (a half-done grid has empty ones)
-    for ax in axes[0]:
+    for ax in axes:
         for h, l in zip(*ax.get_legend_handles_labels()):
             labelled.setdefault(l, h)
     if labelled:
         names = [m for m in mixers if m in labelled] + [l for l in labelled if l not in mixers]
-        axes[0][0].legend([labelled[m] for m in names], names, fontsize=8, loc='lower left')
-    fig.tight_layout()
-    return fig
+        axes[0].legend([labelled[m] for m in names], names, fontsize=8, loc='lower left')
 
 
-def figure_curves(plt, summary):
+def figure_curves(summary, axes):
     """Per (task, level): the loss against step per mixer at its best lr (mean, min-max band, runs); final losses."""
     panels = [(task, x) for task, spec in tasks.items() for x, _ in spec['levels']]
-    fig, axes = plt.subplots(1, 2 * len(panels), figsize=(10 * len(panels), 4.2), squeeze=False,
-                             gridspec_kw={'width_ratios': [1.4, 1] * len(panels)})
     for n, (task, x) in enumerate(panels):
-        ax, strip = axes[0][2 * n], axes[0][2 * n + 1]
+        ax, strip = axes[2 * n], axes[2 * n + 1]
         zoom, names = [], []
         for i, m in enumerate(mixers):
             s = summary.get((task, x, m))
@@ -730,8 +723,6 @@ def figure_curves(plt, summary):
         strip.set_xticks(range(len(names)), names, rotation=35, ha='right', fontsize=8)
         strip.set_title(f'{task} ({x}): final loss, each run (bar: mean over seeds)', fontsize=9)
         strip.grid(alpha=0.3, axis='y')
-    fig.tight_layout()
-    return fig
 
 
 if __name__ == '__main__':

@@ -5,7 +5,6 @@ import os
 import re
 
 import pytest
-import torch
 
 from conftest import load_script
 
@@ -106,29 +105,21 @@ def test_the_training_table_is_its_rows_cell_by_cell(written):
         assert (ratio, rratio) == (f'{got[0] / got[2]:.2f}', f'{got[1] / got[2]:.2f}')
 
 
-def test_t_critical_values_hold_95_percent_of_students_t(results):
-    """Each tabulated t has 95% of Student's t with its degrees of freedom inside +-t (the density integrated)."""
-    for dof, t in results.T975.items():
-        x = torch.linspace(-t, t, 20001, dtype=torch.float64)
-        mass = torch.trapezoid(torch.distributions.StudentT(float(dof)).log_prob(x).exp(), x).item()
-        assert abs(mass - 0.95) < 2e-4, (dof, mass)
+def test_provenance_names_each_run_with_its_count_and_says_what_a_row_does_not_record():
+    rows = load_script('scripts/rows.py')
+    runs = [dict(date='2026-01-02 10:00', commit='abc', device='gpu', torch='2.1', triton='3.0')] * 2 + [{}]
+    assert rows.made(runs, 'runs') == ('Runs made 2026-01-02 at commit abc on gpu, torch 2.1, triton 3.0 (2 runs); '
+                                       'date not recorded at commit not recorded on a device not recorded (1 run).')
+    assert rows.made([dict(runs[0], note='Idle')], note=True) == \
+        'Made 2026-01-02 at commit abc on gpu, torch 2.1, triton 3.0. Idle.'
 
 
-def test_a_pair_is_ahead_only_where_its_interval_excludes_zero(results):
-    assert results.paired([-0.010, -0.011, -0.009])[4] == 'A ahead'
-    assert results.paired([0.010, 0.011, 0.009])[4] == 'B ahead'
-    assert results.paired([0.010, 0.011, 0.009], higher_is_better=True)[4] == 'A ahead'
-    assert results.paired([-0.02, 0.001, -0.01])[4] == 'not resolved'  # wide, holding zero
-    assert results.paired([-0.0001, -0.0014, 0.0005])[4] == 'not resolved'  # narrow: still no verdict
-    mu, (lo, hi), better, p, _ = results.paired([1.0, 2.0, 3.0], higher_is_better=True)
-    assert (mu, better) == (2.0, 3) and abs(hi - mu - 4.303 / 3 ** 0.5) < 1e-9 and p == 0.25
-
-
-def test_sign_test_is_the_exact_binomial_tail(results):
-    from math import comb
-    sign_test = results.sign_test
-    assert sign_test(8, 8) == 2 / 256 and sign_test(4, 8) == 1.0
-    assert abs(sign_test(1, 8) - 2 * (comb(8, 0) + comb(8, 1)) / 256) < 1e-12
+def test_a_results_file_cut_mid_line_or_missing_is_one_line_naming_it(tmp_path, results, monkeypatch):
+    monkeypatch.setattr(results, 'results_dir', str(tmp_path))
+    (tmp_path / 'probe.jsonl').write_text('{"bench": "probe"}\n{"bench": "pro')
+    for name in ('probe.jsonl', 'train.jsonl'):
+        with pytest.raises(SystemExit, match=f'results.py: {tmp_path / name} has no rows, or a line that is not JSON'):
+            results.read_rows(name)
 
 
 def lm_long_rows(tmp_path, results, loss_past):

@@ -6,8 +6,10 @@ import signal
 import subprocess
 import sys
 import time
+from math import comb
 
 import pytest
+import torch
 
 from conftest import load_script
 
@@ -265,6 +267,37 @@ def test_pairs_compare_two_mixers_seed_by_seed_at_each_ones_best_lr(tmp_path):
                         '--name=t', '--report_only=True', "--pairs=[['eda', 'gdn']]"], cwd=ROOT, capture_output=True,
                        text=True, timeout=60)
     assert p.returncode != 0 and "pairs must be two of the mixers ['eda', 'broken']" in p.stderr
+
+
+@pytest.fixture(scope='module')
+def stats():
+    """sweep.py loaded on its default grid: its statistics (the verdict rule) need no runs."""
+    return load_script('sweep.py')
+
+
+def test_t_critical_values_hold_95_percent_of_students_t(stats):
+    """Each tabulated t has 95% of Student's t with its degrees of freedom inside +-t (the density integrated)."""
+    for dof, t in stats.T975.items():
+        x = torch.linspace(-t, t, 20001, dtype=torch.float64)
+        mass = torch.trapezoid(torch.distributions.StudentT(float(dof)).log_prob(x).exp(), x).item()
+        assert abs(mass - 0.95) < 2e-4, (dof, mass)
+
+
+def test_a_pair_is_ahead_only_where_its_interval_excludes_zero(stats):
+    assert stats.paired([-0.010, -0.011, -0.009])[4] == 'A ahead'
+    assert stats.paired([0.010, 0.011, 0.009])[4] == 'B ahead'
+    assert stats.paired([0.010, 0.011, 0.009], higher_is_better=True)[4] == 'A ahead'
+    assert stats.paired([-0.02, 0.001, -0.01])[4] == 'not resolved'  # wide, holding zero
+    assert stats.paired([-0.0001, -0.0014, 0.0005])[4] == 'not resolved'  # narrow: still no verdict
+    mu, (lo, hi), better, p, _ = stats.paired([1.0, 2.0, 3.0], higher_is_better=True)
+    assert (mu, better) == (2.0, 3) and abs(hi - mu - 4.303 / 3 ** 0.5) < 1e-9 and p == 0.25
+    assert stats.paired([0.5], higher_is_better=True)[2:] == (1, 1.0, 'not resolved')  # one seed: no interval
+
+
+def test_sign_test_is_the_exact_binomial_tail(stats):
+    sign_test = stats.sign_test
+    assert sign_test(8, 8) == 2 / 256 and sign_test(4, 8) == 1.0
+    assert abs(sign_test(1, 8) - 2 * (comb(8, 0) + comb(8, 1)) / 256) < 1e-12
 
 
 def test_paired_from_pairs_a_mixer_with_another_sweeps_rows_of_the_same_task_and_lr(tmp_path):

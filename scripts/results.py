@@ -6,21 +6,20 @@ reports (results/<grid>.md, .png) are rebuilt on the way. Edit the rows or the t
     python scripts/results.py                                  # RESULTS.md, README.md's table, the sweeps' reports
     python scripts/results.py --results_dir=/tmp/r --out=/tmp/r/RESULTS.md --readme=/tmp/r/README.md
 """
-import importlib.util
-import json
-import math
 import os
 import runpy
 import sys
 from dataclasses import fields
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+sys.path[:0] = [ROOT, os.path.join(ROOT, 'scripts')]
 from configurator import configure  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
+from rows import figure, made, read, table  # noqa: E402  (scripts/rows.py)
 
 # ----------------------------------------------------------------------------------------------------
 out = 'RESULTS.md'            # written here (relative to the repository)
@@ -50,14 +49,6 @@ def fill(name, **fields):
     return TEMPLATE[name].format(**fields).strip('\n')
 
 
-def lines(rows):
-    return '\n'.join('| ' + ' | '.join(str(c) for c in row) + ' |' for row in rows)
-
-
-def table(header, rows):
-    return '\n'.join([lines([header]), '|' + '---|' * len(header)] + ([lines(rows)] if rows else []))
-
-
 def span(xs, fmt='{:.2f}x', sep=' to '):
     """The range of xs as the report prints it: one value where both ends print alike."""
     lo, hi = fmt.format(min(xs)), fmt.format(max(xs))
@@ -66,78 +57,28 @@ def span(xs, fmt='{:.2f}x', sep=' to '):
 
 def read_rows(name, bench=None):
     """The JSON rows of results/<name>, those of one benchmark kind where bench is given."""
-    rows = [json.loads(line) for line in Path(results_dir, name).read_text().split('\n') if line.strip()]
-    return [r for r in rows if bench is None or r['bench'] == bench]
+    rows = read(path := os.path.join(results_dir, name))
+    if not rows or None in rows.values():
+        sys.exit(f'results.py: {path} has no rows, or a line that is not JSON')
+    return [r for r in rows.values() if bench is None or r['bench'] == bench]
 
 
-def made(rows, note=False):
-    """The commands that made rows, and where: the run(s) that wrote them (and the first row's note)."""
-    runs = dict.fromkeys((r['date'], r['commit'], r['device'], r.get('torch'), r.get('triton')) for r in rows)
-    where = 'Made ' + '; '.join(f'{d} at commit {c} on {dev}' + (f', torch {t}, triton {tr}' if t else '')
-                                for d, c, dev, t, tr in runs) + '.'
-    note = rows[0].get('note', '') if note else ''
-    return '\n'.join(['```sh', *dict.fromkeys(r['command'] for r in rows), '```', '',
-                      f"{where} {note}{'.' if note and not note.endswith('.') else ''}".rstrip()])
+def commands(rows, note=False):
+    """The commands that made rows, then where they ran (and the first row's note)."""
+    return '\n'.join(['```sh', *dict.fromkeys(r['command'] for r in rows), '```', '', made(rows, note=note)])
 
 
 def sweep_rows(grid):
     """(sweep.py loaded for one grid in results_dir, its rows); its report (.md, .png) rebuilt when `reports`."""
     argv, sys.argv = sys.argv, ['sweep.py', grid, f'--results_dir={results_dir}', '--report_only=True']
     try:
-        spec = importlib.util.spec_from_file_location('sweep_' + Path(grid).stem, os.path.join(ROOT, 'sweep.py'))
-        sw = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sw)
+        sw = SimpleNamespace(**runpy.run_path(os.path.join(ROOT, 'sweep.py')))
     finally:
         sys.argv = argv
     rows = sw.read_results(sw.results_path)
     if rows and reports:
         sw.report(rows)
     return sw, rows
-
-
-def figure(name, draw, panels=1):
-    """draw(*axes), panels side by side, saved as results/<name> when `reports` (matplotlib is optional)."""
-    if not reports:
-        return
-    try:
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return print('figure: skipped (matplotlib is not installed)')
-    plt.switch_backend('Agg')
-    fig, axes = plt.subplots(1, panels, figsize=(6 * panels, 4), squeeze=False)
-    draw(*axes[0])
-    fig.tight_layout()
-    fig.savefig(os.path.join(results_dir, name), dpi=120)
-
-
-# ----------------------------------------------------------------------------------------------------
-# Statistics: the verdict rule every grid fixes before its runs (a paired t interval and a sign test)
-
-# Student's t two-sided 95% critical values by degrees of freedom (any statistics table)
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-        11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131}
-
-
-def sign_test(k, n):
-    """Two-sided exact sign test: P(a split at least as uneven as k of n) under a fair coin."""
-    return min(1.0, 2 * sum(math.comb(n, i) for i in range(min(k, n - k) + 1)) / 2 ** n)
-
-
-def mean(xs, scale=1):
-    """scale times the mean of xs (100: in percent), scaled before the division as the rows' figures were."""
-    xs = list(xs)
-    return scale * sum(xs) / len(xs)
-
-
-def paired(diffs, higher_is_better=False, a='A', b='B'):
-    """Per-seed differences a - b: (mean, 95% t interval, seeds where a is better, sign test p, verdict): 'a ahead'
-    or 'b ahead' only where the interval excludes zero, else 'not resolved'."""
-    n, mu = len(diffs), mean(diffs)
-    half = T975[n - 1] * math.sqrt(sum((d - mu) ** 2 for d in diffs) / (n - 1) / n)
-    better = sum(d > 0 if higher_is_better else d < 0 for d in diffs)
-    up, down = (a, b) if higher_is_better else (b, a)
-    verdict = f'{up} ahead' if mu - half > 0 else f'{down} ahead' if mu + half < 0 else 'not resolved'
-    return mu, (mu - half, mu + half), better, sign_test(better, sum(d != 0 for d in diffs)), verdict
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -160,15 +101,15 @@ def erase_section():
         for a, b in sw.pairs:
             k, m, d = sw.pair_stats(s[t, x, a], s[t, x, b])
             stats[a, b].append((k, m, d))
-            out[-1] += [sw.fmt(s[t, x, a]['mean']), sw.fmt(s[t, x, b]['mean']), f'{k} of {m}, {sw.fmt_diff(d)}']
+            out[-1] += [sw.fmt(s[t, x, a]['mean']), sw.fmt(s[t, x, b]['mean']), f"{k} of {m}, {sw.fmt(d, '+')}"]
     said = []  # the erase behind KDA's gate, then behind the safe gate, over the levels
     for k, m, d in (zip(*stats[tuple(p)]) for p in sw.pairs[:2]):
         k, m = sum(k), sum(m)
         word = 'is ahead' if k >= 0.75 * m else 'is behind' if k <= 0.25 * m else 'shows no consistent effect'
-        said.append(dict(word=word, ahead=f'{k} of {m}', mean=sw.fmt_diff(mean(d))))
+        said.append(dict(word=word, ahead=f'{k} of {m}', mean=sw.fmt(sw.mean(d), '+')))
     floor = sum(r['val_acc'] < sw.tasks[r['task']]['floor'][1][r['x']] + 0.02 for r in rows if sw.key(r) in ok)
     head = ['level', *(c for a, b in sw.pairs for c in (a, b, f'{a} ahead'))]
-    shipped = fill('erase verdict', provenance=sw.provenance(rows), kda=said[0], safe=said[1], floor=floor,
+    shipped = fill('erase verdict', provenance=made(rows, 'runs'), kda=said[0], safe=said[1], floor=floor,
                    runs=len(ok), table=table(head, out))
     return dict(floor=floor, runs=len(ok), kda=said[0], shipped=shipped)
 
@@ -178,7 +119,7 @@ def defaults_section():
     by = {(r['task'], r['mixer']): r for r in rows}
     cell = lambda r: 'not run' if r is None else f"{100 * r['val_acc']:.2f}" + (  # noqa: E731
         f" (step {r['step']}, †)" if r['status'] == 'timeout' else '')
-    return dict(provenance=sw.provenance(rows), low=f"{100 * min(r['val_acc'] for r in rows):.2f}",
+    return dict(provenance=made(rows, 'runs'), low=f"{100 * min(r['val_acc'] for r in rows):.2f}",
                 table='; '.join(f"{m} {' / '.join(cell(by.get((t, m))) for t in sw.tasks)}" for m in sw.mixers),
                 stopped=fill('defaults stopped') if any(r['status'] == 'timeout' for r in rows) else '')
 
@@ -193,7 +134,7 @@ def lm_section():
     done = [m for m in sw.mixers if any(k[2] == m for k in best)
             and all(sw.key(r) in ok for r, _ in sw.grid(rows) if r['mixer'] == m)]
     edge = [f'{m} ({lr:g})' for (_, _, m), lr in best.items() if lr in (min(lrs), max(lrs))]
-    return dict(lrs=', '.join(f'{lr:g}' for lr in lrs), seed0=sw.seeds[0], provenance=sw.provenance(rows),
+    return dict(lrs=', '.join(f'{lr:g}' for lr in lrs), seed0=sw.seeds[0], provenance=made(rows, 'runs'),
                 edge=', '.join(edge) or 'none', row=False, mixers='; '.join(
                     f"{m} {s[m]['lr']:g} ({s[m]['mean']:.4f} ± {s[m]['std']:.4f}, {len(s[m]['accs'])})" for m in done))
 
@@ -214,25 +155,25 @@ def lm_long_section():
     runs = {(r['mixer'], r['seed']): r for r in rows if r['status'] == 'ok'}
     seeds = sorted({s for _, s in runs})
     ms = [m for m in sw.mixers if all((m, s, w) in ev for s in seeds for w in ('text', 'needles'))]
+
+    def needles(m, seeds, variant, f='acc', context=None):  # in points, over the seeds' depths (and contexts)
+        return sw.mean((c[f] for s in seeds for c in ev[m, s, 'needles']['cells']
+                        if c['variant'] == variant and context in (None, c['context'])), 100)
     fig = {}  # {(mixer, seed): {figure: value}}: the text past the block weighted by its buckets' widths
     for m, s in [(m, s) for m in ms for s in seeds]:
-        text, cells = ev[m, s, 'text'], ev[m, s, 'needles']['cells']
+        text = ev[m, s, 'text']
         past = [(b - a, i) for i, (a, b) in enumerate(zip(text['edges'], text['edges'][1:])) if a >= block_size]
         carried, reset = (sum(w * text[key][i] for w, i in past) / sum(w for w, _ in past)
                           for key in ('carried', 'reset'))
-        bound, rebound, stale = (mean((c[f] for c in cells if c['variant'] == v), 100)  # in points
-                                 for v, f in (('bound', 'acc'), ('rebound', 'acc'), ('rebound', 'stale')))
-        fig[m, s] = dict(val=runs[m, s]['val_loss'], past=carried, carry=carried - reset, bound=bound,
-                         rebound=rebound, stale=stale)
+        fig[m, s] = dict(val=runs[m, s]['val_loss'], past=carried, carry=carried - reset, bound=needles(m, [s], 'bound'),
+                         rebound=needles(m, [s], 'rebound'), stale=needles(m, [s], 'rebound', 'stale'))
     text0, needles0 = ev[ms[0], seeds[0], 'text'], ev[ms[0], seeds[0], 'needles']
     contexts = sorted({c['context'] for c in needles0['cells']})
-    by_ctx = lambda m, v, c: mean((x['acc'] for s in seeds for x in ev[m, s, 'needles']['cells']  # noqa: E731
-                                   if (x['variant'], x['context']) == (v, c)), 100)  # every seed's and depth's
     verdicts, pairs = {f'{a}, {b}, {f}': 'not run' for a, b in sw.pairs for f in LONG_FIGURES}, []
     for a, b in [p for p in sw.pairs if set(p) <= set(ms)]:  # verdicts: {'A, B, figure': verdict}, as the template
         pairs.append([f'{a} − {b}'])
         for f, (_, p, higher) in LONG_FIGURES.items():
-            mu, (lo, hi), k, sp, v = paired([fig[a, s][f] - fig[b, s][f] for s in seeds], higher, a, b)
+            mu, (lo, hi), k, sp, v = sw.paired([fig[a, s][f] - fig[b, s][f] for s in seeds], higher, a, b)
             verdicts[f'{a}, {b}, {f}'] = v
             cell = f'{mu:+.{p}f} [{lo:+.{p}f}, {hi:+.{p}f}] {k}/{len(seeds)}, p {sp:.2f}'
             pairs[-1].append(cell if v == 'not resolved' else f'**{cell}, {v}**')
@@ -240,7 +181,7 @@ def lm_long_section():
     def draw(ax):
         mids = [(a + b) / 2 for a, b in zip(text0['edges'], text0['edges'][1:])]
         for i, m in enumerate(ms):
-            line = lambda key: [mean(ev[m, s, 'text'][key][j] for s in seeds) for j in range(len(mids))]  # noqa: E731
+            line = lambda key: [sw.mean(ev[m, s, 'text'][key][j] for s in seeds) for j in range(len(mids))]  # noqa: E731
             ax.plot(mids, line('carried'), '-', color=f'C{i}', marker='o', ms=3, label=m)
             ax.plot(mids, line('reset'), ':', color=f'C{i}', ms=3)
         ax.axvline(1024, color='gray', lw=0.5)
@@ -248,19 +189,21 @@ def lm_long_section():
                ylim=(0.55, 1.1))
         ax.set_title('text past the training length (dotted: reset every 1024)', fontsize=9)
         ax.legend(fontsize=8)
-    figure('lm_long_position.png', draw)
-    mean_of = lambda m, f: (f'{mean(fig[m, s][f] for s in seeds):.{LONG_FIGURES[f][0]}f}'  # noqa: E731
+    if reports:
+        figure(os.path.join(results_dir, 'lm_long_position.png'), draw)
+    mean_of = lambda m, f: (f'{sw.mean(fig[m, s][f] for s in seeds):.{LONG_FIGURES[f][0]}f}'  # noqa: E731
                             if m in ms else 'not run')
     needle_v = [v for k, v in verdicts.items() if k.endswith(('bound', 'stale')) and 'transformer' not in k]
     return dict(
-        provenance=sw.provenance(rows), evaluated=sw.provenance(evals, 'evaluations'), n_seeds=len(seeds), text=text0,
+        provenance=made(rows, 'runs'), evaluated=made(evals, 'evaluations'), n_seeds=len(seeds), text=text0,
         needles=needles0, last_ctx=f'{contexts[-1]:,}', tf_past_x=mean_of('transformer conv4', 'past'),
         eda_past_x=mean_of('eda', 'past'), n_resolved=sum(v not in ('not resolved', 'not run') for v in needle_v),
-        n_needle=sum(v != 'not run' for v in needle_v), v=verdicts, pairs=lines(pairs),
-        mixers=lines([m, *(mean_of(m, f) for f in LONG_FIGURES)] for m in ms),
+        n_needle=sum(v != 'not run' for v in needle_v), v=verdicts, pairs=table(None, pairs),
+        mixers=table(None, [[m, *(mean_of(m, f) for f in LONG_FIGURES)] for m in ms]),
         by_ctx=table(['mixer', *(f'{c:,}' for c in contexts)], [[m, *(
-            f"{by_ctx(m, 'bound', c):.0f} / {by_ctx(m, 'rebound', c):.0f}" for c in contexts)] for m in ms]),
-        near_chance=', '.join(f"{by_ctx(m, 'bound', contexts[-1]):.0f}" for m in ms))
+            f"{needles(m, seeds, 'bound', context=c):.0f} / {needles(m, seeds, 'rebound', context=c):.0f}"
+            for c in contexts)] for m in ms]),
+        near_chance=', '.join(f"{needles(m, seeds, 'bound', context=contexts[-1]):.0f}" for m in ms))
 
 
 def length_task(sw, task, acc, rows, several):
@@ -272,12 +215,12 @@ def length_task(sw, task, acc, rows, several):
                  f"{len(spec['levels'])}")
     cfg, ms = runpy.run_path(spec['config']), [m for m in sw.mixers if all((m, s) in acc for s in seeds)]
     configure(cfg, spec['levels'][0][1])  # train.py's settings for the task: its config and level
-    prim = {k: mean((a[m]['acc'] for m in mults[1:]), 100) for k, a in acc.items()}
-    avg = lambda m, f, x: mean(acc[m, s][x][f] for s in seeds)  # noqa: E731
+    prim = {k: sw.mean((a[m]['acc'] for m in mults[1:]), 100) for k, a in acc.items()}
+    avg = lambda m, f, x: sw.mean(acc[m, s][x][f] for s in seeds)  # noqa: E731
     pairs, verdicts = [], {}  # verdicts: {'A, B': verdict}, as the template names them
     for a, b in sw.pairs:
         d = [prim[a, s] - prim[b, s] for s in seeds]
-        mu, (lo, hi), k, p, v = paired(d, True, a, b)
+        mu, (lo, hi), k, p, v = sw.paired(d, True, a, b)
         verdicts[f'{a}, {b}'] = v
         pairs.append([f'{a} − {b}', ', '.join(f'{x:+.1f}' for x in d), f'{mu:+.1f}', f'[{lo:+.1f}, {hi:+.1f}]',
                       f'{k} of {len(d)}', f'{p:.2f}', f'**{v}**'])
@@ -295,14 +238,14 @@ def length_task(sw, task, acc, rows, several):
         ax.legend(fontsize=8)
     n_ahead = sum('not' not in v for v in verdicts.values())
     return dict(
-        task=task, draw=draw, label=f'**{task}**: ' + sw.provenance(rows) if several else '', v=verdicts,
+        task=task, draw=draw, label=f'**{task}**: ' + made(rows, 'runs') if several else '', v=verdicts,
         n_seeds=len(seeds), n_mixers=len(ms), cfg=cfg, top=f'{top}x', keys=at1[1]['num_keys'],
         first=span([100 * avg(m, 'acc', 1) for m in ms], '{:.1f}', '-'),
         last=span([100 * avg(m, 'acc', top) for m in ms], '{:.1f}', '-'),
         grown=at1[top]['num_updates'], low=', '.join(f'{m} seed {s} ({pct(a[1]["acc"])}%)' for (m, s), a in
                                                     sorted(acc.items()) if a[1]['acc'] < 0.99) or 'none',
         rest=span([100 * acc[worst[0], s][top]['acc'] for s in seeds if s != worst[1]], '{:.1f}', '-'), worst=worst,
-        worst_acc=pct(acc[worst][top]['acc']), pairs=lines(pairs), n_ahead=n_ahead, n_pairs=len(verdicts),
+        worst_acc=pct(acc[worst][top]['acc']), pairs=table(None, pairs), n_ahead=n_ahead, n_pairs=len(verdicts),
         floor=pct(acc[worst][top]['none_answers'] / acc[worst][top]['answers']),
         spread='' if n_ahead else fill('length spread'),
         head=[f"{x}x ({at1[x]['seq_len']})" for x in mults] + [f'values / NONE at {top}x'],
@@ -339,15 +282,16 @@ def length_section():
         sys.exit(f"results.py: results/length_eval.jsonl has rows of {', '.join(sorted(stray))}, not a task of "
                  "config/sweep/length.py")
     per = [length_task(sw, t, acc[t], [r for r in rows if r['task'] == t], len(acc) > 1) for t in sw.tasks if t in acc]
-    figure('length_acc.png', lambda *axes: [f['draw'](ax) for f, ax in zip(per, axes)], len(per))
-    if reports:  # every run, seed by seed: too long for RESULTS.md
+    if reports:  # the figure, and every run seed by seed: too long for RESULTS.md
+        figure(os.path.join(results_dir, 'length_acc.png'), lambda *axes: [f['draw'](ax) for f, ax in zip(per, axes)],
+               len(per))
         runs = table(['task', 'mixer', *(f'seed {s}' for s in per[0]['seeds'])], [r for f in per for r in f['runs']])
         Path(results_dir, 'length_runs.md').write_text(fill('length runs', top=per[0]['top'], runs=runs) + '\n')
 
     def each(key):  # a field of every task: one value where they agree, else each task's
         vals = {f['task']: f[key] for f in per}
         return vals[per[0]['task']] if len(set(vals.values())) == 1 else ', '.join(f'{v} on {t}' for t, v in vals.items())
-    return dict(provenance=sw.provenance(rows), evaluated=sw.provenance(evals, 'evaluations'),
+    return dict(provenance=made(rows, 'runs'), evaluated=made(evals, 'evaluations'),
                 n_runs=sum(1 for _ in sw.grid()), setup='; '.join(f['setup'] for f in per),
                 **{key: each(key) for key in ('keys', 'models', 'grown', 'top', 'n_seeds')},
                 evict=fill('length evict in' if 'evict' in acc else 'length evict out', pilot=pilot_found()),
@@ -359,7 +303,7 @@ def length_section():
 
 def probe_section():
     rows = {r['label']: r for r in read_rows('probe.jsonl', 'probe')}
-    return dict(made=made([rows['EDA']]), eda=rows['EDA'], eda0=rows['EDA init'], kda=rows['KDA'], kda0=rows['KDA init'])
+    return dict(made=commands([rows['EDA']]), eda=rows['EDA'], eda0=rows['EDA init'], kda=rows['KDA'], kda0=rows['KDA init'])
 
 
 def table7_section():
@@ -376,7 +320,7 @@ def table7_section():
             tf = off(ns[0], paper[0]) if (scale, mixer) == ('dense', 'transformer') else tf
             cells = [(f'{n:,} ({off(n, p)})', f'{p}B') for n, p in zip(ns, paper)] or [(f'{n:,}', '—') for n in ns]
             rows.append([label, MIXER_NAMES[mixer], *cells[0], *cells[1]])
-    return dict(counts=lines(rows), exact=exact, tf=tf)
+    return dict(counts=table(None, rows), exact=exact, tf=tf)
 
 
 def io_floor_bytes(B, T, H, HV, erase, K=128, V=128):
@@ -388,12 +332,10 @@ def io_floor_bytes(B, T, H, HV, erase, K=128, V=128):
 
 def kernel_section():
     rows = read_rows('kernels.jsonl')
-    by = lambda bench, run=None: {(r['case'], tuple(r['shape'])): r for r in rows  # noqa: E731
-                                  if r['bench'] == bench and run in (None, r['run']) and not r['launch']}
     run = [r for r in rows if r['bench'] == 'kernel' and r['case'].startswith('FLA')][-1]['run']  # the last with FLA
-    kr, prof = by('kernel', run), by('profile')
-    timed, shapes = by('kernel', next(iter(prof.values()))['run']), list(dict.fromkeys(s for _, s in kr))
-    profiled = list(dict.fromkeys(s for _, s in prof))
+    kr, prof = ({(r['case'], tuple(r['shape'])): r for r in rows if (r['bench'], r['run']) == (bench, run)
+                 and not r['launch']} for bench in ('kernel', 'profile'))  # {(case, shape): its row} of that run
+    shapes, profiled = (list(dict.fromkeys(s for _, s in by)) for by in (kr, prof))
     ratio = lambda r, f: f"{r['fwd_ms'] / f['fwd_ms']:.2f}x / {r['fwd_bwd_ms'] / f['fwd_bwd_ms']:.2f}x" if f else '—'  # noqa: E731
     vs = lambda case, i: [kr[case, s][i] / kr[SAFE, s][i] for s in shapes if (case, s) in kr and (SAFE, s) in kr]  # noqa: E731
     ratios = lambda *ns: span([prof[EDA, s]['kernels'][n] / prof[KDA, s]['kernels'][n]  # noqa: E731
@@ -402,7 +344,7 @@ def kernel_section():
     for s in profiled:
         e, k = prof[EDA, s]['kernels'], prof[KDA, s]['kernels']
         for case, label, p in ((EDA, 'EDA', e), (KDA, 'KDA path', k)):
-            where.append([str(s), label, f"{timed[case, s]['fwd_bwd_ms']:.3f}", *[f'{p[n]:.3f}' for n in KERNELS],
+            where.append([str(s), label, f"{kr[case, s]['fwd_bwd_ms']:.3f}", *[f'{p[n]:.3f}' for n in KERNELS],
                           f'{sum(p.values()) - sum(p[n] for n in KERNELS):.3f}'])
         for n in KERNELS:
             extra[n].append((e[n] - k[n]) / sum(e[m] - k[m] for m in KERNELS))
@@ -418,16 +360,16 @@ def kernel_section():
         floor.append([str(s), f'{fe:.3f}', x(EDA, fe), f'{fk:.3f}', x(KDA, fk), x(SAFE, fk)])
     fla0, eda0, kda0 = (kr[case, shapes[0]]['fwd_bwd_ms'] for case in (SAFE, EDA, KDA))
     return dict(
-        made=made([r for r in rows if r['bench'] == 'kernel' and r['run'] == run], True),
-        prof_made=made(list(prof.values())), bw=bw, bw_made=made([bw], True), s0=shapes[0],
+        made=commands([r for r in rows if r['bench'] == 'kernel' and r['run'] == run], True),
+        prof_made=commands(list(prof.values())), bw=bw, bw_made=commands([bw], True), s0=shapes[0],
         n_shapes=len(vs(EDA, 'fwd_bwd_ms')), share={n: span([round(100 * x) for x in v], '{}%') for n, v in extra.items()},
-        main=lines([c, str(s), f"{r['fwd_ms']:.3f}", f"{r['fwd_bwd_ms']:.3f}", f"{r['peak_mib']:,}",
-                    ratio(r, kr.get((SAFE, s))), ratio(r, kr.get(('FLA chunk_kda', s)))]
-                   for (c, s), r in kr.items() if 'check_g' not in c),
+        main=table(None, [[c, str(s), f"{r['fwd_ms']:.3f}", f"{r['fwd_bwd_ms']:.3f}", f"{r['peak_mib']:,}",
+                            ratio(r, kr.get((SAFE, s))), ratio(r, kr.get(('FLA chunk_kda', s)))]
+                           for (c, s), r in kr.items() if 'check_g' not in c]),
         fwd=span(vs(EDA, 'fwd_ms')), fwd_bwd=span(vs(EDA, 'fwd_bwd_ms')), peak=span(vs(EDA, 'peak_mib')),
-        kda_fwd=span(vs(KDA, 'fwd_ms')), kda_fwd_bwd=span(vs(KDA, 'fwd_bwd_ms')), where=lines(where),
+        kda_fwd=span(vs(KDA, 'fwd_ms')), kda_fwd_bwd=span(vs(KDA, 'fwd_bwd_ms')), where=table(None, where),
         par=ratios('_eda_prep_kernel', '_eda_dh_prep_kernel', '_eda_bwd_kernel'),
-        walks=ratios('_eda_fwd_kernel', '_eda_bwd_dh_kernel'), floor=lines(floor),
+        walks=ratios('_eda_fwd_kernel', '_eda_bwd_dh_kernel'), floor=table(None, floor),
         fla0=fla0, eda0=eda0, eda0_x=f'{eda0 / fla0:.2f}x', kda0_x=f'{kda0 / fla0:.2f}x')
 
 
@@ -446,13 +388,15 @@ def train_section():
                title=f"~125M models, one {trains[0]['device']}, compiled")
         ax.set_xticks(ctx, [str(T) for T in ctx])
         ax.legend()
-    figure('train_context.png', draw)
+    if reports:
+        figure(os.path.join(results_dir, 'train_context.png'), draw)
     name = lambda r: (tf if r['mixer'] == 'transformer' else r['mixer']) + (  # noqa: E731
         ', ' + ', '.join(r['overrides']) if r['overrides'] else '')
     return dict(
-        made=made(trains, True), layers_made=made(layers, True), table='\n'.join(out),
-        layers=lines([name(r), r['layer'], r['count'], f"{r['fwd_bwd_ms']:.3f}", '—' if r['core_ms'] is None else
-                      f"{r['core_ms']:.3f}", f"{r['kept_bytes_per_token']:,}"] for r in layers),
+        made=commands(trains, True), layers_made=commands(layers, True), table='\n'.join(out),
+        layers=table(None, [[name(r), r['layer'], r['count'], f"{r['fwd_bwd_ms']:.3f}",
+                             '—' if r['core_ms'] is None else f"{r['core_ms']:.3f}", f"{r['kept_bytes_per_token']:,}"]
+                            for r in layers]),
         ratios=', '.join(f"{x['eda', T]:.2f}x at {T}" for T in (ctx[0], ctx[-2], ctx[-1])))
 
 
@@ -467,11 +411,11 @@ def decode_section():
                     f"{e['floor_pct']:.1f}%", f"{e['mib_per_seq'] / t['mib_per_seq']:.3f}"])
     fla = {r['B']: r['ms'] for r in kern if r['case'].startswith('FLA')}
     return dict(
-        made=made(steps), kern_made=made(kern), check=check, verdict='all pass.' if check['ok'] else 'FAILED.',
-        worst_at='{mixer} {mode} ctx {ctx} B {B}'.format(**check['worst_at']), table=lines(out),
+        made=commands(steps), kern_made=commands(kern), check=check, verdict='all pass.' if check['ok'] else 'FAILED.',
+        worst_at='{mixer} {mode} ctx {ctx} B {B}'.format(**check['worst_at']), table=table(None, out),
         launches=', '.join(f'{k} {n}' for k, n in check['kernels_per_step'].items()),
-        kern=lines([r['case'], r['B'], f"{r['ms']:.4f}", r['gb_s'], f"{r['ms'] / fla[r['B']]:.2f}x",
-                    f"{r['eager_ms']:.4f}"] for r in kern),
+        kern=table(None, [[r['case'], r['B'], f"{r['ms']:.4f}", r['gb_s'], f"{r['ms'] / fla[r['B']]:.2f}x",
+                           f"{r['eager_ms']:.4f}"] for r in kern]),
         longest=runs['eda', 'compiled', max(r[2] for r in runs), 1], big=max(out, key=lambda o: (o[0], o[1])))
 
 

@@ -13,6 +13,7 @@ import re
 import shlex
 import subprocess
 import sys
+from collections import Counter
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = datetime.datetime.now().isoformat(timespec='seconds')  # one id for every row of this process
@@ -62,6 +63,59 @@ def append(path, row):
             if f.read(1) != b'\n':
                 f.write(b'\n')
         f.write((json.dumps(row) + '\n').encode())
+
+
+def read(path):
+    """{line number: its row} of a JSONL file, {} where there is none (yet); the row is None where its line is not
+    JSON (one cut mid-write, say), for the reader to name."""
+    rows = {}
+    if os.path.exists(path):
+        with open(path, errors='replace') as f:
+            for i, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rows[i] = json.loads(line)
+                except ValueError:
+                    rows[i] = None
+    return rows
+
+
+def made(rows, what='', note=False):
+    """When and where rows were made, as the reports print it: each date, commit, device and torch and triton
+    versions they record, with how many rows each made where `what` names them ('runs'); note: the first row's."""
+    runs = Counter((r.get('date', '')[:10] or 'date not recorded', r.get('commit') or 'not recorded',
+                    r.get('device') or 'a device not recorded', r.get('torch'), r.get('triton')) for r in rows)
+    where = '; '.join(f'{d} at commit {c} on {dev}' + (f', torch {t}, triton {tr}' if t else '')
+                      + (f' ({n} {what[:-1] if n == 1 else what})' if what else '')
+                      for (d, c, dev, t, tr), n in runs.items())
+    line = (f'{what.capitalize()} made ' if what else 'Made ') + where + '.'
+    if note and rows[0].get('note'):
+        line += ' ' + rows[0]['note'] + ('' if rows[0]['note'].endswith('.') else '.')
+    return line
+
+
+def table(header, rows):
+    """A markdown table of rows (lists of cells); header None: the rows alone, below a header a template holds."""
+    head = [] if header is None else ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
+    return '\n'.join(head + ['| ' + ' | '.join(map(str, row)) + ' |' for row in rows])
+
+
+def figure(path, draw, panels=1, size=(6, 4), **subplots):
+    """draw(*axes) on panels side by side, each size inches, saved as path; matplotlib is optional (without it, a
+    line says the figure was skipped)."""
+    try:
+        import matplotlib.pyplot as plt  # optional
+    except ImportError:
+        print(f'figure: {path} skipped (matplotlib is not installed: pip install matplotlib)')
+        return
+    plt.switch_backend('Agg')
+    fig, axes = plt.subplots(1, panels, figsize=(size[0] * panels, size[1]), squeeze=False, **subplots)
+    draw(*axes[0])
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    print(f'figure: {path}')
 
 
 def train_row(runs, name):
