@@ -210,8 +210,8 @@ def test_the_length_section_gives_every_task_in_the_rows_its_own_tables_and_verd
     assert '| evict | kda | 90.4 |' in reassign  # one by-length table, a row per task and mixer
     assert 'In plain words: 0 of the 5 pairs' in reassign
     assert 'In plain words: 2 of the 5 pairs' in evict  # eda kda-gate 5 points ahead of kda and of eda, every seed
-    assert '| eda kda-gate − kda | ' + ', '.join(['+5.0'] * 8) + ' | +5.0 | [+5.0, +5.0] | 8 of 8 | 0.01 | ' \
-           '**eda kda-gate ahead** |' in evict
+    assert '| eda kda-gate − kda | ' + ', '.join(['+5.0'] * 8) + ' | **+5.0 [+5.0, +5.0] 8/8, p 0.01, ' \
+           'eda kda-gate ahead** |' in evict
     assert row[1].startswith('reassign at 1x-16x') and "; evict at 1x-16x of 256 tokens, 8 seeds, 5 mixers: the " \
         "mixers' means fall from 90.4-95.3% to 90.4-95.3% at 16x; the erase behind the safe gate is not resolved, " \
         "behind KDA's gate eda kda-gate ahead" in row[1] and 'seed-to-seed' not in row[1]  # a pair is resolved

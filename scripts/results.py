@@ -55,6 +55,20 @@ def span(xs, fmt='{:.2f}x', sep=' to '):
     return lo if lo == hi else lo + sep + hi
 
 
+def verdicts(sw, values, seeds, figures):
+    """The verdict rule of the grids over sw.pairs with values ({(mixer, seed): {figure: value}}): a row per pair, a
+    cell per figure ({figure: (decimals, higher is better)}), bold with its verdict where resolved; and
+    {'A, B, figure': verdict}, 'not run' where a mixer has no values."""
+    rows, said = [], {f'{a}, {b}, {f}': 'not run' for a, b in sw.pairs for f in figures}
+    for a, b in [p for p in sw.pairs if all((m, s) in values for m in p for s in seeds)]:
+        rows.append([f'{a} − {b}'])
+        for f, (n, higher) in figures.items():
+            mu, (lo, hi), k, p, v = sw.paired([values[a, s][f] - values[b, s][f] for s in seeds], higher, a, b)
+            cell, said[f'{a}, {b}, {f}'] = f'{mu:+.{n}f} [{lo:+.{n}f}, {hi:+.{n}f}] {k}/{len(seeds)}, p {p:.2f}', v
+            rows[-1].append(cell if v == 'not resolved' else f'**{cell}, {v}**')
+    return rows, said
+
+
 def read_rows(name, bench=None):
     """The JSON rows of results/<name>, those of one benchmark kind where bench is given."""
     rows = read(path := os.path.join(results_dir, name))
@@ -68,13 +82,18 @@ def commands(rows, note=False):
     return '\n'.join(['```sh', *dict.fromkeys(r['command'] for r in rows), '```', '', made(rows, note=note)])
 
 
-def sweep_rows(grid):
-    """(sweep.py loaded for one grid in results_dir, its rows); its report (.md, .png) rebuilt when `reports`."""
-    argv, sys.argv = sys.argv, ['sweep.py', grid, f'--results_dir={results_dir}', '--report_only=True']
+def script(path, *argv):
+    """A script's module-level names, loaded with argv as its command line (the scripts read their settings there)."""
+    argv, sys.argv = sys.argv, [path, *argv]
     try:
-        sw = SimpleNamespace(**runpy.run_path(os.path.join(ROOT, 'sweep.py')))
+        return SimpleNamespace(**runpy.run_path(os.path.join(ROOT, path)))
     finally:
         sys.argv = argv
+
+
+def sweep_rows(grid):
+    """(sweep.py loaded for one grid in results_dir, its rows); its report (.md, .png) rebuilt when `reports`."""
+    sw = script('sweep.py', grid, f'--results_dir={results_dir}', '--report_only=True')
     rows = sw.read_results(sw.results_path)
     if rows and reports:
         sw.report(rows)
@@ -82,11 +101,8 @@ def sweep_rows(grid):
 
 
 # ----------------------------------------------------------------------------------------------------
-# Sections: each returns the fields of its part of results_template.md (row=False: no README row), or its text
-
-
-def not_run(section, grid):
-    return fill('not run', title=TEMPLATE[section].split('\n', 1)[0], grid=grid)
+# Sections: each returns the fields of its part of results_template.md (row=False: no README row), its text, or
+# None where its grid has no rows yet
 
 
 def erase_section():
@@ -127,7 +143,7 @@ def defaults_section():
 def lm_section():
     sw, rows = sweep_rows('config/sweep/lm.py')
     if not rows:
-        return not_run('lm_section', 'config/sweep/lm.py')
+        return None
     s = {m: v for (_, _, m), v in sw.summarize(rows).items()}
     best, lrs = sw.best_lrs(rows), sw.learning_rates
     ok = {sw.key(r) for r in rows if r['status'] in ('ok', 'diverged')}
@@ -148,7 +164,7 @@ LONG_FIGURES = {'val': (4, 4, False), 'past': (4, 4, False), 'carry': (4, 4, Fal
 def lm_long_section():
     sw, rows = sweep_rows('config/sweep/lm_long.py')
     if not rows:
-        return not_run('lm_long_section', 'config/sweep/lm_long.py')
+        return None
     evals = read_rows('lm_long_eval.jsonl')
     ev = {(r['mixer'], r['seed'], r['what']): r[r['what']] for r in evals}
     block_size = runpy.run_path(sw.tasks['stdlib']['config'])['block_size']  # "past the block" starts there
@@ -169,14 +185,7 @@ def lm_long_section():
                          rebound=needles(m, [s], 'rebound'), stale=needles(m, [s], 'rebound', 'stale'))
     text0, needles0 = ev[ms[0], seeds[0], 'text'], ev[ms[0], seeds[0], 'needles']
     contexts = sorted({c['context'] for c in needles0['cells']})
-    verdicts, pairs = {f'{a}, {b}, {f}': 'not run' for a, b in sw.pairs for f in LONG_FIGURES}, []
-    for a, b in [p for p in sw.pairs if set(p) <= set(ms)]:  # verdicts: {'A, B, figure': verdict}, as the template
-        pairs.append([f'{a} − {b}'])
-        for f, (_, p, higher) in LONG_FIGURES.items():
-            mu, (lo, hi), k, sp, v = sw.paired([fig[a, s][f] - fig[b, s][f] for s in seeds], higher, a, b)
-            verdicts[f'{a}, {b}, {f}'] = v
-            cell = f'{mu:+.{p}f} [{lo:+.{p}f}, {hi:+.{p}f}] {k}/{len(seeds)}, p {sp:.2f}'
-            pairs[-1].append(cell if v == 'not resolved' else f'**{cell}, {v}**')
+    pairs, said = verdicts(sw, fig, seeds, {f: spec[1:] for f, spec in LONG_FIGURES.items()})
 
     def draw(ax):
         mids = [(a + b) / 2 for a, b in zip(text0['edges'], text0['edges'][1:])]
@@ -193,12 +202,12 @@ def lm_long_section():
         figure(os.path.join(results_dir, 'lm_long_position.png'), draw)
     mean_of = lambda m, f: (f'{sw.mean(fig[m, s][f] for s in seeds):.{LONG_FIGURES[f][0]}f}'  # noqa: E731
                             if m in ms else 'not run')
-    needle_v = [v for k, v in verdicts.items() if k.endswith(('bound', 'stale')) and 'transformer' not in k]
+    needle_v = [v for k, v in said.items() if k.endswith(('bound', 'stale')) and 'transformer' not in k]
     return dict(
         provenance=made(rows, 'runs'), evaluated=made(evals, 'evaluations'), n_seeds=len(seeds), text=text0,
-        needles=needles0, last_ctx=f'{contexts[-1]:,}', tf_past_x=mean_of('transformer conv4', 'past'),
+        needles=needles0, last_ctx=contexts[-1], tf_past_x=mean_of('transformer conv4', 'past'),
         eda_past_x=mean_of('eda', 'past'), n_resolved=sum(v not in ('not resolved', 'not run') for v in needle_v),
-        n_needle=sum(v != 'not run' for v in needle_v), v=verdicts, pairs=table(None, pairs),
+        n_needle=sum(v != 'not run' for v in needle_v), v=said, pairs=table(None, pairs),
         mixers=table(None, [[m, *(mean_of(m, f) for f in LONG_FIGURES)] for m in ms]),
         by_ctx=table(['mixer', *(f'{c:,}' for c in contexts)], [[m, *(
             f"{needles(m, seeds, 'bound', context=c):.0f} / {needles(m, seeds, 'rebound', context=c):.0f}"
@@ -217,13 +226,10 @@ def length_task(sw, task, acc, rows, several):
     configure(cfg, spec['levels'][0][1])  # train.py's settings for the task: its config and level
     prim = {k: sw.mean((a[m]['acc'] for m in mults[1:]), 100) for k, a in acc.items()}
     avg = lambda m, f, x: sw.mean(acc[m, s][x][f] for s in seeds)  # noqa: E731
-    pairs, verdicts = [], {}  # verdicts: {'A, B': verdict}, as the template names them
-    for a, b in sw.pairs:
-        d = [prim[a, s] - prim[b, s] for s in seeds]
-        mu, (lo, hi), k, p, v = sw.paired(d, True, a, b)
-        verdicts[f'{a}, {b}'] = v
-        pairs.append([f'{a} − {b}', ', '.join(f'{x:+.1f}' for x in d), f'{mu:+.1f}', f'[{lo:+.1f}, {hi:+.1f}]',
-                      f'{k} of {len(d)}', f'{p:.2f}', f'**{v}**'])
+    pairs, said = verdicts(sw, {k: dict(acc=v) for k, v in prim.items()}, seeds, dict(acc=(1, True)))
+    for row in pairs:  # each seed's difference beside the pair's cell
+        a, b = row[0].split(' − ')
+        row.insert(1, ', '.join(f'{prim[a, s] - prim[b, s]:+.1f}' for s in seeds))
     pct, worst, top, at1 = sw.fmt, min(acc, key=prim.get), mults[-1], acc[ms[0], seeds[0]]  # sw.fmt: points, .1f
 
     def draw(ax):
@@ -236,16 +242,16 @@ def length_task(sw, task, acc, rows, several):
                xlabel=f"evaluation length / training length ({cfg['block_size']} tokens)", ylabel='accuracy (%)',
                title=f'{task} past the training length (thin: seeds)')
         ax.legend(fontsize=8)
-    n_ahead = sum('not' not in v for v in verdicts.values())
+    n_ahead = sum('not' not in v for v in said.values())
     return dict(
-        task=task, draw=draw, label=f'**{task}**: ' + made(rows, 'runs') if several else '', v=verdicts,
+        task=task, draw=draw, label=f'**{task}**: ' + made(rows, 'runs') if several else '', v=said,
         n_seeds=len(seeds), n_mixers=len(ms), cfg=cfg, top=f'{top}x', keys=at1[1]['num_keys'],
         first=span([100 * avg(m, 'acc', 1) for m in ms], '{:.1f}', '-'),
         last=span([100 * avg(m, 'acc', top) for m in ms], '{:.1f}', '-'),
         grown=at1[top]['num_updates'], low=', '.join(f'{m} seed {s} ({pct(a[1]["acc"])}%)' for (m, s), a in
                                                     sorted(acc.items()) if a[1]['acc'] < 0.99) or 'none',
         rest=span([100 * acc[worst[0], s][top]['acc'] for s in seeds if s != worst[1]], '{:.1f}', '-'), worst=worst,
-        worst_acc=pct(acc[worst][top]['acc']), pairs=table(None, pairs), n_ahead=n_ahead, n_pairs=len(verdicts),
+        worst_acc=pct(acc[worst][top]['acc']), pairs=table(None, pairs), n_ahead=n_ahead, n_pairs=len(said),
         floor=pct(acc[worst][top]['none_answers'] / acc[worst][top]['answers']),
         spread='' if n_ahead else fill('length spread'),
         head=[f"{x}x ({at1[x]['seq_len']})" for x in mults] + [f'values / NONE at {top}x'],
@@ -323,13 +329,6 @@ def table7_section():
     return dict(counts=table(None, rows), exact=exact, tf=tf)
 
 
-def io_floor_bytes(B, T, H, HV, erase, K=128, V=128):
-    """The bytes one fwd+bwd must move at least: the inputs read twice (forward, backward), their gradients written
-    once, o written and do read (bf16 but g, fp32); nothing the design keeps between the passes."""
-    inputs = B * T * (2 * H * K * 2 + HV * V * 2 + HV * K * 4 + HV * 2 + (HV * K * 2 + HV * 2 if erase else 0))
-    return 3 * inputs + 2 * B * T * HV * V * 2
-
-
 def kernel_section():
     rows = read_rows('kernels.jsonl')
     run = [r for r in rows if r['bench'] == 'kernel' and r['case'].startswith('FLA')][-1]['run']  # the last with FLA
@@ -355,7 +354,7 @@ def kernel_section():
     bw = bws[-1]
     floor = []
     for s in shapes:
-        fe, fk = (io_floor_bytes(*s, erase) / (bw['tb_s'] * 1e12) * 1e3 for erase in (True, False))
+        fe, fk = (script('bench.py').io_floor_bytes(*s, erase) / (bw['tb_s'] * 1e12) * 1e3 for erase in (True, False))
         x = lambda case, f: f"{kr[case, s]['fwd_bwd_ms'] / f:.1f}x" if (case, s) in kr else '—'  # noqa: E731
         floor.append([str(s), f'{fe:.3f}', x(EDA, fe), f'{fk:.3f}', x(KDA, fk), x(SAFE, fk)])
     fla0, eda0, kda0 = (kr[case, shapes[0]]['fwd_bwd_ms'] for case in (SAFE, EDA, KDA))
@@ -429,13 +428,15 @@ def anchor(title):
 
 def render(section):
     """(a section's text, its README row or None): its template part filled with its fields, or its own text."""
-    out = section()
+    name, out = section.__name__, section()
+    if out is None:  # the grid of the section's name, config/sweep/<name>.py
+        out = fill('not run', title=TEMPLATE[name].split('\n', 1)[0], grid=f'config/sweep/{name[:-8]}.py')
     if isinstance(out, str):
         return out + '\n', None
-    text = TEMPLATE[section.__name__].format(**out)
+    text = TEMPLATE[name].format(**out)
     while '\n\n\n' in text:  # an empty field leaves no gap
         text = text.replace('\n\n\n', '\n\n')
-    row = out.get('row', True) and fill(section.__name__ + ' row', **out).split(' | ')
+    row = out.get('row', True) and fill(name + ' row', **out).split(' | ')
     return text.strip('\n') + '\n', row or None
 
 
