@@ -125,9 +125,8 @@ def erase_section():
         said.append(dict(word=word, ahead=f'{k} of {m}', mean=sw.fmt(sw.mean(d), '+')))
     floor = sum(r['val_acc'] < sw.tasks[r['task']]['floor'][1][r['x']] + 0.02 for r in rows if sw.key(r) in ok)
     head = ['level', *(c for a, b in sw.pairs for c in (a, b, f'{a} ahead'))]
-    shipped = fill('erase verdict', provenance=made(rows, 'runs'), kda=said[0], safe=said[1], floor=floor,
-                   runs=len(ok), table=table(head, out))
-    return dict(floor=floor, runs=len(ok), kda=said[0], shipped=shipped)
+    f = dict(provenance=made(rows, 'runs'), kda=said[0], safe=said[1], floor=floor, runs=len(ok), table=table(head, out))
+    return dict(f, shipped=fill('erase verdict', **f))
 
 
 def defaults_section():
@@ -144,21 +143,19 @@ def lm_section():
     sw, rows = sweep_rows('config/sweep/lm.py')
     if not rows:
         return None
-    s = {m: v for (_, _, m), v in sw.summarize(rows).items()}
-    best, lrs = sw.best_lrs(rows), sw.learning_rates
+    s, best, lrs = {m: v for (_, _, m), v in sw.summarize(rows).items()}, sw.best_lrs(rows), sw.learning_rates
     ok = {sw.key(r) for r in rows if r['status'] in ('ok', 'diverged')}
     done = [m for m in sw.mixers if any(k[2] == m for k in best)
             and all(sw.key(r) in ok for r, _ in sw.grid(rows) if r['mixer'] == m)]
-    edge = [f'{m} ({lr:g})' for (_, _, m), lr in best.items() if lr in (min(lrs), max(lrs))]
-    return dict(lrs=', '.join(f'{lr:g}' for lr in lrs), seed0=sw.seeds[0], provenance=made(rows, 'runs'),
-                edge=', '.join(edge) or 'none', row=False, mixers='; '.join(
-                    f"{m} {s[m]['lr']:g} ({s[m]['mean']:.4f} ± {s[m]['std']:.4f}, {len(s[m]['accs'])})" for m in done))
+    edge = ', '.join(f'{m} ({lr:g})' for (_, _, m), lr in best.items() if lr in (min(lrs), max(lrs)))
+    return dict(lrs=', '.join(f'{lr:g}' for lr in lrs), seed0=sw.seeds[0], provenance=made(rows, 'runs'), row=False,
+                edge=edge or 'none', mixers='; '.join(fill('lm mixer', m=m, s=s[m], n=len(s[m]['accs'])) for m in done))
 
 
 # The LM grid's figures, named in config/sweep/lm_long.py before its runs, as the template's columns order them:
-# {figure: (decimals of a mean, of a difference; higher is better)}
-LONG_FIGURES = {'val': (4, 4, False), 'past': (4, 4, False), 'carry': (4, 4, False), 'bound': (1, 2, True),
-                'rebound': (1, 2, True), 'stale': (1, 2, False)}
+# {figure: (decimals of a difference, higher is better)}
+LONG_FIGURES = {'val': (4, False), 'past': (4, False), 'carry': (4, False), 'bound': (2, True), 'rebound': (2, True),
+                'stale': (2, False)}
 
 
 def lm_long_section():
@@ -185,7 +182,8 @@ def lm_long_section():
                          rebound=needles(m, [s], 'rebound'), stale=needles(m, [s], 'rebound', 'stale'))
     text0, needles0 = ev[ms[0], seeds[0], 'text'], ev[ms[0], seeds[0], 'needles']
     contexts = sorted({c['context'] for c in needles0['cells']})
-    pairs, said = verdicts(sw, fig, seeds, {f: spec[1:] for f, spec in LONG_FIGURES.items()})
+    pairs, said = verdicts(sw, fig, seeds, LONG_FIGURES)
+    means = {m: {f: sw.mean(fig[m, s][f] for s in seeds) for f in LONG_FIGURES} for m in ms}
 
     def draw(ax):
         mids = [(a + b) / 2 for a, b in zip(text0['edges'], text0['edges'][1:])]
@@ -200,15 +198,13 @@ def lm_long_section():
         ax.legend(fontsize=8)
     if reports:
         figure(os.path.join(results_dir, 'lm_long_position.png'), draw)
-    mean_of = lambda m, f: (f'{sw.mean(fig[m, s][f] for s in seeds):.{LONG_FIGURES[f][0]}f}'  # noqa: E731
-                            if m in ms else 'not run')
     needle_v = [v for k, v in said.items() if k.endswith(('bound', 'stale')) and 'transformer' not in k]
     return dict(
         provenance=made(rows, 'runs'), evaluated=made(evals, 'evaluations'), n_seeds=len(seeds), text=text0,
-        needles=needles0, last_ctx=contexts[-1], tf_past_x=mean_of('transformer conv4', 'past'),
-        eda_past_x=mean_of('eda', 'past'), n_resolved=sum(v not in ('not resolved', 'not run') for v in needle_v),
+        needles=needles0, last_ctx=contexts[-1], n_resolved=sum(v not in ('not resolved', 'not run') for v in needle_v),
         n_needle=sum(v != 'not run' for v in needle_v), v=said, pairs=table(None, pairs),
-        mixers=table(None, [[m, *(mean_of(m, f) for f in LONG_FIGURES)] for m in ms]),
+        past={m: f"{means[m]['past']:.4f}" if m in means else 'not run' for m in ('eda', 'transformer conv4')},
+        mixers='\n'.join(fill('lm_long mixer', m=m, **means[m]) for m in ms),
         by_ctx=table(['mixer', *(f'{c:,}' for c in contexts)], [[m, *(
             f"{needles(m, seeds, 'bound', context=c):.0f} / {needles(m, seeds, 'rebound', context=c):.0f}"
             for c in contexts)] for m in ms]),
@@ -389,33 +385,28 @@ def train_section():
         ax.legend()
     if reports:
         figure(os.path.join(results_dir, 'train_context.png'), draw)
-    name = lambda r: (tf if r['mixer'] == 'transformer' else r['mixer']) + (  # noqa: E731
-        ', ' + ', '.join(r['overrides']) if r['overrides'] else '')
-    return dict(
-        made=commands(trains, True), layers_made=commands(layers, True), table='\n'.join(out),
-        layers=table(None, [[name(r), r['layer'], r['count'], f"{r['fwd_bwd_ms']:.3f}",
-                             '—' if r['core_ms'] is None else f"{r['core_ms']:.3f}", f"{r['kept_bytes_per_token']:,}"]
-                            for r in layers]),
-        ratios=', '.join(f"{x['eda', T]:.2f}x at {T}" for T in (ctx[0], ctx[-2], ctx[-1])))
+    return dict(made=commands(trains, True), layers_made=commands(layers, True), table='\n'.join(out),
+                layers='\n'.join(fill('train layer row', r=r, model=', '.join([tf if r['mixer'] == 'transformer' else
+                                  r['mixer'], *r['overrides']]), core='—' if r['core_ms'] is None else
+                                  f"{r['core_ms']:.3f}") for r in layers),
+                ratios=', '.join(f"{x['eda', T]:.2f}x at {T}" for T in (ctx[0], ctx[-2], ctx[-1])))
 
 
 def decode_section():
     steps, kern = read_rows('model_decode.jsonl', 'model_decode'), read_rows('kernels.jsonl', 'decode_kernel')
     [check] = read_rows('model_decode.jsonl', 'model_decode_check')
-    runs, out = {(r['mixer'], r['mode'], r['ctx'], r['B']): r for r in steps}, []
-    for ctx, B in sorted({(c, b) for _, _, c, b in runs}):
-        e, t = runs['eda', 'compiled', ctx, B], runs['transformer', 'compiled', ctx, B]
-        out.append([ctx, B, f"{e['ms']:.3f}", f"{runs['eda', 'graph', ctx, B]['ms']:.3f}", f"{t['ms']:.3f}",
-                    f"{runs['transformer', 'graph', ctx, B]['ms']:.3f}", f"{e['tok_s'] / t['tok_s']:.2f}x",
-                    f"{e['floor_pct']:.1f}%", f"{e['mib_per_seq'] / t['mib_per_seq']:.3f}"])
+    runs = {(r['mixer'], r['mode'], r['ctx'], r['B']): r for r in steps}
+    at = {(c, b): {f'{m[0]}{mode[0]}': runs[m, mode, c, b] for m in ('eda', 'transformer') for mode in ('compiled', 'graph')}
+          for _, _, c, b in runs}  # {(ctx, B): {'ec': the hybrid compiled, 'eg': in a graph, 'tc', 'tg': the Transformer}}
+    x = {k: r['ec']['tok_s'] / r['tc']['tok_s'] for k, r in at.items()}  # the hybrid's tokens/s over the Transformer's
     fla = {r['B']: r['ms'] for r in kern if r['case'].startswith('FLA')}
     return dict(
         made=commands(steps), kern_made=commands(kern), check=check, verdict='all pass.' if check['ok'] else 'FAILED.',
-        worst_at='{mixer} {mode} ctx {ctx} B {B}'.format(**check['worst_at']), table=table(None, out),
-        launches=', '.join(f'{k} {n}' for k, n in check['kernels_per_step'].items()),
-        kern=table(None, [[r['case'], r['B'], f"{r['ms']:.4f}", r['gb_s'], f"{r['ms'] / fla[r['B']]:.2f}x",
-                           f"{r['eager_ms']:.4f}"] for r in kern]),
-        longest=runs['eda', 'compiled', max(r[2] for r in runs), 1], big=max(out, key=lambda o: (o[0], o[1])))
+        worst_at='{mixer} {mode} ctx {ctx} B {B}'.format(**check['worst_at']), big=max(at), x_big=x[max(at)],
+        launches=', '.join(f'{k} {n}' for k, n in check['kernels_per_step'].items()), longest=at[max(at)[0], 1]['ec'],
+        table='\n'.join(fill('decode row', ctx=c, B=b, x=x[c, b], cache=r['ec']['mib_per_seq'] / r['tc']['mib_per_seq'],
+                              **r) for (c, b), r in sorted(at.items())),
+        kern='\n'.join(fill('decode kernel row', r=r, x=r['ms'] / fla[r['B']]) for r in kern))
 
 
 SECTIONS = [erase_section, length_section, defaults_section, lm_long_section, lm_section, probe_section, table7_section,
@@ -441,23 +432,17 @@ def render(section):
 
 
 def build():
-    """(RESULTS.md's text, README's summary block)."""
+    """(RESULTS.md's text, README.md's with its summary table, between BEGIN and END, rewritten)."""
     texts, rows = zip(*(render(section) for section in SECTIONS))
     titles = [t.split('\n', 1)[0][3:] for t in texts]
     summary = table(['question', 'measured', 'where'], [[*row[:2], f'[{row[2]}](RESULTS.md#{anchor(t)})']
                                                         for row, t in zip(rows, titles) if row])
+    head, rest = Path(readme).read_text().split(BEGIN, 1)
     return (TEMPLATE['intro'] + ''.join(f'- [{t}](#{anchor(t)})\n' for t in titles) + '\n' + '\n'.join(texts),
-            '\n'.join([BEGIN, summary, END]))
-
-
-def with_summary(readme_text, block):
-    """README's text with its summary block replaced by block."""
-    head, rest = readme_text.split(BEGIN, 1)
-    return head + block + rest.split(END, 1)[1]
+            head + '\n'.join([BEGIN, summary, END]) + rest.split(END, 1)[1])
 
 
 if __name__ == '__main__':
-    text, summary = build()
-    Path(out).write_text(text)
-    Path(readme).write_text(with_summary(Path(readme).read_text(), summary))
+    for path, text in zip((out, readme), build()):
+        Path(path).write_text(text)
     print(f'wrote {out} and the summary of {readme}')
