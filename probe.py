@@ -22,7 +22,7 @@ from data.synthetic import TASKS as SYNTHETIC_TASKS
 from model import GPT, CheckpointError, LinearAttention, la_output, model_from_checkpoint
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'scripts'))
-from rows import append, provenance  # noqa: E402  (scripts/rows.py: a row appended under a lock; its provenance)
+from rows import append, figure, provenance  # noqa: E402  (scripts/rows.py: a row under a lock, its provenance)
 
 # -----------------------------------------------------------------------------
 out_dir = 'out'            # the EDA checkpoint: out_dir/ckpt.pt (written by train.py)
@@ -301,18 +301,10 @@ def row(label, summ, cfg, ckpt, where, d_k):
     return out
 
 
-def draw_figure(path, models, d_k, lag_list, edges):
+def draw_figure(models, d_k, lag_list, edges, *axes):
     """The paper's panels (a)-(c) for the models with an erase (an untrained baseline hatched beside its model) and,
-    with more than one model, (d) recall by lag for all. Returns the path, or None without matplotlib."""
-    try:  # optional
-        import matplotlib
-        matplotlib.use('Agg')
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
+    with more than one model, (d) recall by lag for all."""
     erasing = [(label, m) for label, m in models if 'raw' in m]
-    n = 4 if len(models) > 1 else 3
-    fig, axes = plt.subplots(1, n, figsize=(4.6 * n, 3.8))
     colors = dict(D='#9e9e9e', Dlt='#4878cf', E='#d62728')
     width = 0.8 / len(erasing)
 
@@ -368,10 +360,6 @@ def draw_figure(path, models, d_k, lag_list, edges):
         axes[3].set(xlabel='lag (tokens)', ylabel=r'mean $\cos(S_t^\top k_{t-lag}, v_{t-lag})$')
         axes[3].set_title('(d) raw write-key recall', fontsize=10)
         axes[3].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
-    return path
 
 
 # The script ---------------------------------------------------------------------------------------------------
@@ -509,8 +497,8 @@ def main():
             append(results, row(label, summ, m.config, ck, where, cfg.la_head_dim))
         print(f"rows: {results}")
     if path := os.path.join(out_dir, 'probe.png') if png is None else png:
-        drawn = draw_figure(path, models, cfg.la_head_dim, lag_list, edges)
-        print(f"figure: {path}" if drawn else 'figure: skipped (matplotlib is not installed: pip install matplotlib)')
+        figure(path, lambda *axes: draw_figure(models, cfg.la_head_dim, lag_list, edges, *axes),
+               4 if len(models) > 1 else 3, (4.6, 3.8), dpi=150)
 
 
 if __name__ == '__main__':

@@ -200,7 +200,7 @@ def test_script_prints_the_table_without_matplotlib(checkpoints, monkeypatch, ca
     msg, out = run_script(monkeypatch, capsys, f"--out_dir={checkpoints['eda']}", f"--text={TEXT}",
                           f"--png={tmp_path / 'p.png'}")
     assert msg is None, msg
-    assert "(b) readout perturbation" in out and "figure: skipped" in out
+    assert "(b) readout perturbation" in out and "skipped (matplotlib is not installed" in out
     assert not (tmp_path / "p.png").exists()
 
 

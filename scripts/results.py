@@ -77,11 +77,6 @@ def read_rows(name, bench=None):
     return [r for r in rows.values() if bench is None or r['bench'] == bench]
 
 
-def commands(rows, note=False):
-    """The commands that made rows, then where they ran (and the first row's note)."""
-    return '\n'.join(['```sh', *dict.fromkeys(r['command'] for r in rows), '```', '', made(rows, note=note)])
-
-
 def script(path, *argv):
     """A script's module-level names, loaded with argv as its command line (the scripts read their settings there)."""
     argv, sys.argv = sys.argv, [path, *argv]
@@ -125,7 +120,8 @@ def erase_section():
         said.append(dict(word=word, ahead=f'{k} of {m}', mean=sw.fmt(sw.mean(d), '+')))
     floor = sum(r['val_acc'] < sw.tasks[r['task']]['floor'][1][r['x']] + 0.02 for r in rows if sw.key(r) in ok)
     head = ['level', *(c for a, b in sw.pairs for c in (a, b, f'{a} ahead'))]
-    f = dict(provenance=made(rows, 'runs'), kda=said[0], safe=said[1], floor=floor, runs=len(ok), table=table(head, out))
+    f = dict(provenance=made(rows, 'runs'), kda=said[0], safe=said[1], floor=floor, runs=len(ok),
+             table=table(head, out))
     return dict(f, shipped=fill('erase verdict', **f))
 
 
@@ -305,7 +301,8 @@ def length_section():
 
 def probe_section():
     rows = {r['label']: r for r in read_rows('probe.jsonl', 'probe')}
-    return dict(made=commands([rows['EDA']]), eda=rows['EDA'], eda0=rows['EDA init'], kda=rows['KDA'], kda0=rows['KDA init'])
+    return dict(made=made([rows['EDA']], commands=True), eda=rows['EDA'], eda0=rows['EDA init'], kda=rows['KDA'],
+                kda0=rows['KDA init'])
 
 
 def table7_section():
@@ -338,34 +335,32 @@ def kernel_section():
     where, extra = [], {k: [] for k in KERNELS}
     for s in profiled:
         e, k = prof[EDA, s]['kernels'], prof[KDA, s]['kernels']
-        for case, label, p in ((EDA, 'EDA', e), (KDA, 'KDA path', k)):
-            where.append([str(s), label, f"{kr[case, s]['fwd_bwd_ms']:.3f}", *[f'{p[n]:.3f}' for n in KERNELS],
-                          f'{sum(p.values()) - sum(p[n] for n in KERNELS):.3f}'])
+        where += [fill('kernel time row', s=s, case=case, ms=kr[c, s]['fwd_bwd_ms'], k=p, other=sum(p.values())
+                       - sum(p[n] for n in KERNELS)) for c, case, p in ((EDA, 'EDA', e), (KDA, 'KDA path', k))]
         for n in KERNELS:
             extra[n].append((e[n] - k[n]) / sum(e[m] - k[m] for m in KERNELS))
     device = kr[EDA, shapes[0]]['device']  # the floor divides by a copy bandwidth measured on the same kind of GPU
     if not (bws := [r for r in rows if r['bench'] == 'copy_bandwidth' and r['device'] == device]):
         sys.exit(f"results.py: results/kernels.jsonl has no copy_bandwidth row from the kernel table's device "
                  f"({device}); bench.py --what=model_decode measures one")
-    bw = bws[-1]
-    floor = []
+    bw, io_floor_bytes, floor = bws[-1], script('bench.py').io_floor_bytes, []
     for s in shapes:
-        fe, fk = (script('bench.py').io_floor_bytes(*s, erase) / (bw['tb_s'] * 1e12) * 1e3 for erase in (True, False))
+        fe, fk = (io_floor_bytes(*s, erase) / (bw['tb_s'] * 1e12) * 1e3 for erase in (True, False))
         x = lambda case, f: f"{kr[case, s]['fwd_bwd_ms'] / f:.1f}x" if (case, s) in kr else '—'  # noqa: E731
         floor.append([str(s), f'{fe:.3f}', x(EDA, fe), f'{fk:.3f}', x(KDA, fk), x(SAFE, fk)])
     fla0, eda0, kda0 = (kr[case, shapes[0]]['fwd_bwd_ms'] for case in (SAFE, EDA, KDA))
     return dict(
-        made=commands([r for r in rows if r['bench'] == 'kernel' and r['run'] == run], True),
-        prof_made=commands(list(prof.values())), bw=bw, bw_made=commands([bw], True), s0=shapes[0],
-        n_shapes=len(vs(EDA, 'fwd_bwd_ms')), share={n: span([round(100 * x) for x in v], '{}%') for n, v in extra.items()},
-        main=table(None, [[c, str(s), f"{r['fwd_ms']:.3f}", f"{r['fwd_bwd_ms']:.3f}", f"{r['peak_mib']:,}",
-                            ratio(r, kr.get((SAFE, s))), ratio(r, kr.get(('FLA chunk_kda', s)))]
-                           for (c, s), r in kr.items() if 'check_g' not in c]),
+        made=made([r for r in rows if r['bench'] == 'kernel' and r['run'] == run], note=True, commands=True),
+        prof_made=made(list(prof.values()), commands=True), bw=bw, bw_made=made([bw], note=True, commands=True),
+        main='\n'.join(fill('kernel row', case=c, s=s, r=r, safe=ratio(r, kr.get((SAFE, s))), chunk=ratio(
+            r, kr.get(('FLA chunk_kda', s)))) for (c, s), r in kr.items() if 'check_g' not in c),
         fwd=span(vs(EDA, 'fwd_ms')), fwd_bwd=span(vs(EDA, 'fwd_bwd_ms')), peak=span(vs(EDA, 'peak_mib')),
-        kda_fwd=span(vs(KDA, 'fwd_ms')), kda_fwd_bwd=span(vs(KDA, 'fwd_bwd_ms')), where=table(None, where),
-        par=ratios('_eda_prep_kernel', '_eda_dh_prep_kernel', '_eda_bwd_kernel'),
+        kda_fwd=span(vs(KDA, 'fwd_ms')), kda_fwd_bwd=span(vs(KDA, 'fwd_bwd_ms')), where='\n'.join(where),
+        par=ratios('_eda_prep_kernel', '_eda_dh_prep_kernel', '_eda_bwd_kernel'), s0=shapes[0],
         walks=ratios('_eda_fwd_kernel', '_eda_bwd_dh_kernel'), floor=table(None, floor),
-        fla0=fla0, eda0=eda0, eda0_x=f'{eda0 / fla0:.2f}x', kda0_x=f'{kda0 / fla0:.2f}x')
+        n_shapes=len(vs(EDA, 'fwd_ms')),
+        share={n: span([round(100 * x) for x in v], '{}%') for n, v in extra.items()},
+        fla0=fla0, eda0=eda0, eda0_x=eda0 / fla0, kda0_x=kda0 / fla0)
 
 
 def train_section():
@@ -373,8 +368,6 @@ def train_section():
     runs = {(r['mixer'] + r['tag'], r['block_size']): r for r in trains}
     ctx, tf = sorted({T for _, T in runs}), MIXER_NAMES['transformer']
     x = {(m, T): runs[m, T]['tok_s'] / runs['transformer', T]['tok_s'] for m, T in runs}  # over the Transformer's
-    out = [fill('train row', T=T, e=runs['eda', T], rc=runs['eda_recompute', T], t=runs['transformer', T],
-                x=x['eda', T], rx=x['eda_recompute', T]) for T in ctx]
 
     def draw(ax):
         for m, label in (('eda', 'EDA hybrid'), ('eda_recompute', 'EDA hybrid, recomputed states'), ('transformer', tf)):
@@ -385,10 +378,13 @@ def train_section():
         ax.legend()
     if reports:
         figure(os.path.join(results_dir, 'train_context.png'), draw)
-    return dict(made=commands(trains, True), layers_made=commands(layers, True), table='\n'.join(out),
-                layers='\n'.join(fill('train layer row', r=r, model=', '.join([tf if r['mixer'] == 'transformer' else
-                                  r['mixer'], *r['overrides']]), core='—' if r['core_ms'] is None else
-                                  f"{r['core_ms']:.3f}") for r in layers),
+    return dict(made=made(trains, note=True, commands=True), layers_made=made(layers, note=True, commands=True),
+                table='\n'.join(fill('train row', T=T, e=runs['eda', T], rc=runs['eda_recompute', T],
+                                     t=runs['transformer', T], x=x['eda', T], rx=x['eda_recompute', T]) for T in ctx),
+                layers='\n'.join(fill('train layer row', r=r, core='—' if r['core_ms'] is None else
+                                      f"{r['core_ms']:.3f}", model=', '.join([tf if r['mixer'] == 'transformer'
+                                                                              else r['mixer'], *r['overrides']]))
+                                 for r in layers),
                 ratios=', '.join(f"{x['eda', T]:.2f}x at {T}" for T in (ctx[0], ctx[-2], ctx[-1])))
 
 
@@ -396,13 +392,15 @@ def decode_section():
     steps, kern = read_rows('model_decode.jsonl', 'model_decode'), read_rows('kernels.jsonl', 'decode_kernel')
     [check] = read_rows('model_decode.jsonl', 'model_decode_check')
     runs = {(r['mixer'], r['mode'], r['ctx'], r['B']): r for r in steps}
-    at = {(c, b): {f'{m[0]}{mode[0]}': runs[m, mode, c, b] for m in ('eda', 'transformer') for mode in ('compiled', 'graph')}
-          for _, _, c, b in runs}  # {(ctx, B): {'ec': the hybrid compiled, 'eg': in a graph, 'tc', 'tg': the Transformer}}
+    # {(ctx, B): {'ec': the hybrid compiled, 'eg': in a graph; 'tc', 'tg': the Transformer}}
+    at = {(c, b): {m[0] + mode[0]: runs[m, mode, c, b] for m in ('eda', 'transformer')
+                   for mode in ('compiled', 'graph')} for _, _, c, b in runs}
     x = {k: r['ec']['tok_s'] / r['tc']['tok_s'] for k, r in at.items()}  # the hybrid's tokens/s over the Transformer's
     fla = {r['B']: r['ms'] for r in kern if r['case'].startswith('FLA')}
     return dict(
-        made=commands(steps), kern_made=commands(kern), check=check, verdict='all pass.' if check['ok'] else 'FAILED.',
-        worst_at='{mixer} {mode} ctx {ctx} B {B}'.format(**check['worst_at']), big=max(at), x_big=x[max(at)],
+        made=made(steps, commands=True), kern_made=made(kern, commands=True), check=check, big=max(at),
+        worst_at='{mixer} {mode} ctx {ctx} B {B}'.format(**check['worst_at']), x_big=x[max(at)],
+        verdict='all pass.' if check['ok'] else 'FAILED.',
         launches=', '.join(f'{k} {n}' for k, n in check['kernels_per_step'].items()), longest=at[max(at)[0], 1]['ec'],
         table='\n'.join(fill('decode row', ctx=c, B=b, x=x[c, b], cache=r['ec']['mib_per_seq'] / r['tc']['mib_per_seq'],
                               **r) for (c, b), r in sorted(at.items())),
@@ -411,10 +409,6 @@ def decode_section():
 
 SECTIONS = [erase_section, length_section, defaults_section, lm_long_section, lm_section, probe_section, table7_section,
             kernel_section, train_section, decode_section]
-
-
-def anchor(title):
-    return ''.join(c for c in title.lower() if c.isalnum() or c in ' -').replace(' ', '-')
 
 
 def render(section):
@@ -435,10 +429,11 @@ def build():
     """(RESULTS.md's text, README.md's with its summary table, between BEGIN and END, rewritten)."""
     texts, rows = zip(*(render(section) for section in SECTIONS))
     titles = [t.split('\n', 1)[0][3:] for t in texts]
-    summary = table(['question', 'measured', 'where'], [[*row[:2], f'[{row[2]}](RESULTS.md#{anchor(t)})']
+    anchor = {t: ''.join(c for c in t.lower() if c.isalnum() or c in ' -').replace(' ', '-') for t in titles}
+    summary = table(['question', 'measured', 'where'], [[*row[:2], f'[{row[2]}](RESULTS.md#{anchor[t]})']
                                                         for row, t in zip(rows, titles) if row])
     head, rest = Path(readme).read_text().split(BEGIN, 1)
-    return (TEMPLATE['intro'] + ''.join(f'- [{t}](#{anchor(t)})\n' for t in titles) + '\n' + '\n'.join(texts),
+    return (TEMPLATE['intro'] + ''.join(f'- [{t}](#{anchor[t]})\n' for t in titles) + '\n' + '\n'.join(texts),
             head + '\n'.join([BEGIN, summary, END]) + rest.split(END, 1)[1])
 
 

@@ -81,9 +81,10 @@ def read(path):
     return rows
 
 
-def made(rows, what='', note=False):
+def made(rows, what='', note=False, commands=False):
     """When and where rows were made, as the reports print it: each date, commit, device and torch and triton
-    versions they record, with how many rows each made where `what` names them ('runs'); note: the first row's."""
+    versions they record, with how many rows each made where `what` names them ('runs'); note: the first row's;
+    commands: the commands that made them first, in a shell block."""
     runs = Counter((r.get('date', '')[:10] or 'date not recorded', r.get('commit') or 'not recorded',
                     r.get('device') or 'a device not recorded', r.get('torch'), r.get('triton')) for r in rows)
     where = '; '.join(f'{d} at commit {c} on {dev}' + (f', torch {t}, triton {tr}' if t else '')
@@ -92,7 +93,7 @@ def made(rows, what='', note=False):
     line = (f'{what.capitalize()} made ' if what else 'Made ') + where + '.'
     if note and rows[0].get('note'):
         line += ' ' + rows[0]['note'] + ('' if rows[0]['note'].endswith('.') else '.')
-    return line
+    return '\n'.join(['```sh', *dict.fromkeys(r['command'] for r in rows), '```', '', line]) if commands else line
 
 
 def table(header, rows):
@@ -101,7 +102,7 @@ def table(header, rows):
     return '\n'.join(head + ['| ' + ' | '.join(map(str, row)) + ' |' for row in rows])
 
 
-def figure(path, draw, panels=1, size=(6, 4), **subplots):
+def figure(path, draw, panels=1, size=(6, 4), dpi=120, **subplots):
     """draw(*axes) on panels side by side, each size inches, saved as path; matplotlib is optional (without it, a
     line says the figure was skipped)."""
     try:
@@ -113,7 +114,7 @@ def figure(path, draw, panels=1, size=(6, 4), **subplots):
     fig, axes = plt.subplots(1, panels, figsize=(size[0] * panels, size[1]), squeeze=False, **subplots)
     draw(*axes[0])
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
     print(f'figure: {path}')
 
