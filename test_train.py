@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import final_bindings
+from conftest import final_bindings, run_script, run_scripts
 from data.prepare import HEADER_BYTES, TokenFileError, load_tokens, write_tokens
 from data.synthetic import accuracy_counts, distinct, FILLER, NONE, evict, mqar, reassign, vocab_halves
 
@@ -39,6 +39,12 @@ def train(out_dir, *args, check=True, timeout=300, prelude=None):
     if check and p.returncode != 0:
         raise AssertionError(f'train.py failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}')
     return p
+
+
+def train_here(out_dir, *args):
+    """train.py's TINY run in this process (run_script): for runs that stop before the lock and signal handlers
+    (settings, configurator, dry runs)."""
+    return run_script('train.py', *TINY, f'--out_dir={out_dir}', *args)
 
 
 def records(out_dir):
@@ -714,25 +720,25 @@ def test_synthetic_batches_are_a_function_of_the_seed():
 
 
 def test_configurator_rejects_unknown_key_with_close_match(tmp_path):
-    p = train(tmp_path, '--n_layr=2', check=False)
+    p = train_here(tmp_path, '--n_layr=2')
     assert p.returncode != 0 and "unknown setting 'n_layr'" in p.stderr and 'did you mean n_layer' in p.stderr
 
 
 def test_configurator_rejects_wrong_type(tmp_path):
-    p = train(tmp_path, '--max_iters=lots', check=False)
+    p = train_here(tmp_path, '--max_iters=lots')
     assert p.returncode != 0 and "setting 'max_iters'" in p.stderr and 'expects int, got str' in p.stderr
 
 
 def test_configurator_rejects_unknown_key_in_config_file(tmp_path):
     cfg = tmp_path / 'bad.py'
     cfg.write_text('learning_rat = 1e-3\n')
-    p = train(tmp_path, str(cfg), check=False)
+    p = train_here(tmp_path, str(cfg))
     assert p.returncode != 0 and "unknown setting 'learning_rat'" in p.stderr and 'learning_rate' in p.stderr
 
 
 def test_none_default_settings_reject_a_value_of_the_wrong_type(tmp_path):
     for arg, key in (('--lr_decay_iters=abc', 'lr_decay_iters'), ('--vocab_size=abc', 'vocab_size')):
-        p = train(tmp_path, arg, '--max_iters=1', check=False)
+        p = train_here(tmp_path, arg, '--max_iters=1')
         assert p.returncode != 0 and f"setting '{key}'" in p.stderr and 'expects int or None, got str' in p.stderr, p.stderr
         assert 'Traceback' not in p.stderr
 
@@ -740,19 +746,9 @@ def test_none_default_settings_reject_a_value_of_the_wrong_type(tmp_path):
 CONFIGS = sorted(f for f in os.listdir(os.path.join(ROOT, 'config')) if f.endswith('.py'))
 
 
-@pytest.fixture(scope='module')
-def config_dry_runs():
-    """`train.py config/<file> --dry_run=True` for every config file, a few at once (each is mostly imports)."""
-    def dry(config):
-        return subprocess.run([sys.executable, 'train.py', os.path.join('config', config), '--dry_run=True'],
-                              cwd=ROOT, capture_output=True, text=True, timeout=120)
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        return dict(zip(CONFIGS, pool.map(dry, CONFIGS)))
-
-
 @pytest.mark.parametrize('config', CONFIGS)
-def test_every_config_file_dry_runs_and_ends_with_the_params_line(config, config_dry_runs):
-    p = config_dry_runs[config]
+def test_every_config_file_dry_runs_and_ends_with_the_params_line(config):
+    p = run_script('train.py', os.path.join('config', config), '--dry_run=True')  # the meta device: no weights
     assert p.returncode == 0, p.stderr[-3000:]
     last = p.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r'params total=\d+ active=\d+', last), last
@@ -760,8 +756,7 @@ def test_every_config_file_dry_runs_and_ends_with_the_params_line(config, config
 
 def test_attn_every_above_n_layer_notes_that_no_layer_is_full_attention():
     def dry(*args):
-        p = subprocess.run([sys.executable, 'train.py', '--dry_run=True', *args], cwd=ROOT, capture_output=True,
-                           text=True, timeout=120)
+        p = run_script('train.py', '--dry_run=True', *args)
         assert p.returncode == 0, p.stderr[-3000:]
         return p.stdout
     # config/mqar.py means it (attn_every=100: pure linear attention), and still runs
@@ -769,15 +764,27 @@ def test_attn_every_above_n_layer_notes_that_no_layer_is_full_attention():
     assert 'no full-attention layer' not in dry('--n_layer=4', '--attn_every=4')
 
 
-@pytest.mark.parametrize('args,message', [
+BAD_SETTINGS = [
     (('--mixer=foo',), "unknown mixer 'foo'"),
     (('--dtype=float64',), "dtype must be 'auto'"),
     (('--batch_size=0',), 'batch_size must be >= 1'),
     (('--device=tpu',), "device must be 'auto', 'cpu'"),
     (('--la_n_head=2', '--la_n_v_head=3'), 'must be a multiple of la_n_head=2'),
-])
-def test_bad_settings_stop_before_any_work_with_a_message_naming_them(tmp_path, args, message):
-    p = train(tmp_path, *args, check=False)
+]
+
+
+@pytest.fixture(scope='module')
+def bad_settings_runs(tmp_path_factory):
+    """train.py with each of BAD_SETTINGS, all in one process (the model's checks come after the lock is taken)."""
+    tmp = tmp_path_factory.mktemp('bad_settings')
+    runs = run_scripts(*(('train.py', *TINY, f'--out_dir={tmp / str(i)}', *args)
+                         for i, (args, _) in enumerate(BAD_SETTINGS)))
+    return dict(zip((args for args, _ in BAD_SETTINGS), runs))
+
+
+@pytest.mark.parametrize('args,message', BAD_SETTINGS)
+def test_bad_settings_stop_before_any_work_with_a_message_naming_them(bad_settings_runs, args, message):
+    p = bad_settings_runs[args]
     assert p.returncode != 0 and message in p.stderr, p.stderr
     assert 'Traceback' not in p.stderr
 
@@ -785,7 +792,7 @@ def test_bad_settings_stop_before_any_work_with_a_message_naming_them(tmp_path, 
 def test_numeric_settings_no_run_can_use_are_named_one_line_each_before_anything_is_built(tmp_path):
     bad = dict(learning_rate='-1', min_lr='1e999', weight_decay='-0.1', grad_clip='-1', beta1='1.0', beta2='-0.5',
                warmup_iters='-1', lr_schedule_start='-1', lr_decay_iters='-1', seed='-1', init_from='resum')
-    p = train(tmp_path / 'out', *(f'--{k}={v}' for k, v in bad.items()), check=False)
+    p = train_here(tmp_path / 'out', *(f'--{k}={v}' for k, v in bad.items()))
     lines = p.stderr.strip().splitlines()
     assert p.returncode != 0 and [line.split()[:2] for line in lines] == [['train:', k] for k in bad], p.stderr
     assert not os.path.exists(tmp_path / 'out')  # nothing made
@@ -797,8 +804,7 @@ def test_trains_model_settings_are_gptconfigs_fields_at_its_defaults():
     `sample.py --init_from=scratch` builds (the same parameter count)."""
     import dataclasses
     from model import GPT, GPTConfig
-    p = subprocess.run([sys.executable, os.path.join(ROOT, 'train.py'), '--dry_run=True'], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300)
+    p = run_script('train.py', '--dry_run=True')
     assert p.returncode == 0, p.stderr
     printed = dict(re.findall(r'^  (\w+) = (.*)$', p.stdout, re.M))
     for f in dataclasses.fields(GPTConfig):
@@ -975,7 +981,7 @@ def test_links_planted_in_out_dir_are_never_written_through(tmp_path, good_run):
 
 @pytest.fixture(scope='module')
 def early_refusals(tmp_path_factory):
-    """train.py on out_dirs and datasets that no run can use, a few at once: {case: CompletedProcess}."""
+    """train.py on out_dirs and datasets that no run can use: {case: CompletedProcess}."""
     tmp = tmp_path_factory.mktemp('refusals')
     for name in ('ckpt_dir', 'log_dir'):
         os.makedirs(tmp / name / ('ckpt.pt' if name == 'ckpt_dir' else 'log.jsonl'))
@@ -997,9 +1003,9 @@ def early_refusals(tmp_path_factory):
              'dangling': (f'--out_dir={tmp / "dangling"}',), 'loop': (f'--out_dir={tmp / "loop"}',),
              'short': (f'--dataset={short}',), 'huge': (f'--dataset={huge}',),
              **{name: (f'--dataset={tmp / name}',) for name in metas}}
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        done = pool.map(lambda c: train(tmp / f'out_{c}', '--max_iters=1', *cases[c], check=False), cases)
-        return tmp, dict(zip(cases, done))
+    done = run_scripts(*(('train.py', *TINY, f'--out_dir={tmp / f"out_{c}"}', '--max_iters=1', *cases[c])
+                         for c in cases))  # one process: the imports paid once
+    return tmp, dict(zip(cases, done))
 
 
 @pytest.mark.parametrize('case, message', [
