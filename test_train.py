@@ -71,25 +71,34 @@ def test_loss_decreases_on_default_corpus(tmp_path):
 
 def test_resume_gives_the_same_losses_as_an_uninterrupted_run(tmp_path):
     common = ['--eval_interval=3', '--lr_decay_iters=6', '--always_save_checkpoint=True']
-    train(tmp_path / 'full', '--max_iters=6', *common)
-    train(tmp_path / 'split', '--max_iters=3', *common)
+    # the full run and the first half in one process (two folders), the resume in another (the lock)
+    for p in run_scripts(*(('train.py', *TINY, f'--out_dir={tmp_path / d}', f'--max_iters={n}', *common)
+                           for d, n in (('full', 6), ('split', 3)))):
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     train(tmp_path / 'split', '--max_iters=6', '--init_from=resume', *common)
     full, split = step_losses(tmp_path / 'full'), step_losses(tmp_path / 'split')
     assert sorted(full) == sorted(split) == list(range(6))
     assert full == split  # bit-identical: same weights, optimizer state, learning rates and batches
 
 
-def test_interrupted_checkpoint_write_leaves_previous_checkpoint_loadable(tmp_path):
-    # the 2nd save (at step 4) dies halfway through writing its temp file
-    p = train(tmp_path, '--max_iters=4', '--eval_interval=2', '--debug_crash_on_save=2', check=False)
+@pytest.fixture(scope='module')
+def crashed_run(tmp_path_factory):
+    """A run that dies writing its step-4 checkpoint (its 2nd save), halfway through the temp file, after logging
+    steps 0-3 and the step-4 evaluation: (its CompletedProcess, its out_dir); tests copy it."""
+    out = tmp_path_factory.mktemp('crashed')
+    return train(out, '--max_iters=4', '--eval_interval=2', '--debug_crash_on_save=2', check=False), out
+
+
+def test_interrupted_checkpoint_write_leaves_previous_checkpoint_loadable(tmp_path, crashed_run):
+    p, run = crashed_run[0], copy_run(crashed_run[1], tmp_path / 'run')
     assert p.returncode == 3, p.stderr
-    [tmp] = tmp_path.glob('ckpt.pt.tmp*')
+    [tmp] = run.glob('ckpt.pt.tmp*')
     with pytest.raises(Exception):
         torch.load(tmp, weights_only=True)
-    ckpt = torch.load(tmp_path / 'ckpt.pt', weights_only=True)
+    ckpt = torch.load(run / 'ckpt.pt', weights_only=True)
     assert ckpt['iter_num'] == 2
-    train(tmp_path, '--max_iters=4', '--eval_interval=2', '--init_from=resume')  # and training goes on from it
-    assert max(step_losses(tmp_path)) == 3
+    train(run, '--max_iters=4', '--eval_interval=2', '--init_from=resume')  # and training goes on from it
+    assert max(step_losses(run)) == 3
 
 
 def test_nan_loss_stops_the_run_naming_the_step_and_keeps_last_good_checkpoint(tmp_path):
@@ -116,15 +125,18 @@ def copy_run(src, dst):
 
 
 def test_non_finite_eval_loss_never_replaces_the_good_checkpoint_and_the_stop_message_is_true(tmp_path, good_run):
-    # a fresh run: the step-1 weights give a NaN evaluation; nothing is saved and the message says so
-    p = train(tmp_path / 'fresh', '--learning_rate=1e6', '--eval_interval=1', '--max_iters=4', check=False)
-    assert p.returncode != 0 and 'non-finite loss at the evaluation of step 1' in p.stderr, p.stderr
-    assert 'no checkpoint was written' in p.stderr and 'unchanged' not in p.stderr
-    assert not os.path.exists(tmp_path / 'fresh' / 'ckpt.pt')
-    # resuming a good checkpoint with a hopeless learning rate leaves that checkpoint as it was
+    # a fresh run: the step-1 weights give a NaN evaluation; nothing is saved and the message says so; and resuming
+    # a good checkpoint with a hopeless learning rate leaves that checkpoint as it was (both in one process)
     run = copy_run(good_run, tmp_path / 'run')
     before = torch.load(run / 'ckpt.pt', weights_only=True)
-    p = train(run, '--init_from=resume', '--learning_rate=1e6', '--eval_interval=1', '--max_iters=6', check=False)
+    fresh, p = run_scripts(
+        ('train.py', *TINY, f'--out_dir={tmp_path / "fresh"}', '--learning_rate=1e6', '--eval_interval=1',
+         '--max_iters=4'),
+        ('train.py', *TINY, f'--out_dir={run}', '--init_from=resume', '--learning_rate=1e6', '--eval_interval=1',
+         '--max_iters=6'))
+    assert fresh.returncode != 0 and 'non-finite loss at the evaluation of step 1' in fresh.stderr, fresh.stderr
+    assert 'no checkpoint was written' in fresh.stderr and 'unchanged' not in fresh.stderr
+    assert not os.path.exists(tmp_path / 'fresh' / 'ckpt.pt')
     assert p.returncode != 0 and 'non-finite loss' in p.stderr, p.stderr
     assert f'the last good checkpoint {run / "ckpt.pt"} (step 2) is unchanged' in p.stderr
     after = torch.load(run / 'ckpt.pt', weights_only=True)
@@ -162,8 +174,7 @@ def test_checkpoint_with_a_pickle_payload_is_refused_without_running_it(tmp_path
     marker = tmp_path / 'payload_ran'
     torch.save({'model': Payload(str(marker)), 'model_args': {}}, tmp_path / 'run' / 'ckpt.pt')
     p = train(tmp_path / 'run', '--init_from=resume', check=False)
-    s = subprocess.run([sys.executable, os.path.join(ROOT, 'sample.py'), f'--out_dir={tmp_path / "run"}',
-                        '--device=cpu'], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    s = run_script('sample.py', f'--out_dir={tmp_path / "run"}', '--device=cpu')
     for r in (p, s):
         assert r.returncode != 0 and 'other than tensors and plain values, so it is not loaded' in r.stderr, r.stderr
         assert str(tmp_path / 'run' / 'ckpt.pt') in r.stderr and 'Traceback' not in r.stderr
@@ -215,11 +226,8 @@ def test_a_checkpoint_with_non_finite_weights_is_named_by_resume_and_sample(tmp_
     ckpt = torch.load(run / 'ckpt.pt', weights_only=True)
     ckpt['model']['lm_head.weight'][3, 1] = float('inf')
     torch.save(ckpt, run / 'ckpt.pt')
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        resume = pool.submit(train, run, '--init_from=resume', '--max_iters=4', check=False)
-        sample = pool.submit(subprocess.run, [sys.executable, os.path.join(ROOT, 'sample.py'), f'--out_dir={run}',
-                                              '--device=cpu'], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    for p in (resume.result(), sample.result()):
+    resume = train(run, '--init_from=resume', '--max_iters=4', check=False)
+    for p in (resume, run_script('sample.py', f'--out_dir={run}', '--device=cpu')):
         assert p.returncode != 0 and p.stderr.strip().endswith(
             f'{run / "ckpt.pt"}: the weight lm_head.weight holds NaN or inf values: the model cannot be used'), p.stderr
         assert len(p.stderr.strip().splitlines()) == 1 and 'last good checkpoint' not in p.stderr
@@ -236,8 +244,7 @@ def test_truncated_checkpoint_is_a_clear_error_naming_the_file(tmp_path, good_ru
     with open(run / 'ckpt.pt', 'r+b') as f:
         f.truncate(os.path.getsize(run / 'ckpt.pt') // 2)
     p = train(run, '--init_from=resume', '--max_iters=4', check=False)
-    s = subprocess.run([sys.executable, os.path.join(ROOT, 'sample.py'), f'--out_dir={run}', '--device=cpu'],
-                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    s = run_script('sample.py', f'--out_dir={run}', '--device=cpu')
     for r in (p, s):
         assert r.returncode != 0 and f'cannot read the checkpoint {run / "ckpt.pt"} (truncated' in r.stderr, r.stderr
         assert 'Traceback' not in r.stderr
@@ -245,7 +252,7 @@ def test_truncated_checkpoint_is_a_clear_error_naming_the_file(tmp_path, good_ru
 
 def test_out_dir_that_cannot_be_created_fails_before_the_model_is_built(tmp_path):
     (tmp_path / 'a_file').write_text('not a folder')
-    p = train(tmp_path / 'a_file' / 'out', '--max_iters=1', check=False)
+    p = train_here(tmp_path / 'a_file' / 'out', '--max_iters=1')  # refused before the lock
     assert p.returncode != 0 and f"cannot create out_dir '{tmp_path / 'a_file' / 'out'}'" in p.stderr, p.stderr
     assert 'model:' not in p.stdout and 'Traceback' not in p.stderr
 
@@ -297,7 +304,7 @@ def test_resuming_does_not_rewrite_the_checkpoint_before_a_step_is_trained(tmp_p
 def test_eval_only_scores_the_checkpoint_and_writes_nothing(tmp_path, good_run):
     run = copy_run(good_run, tmp_path / 'run')
     before = {f: (run / f).read_bytes() for f in os.listdir(run)}
-    p = train(run, '--eval_only=True', check=False)  # a checkpoint to score is named, or nothing is scored
+    p = train_here(run, '--eval_only=True')  # a checkpoint to score is named, or nothing is scored
     assert p.returncode != 0 and '--init_from=resume' in p.stderr and 'Traceback' not in p.stderr, p.stderr
     assert 'eval step' not in p.stdout
     p = train(run, '--eval_only=True', '--init_from=resume')
@@ -385,18 +392,17 @@ def test_sigterm_finishes_the_checkpoint_being_written_then_stops_as_ctrl_c_does
     assert not list(tmp_path.glob('ckpt.pt.tmp*')) and max(step_losses(tmp_path)) == 3
 
 
-def test_resumed_run_logs_each_step_once(tmp_path):
-    # the run dies writing its step-4 checkpoint after logging steps 0-3 and the step-4 evaluation
-    p = train(tmp_path, '--max_iters=4', '--eval_interval=2', '--debug_crash_on_save=2', check=False)
-    assert p.returncode == 3 and max(step_losses(tmp_path)) == 3
-    ckpt = torch.load(tmp_path / 'ckpt.pt', weights_only=True)  # as older checkpoints were: grad_checkpoint
-    ckpt['model_args']['grad_checkpoint'] = False                # among the model's fields (no longer one)
-    torch.save(ckpt, tmp_path / 'ckpt.pt')
-    train(tmp_path, '--max_iters=4', '--eval_interval=2', '--init_from=resume')  # from step 2
-    keys = [(r['step'], bool(r.get('eval')), bool(r.get('start'))) for r in records(tmp_path)]
+def test_resumed_run_logs_each_step_once(tmp_path, crashed_run):
+    p, run = crashed_run[0], copy_run(crashed_run[1], tmp_path / 'run')
+    assert p.returncode == 3 and max(step_losses(run)) == 3
+    ckpt = torch.load(run / 'ckpt.pt', weights_only=True)  # as older checkpoints were: grad_checkpoint
+    ckpt['model_args']['grad_checkpoint'] = False           # among the model's fields (no longer one)
+    torch.save(ckpt, run / 'ckpt.pt')
+    train(run, '--max_iters=4', '--eval_interval=2', '--init_from=resume')  # from step 2
+    keys = [(r['step'], bool(r.get('eval')), bool(r.get('start'))) for r in records(run)]
     assert sorted(keys) == sorted(set(keys)), keys  # nothing logged twice (each start writes its first record)
-    assert sorted(step_losses(tmp_path)) == [0, 1, 2, 3]
-    assert [r['step'] for r in records(tmp_path) if r.get('eval')] == [0, 2, 4]
+    assert sorted(step_losses(run)) == [0, 1, 2, 3]
+    assert [r['step'] for r in records(run) if r.get('eval')] == [0, 2, 4]
 
 
 def test_synthetic_task_run_reports_accuracy(tmp_path):
@@ -406,9 +412,9 @@ def test_synthetic_task_run_reports_accuracy(tmp_path):
     assert 0.0 <= evals[-1]['val_acc'] <= 1.0 and 0.0 <= evals[-1]['train_acc'] <= 1.0
 
 
-def test_midtraining_resumes_with_longer_block_size_and_another_dataset(tmp_path):
+def test_midtraining_resumes_with_longer_block_size_and_another_dataset(tmp_path, good_run):
     ds = tiny_dataset(tmp_path / 'long_docs')
-    train(tmp_path / 'pre', '--max_iters=2', '--eval_interval=2')
+    copy_run(good_run, tmp_path / 'pre')  # 2 steps of TINY, its checkpoint at step 2
     before = (tmp_path / 'pre' / 'ckpt.pt').read_bytes()
     p = train(tmp_path / 'mid', '--init_from=resume', f'--resume_dir={tmp_path / "pre"}', f'--dataset={ds}',
               '--block_size=64', '--max_iters=4', '--eval_interval=2', '--lr_schedule_start=2')
