@@ -11,7 +11,6 @@ import shutil
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -42,8 +41,8 @@ def train(out_dir, *args, check=True, timeout=300, prelude=None):
 
 
 def train_here(out_dir, *args):
-    """train.py's TINY run in this process (run_script): for runs that stop before the lock and signal handlers
-    (settings, configurator, dry runs)."""
+    """train.py's TINY run in this process (run_script): only for runs refused before they hold out_dir's lock
+    (settings, configurator, dry runs, a folder no run can use or one another run holds)."""
     return run_script('train.py', *TINY, f'--out_dir={out_dir}', *args)
 
 
@@ -938,9 +937,9 @@ def test_a_second_run_into_a_folder_in_use_is_refused_naming_the_holders_pid(tmp
     try:
         wait_for_lock(holder, run)
         before = {f: (run / f).read_bytes() for f in ('ckpt.pt', 'lock')}
-        with ThreadPoolExecutor(max_workers=3) as pool:  # scratch, overwrite and resume: each refused
-            others = list(pool.map(lambda a: train(run, '--max_iters=2', *a, check=False),
-                                   [(), ('--overwrite=True',), ('--init_from=resume', '--max_iters=6')]))
+        # scratch, overwrite and resume: each refused the lock, so each can run in this process
+        others = [train_here(run, '--max_iters=2', *a)
+                  for a in [(), ('--overwrite=True',), ('--init_from=resume', '--max_iters=6')]]
     finally:
         holder.kill()
         holder.communicate()
@@ -961,7 +960,7 @@ def test_overwrite_killed_before_its_first_checkpoint_leaves_no_earlier_weights_
     assert p.returncode == -9, p.stderr
     assert not (run / 'ckpt.pt').exists()  # the earlier run's weights went before this run's log began
     assert [r['step'] for r in records(run)][:2] == [0, 0] and len(records(run)) == 3  # start, eval 0, step 0
-    p = train(run, '--init_from=resume', '--max_iters=4', check=False)
+    p = train_here(run, '--init_from=resume', '--max_iters=4')  # refused before the lock
     assert p.returncode != 0 and f'no checkpoint at {run / "ckpt.pt"}' in p.stderr, p.stderr
 
 
@@ -975,10 +974,8 @@ def test_links_planted_in_out_dir_are_never_written_through(tmp_path, good_run):
     linked = copy_run(good_run, tmp_path / 'linked')
     os.remove(linked / 'log.jsonl')
     os.symlink(victim, linked / 'log.jsonl')
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        a, b = pool.map(lambda r: train(r[0], *r[1], check=False),
-                        [(fresh, ('--max_iters=2', '--eval_interval=1')),
-                         (linked, ('--overwrite=True', '--max_iters=1'))])
+    a, b = run_scripts(('train.py', *TINY, f'--out_dir={fresh}', '--max_iters=2', '--eval_interval=1'),
+                       ('train.py', *TINY, f'--out_dir={linked}', '--overwrite=True', '--max_iters=1'))
     assert a.returncode == 0, a.stderr
     assert not (fresh / 'ckpt.pt').is_symlink() and torch.load(fresh / 'ckpt.pt', weights_only=True)['iter_num'] == 2
     assert b.returncode != 0 and f'{linked / "log.jsonl"} is a symbolic link' in b.stderr, b.stderr
