@@ -2,18 +2,18 @@
 import contextlib
 import dataclasses
 import io
-import json
 import os
 import runpy
+import signal
 import subprocess
 import sys
-import tempfile
 import traceback
 import warnings
 
 import torch
 import torch.nn.functional as F
 
+import configurator
 from data.synthetic import FILLER, NONE
 
 
@@ -108,12 +108,16 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 def run_script(path, *args, cwd=None):
     """`python path *args` (path from the repository root) run in this process, the imports already paid ->
     CompletedProcess(returncode, stdout, stderr) as the interpreter gives them: a SystemExit message goes to stderr
-    with code 1, an uncaught exception's traceback too. Only for runs that stop before holding what a process keeps
-    (a lock, signal handlers); run_scripts runs the others in a process of their own."""
+    with code 1, an uncaught exception's traceback too. What the process's exit would let go is let go when the
+    run ends: the locks it took (configurator.hold_lock), its SIGINT and SIGTERM handlers. Runs that need a process
+    of their own (a kill, a fault injected into torch, an os._exit, torchrun) start one."""
     full = os.path.join(ROOT, path)
     argv = [full, *map(str, args)]
     out, err, code = io.StringIO(), io.StringIO(), 0
     saved = sys.argv, sys.path[:], os.getcwd()
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}  # train.py sets its own
+    hold_lock, held = configurator.hold_lock, []
+    configurator.hold_lock = lambda path: held.append(hold_lock(path)) or held[-1]  # (the script imports it)
     sys.argv, sys.path[0:0] = argv, [os.path.dirname(full)]  # as `python path` puts the script's folder first
     try:
         os.chdir(cwd or ROOT)
@@ -132,23 +136,12 @@ def run_script(path, *args, cwd=None):
     finally:
         sys.argv, sys.path[:] = saved[:2]
         os.chdir(saved[2])
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        configurator.hold_lock = hold_lock
+        for fd, _ in held:
+            os.close(fd)
     return subprocess.CompletedProcess(argv, code or 0, out.getvalue(), err.getvalue())
-
-
-def run_scripts(*runs, cwd=None, timeout=600):
-    """Each run, a (path, *args) tuple, by run_script one after another in one fresh Python process: what a process
-    keeps stays out of this one, and the imports are paid once, not once per run -> [CompletedProcess]."""
-    with tempfile.TemporaryDirectory() as tmp:
-        done = os.path.join(tmp, 'done.json')
-        driver = (f'import json, sys\nsys.path.insert(0, {ROOT!r})\nfrom conftest import run_script\n'
-                  'runs, cwd, done = json.loads(sys.argv[1])\nps = [run_script(*r, cwd=cwd) for r in runs]\n'
-                  'json.dump([(p.returncode, p.stdout, p.stderr) for p in ps], open(done, "w"))\n')
-        todo = [[list(map(str, r)) for r in runs], cwd and str(cwd), done]
-        p = subprocess.run([sys.executable, '-c', driver, json.dumps(todo)], cwd=ROOT, capture_output=True, text=True,
-                           timeout=timeout)
-        assert p.returncode == 0 and os.path.exists(done), p.stdout[-3000:] + p.stderr[-3000:]
-        with open(done) as f:
-            return [subprocess.CompletedProcess([sys.executable, *r], *d) for r, d in zip(runs, json.load(f))]
 
 
 def final_bindings(tokens, unique_values=False):
