@@ -1,6 +1,8 @@
 """train.py and data/: short configurator-driven runs on CPU, each test named after what it proves.
 
-train.py runs as a subprocess, exactly as a user runs it (`python train.py --key=value`), on a tiny model.
+train.py runs on a tiny model as a user runs it (`python train.py --key=value`): in the test's process
+(conftest.run_script), or in a process of its own where the property needs one (a fault injected into the
+interpreter, a kill, a crash, torchrun, memory), and for good_run, the run the others start from.
 The default corpus (data/stdlib) is prepared once, by the first run that needs it, and then reused.
 """
 import json
@@ -16,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import final_bindings, run_script, run_scripts
+from conftest import final_bindings, run_script
 from data.prepare import HEADER_BYTES, TokenFileError, load_tokens, write_tokens
 from data.synthetic import accuracy_counts, distinct, FILLER, NONE, evict, mqar, reassign, vocab_halves
 
@@ -26,24 +28,22 @@ TINY = ['--n_layer=2', '--attn_every=2', '--n_embd=32', '--ffn_hidden=64', '--bl
         '--eval_iters=2', '--la_chunk_size=16', '--log_interval=1', '--warmup_iters=2', '--progress=False']
 
 
-def train(out_dir, *args, check=True, timeout=300, prelude=None):
-    """Run `python train.py <TINY> <args> --out_dir=<out_dir>`; return the CompletedProcess. prelude: Python
-    code run first in the same interpreter (a fault injected there), then train.py as if run directly."""
+def train(out_dir, *args, check=True, timeout=300, prelude=None, process=False):
+    """`python train.py <TINY> <args> --out_dir=<out_dir>` -> its CompletedProcess; in this process (run_script)
+    unless process=True or a prelude: Python code run first in the run's own interpreter (a fault injected there),
+    then train.py as if run directly. timeout: a process's."""
     cmd = [sys.executable, os.path.join(ROOT, 'train.py'), *TINY, f'--out_dir={out_dir}', *args]
-    if prelude is not None:
-        cmd[1:1] = ['-c', prelude + '\nimport runpy, sys\nsys.argv = sys.argv[1:]  # [train.py, settings...]\n'
-                                    'runpy.run_path(sys.argv[0], run_name="__main__")\n']
-    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '2'))
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+    if prelude is None and not process:
+        p = run_script(*cmd[1:])
+    else:
+        if prelude is not None:
+            cmd[1:1] = ['-c', prelude + '\nimport runpy, sys\nsys.argv = sys.argv[1:]  # [train.py, settings...]\n'
+                                        'runpy.run_path(sys.argv[0], run_name="__main__")\n']
+        env = dict(os.environ, OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '2'))
+        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
     if check and p.returncode != 0:
         raise AssertionError(f'train.py failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}')
     return p
-
-
-def train_here(out_dir, *args):
-    """train.py's TINY run in this process (run_script): only for runs refused before they hold out_dir's lock
-    (settings, configurator, dry runs, a folder no run can use or one another run holds)."""
-    return run_script('train.py', *TINY, f'--out_dir={out_dir}', *args)
 
 
 def records(out_dir):
@@ -70,10 +70,8 @@ def test_loss_decreases_on_default_corpus(tmp_path):
 
 def test_resume_gives_the_same_losses_as_an_uninterrupted_run(tmp_path):
     common = ['--eval_interval=3', '--lr_decay_iters=6', '--always_save_checkpoint=True']
-    # the full run and the first half in one process (two folders), the resume in another (the lock)
-    for p in run_scripts(*(('train.py', *TINY, f'--out_dir={tmp_path / d}', f'--max_iters={n}', *common)
-                           for d, n in (('full', 6), ('split', 3)))):
-        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    train(tmp_path / 'full', '--max_iters=6', *common)
+    train(tmp_path / 'split', '--max_iters=3', *common)
     train(tmp_path / 'split', '--max_iters=6', '--init_from=resume', *common)
     full, split = step_losses(tmp_path / 'full'), step_losses(tmp_path / 'split')
     assert sorted(full) == sorted(split) == list(range(6))
@@ -85,7 +83,8 @@ def crashed_run(tmp_path_factory):
     """A run that dies writing its step-4 checkpoint (its 2nd save), halfway through the temp file, after logging
     steps 0-3 and the step-4 evaluation: (its CompletedProcess, its out_dir); tests copy it."""
     out = tmp_path_factory.mktemp('crashed')
-    return train(out, '--max_iters=4', '--eval_interval=2', '--debug_crash_on_save=2', check=False), out
+    return train(out, '--max_iters=4', '--eval_interval=2', '--debug_crash_on_save=2', check=False,
+                 process=True), out  # (it dies by os._exit)
 
 
 def test_interrupted_checkpoint_write_leaves_previous_checkpoint_loadable(tmp_path, crashed_run):
@@ -114,7 +113,7 @@ def test_nan_loss_stops_the_run_naming_the_step_and_keeps_last_good_checkpoint(t
 def good_run(tmp_path_factory):
     """A finished 2-step run with its checkpoint at step 2; tests copy it before changing anything."""
     out = tmp_path_factory.mktemp('good')
-    train(out, '--max_iters=2', '--eval_interval=2')
+    train(out, '--max_iters=2', '--eval_interval=2', process=True)  # as a user runs it
     return out
 
 
@@ -124,18 +123,15 @@ def copy_run(src, dst):
 
 
 def test_non_finite_eval_loss_never_replaces_the_good_checkpoint_and_the_stop_message_is_true(tmp_path, good_run):
-    # a fresh run: the step-1 weights give a NaN evaluation; nothing is saved and the message says so; and resuming
-    # a good checkpoint with a hopeless learning rate leaves that checkpoint as it was (both in one process)
+    # a fresh run: the step-1 weights give a NaN evaluation; nothing is saved and the message says so
+    p = train(tmp_path / 'fresh', '--learning_rate=1e6', '--eval_interval=1', '--max_iters=4', check=False)
+    assert p.returncode != 0 and 'non-finite loss at the evaluation of step 1' in p.stderr, p.stderr
+    assert 'no checkpoint was written' in p.stderr and 'unchanged' not in p.stderr
+    assert not os.path.exists(tmp_path / 'fresh' / 'ckpt.pt')
+    # resuming a good checkpoint with a hopeless learning rate leaves that checkpoint as it was
     run = copy_run(good_run, tmp_path / 'run')
     before = torch.load(run / 'ckpt.pt', weights_only=True)
-    fresh, p = run_scripts(
-        ('train.py', *TINY, f'--out_dir={tmp_path / "fresh"}', '--learning_rate=1e6', '--eval_interval=1',
-         '--max_iters=4'),
-        ('train.py', *TINY, f'--out_dir={run}', '--init_from=resume', '--learning_rate=1e6', '--eval_interval=1',
-         '--max_iters=6'))
-    assert fresh.returncode != 0 and 'non-finite loss at the evaluation of step 1' in fresh.stderr, fresh.stderr
-    assert 'no checkpoint was written' in fresh.stderr and 'unchanged' not in fresh.stderr
-    assert not os.path.exists(tmp_path / 'fresh' / 'ckpt.pt')
+    p = train(run, '--init_from=resume', '--learning_rate=1e6', '--eval_interval=1', '--max_iters=6', check=False)
     assert p.returncode != 0 and 'non-finite loss' in p.stderr, p.stderr
     assert f'the last good checkpoint {run / "ckpt.pt"} (step 2) is unchanged' in p.stderr
     after = torch.load(run / 'ckpt.pt', weights_only=True)
@@ -251,7 +247,7 @@ def test_truncated_checkpoint_is_a_clear_error_naming_the_file(tmp_path, good_ru
 
 def test_out_dir_that_cannot_be_created_fails_before_the_model_is_built(tmp_path):
     (tmp_path / 'a_file').write_text('not a folder')
-    p = train_here(tmp_path / 'a_file' / 'out', '--max_iters=1')  # refused before the lock
+    p = train(tmp_path / 'a_file' / 'out', '--max_iters=1', check=False)
     assert p.returncode != 0 and f"cannot create out_dir '{tmp_path / 'a_file' / 'out'}'" in p.stderr, p.stderr
     assert 'model:' not in p.stdout and 'Traceback' not in p.stderr
 
@@ -303,7 +299,7 @@ def test_resuming_does_not_rewrite_the_checkpoint_before_a_step_is_trained(tmp_p
 def test_eval_only_scores_the_checkpoint_and_writes_nothing(tmp_path, good_run):
     run = copy_run(good_run, tmp_path / 'run')
     before = {f: (run / f).read_bytes() for f in os.listdir(run)}
-    p = train_here(run, '--eval_only=True')  # a checkpoint to score is named, or nothing is scored
+    p = train(run, '--eval_only=True', check=False)  # a checkpoint to score is named, or nothing is scored
     assert p.returncode != 0 and '--init_from=resume' in p.stderr and 'Traceback' not in p.stderr, p.stderr
     assert 'eval step' not in p.stdout
     p = train(run, '--eval_only=True', '--init_from=resume')
@@ -725,25 +721,25 @@ def test_synthetic_batches_are_a_function_of_the_seed():
 
 
 def test_configurator_rejects_unknown_key_with_close_match(tmp_path):
-    p = train_here(tmp_path, '--n_layr=2')
+    p = train(tmp_path, '--n_layr=2', check=False)
     assert p.returncode != 0 and "unknown setting 'n_layr'" in p.stderr and 'did you mean n_layer' in p.stderr
 
 
 def test_configurator_rejects_wrong_type(tmp_path):
-    p = train_here(tmp_path, '--max_iters=lots')
+    p = train(tmp_path, '--max_iters=lots', check=False)
     assert p.returncode != 0 and "setting 'max_iters'" in p.stderr and 'expects int, got str' in p.stderr
 
 
 def test_configurator_rejects_unknown_key_in_config_file(tmp_path):
     cfg = tmp_path / 'bad.py'
     cfg.write_text('learning_rat = 1e-3\n')
-    p = train_here(tmp_path, str(cfg))
+    p = train(tmp_path, str(cfg), check=False)
     assert p.returncode != 0 and "unknown setting 'learning_rat'" in p.stderr and 'learning_rate' in p.stderr
 
 
 def test_none_default_settings_reject_a_value_of_the_wrong_type(tmp_path):
     for arg, key in (('--lr_decay_iters=abc', 'lr_decay_iters'), ('--vocab_size=abc', 'vocab_size')):
-        p = train_here(tmp_path, arg, '--max_iters=1')
+        p = train(tmp_path, arg, '--max_iters=1', check=False)
         assert p.returncode != 0 and f"setting '{key}'" in p.stderr and 'expects int or None, got str' in p.stderr, p.stderr
         assert 'Traceback' not in p.stderr
 
@@ -769,27 +765,15 @@ def test_attn_every_above_n_layer_notes_that_no_layer_is_full_attention():
     assert 'no full-attention layer' not in dry('--n_layer=4', '--attn_every=4')
 
 
-BAD_SETTINGS = [
+@pytest.mark.parametrize('args,message', [
     (('--mixer=foo',), "unknown mixer 'foo'"),
     (('--dtype=float64',), "dtype must be 'auto'"),
     (('--batch_size=0',), 'batch_size must be >= 1'),
     (('--device=tpu',), "device must be 'auto', 'cpu'"),
     (('--la_n_head=2', '--la_n_v_head=3'), 'must be a multiple of la_n_head=2'),
-]
-
-
-@pytest.fixture(scope='module')
-def bad_settings_runs(tmp_path_factory):
-    """train.py with each of BAD_SETTINGS, all in one process (the model's checks come after the lock is taken)."""
-    tmp = tmp_path_factory.mktemp('bad_settings')
-    runs = run_scripts(*(('train.py', *TINY, f'--out_dir={tmp / str(i)}', *args)
-                         for i, (args, _) in enumerate(BAD_SETTINGS)))
-    return dict(zip((args for args, _ in BAD_SETTINGS), runs))
-
-
-@pytest.mark.parametrize('args,message', BAD_SETTINGS)
-def test_bad_settings_stop_before_any_work_with_a_message_naming_them(bad_settings_runs, args, message):
-    p = bad_settings_runs[args]
+])
+def test_bad_settings_stop_before_any_work_with_a_message_naming_them(tmp_path, args, message):
+    p = train(tmp_path, *args, check=False)
     assert p.returncode != 0 and message in p.stderr, p.stderr
     assert 'Traceback' not in p.stderr
 
@@ -797,7 +781,7 @@ def test_bad_settings_stop_before_any_work_with_a_message_naming_them(bad_settin
 def test_numeric_settings_no_run_can_use_are_named_one_line_each_before_anything_is_built(tmp_path):
     bad = dict(learning_rate='-1', min_lr='1e999', weight_decay='-0.1', grad_clip='-1', beta1='1.0', beta2='-0.5',
                warmup_iters='-1', lr_schedule_start='-1', lr_decay_iters='-1', seed='-1', init_from='resum')
-    p = train_here(tmp_path / 'out', *(f'--{k}={v}' for k, v in bad.items()))
+    p = train(tmp_path / 'out', *(f'--{k}={v}' for k, v in bad.items()), check=False)
     lines = p.stderr.strip().splitlines()
     assert p.returncode != 0 and [line.split()[:2] for line in lines] == [['train:', k] for k in bad], p.stderr
     assert not os.path.exists(tmp_path / 'out')  # nothing made
@@ -937,8 +921,7 @@ def test_a_second_run_into_a_folder_in_use_is_refused_naming_the_holders_pid(tmp
     try:
         wait_for_lock(holder, run)
         before = {f: (run / f).read_bytes() for f in ('ckpt.pt', 'lock')}
-        # scratch, overwrite and resume: each refused the lock, so each can run in this process
-        others = [train_here(run, '--max_iters=2', *a)
+        others = [train(run, '--max_iters=2', *a, check=False)  # scratch, overwrite and resume: each refused
                   for a in [(), ('--overwrite=True',), ('--init_from=resume', '--max_iters=6')]]
     finally:
         holder.kill()
@@ -960,7 +943,7 @@ def test_overwrite_killed_before_its_first_checkpoint_leaves_no_earlier_weights_
     assert p.returncode == -9, p.stderr
     assert not (run / 'ckpt.pt').exists()  # the earlier run's weights went before this run's log began
     assert [r['step'] for r in records(run)][:2] == [0, 0] and len(records(run)) == 3  # start, eval 0, step 0
-    p = train_here(run, '--init_from=resume', '--max_iters=4')  # refused before the lock
+    p = train(run, '--init_from=resume', '--max_iters=4', check=False)
     assert p.returncode != 0 and f'no checkpoint at {run / "ckpt.pt"}' in p.stderr, p.stderr
 
 
@@ -974,8 +957,8 @@ def test_links_planted_in_out_dir_are_never_written_through(tmp_path, good_run):
     linked = copy_run(good_run, tmp_path / 'linked')
     os.remove(linked / 'log.jsonl')
     os.symlink(victim, linked / 'log.jsonl')
-    a, b = run_scripts(('train.py', *TINY, f'--out_dir={fresh}', '--max_iters=2', '--eval_interval=1'),
-                       ('train.py', *TINY, f'--out_dir={linked}', '--overwrite=True', '--max_iters=1'))
+    a = train(fresh, '--max_iters=2', '--eval_interval=1', check=False)
+    b = train(linked, '--overwrite=True', '--max_iters=1', check=False)
     assert a.returncode == 0, a.stderr
     assert not (fresh / 'ckpt.pt').is_symlink() and torch.load(fresh / 'ckpt.pt', weights_only=True)['iter_num'] == 2
     assert b.returncode != 0 and f'{linked / "log.jsonl"} is a symbolic link' in b.stderr, b.stderr
@@ -1006,9 +989,7 @@ def early_refusals(tmp_path_factory):
              'dangling': (f'--out_dir={tmp / "dangling"}',), 'loop': (f'--out_dir={tmp / "loop"}',),
              'short': (f'--dataset={short}',), 'huge': (f'--dataset={huge}',),
              **{name: (f'--dataset={tmp / name}',) for name in metas}}
-    done = run_scripts(*(('train.py', *TINY, f'--out_dir={tmp / f"out_{c}"}', '--max_iters=1', *cases[c])
-                         for c in cases))  # one process: the imports paid once
-    return tmp, dict(zip(cases, done))
+    return tmp, {c: train(tmp / f'out_{c}', '--max_iters=1', *cases[c], check=False) for c in cases}
 
 
 @pytest.mark.parametrize('case, message', [
@@ -1032,7 +1013,7 @@ def test_an_out_dir_or_dataset_no_run_can_use_is_one_line_before_the_model_is_bu
 
 
 def test_a_batch_too_large_for_memory_is_one_line_naming_the_setting(tmp_path):
-    p = train(tmp_path, '--max_iters=1', f'--batch_size={10**12}', check=False)
+    p = train(tmp_path, '--max_iters=1', f'--batch_size={10**12}', check=False, process=True)
     assert p.returncode == 1 and 'Traceback' not in p.stderr, p.stderr
     assert p.stderr.strip().startswith('train: out of memory at step 0 (') and 'lower --batch_size' in p.stderr
     assert 'no checkpoint was written' in p.stderr and 'warning: this CPU run needs roughly' in p.stdout
