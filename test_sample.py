@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from conftest import rel, run_script, run_scripts, save_checkpoint, tiny_gpt, tokens
+from conftest import rel, run_script, save_checkpoint, tiny_gpt, tokens
 from decode import (GraphDecoder, decode_state_snapshot, decode_step, generate, new_cache, prefill, sample_next,
                     sampling_problem)
 from model import GPT, MIXERS, GPTConfig
@@ -113,11 +113,11 @@ def trained(tmp_path_factory):
     corpus = tmp / "corpus.txt"
     corpus.write_text("the cat sat on the mat. " * 400 + "naïve café ünïcödé\n" * 50)
     out = tmp / "out"
-    prep, r = run_scripts(
-        ("data/prepare.py", "text", f"--input={corpus}", f"--out={tmp / 'data'}", "--encoding=bytes"),
-        ("train.py", f"--dataset={tmp / 'data'}", f"--out_dir={out}", "--max_iters=30", "--eval_interval=30",
-         "--eval_iters=1", "--n_layer=4", "--n_embd=32", "--block_size=64", "--batch_size=4", "--warmup_iters=5",
-         "--progress=False", "--device=cpu"), cwd=tmp)
+    prep = run_script("data/prepare.py", "text", f"--input={corpus}", f"--out={tmp / 'data'}", "--encoding=bytes",
+                      cwd=tmp)
+    r = run_script("train.py", f"--dataset={tmp / 'data'}", f"--out_dir={out}", "--max_iters=30", "--eval_interval=30",
+                   "--eval_iters=1", "--n_layer=4", "--n_embd=32", "--block_size=64", "--batch_size=4",
+                   "--warmup_iters=5", "--progress=False", "--device=cpu", cwd=tmp)
     assert prep.returncode == 0, prep.stderr
     assert r.returncode == 0, r.stdout + r.stderr
     assert (out / "ckpt.pt").exists()
