@@ -115,7 +115,7 @@ def trained(tmp_path_factory):
     out = tmp / "out"
     prep = run_script("data/prepare.py", "text", f"--input={corpus}", f"--out={tmp / 'data'}", "--encoding=bytes",
                       cwd=tmp)
-    r = run_script("train.py", f"--dataset={tmp / 'data'}", f"--out_dir={out}", "--max_iters=30", "--eval_interval=30",
+    r = run_script("train.py", f"--dataset={tmp / 'data'}", f"--out_dir={out}", "--max_iters=10", "--eval_interval=10",
                    "--eval_iters=1", "--n_layer=4", "--n_embd=32", "--block_size=64", "--batch_size=4",
                    "--warmup_iters=5", "--progress=False", "--device=cpu", cwd=tmp)
     assert prep.returncode == 0, prep.stderr
