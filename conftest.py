@@ -16,6 +16,8 @@ import torch.nn.functional as F
 import configurator
 from data.synthetic import FILLER, NONE
 
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
 
 def rel(a, b):
     """Relative error |a - b| / |b| in float64 on the CPU (any dtype, any device)."""
@@ -102,9 +104,6 @@ def load_script(path, argv=None):
     return module
 
 
-ROOT = os.path.dirname(os.path.abspath(__file__))
-
-
 @contextlib.contextmanager
 def as_a_process(argv, cwd=None):
     """Code run within is a script run as `python *argv` in cwd (default the root) would run, in this process, the
@@ -118,7 +117,8 @@ def as_a_process(argv, cwd=None):
     saved = sys.argv, sys.path[:], os.getcwd()
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}  # train.py sets its own
     hold_lock, held = configurator.hold_lock, []
-    configurator.hold_lock = lambda path: held.append(hold_lock(path)) or held[-1]  # (the script imports it)
+    # each lock the run takes, recorded (train.py and sweep.py import hold_lock from configurator as they run)
+    configurator.hold_lock = lambda path: held.append(hold_lock(path)) or held[-1]
     sys.argv, sys.path[0:0] = list(argv), [os.path.dirname(argv[0])]
     try:
         os.chdir(cwd or ROOT)
