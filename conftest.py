@@ -1,11 +1,22 @@
 """Helpers shared by the tests (pytest puts this directory on sys.path: `from conftest import rel`)."""
+import contextlib
 import dataclasses
+import io
 import os
+import runpy
+import signal
+import subprocess
+import sys
+import traceback
+import warnings
 
 import torch
 import torch.nn.functional as F
 
+import configurator
 from data.synthetic import FILLER, NONE
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
 
 
 def rel(a, b):
@@ -91,6 +102,55 @@ def load_script(path, argv=None):
     finally:
         sys.argv = old
     return module
+
+
+@contextlib.contextmanager
+def as_a_process(argv, cwd=None):
+    """Code run within is a script run as `python *argv` in cwd (default the root) would run, in this process, the
+    imports already paid: sys.argv, the script's folder first on sys.path, stdout and stderr captured. Yields the
+    CompletedProcess filled in at the end as the interpreter would: SystemExit's code (a message: printed to stderr,
+    code 1), an uncaught exception's traceback and code 1. What the process's exit would let go is let go then: the
+    locks the run took (configurator.hold_lock), its SIGINT and SIGTERM handlers. Runs that need a process of their
+    own (a kill, a fault injected into torch, an os._exit, torchrun) start one."""
+    done = subprocess.CompletedProcess(argv, 0)
+    out, err = io.StringIO(), io.StringIO()
+    saved = sys.argv, sys.path[:], os.getcwd()
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}  # train.py sets its own
+    hold_lock, held = configurator.hold_lock, []
+    # each lock the run takes, recorded (train.py and sweep.py import hold_lock from configurator as they run)
+    configurator.hold_lock = lambda path: held.append(hold_lock(path)) or held[-1]
+    sys.argv, sys.path[0:0] = list(argv), [os.path.dirname(argv[0])]
+    try:
+        os.chdir(cwd or ROOT)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
+            try:
+                yield done
+            except SystemExit as e:
+                if e.code is None or isinstance(e.code, int):
+                    done.returncode = e.code or 0
+                else:  # sys.exit(message): the interpreter prints it and exits 1
+                    print(e.code, file=sys.stderr)
+                    done.returncode = 1
+            except Exception:
+                traceback.print_exc()
+                done.returncode = 1
+    finally:
+        sys.argv, sys.path[:] = saved[:2]
+        os.chdir(saved[2])
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        configurator.hold_lock = hold_lock
+        for fd, _ in held:
+            os.close(fd)
+        done.stdout, done.stderr = out.getvalue(), err.getvalue()
+
+
+def run_script(path, *args, cwd=None):
+    """`python path *args` (path from the repository root) run as_a_process -> its CompletedProcess."""
+    full = os.path.join(ROOT, path)
+    with as_a_process([full, *map(str, args)], cwd) as done:
+        runpy.run_path(full, run_name='__main__')
+    return done
 
 
 def final_bindings(tokens, unique_values=False):

@@ -1,12 +1,10 @@
 """configurator.py: overrides apply in order, typed; every rejection names the key."""
-import os
 import runpy
-import subprocess
-import sys
 
 import pytest
 
 from configurator import configure
+from conftest import run_script
 
 
 def settings():
@@ -147,8 +145,7 @@ def test_help_prints_every_setting_with_its_default_and_comment_and_exits_0(tmp_
 
 
 def test_help_of_train_py_lists_its_settings_and_the_models_with_their_comments():
-    root = os.path.dirname(os.path.abspath(__file__))
-    p = subprocess.run([sys.executable, "train.py", "--help"], cwd=root, capture_output=True, text=True, timeout=120)
+    p = run_script("train.py", "--help")
     assert p.returncode == 0 and not p.stderr, p.stderr
     assert "  max_iters" in p.stdout and "= 400  # total optimizer steps" in p.stdout
     assert "= 'eda'  # eda | kda | gdn | gdn2 | transformer" in p.stdout  # model.GPTConfig's field

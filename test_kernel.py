@@ -16,7 +16,7 @@ import pytest  # noqa: E402
 
 import eda  # noqa: E402
 import kernel  # noqa: E402
-from conftest import load_script, make_inputs, rel  # noqa: E402
+from conftest import ROOT, as_a_process, load_script, make_inputs, rel  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(),
@@ -548,17 +548,18 @@ def test_gpu_short_conv_bf16_125m_layer_shape():
 
 
 def run_bench_stubbed(argv, stubs="", others_hold_gib=0):
-    """bench.py's main in a subprocess on the CPU, with argv, CUDA reported present (an 80 GiB GPU of which
-    other processes hold others_hold_gib), versions() stubbed and the lines `stubs` run first: its control flow
-    without a GPU. Returns the completed process."""
-    import subprocess
-    import sys
-    code = (f"import sys, torch; sys.argv = {['bench.py'] + argv!r}; torch.cuda.is_available = lambda: True\n"
-            f"torch.cuda.mem_get_info = lambda: ((79 - {others_hold_gib}) * 2**30, 80 * 2**30)\n"
-            "torch.cuda.memory_reserved = lambda: 0\n"
-            "import bench\nbench.versions = lambda: 'stub'\n" + stubs + "bench.main()\n")
-    return subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(os.path.abspath(__file__)),
-                          capture_output=True, text=True, timeout=120)
+    """bench.py's main run as a process would run it (conftest.as_a_process) on the CPU, with argv, CUDA reported
+    present (an 80 GiB GPU of which other processes hold others_hold_gib), versions() stubbed and the lines `stubs`
+    run first (`bench` bound): its control flow without a GPU. Returns the CompletedProcess."""
+    with pytest.MonkeyPatch.context() as mp, as_a_process([os.path.join(ROOT, "bench.py"), *argv]) as done:
+        mp.setattr(torch.cuda, "is_available", lambda: True)
+        mp.setattr(torch.cuda, "mem_get_info", lambda: ((79 - others_hold_gib) * 2**30, 80 * 2**30))
+        mp.setattr(torch.cuda, "memory_reserved", lambda: 0)
+        bench = load_script("bench.py", ["bench.py", *argv])
+        bench.versions = lambda: "stub"
+        exec(stubs, {"bench": bench})
+        bench.main()
+    return done
 
 
 def test_bench_exits_non_zero_without_timing_when_its_correctness_check_fails():

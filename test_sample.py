@@ -4,12 +4,11 @@ import os
 import re
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
 
-from conftest import rel, save_checkpoint, tiny_gpt, tokens
+from conftest import rel, run_script, save_checkpoint, tiny_gpt, tokens
 from decode import (GraphDecoder, decode_state_snapshot, decode_step, generate, new_cache, prefill, sample_next,
                     sampling_problem)
 from model import GPT, MIXERS, GPTConfig
@@ -102,19 +101,24 @@ def run(args, cwd):
                           env=dict(os.environ, PYTHONPATH=HERE))
 
 
+def sample(*args, cwd):
+    """sample.py run in this process (run_script): the script-level behaviour has its own subprocess tests."""
+    return run_script("sample.py", *args, cwd=cwd)
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A checkpoint from a short CPU training run on a small byte-level corpus."""
     tmp = tmp_path_factory.mktemp("sample")
     corpus = tmp / "corpus.txt"
     corpus.write_text("the cat sat on the mat. " * 400 + "naïve café ünïcödé\n" * 50)
-    r = run([os.path.join(HERE, "data", "prepare.py"), "text", f"--input={corpus}", f"--out={tmp / 'data'}",
-             "--encoding=bytes"], tmp)
-    assert r.returncode == 0, r.stderr
     out = tmp / "out"
-    r = run([os.path.join(HERE, "train.py"), f"--dataset={tmp / 'data'}", f"--out_dir={out}", "--max_iters=30",
-             "--eval_interval=30", "--eval_iters=1", "--n_layer=4", "--n_embd=32", "--block_size=64",
-             "--batch_size=4", "--warmup_iters=5", "--progress=False", "--device=cpu"], tmp)
+    prep = run_script("data/prepare.py", "text", f"--input={corpus}", f"--out={tmp / 'data'}", "--encoding=bytes",
+                      cwd=tmp)
+    r = run_script("train.py", f"--dataset={tmp / 'data'}", f"--out_dir={out}", "--max_iters=10", "--eval_interval=10",
+                   "--eval_iters=1", "--n_layer=4", "--n_embd=32", "--block_size=64", "--batch_size=4",
+                   "--warmup_iters=5", "--progress=False", "--device=cpu", cwd=tmp)
+    assert prep.returncode == 0, prep.stderr
     assert r.returncode == 0, r.stdout + r.stderr
     assert (out / "ckpt.pt").exists()
     return tmp, out
@@ -138,9 +142,9 @@ def test_sample_script_prints_text_decoded_with_the_checkpoints_tokenizer(traine
 
 def test_sample_script_reports_time_to_first_token_and_rate_and_prefills_long_prompts_in_pieces(trained):
     tmp, out = trained
-    args = [os.path.join(HERE, "sample.py"), f"--out_dir={out}", "--start=the cat sat on the", "--temperature=0",
-            "--num_samples=2", "--max_new_tokens=12", "--device=cpu"]
-    whole, pieces = run(args + ["--prefill_chunk=None"], tmp), run(args + ["--prefill_chunk=4"], tmp)
+    args = [f"--out_dir={out}", "--start=the cat sat on the", "--temperature=0", "--num_samples=2",
+            "--max_new_tokens=12", "--device=cpu"]
+    whole, pieces = sample(*args, "--prefill_chunk=None", cwd=tmp), sample(*args, "--prefill_chunk=4", cwd=tmp)
     assert whole.returncode == 0 and pieces.returncode == 0, whole.stderr + pieces.stderr
     assert pieces.stdout == whole.stdout  # the same greedy text; the report stays off stdout
     report = [ln for ln in pieces.stderr.splitlines() if "time to first token" in ln]
@@ -150,7 +154,7 @@ def test_sample_script_reports_time_to_first_token_and_rate_and_prefills_long_pr
 
 def test_sample_script_defaults_fill_the_context(trained):
     tmp, out = trained
-    r = run([os.path.join(HERE, "sample.py"), f"--out_dir={out}", "--device=cpu"], tmp)  # as in the README
+    r = sample(f"--out_dir={out}", "--device=cpu", cwd=tmp)  # as in the README
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("---------------") == 2  # num_samples=2, each up to block_size tokens
 
@@ -177,8 +181,9 @@ def test_sample_script_errors_are_clear(trained, tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"caf\xe9")  # latin-1, not UTF-8
     cases.append(([f"--out_dir={out}", f"--start=FILE:{bad}"], "not valid UTF-8"))
-    with ThreadPoolExecutor(max_workers=4) as pool:  # each case is a process start (imports): a few at once
-        results = list(pool.map(lambda c: run([os.path.join(HERE, "sample.py"), "--device=cpu", *c[0]], tmp), cases))
+    # the first case as a user meets it, a process of its own (exit code, stderr); the rest the same way in this one
+    results = [run([os.path.join(HERE, "sample.py"), "--device=cpu", *cases[0][0]], tmp)]
+    results += [sample("--device=cpu", *args, cwd=tmp) for args, _ in cases[1:]]
     for (args, message), r in zip(cases, results):
         assert r.returncode != 0 and message in r.stderr, (args, r.stderr)
         assert "Traceback" not in r.stderr
@@ -192,8 +197,8 @@ def test_sample_script_never_samples_ids_its_tokenizer_cannot_decode(tmp_path):
         model.lm_head.weight[:256] = 0
         model.lm_head.weight[256:] = 10 * model.lm_head.weight[256:].sign()
     out = save_checkpoint(model, str(tmp_path / "padded"))
-    r = run([os.path.join(HERE, "sample.py"), f"--out_dir={out}", "--device=cpu", "--num_samples=1",
-             "--max_new_tokens=20", "--start=ab", "--temperature=0"], tmp_path)
+    r = sample(f"--out_dir={out}", "--device=cpu", "--num_samples=1", "--max_new_tokens=20", "--start=ab",
+               "--temperature=0", cwd=tmp_path)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert r.stdout.startswith("ab" + "\0" * 20), repr(r.stdout)  # every id >= 256 masked: the bytes are tied
 
@@ -234,7 +239,7 @@ def test_decode_api_refuses_what_sample_py_refuses_with_the_same_words():
 
 def test_sample_script_rejects_a_bool_for_max_new_tokens(trained):
     tmp, out = trained
-    r = run([os.path.join(HERE, "sample.py"), f"--out_dir={out}", "--device=cpu", "--max_new_tokens=True"], tmp)
+    r = sample(f"--out_dir={out}", "--device=cpu", "--max_new_tokens=True", cwd=tmp)
     assert r.returncode != 0 and "max_new_tokens" in r.stderr and "got bool True" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
 

@@ -11,7 +11,7 @@ from math import comb
 import pytest
 import torch
 
-from conftest import load_script
+from conftest import load_script, run_script
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 TINY_TASK = ("--tasks={'mqar': {'config': 'config/mqar.py', 'x': 'num_kv_pairs', 'levels': [[4, ["
@@ -451,9 +451,8 @@ def test_a_run_cut_off_resumes_from_its_checkpoint_with_checkpoints_on(tmp_path)
     run = tmp_path / 'runs' / 'mqar_4_eda_lr0.001_s0'
     assert done['status'] == 'ok' and (run / 'ckpt.pt').exists()
     # cut it back to step 3, as a run stopped after its step-3 checkpoint would be
-    subprocess.run([sys.executable, os.path.join(ROOT, 'train.py'), *json.loads(json.dumps(
-        done['command'].split()[2:])), '--max_iters=3', '--overwrite=True', '--eval_only=False'],
-        cwd=ROOT, capture_output=True, check=True, env=dict(os.environ, OMP_NUM_THREADS='1'))
+    p = run_script('train.py', *done['command'].split()[2:], '--max_iters=3', '--overwrite=True', '--eval_only=False')
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     with open(tmp_path / 't.jsonl', 'a') as f:
         f.write(json.dumps({**done, 'status': 'timeout', 'step': 3}) + '\n')
     sweep(tmp_path, *args)

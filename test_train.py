@@ -1,6 +1,8 @@
 """train.py and data/: short configurator-driven runs on CPU, each test named after what it proves.
 
-train.py runs as a subprocess, exactly as a user runs it (`python train.py --key=value`), on a tiny model.
+train.py runs on a tiny model as a user runs it (`python train.py --key=value`): in the test's process
+(conftest.run_script), or in a process of its own where the property needs one (a fault injected into the
+interpreter, a kill, a crash, torchrun, memory), and for good_run, the run the others start from.
 The default corpus (data/stdlib) is prepared once, by the first run that needs it, and then reused.
 """
 import json
@@ -11,13 +13,12 @@ import shutil
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import final_bindings
+from conftest import final_bindings, run_script
 from data.prepare import HEADER_BYTES, TokenFileError, load_tokens, write_tokens
 from data.synthetic import accuracy_counts, distinct, FILLER, NONE, evict, mqar, reassign, vocab_halves
 
@@ -27,15 +28,19 @@ TINY = ['--n_layer=2', '--attn_every=2', '--n_embd=32', '--ffn_hidden=64', '--bl
         '--eval_iters=2', '--la_chunk_size=16', '--log_interval=1', '--warmup_iters=2', '--progress=False']
 
 
-def train(out_dir, *args, check=True, timeout=300, prelude=None):
-    """Run `python train.py <TINY> <args> --out_dir=<out_dir>`; return the CompletedProcess. prelude: Python
-    code run first in the same interpreter (a fault injected there), then train.py as if run directly."""
+def train(out_dir, *args, check=True, timeout=300, prelude=None, process=False):
+    """`python train.py <TINY> <args> --out_dir=<out_dir>` -> its CompletedProcess; in this process (run_script)
+    unless process=True or a prelude: Python code run first in the run's own interpreter (a fault injected there),
+    then train.py as if run directly. timeout: a process's."""
     cmd = [sys.executable, os.path.join(ROOT, 'train.py'), *TINY, f'--out_dir={out_dir}', *args]
-    if prelude is not None:
-        cmd[1:1] = ['-c', prelude + '\nimport runpy, sys\nsys.argv = sys.argv[1:]  # [train.py, settings...]\n'
-                                    'runpy.run_path(sys.argv[0], run_name="__main__")\n']
-    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '2'))
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+    if prelude is None and not process:
+        p = run_script(*cmd[1:])
+    else:
+        if prelude is not None:
+            cmd[1:1] = ['-c', prelude + '\nimport runpy, sys\nsys.argv = sys.argv[1:]  # [train.py, settings...]\n'
+                                        'runpy.run_path(sys.argv[0], run_name="__main__")\n']
+        env = dict(os.environ, OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '2'))
+        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
     if check and p.returncode != 0:
         raise AssertionError(f'train.py failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}')
     return p
@@ -73,17 +78,25 @@ def test_resume_gives_the_same_losses_as_an_uninterrupted_run(tmp_path):
     assert full == split  # bit-identical: same weights, optimizer state, learning rates and batches
 
 
-def test_interrupted_checkpoint_write_leaves_previous_checkpoint_loadable(tmp_path):
-    # the 2nd save (at step 4) dies halfway through writing its temp file
-    p = train(tmp_path, '--max_iters=4', '--eval_interval=2', '--debug_crash_on_save=2', check=False)
+@pytest.fixture(scope='module')
+def crashed_run(tmp_path_factory):
+    """A run that dies writing its step-4 checkpoint (its 2nd save), halfway through the temp file, after logging
+    steps 0-3 and the step-4 evaluation: (its CompletedProcess, its out_dir); tests copy it."""
+    out = tmp_path_factory.mktemp('crashed')
+    return train(out, '--max_iters=4', '--eval_interval=2', '--debug_crash_on_save=2', check=False,
+                 process=True), out  # (it dies by os._exit)
+
+
+def test_interrupted_checkpoint_write_leaves_previous_checkpoint_loadable(tmp_path, crashed_run):
+    p, run = crashed_run[0], copy_run(crashed_run[1], tmp_path / 'run')
     assert p.returncode == 3, p.stderr
-    [tmp] = tmp_path.glob('ckpt.pt.tmp*')
+    [tmp] = run.glob('ckpt.pt.tmp*')
     with pytest.raises(Exception):
         torch.load(tmp, weights_only=True)
-    ckpt = torch.load(tmp_path / 'ckpt.pt', weights_only=True)
+    ckpt = torch.load(run / 'ckpt.pt', weights_only=True)
     assert ckpt['iter_num'] == 2
-    train(tmp_path, '--max_iters=4', '--eval_interval=2', '--init_from=resume')  # and training goes on from it
-    assert max(step_losses(tmp_path)) == 3
+    train(run, '--max_iters=4', '--eval_interval=2', '--init_from=resume')  # and training goes on from it
+    assert max(step_losses(run)) == 3
 
 
 def test_nan_loss_stops_the_run_naming_the_step_and_keeps_last_good_checkpoint(tmp_path):
@@ -100,7 +113,7 @@ def test_nan_loss_stops_the_run_naming_the_step_and_keeps_last_good_checkpoint(t
 def good_run(tmp_path_factory):
     """A finished 2-step run with its checkpoint at step 2; tests copy it before changing anything."""
     out = tmp_path_factory.mktemp('good')
-    train(out, '--max_iters=2', '--eval_interval=2')
+    train(out, '--max_iters=2', '--eval_interval=2', process=True)  # as a user runs it
     return out
 
 
@@ -156,8 +169,7 @@ def test_checkpoint_with_a_pickle_payload_is_refused_without_running_it(tmp_path
     marker = tmp_path / 'payload_ran'
     torch.save({'model': Payload(str(marker)), 'model_args': {}}, tmp_path / 'run' / 'ckpt.pt')
     p = train(tmp_path / 'run', '--init_from=resume', check=False)
-    s = subprocess.run([sys.executable, os.path.join(ROOT, 'sample.py'), f'--out_dir={tmp_path / "run"}',
-                        '--device=cpu'], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    s = run_script('sample.py', f'--out_dir={tmp_path / "run"}', '--device=cpu')
     for r in (p, s):
         assert r.returncode != 0 and 'other than tensors and plain values, so it is not loaded' in r.stderr, r.stderr
         assert str(tmp_path / 'run' / 'ckpt.pt') in r.stderr and 'Traceback' not in r.stderr
@@ -209,11 +221,8 @@ def test_a_checkpoint_with_non_finite_weights_is_named_by_resume_and_sample(tmp_
     ckpt = torch.load(run / 'ckpt.pt', weights_only=True)
     ckpt['model']['lm_head.weight'][3, 1] = float('inf')
     torch.save(ckpt, run / 'ckpt.pt')
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        resume = pool.submit(train, run, '--init_from=resume', '--max_iters=4', check=False)
-        sample = pool.submit(subprocess.run, [sys.executable, os.path.join(ROOT, 'sample.py'), f'--out_dir={run}',
-                                              '--device=cpu'], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    for p in (resume.result(), sample.result()):
+    resume = train(run, '--init_from=resume', '--max_iters=4', check=False)
+    for p in (resume, run_script('sample.py', f'--out_dir={run}', '--device=cpu')):
         assert p.returncode != 0 and p.stderr.strip().endswith(
             f'{run / "ckpt.pt"}: the weight lm_head.weight holds NaN or inf values: the model cannot be used'), p.stderr
         assert len(p.stderr.strip().splitlines()) == 1 and 'last good checkpoint' not in p.stderr
@@ -230,8 +239,7 @@ def test_truncated_checkpoint_is_a_clear_error_naming_the_file(tmp_path, good_ru
     with open(run / 'ckpt.pt', 'r+b') as f:
         f.truncate(os.path.getsize(run / 'ckpt.pt') // 2)
     p = train(run, '--init_from=resume', '--max_iters=4', check=False)
-    s = subprocess.run([sys.executable, os.path.join(ROOT, 'sample.py'), f'--out_dir={run}', '--device=cpu'],
-                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    s = run_script('sample.py', f'--out_dir={run}', '--device=cpu')
     for r in (p, s):
         assert r.returncode != 0 and f'cannot read the checkpoint {run / "ckpt.pt"} (truncated' in r.stderr, r.stderr
         assert 'Traceback' not in r.stderr
@@ -379,18 +387,17 @@ def test_sigterm_finishes_the_checkpoint_being_written_then_stops_as_ctrl_c_does
     assert not list(tmp_path.glob('ckpt.pt.tmp*')) and max(step_losses(tmp_path)) == 3
 
 
-def test_resumed_run_logs_each_step_once(tmp_path):
-    # the run dies writing its step-4 checkpoint after logging steps 0-3 and the step-4 evaluation
-    p = train(tmp_path, '--max_iters=4', '--eval_interval=2', '--debug_crash_on_save=2', check=False)
-    assert p.returncode == 3 and max(step_losses(tmp_path)) == 3
-    ckpt = torch.load(tmp_path / 'ckpt.pt', weights_only=True)  # as older checkpoints were: grad_checkpoint
-    ckpt['model_args']['grad_checkpoint'] = False                # among the model's fields (no longer one)
-    torch.save(ckpt, tmp_path / 'ckpt.pt')
-    train(tmp_path, '--max_iters=4', '--eval_interval=2', '--init_from=resume')  # from step 2
-    keys = [(r['step'], bool(r.get('eval')), bool(r.get('start'))) for r in records(tmp_path)]
+def test_resumed_run_logs_each_step_once(tmp_path, crashed_run):
+    p, run = crashed_run[0], copy_run(crashed_run[1], tmp_path / 'run')
+    assert p.returncode == 3 and max(step_losses(run)) == 3
+    ckpt = torch.load(run / 'ckpt.pt', weights_only=True)  # as older checkpoints were: grad_checkpoint
+    ckpt['model_args']['grad_checkpoint'] = False           # among the model's fields (no longer one)
+    torch.save(ckpt, run / 'ckpt.pt')
+    train(run, '--max_iters=4', '--eval_interval=2', '--init_from=resume')  # from step 2
+    keys = [(r['step'], bool(r.get('eval')), bool(r.get('start'))) for r in records(run)]
     assert sorted(keys) == sorted(set(keys)), keys  # nothing logged twice (each start writes its first record)
-    assert sorted(step_losses(tmp_path)) == [0, 1, 2, 3]
-    assert [r['step'] for r in records(tmp_path) if r.get('eval')] == [0, 2, 4]
+    assert sorted(step_losses(run)) == [0, 1, 2, 3]
+    assert [r['step'] for r in records(run) if r.get('eval')] == [0, 2, 4]
 
 
 def test_synthetic_task_run_reports_accuracy(tmp_path):
@@ -400,9 +407,9 @@ def test_synthetic_task_run_reports_accuracy(tmp_path):
     assert 0.0 <= evals[-1]['val_acc'] <= 1.0 and 0.0 <= evals[-1]['train_acc'] <= 1.0
 
 
-def test_midtraining_resumes_with_longer_block_size_and_another_dataset(tmp_path):
+def test_midtraining_resumes_with_longer_block_size_and_another_dataset(tmp_path, good_run):
     ds = tiny_dataset(tmp_path / 'long_docs')
-    train(tmp_path / 'pre', '--max_iters=2', '--eval_interval=2')
+    copy_run(good_run, tmp_path / 'pre')  # 2 steps of TINY, its checkpoint at step 2
     before = (tmp_path / 'pre' / 'ckpt.pt').read_bytes()
     p = train(tmp_path / 'mid', '--init_from=resume', f'--resume_dir={tmp_path / "pre"}', f'--dataset={ds}',
               '--block_size=64', '--max_iters=4', '--eval_interval=2', '--lr_schedule_start=2')
@@ -740,19 +747,9 @@ def test_none_default_settings_reject_a_value_of_the_wrong_type(tmp_path):
 CONFIGS = sorted(f for f in os.listdir(os.path.join(ROOT, 'config')) if f.endswith('.py'))
 
 
-@pytest.fixture(scope='module')
-def config_dry_runs():
-    """`train.py config/<file> --dry_run=True` for every config file, a few at once (each is mostly imports)."""
-    def dry(config):
-        return subprocess.run([sys.executable, 'train.py', os.path.join('config', config), '--dry_run=True'],
-                              cwd=ROOT, capture_output=True, text=True, timeout=120)
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        return dict(zip(CONFIGS, pool.map(dry, CONFIGS)))
-
-
 @pytest.mark.parametrize('config', CONFIGS)
-def test_every_config_file_dry_runs_and_ends_with_the_params_line(config, config_dry_runs):
-    p = config_dry_runs[config]
+def test_every_config_file_dry_runs_and_ends_with_the_params_line(config):
+    p = run_script('train.py', os.path.join('config', config), '--dry_run=True')  # the meta device: no weights
     assert p.returncode == 0, p.stderr[-3000:]
     last = p.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r'params total=\d+ active=\d+', last), last
@@ -760,8 +757,7 @@ def test_every_config_file_dry_runs_and_ends_with_the_params_line(config, config
 
 def test_attn_every_above_n_layer_notes_that_no_layer_is_full_attention():
     def dry(*args):
-        p = subprocess.run([sys.executable, 'train.py', '--dry_run=True', *args], cwd=ROOT, capture_output=True,
-                           text=True, timeout=120)
+        p = run_script('train.py', '--dry_run=True', *args)
         assert p.returncode == 0, p.stderr[-3000:]
         return p.stdout
     # config/mqar.py means it (attn_every=100: pure linear attention), and still runs
@@ -797,8 +793,7 @@ def test_trains_model_settings_are_gptconfigs_fields_at_its_defaults():
     `sample.py --init_from=scratch` builds (the same parameter count)."""
     import dataclasses
     from model import GPT, GPTConfig
-    p = subprocess.run([sys.executable, os.path.join(ROOT, 'train.py'), '--dry_run=True'], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300)
+    p = run_script('train.py', '--dry_run=True')
     assert p.returncode == 0, p.stderr
     printed = dict(re.findall(r'^  (\w+) = (.*)$', p.stdout, re.M))
     for f in dataclasses.fields(GPTConfig):
@@ -926,9 +921,8 @@ def test_a_second_run_into_a_folder_in_use_is_refused_naming_the_holders_pid(tmp
     try:
         wait_for_lock(holder, run)
         before = {f: (run / f).read_bytes() for f in ('ckpt.pt', 'lock')}
-        with ThreadPoolExecutor(max_workers=3) as pool:  # scratch, overwrite and resume: each refused
-            others = list(pool.map(lambda a: train(run, '--max_iters=2', *a, check=False),
-                                   [(), ('--overwrite=True',), ('--init_from=resume', '--max_iters=6')]))
+        others = [train(run, '--max_iters=2', *a, check=False)  # scratch, overwrite and resume: each refused
+                  for a in [(), ('--overwrite=True',), ('--init_from=resume', '--max_iters=6')]]
     finally:
         holder.kill()
         holder.communicate()
@@ -963,10 +957,8 @@ def test_links_planted_in_out_dir_are_never_written_through(tmp_path, good_run):
     linked = copy_run(good_run, tmp_path / 'linked')
     os.remove(linked / 'log.jsonl')
     os.symlink(victim, linked / 'log.jsonl')
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        a, b = pool.map(lambda r: train(r[0], *r[1], check=False),
-                        [(fresh, ('--max_iters=2', '--eval_interval=1')),
-                         (linked, ('--overwrite=True', '--max_iters=1'))])
+    a = train(fresh, '--max_iters=2', '--eval_interval=1', check=False)
+    b = train(linked, '--overwrite=True', '--max_iters=1', check=False)
     assert a.returncode == 0, a.stderr
     assert not (fresh / 'ckpt.pt').is_symlink() and torch.load(fresh / 'ckpt.pt', weights_only=True)['iter_num'] == 2
     assert b.returncode != 0 and f'{linked / "log.jsonl"} is a symbolic link' in b.stderr, b.stderr
@@ -975,7 +967,7 @@ def test_links_planted_in_out_dir_are_never_written_through(tmp_path, good_run):
 
 @pytest.fixture(scope='module')
 def early_refusals(tmp_path_factory):
-    """train.py on out_dirs and datasets that no run can use, a few at once: {case: CompletedProcess}."""
+    """train.py on out_dirs and datasets that no run can use: {case: CompletedProcess}."""
     tmp = tmp_path_factory.mktemp('refusals')
     for name in ('ckpt_dir', 'log_dir'):
         os.makedirs(tmp / name / ('ckpt.pt' if name == 'ckpt_dir' else 'log.jsonl'))
@@ -997,9 +989,7 @@ def early_refusals(tmp_path_factory):
              'dangling': (f'--out_dir={tmp / "dangling"}',), 'loop': (f'--out_dir={tmp / "loop"}',),
              'short': (f'--dataset={short}',), 'huge': (f'--dataset={huge}',),
              **{name: (f'--dataset={tmp / name}',) for name in metas}}
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        done = pool.map(lambda c: train(tmp / f'out_{c}', '--max_iters=1', *cases[c], check=False), cases)
-        return tmp, dict(zip(cases, done))
+    return tmp, {c: train(tmp / f'out_{c}', '--max_iters=1', *cases[c], check=False) for c in cases}
 
 
 @pytest.mark.parametrize('case, message', [
@@ -1023,7 +1013,7 @@ def test_an_out_dir_or_dataset_no_run_can_use_is_one_line_before_the_model_is_bu
 
 
 def test_a_batch_too_large_for_memory_is_one_line_naming_the_setting(tmp_path):
-    p = train(tmp_path, '--max_iters=1', f'--batch_size={10**12}', check=False)
+    p = train(tmp_path, '--max_iters=1', f'--batch_size={10**12}', check=False, process=True)
     assert p.returncode == 1 and 'Traceback' not in p.stderr, p.stderr
     assert p.stderr.strip().startswith('train: out of memory at step 0 (') and 'lower --batch_size' in p.stderr
     assert 'no checkpoint was written' in p.stderr and 'warning: this CPU run needs roughly' in p.stdout
