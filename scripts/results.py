@@ -55,20 +55,6 @@ def span(xs, fmt='{:.2f}x', sep=' to '):
     return lo if lo == hi else lo + sep + hi
 
 
-def verdicts(sw, values, seeds, figures):
-    """The verdict rule of the grids over sw.pairs with values ({(mixer, seed): {figure: value}}): a row per pair, a
-    cell per figure ({figure: (decimals, higher is better)}), bold with its verdict where resolved; and
-    {'A, B, figure': verdict}, 'not run' where a mixer has no values."""
-    rows, said = [], {f'{a}, {b}, {f}': 'not run' for a, b in sw.pairs for f in figures}
-    for a, b in [p for p in sw.pairs if all((m, s) in values for m in p for s in seeds)]:
-        rows.append([f'{a} − {b}'])
-        for f, (n, higher) in figures.items():
-            mu, (lo, hi), k, p, v = sw.paired([values[a, s][f] - values[b, s][f] for s in seeds], higher, a, b)
-            cell, said[f'{a}, {b}, {f}'] = f'{mu:+.{n}f} [{lo:+.{n}f}, {hi:+.{n}f}] {k}/{len(seeds)}, p {p:.2f}', v
-            rows[-1].append(cell if v == 'not resolved' else f'**{cell}, {v}**')
-    return rows, said
-
-
 def read_rows(name, bench=None):
     """The JSON rows of results/<name>, those of one benchmark kind where bench is given."""
     rows = read(path := os.path.join(results_dir, name))
@@ -178,7 +164,7 @@ def lm_long_section():
                          rebound=needles(m, [s], 'rebound'), stale=needles(m, [s], 'rebound', 'stale'))
     text0, needles0 = ev[ms[0], seeds[0], 'text'], ev[ms[0], seeds[0], 'needles']
     contexts = sorted({c['context'] for c in needles0['cells']})
-    pairs, said = verdicts(sw, fig, seeds, LONG_FIGURES)
+    pairs, said = sw.verdicts(fig, LONG_FIGURES)
     means = {m: {f: sw.mean(fig[m, s][f] for s in seeds) for f in LONG_FIGURES} for m in ms}
 
     def draw(ax):
@@ -216,9 +202,10 @@ def length_task(sw, task, acc, rows, several):
                  f"{len(spec['levels'])}")
     cfg, ms = runpy.run_path(spec['config']), [m for m in sw.mixers if all((m, s) in acc for s in seeds)]
     configure(cfg, spec['levels'][0][1])  # train.py's settings for the task: its config and level
-    prim = {k: sw.mean((a[m]['acc'] for m in mults[1:]), 100) for k, a in acc.items()}
+    # a run's mean accuracy over 2x and longer, of the mixers with every seed
+    prim = {(m, s): sw.mean((acc[m, s][x]['acc'] for x in mults[1:]), 100) for m in ms for s in seeds}
     avg = lambda m, f, x: sw.mean(acc[m, s][x][f] for s in seeds)  # noqa: E731
-    pairs, said = verdicts(sw, {k: dict(acc=v) for k, v in prim.items()}, seeds, dict(acc=(1, True)))
+    pairs, said = sw.verdicts({k: dict(acc=v) for k, v in prim.items()}, dict(acc=(1, True)))
     for row in pairs:  # each seed's difference beside the pair's cell
         a, b = row[0].split(' − ')
         row.insert(1, ', '.join(f'{prim[a, s] - prim[b, s]:+.1f}' for s in seeds))
