@@ -202,43 +202,43 @@ def length_task(sw, task, acc, rows, several):
                  f"{len(spec['levels'])}")
     cfg, ms = runpy.run_path(spec['config']), [m for m in sw.mixers if all((m, s) in acc for s in seeds)]
     configure(cfg, spec['levels'][0][1])  # train.py's settings for the task: its config and level
-    # a run's mean accuracy over 2x and longer, of the mixers with every seed
+    top, one = mults[-1], acc[ms[0], seeds[0]]  # the longest multiple; one run's scores, for what every run shares
+    # a run's mean accuracy (points) over 2x and longer, of the mixers with every seed
     prim = {(m, s): sw.mean((acc[m, s][x]['acc'] for x in mults[1:]), 100) for m in ms for s in seeds}
-    avg = lambda m, f, x: sw.mean(acc[m, s][x][f] for s in seeds)  # noqa: E731
     pairs, said = sw.verdicts({k: dict(acc=v) for k, v in prim.items()}, dict(acc=(1, True)))
     for row in pairs:  # each seed's difference beside the pair's cell
         a, b = row[0].split(' − ')
         row.insert(1, ', '.join(f'{prim[a, s] - prim[b, s]:+.1f}' for s in seeds))
-    pct, worst, top, at1 = sw.fmt, min(acc, key=prim.get), mults[-1], acc[ms[0], seeds[0]]  # sw.fmt: points, .1f
+    worst = min(prim, key=prim.get)  # the run of least accuracy past the training length
+
+    def mean(m, x, score='acc'):  # a mixer's mean over the seeds at multiple x, in points
+        return 100 * sw.mean(acc[m, s][x][score] for s in seeds)
 
     def draw(ax):
         for i, m in enumerate(ms):
             for s in seeds:
                 ax.plot(mults, [100 * acc[m, s][x]['acc'] for x in mults], color=f'C{i}', lw=0.5, alpha=0.35)
-            ax.plot(mults, [100 * avg(m, 'acc', x) for x in mults], color=f'C{i}', lw=2, marker='o', label=m)
+            ax.plot(mults, [mean(m, x) for x in mults], color=f'C{i}', lw=2, marker='o', label=m)
         ax.set(xscale='log', xticks=mults, xticklabels=[f'{x}x' for x in mults],
                ylim=(0 if min(prim.values()) < 50 else 50, 100.5),
                xlabel=f"evaluation length / training length ({cfg['block_size']} tokens)", ylabel='accuracy (%)',
                title=f'{task} past the training length (thin: seeds)')
         ax.legend(fontsize=8)
+    weak = acc[worst][top]  # its scores at the longest multiple
     n_ahead = sum('not' not in v for v in said.values())
     return dict(
-        task=task, draw=draw, label=f'**{task}**: ' + made(rows, 'runs') if several else '', v=said,
-        n_seeds=len(seeds), n_mixers=len(ms), cfg=cfg, top=f'{top}x', keys=at1[1]['num_keys'],
-        first=span([100 * avg(m, 'acc', 1) for m in ms], '{:.1f}', '-'),
-        last=span([100 * avg(m, 'acc', top) for m in ms], '{:.1f}', '-'),
-        grown=at1[top]['num_updates'], low=', '.join(f'{m} seed {s} ({pct(a[1]["acc"])}%)' for (m, s), a in
-                                                    sorted(acc.items()) if a[1]['acc'] < 0.99) or 'none',
-        rest=span([100 * acc[worst[0], s][top]['acc'] for s in seeds if s != worst[1]], '{:.1f}', '-'), worst=worst,
-        worst_acc=pct(acc[worst][top]['acc']), pairs=table(None, pairs), n_ahead=n_ahead, n_pairs=len(said),
-        floor=pct(acc[worst][top]['none_answers'] / acc[worst][top]['answers']),
-        spread='' if n_ahead else fill('length spread'),
-        head=[f"{x}x ({at1[x]['seq_len']})" for x in mults] + [f'values / NONE at {top}x'],
-        by_len=[[task, m, *(pct(avg(m, 'acc', x)) for x in mults),
-                 f"{pct(avg(m, 'acc_value', top))} / {pct(avg(m, 'acc_none', top))}"] for m in ms],
-        seeds=seeds, runs=[[task, m, *(f"{pct(acc[m, s][1]['acc'])} / {prim[m, s]:.1f}" for s in seeds)] for m in ms],
-        models=f"{spec['config']}'s {cfg['n_layer']}-layer models",
-        setup=fill('length setup', task=task, cfg=cfg, noun=UPDATES.get(task, 'updates')))
+        task=task, spec=spec, cfg=cfg, noun=UPDATES.get(task, 'updates'), draw=draw, v=said, top=top, seeds=seeds,
+        train=one[1], longest=one[top], worst=worst, weak=weak, floor=weak['none_answers'] / weak['answers'],
+        n_seeds=len(seeds), n_mixers=len(ms), n_ahead=n_ahead, n_pairs=len(said), pairs=table(None, pairs),
+        label=f'**{task}**: ' + made(rows, 'runs') if several else '', spread='' if n_ahead else fill('length spread'),
+        first=span([mean(m, 1) for m in ms], '{:.1f}', '-'), last=span([mean(m, top) for m in ms], '{:.1f}', '-'),
+        rest=span([100 * acc[worst[0], s][top]['acc'] for s in seeds if s != worst[1]], '{:.1f}', '-'),
+        low=', '.join(f"{m} seed {s} ({a[1]['acc']:.1%})" for (m, s), a in sorted(acc.items())
+                      if a[1]['acc'] < 0.99) or 'none',
+        head=[f"{x}x ({one[x]['seq_len']})" for x in mults] + [f'values / NONE at {top}x'],
+        by_len=[[task, m, *(f'{mean(m, x):.1f}' for x in mults),
+                 f"{mean(m, top, 'acc_value'):.1f} / {mean(m, top, 'acc_none'):.1f}"] for m in ms],
+        runs=[[task, m, *(f"{100 * acc[m, s][1]['acc']:.1f} / {prim[m, s]:.1f}" for s in seeds)] for m in ms])
 
 
 def pilot_found():
@@ -273,12 +273,13 @@ def length_section():
         runs = table(['task', 'mixer', *(f'seed {s}' for s in per[0]['seeds'])], [r for f in per for r in f['runs']])
         Path(results_dir, 'length_runs.md').write_text(fill('length runs', top=per[0]['top'], runs=runs) + '\n')
 
-    def each(key):  # a field of every task: one value where they agree, else each task's
-        vals = {f['task']: f[key] for f in per}
+    def each(field):  # a field of every task, as the template field formats it: one value where they agree
+        vals = {f['task']: field.format(**f) for f in per}
         return vals[per[0]['task']] if len(set(vals.values())) == 1 else ', '.join(f'{v} on {t}' for t, v in vals.items())
     return dict(provenance=made(rows, 'runs'), evaluated=made(evals, 'evaluations'),
-                n_runs=sum(1 for _ in sw.grid()), setup='; '.join(f['setup'] for f in per),
-                **{key: each(key) for key in ('keys', 'models', 'grown', 'top', 'n_seeds')},
+                n_runs=sum(1 for _ in sw.grid()), setup='; '.join(fill('length setup', **f) for f in per),
+                keys=each('{train[num_keys]}'), grown=each('{longest[num_updates]}'), top=each('{top}x'),
+                n_seeds=each('{n_seeds}'), models=each("{spec[config]}'s {cfg[n_layer]}-layer models"),
                 evict=fill('length evict in' if 'evict' in acc else 'length evict out', pilot=pilot_found()),
                 by_len=table(['task', 'mixer', *per[0]['head']], [r for f in per for r in f['by_len']]),
                 verdicts='\n\n'.join(fill('length verdicts', **f) for f in per),
