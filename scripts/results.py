@@ -151,9 +151,9 @@ def lm_long_section():
     seeds = sorted({s for _, s in runs})
     ms = [m for m in sw.mixers if all((m, s, w) in ev for s in seeds for w in ('text', 'needles'))]
 
-    def needles(m, seeds, variant, f='acc', context=None):  # in points, over the seeds' depths (and contexts)
-        return sw.mean((c[f] for s in seeds for c in ev[m, s, 'needles']['cells']
-                        if c['variant'] == variant and context in (None, c['context'])), 100)
+    def needles(m, seeds, variant, score='acc', context=None):  # in points, over the seeds' depths and contexts
+        cells = [c for s in seeds for c in ev[m, s, 'needles']['cells'] if c['variant'] == variant]
+        return sw.mean((c[score] for c in cells if context is None or c['context'] == context), 100)
     fig = {}  # {(mixer, seed): {figure: value}}: the text past the block weighted by its buckets' widths
     for m, s in [(m, s) for m in ms for s in seeds]:
         text = ev[m, s, 'text']
@@ -167,12 +167,14 @@ def lm_long_section():
     pairs, said = sw.verdicts(fig, LONG_FIGURES)
     means = {m: {f: sw.mean(fig[m, s][f] for s in seeds) for f in LONG_FIGURES} for m in ms}
 
+    def loss(m, key):  # the text's loss by position bucket, the state carried or reset, mean over the seeds
+        return [sw.mean(ev[m, s, 'text'][key][j] for s in seeds) for j in range(len(text0['edges']) - 1)]
+
     def draw(ax):
         mids = [(a + b) / 2 for a, b in zip(text0['edges'], text0['edges'][1:])]
         for i, m in enumerate(ms):
-            line = lambda key: [sw.mean(ev[m, s, 'text'][key][j] for s in seeds) for j in range(len(mids))]  # noqa: E731
-            ax.plot(mids, line('carried'), '-', color=f'C{i}', marker='o', ms=3, label=m)
-            ax.plot(mids, line('reset'), ':', color=f'C{i}', ms=3)
+            ax.plot(mids, loss(m, 'carried'), '-', color=f'C{i}', marker='o', ms=3, label=m)
+            ax.plot(mids, loss(m, 'reset'), ':', color=f'C{i}', ms=3)
         ax.axvline(1024, color='gray', lw=0.5)
         ax.set(xscale='log', xlabel='position in the window (tokens); the block is 1024', ylabel='loss (nats/token)',
                ylim=(0.55, 1.1))
@@ -247,14 +249,16 @@ def pilot_found():
     sw, rows = sweep_rows('config/sweep/evict_pilot.py')
     found = []
     for x in sorted({r['x'] for r in rows}):
-        runs, at = [r for r in rows if r['x'] == x], {}  # at: {evaluation step: every run's val_acc there}
-        for step, _, a in (e for r in runs for e in r.get('curve') or []):
-            at.setdefault(step, []).append(a)
-        first = next((f'every run was at 99% or more from step {s}' for s, a in sorted(at.items())
-                      if len(a) == len(runs) and min(a) >= 0.99), 'not every run reached 99%')
-        best = {m: [a for r in runs if r['mixer'] == m for *_, a in r.get('curve') or []] for m in sw.mixers}
-        found.append(fill('length pilot level', x=x, first=first, best=' / '.join(
-            f'{m} ' + (f'{100 * max(a):.1f}' if a else 'no evaluation') for m, a in best.items())))
+        runs, at, best = [r for r in rows if r['x'] == x], {}, []  # at: {evaluation step: every run's val_acc there}
+        for r in runs:
+            for step, _, a in r.get('curve') or []:
+                at.setdefault(step, []).append(a)
+        for m in sw.mixers:  # each mixer's best val_acc
+            accs = [a for r in runs if r['mixer'] == m for _, _, a in r.get('curve') or []]
+            best.append(f'{m} {100 * max(accs):.1f}' if accs else f'{m} no evaluation')
+        steps = [s for s, a in sorted(at.items()) if len(a) == len(runs) and min(a) >= 0.99]
+        first = f'every run was at 99% or more from step {steps[0]}' if steps else 'not every run reached 99%'
+        found.append(fill('length pilot level', x=x, first=first, best=' / '.join(best)))
     return '; '.join(found) or 'not run yet'
 
 
