@@ -317,42 +317,58 @@ def table7_section():
 def kernel_section():
     rows = read_rows('kernels.jsonl')
     run = [r for r in rows if r['bench'] == 'kernel' and r['case'].startswith('FLA')][-1]['run']  # the last with FLA
-    kr, prof = ({(r['case'], tuple(r['shape'])): r for r in rows if (r['bench'], r['run']) == (bench, run)
-                 and not r['launch']} for bench in ('kernel', 'profile'))  # {(case, shape): its row} of that run
-    shapes, profiled = (list(dict.fromkeys(s for _, s in by)) for by in (kr, prof))
-    ratio = lambda r, f: f"{r['fwd_ms'] / f['fwd_ms']:.2f}x / {r['fwd_bwd_ms'] / f['fwd_bwd_ms']:.2f}x" if f else '—'  # noqa: E731
-    vs = lambda case, i: [kr[case, s][i] / kr[SAFE, s][i] for s in shapes if (case, s) in kr and (SAFE, s) in kr]  # noqa: E731
-    ratios = lambda *ns: span([prof[EDA, s]['kernels'][n] / prof[KDA, s]['kernels'][n]  # noqa: E731
-                               for s in profiled for n in ns])
-    where, extra = [], {k: [] for k in KERNELS}
+
+    def of_run(bench):  # {(case, shape): its row} of that run, the launch-overhead rows left out
+        return {(r['case'], tuple(r['shape'])): r for r in rows
+                if r['bench'] == bench and r['run'] == run and not r['launch']}
+    kr, prof = of_run('kernel'), of_run('profile')
+    shapes = list(dict.fromkeys(s for _, s in kr))  # in the order they ran
+    profiled = list(dict.fromkeys(s for _, s in prof))
+
+    def ratio(r, f):  # r's forward and fwd+bwd times over those of FLA's row f
+        return f"{r['fwd_ms'] / f['fwd_ms']:.2f}x / {r['fwd_bwd_ms'] / f['fwd_bwd_ms']:.2f}x" if f else '—'
+
+    def vs_safe(case, key):  # the case's key over FLA's safe gate's, at each shape both ran
+        return span([kr[case, s][key] / kr[SAFE, s][key] for s in shapes if (case, s) in kr and (SAFE, s) in kr])
+
+    def over_kda(*kernels):  # EDA's time in these kernels over the KDA path's, at every profiled shape
+        return span([prof[EDA, s]['kernels'][n] / prof[KDA, s]['kernels'][n] for s in profiled for n in kernels])
+    where, extra = [], {n: [] for n in KERNELS}  # extra: each kernel's share of what the erase adds, by shape
     for s in profiled:
         e, k = prof[EDA, s]['kernels'], prof[KDA, s]['kernels']
-        where += [fill('kernel time row', s=s, case=case, ms=kr[c, s]['fwd_bwd_ms'], k=p, other=sum(p.values())
-                       - sum(p[n] for n in KERNELS)) for c, case, p in ((EDA, 'EDA', e), (KDA, 'KDA path', k))]
+        for case, label, p in ((EDA, 'EDA', e), (KDA, 'KDA path', k)):
+            other = sum(p.values()) - sum(p[n] for n in KERNELS)  # the elementwise kernels around them
+            where.append(fill('kernel time row', s=s, case=label, ms=kr[case, s]['fwd_bwd_ms'], k=p, other=other))
+        added = sum(e[n] - k[n] for n in KERNELS)
         for n in KERNELS:
-            extra[n].append((e[n] - k[n]) / sum(e[m] - k[m] for m in KERNELS))
+            extra[n].append((e[n] - k[n]) / added)
     device = kr[EDA, shapes[0]]['device']  # the floor divides by a copy bandwidth measured on the same kind of GPU
     if not (bws := [r for r in rows if r['bench'] == 'copy_bandwidth' and r['device'] == device]):
         sys.exit(f"results.py: results/kernels.jsonl has no copy_bandwidth row from the kernel table's device "
                  f"({device}); bench.py --what=model_decode measures one")
     bw, io_floor_bytes, floor = bws[-1], script('bench.py').io_floor_bytes, []
+
+    def over(case, s, ms):  # the case's fwd+bwd time at shape s over ms
+        return f"{kr[case, s]['fwd_bwd_ms'] / ms:.1f}x" if (case, s) in kr else '—'
     for s in shapes:
-        fe, fk = (io_floor_bytes(*s, erase) / (bw['tb_s'] * 1e12) * 1e3 for erase in (True, False))
-        x = lambda case, f: f"{kr[case, s]['fwd_bwd_ms'] / f:.1f}x" if (case, s) in kr else '—'  # noqa: E731
-        floor.append([str(s), f'{fe:.3f}', x(EDA, fe), f'{fk:.3f}', x(KDA, fk), x(SAFE, fk)])
-    fla0, eda0, kda0 = (kr[case, shapes[0]]['fwd_bwd_ms'] for case in (SAFE, EDA, KDA))
+        fe = io_floor_bytes(*s, True) / (bw['tb_s'] * 1e12) * 1e3  # ms, with the erase
+        fk = io_floor_bytes(*s, False) / (bw['tb_s'] * 1e12) * 1e3  # without: KDA's rule
+        floor.append([str(s), f'{fe:.3f}', over(EDA, s, fe), f'{fk:.3f}', over(KDA, s, fk), over(SAFE, s, fk)])
+    main = [fill('kernel row', case=c, s=s, r=r, safe=ratio(r, kr.get((SAFE, s))),
+                 chunk=ratio(r, kr.get(('FLA chunk_kda', s)))) for (c, s), r in kr.items() if 'check_g' not in c]
+    fla0, eda0, kda0 = kr[SAFE, shapes[0]], kr[EDA, shapes[0]], kr[KDA, shapes[0]]  # the first shape's rows
     return dict(
         made=made([r for r in rows if r['bench'] == 'kernel' and r['run'] == run], note=True, commands=True),
         prof_made=made(list(prof.values()), commands=True), bw=bw, bw_made=made([bw], note=True, commands=True),
-        main='\n'.join(fill('kernel row', case=c, s=s, r=r, safe=ratio(r, kr.get((SAFE, s))), chunk=ratio(
-            r, kr.get(('FLA chunk_kda', s)))) for (c, s), r in kr.items() if 'check_g' not in c),
-        fwd=span(vs(EDA, 'fwd_ms')), fwd_bwd=span(vs(EDA, 'fwd_bwd_ms')), peak=span(vs(EDA, 'peak_mib')),
-        kda_fwd=span(vs(KDA, 'fwd_ms')), kda_fwd_bwd=span(vs(KDA, 'fwd_bwd_ms')), where='\n'.join(where),
-        par=ratios('_eda_prep_kernel', '_eda_dh_prep_kernel', '_eda_bwd_kernel'), s0=shapes[0],
-        walks=ratios('_eda_fwd_kernel', '_eda_bwd_dh_kernel'), floor=table(None, floor),
-        n_shapes=len(vs(EDA, 'fwd_ms')),
+        main='\n'.join(main), where='\n'.join(where), floor=table(None, floor), s0=shapes[0],
+        fwd=vs_safe(EDA, 'fwd_ms'), fwd_bwd=vs_safe(EDA, 'fwd_bwd_ms'), peak=vs_safe(EDA, 'peak_mib'),
+        kda_fwd=vs_safe(KDA, 'fwd_ms'), kda_fwd_bwd=vs_safe(KDA, 'fwd_bwd_ms'),
+        n_shapes=sum((EDA, s) in kr and (SAFE, s) in kr for s in shapes),
+        par=over_kda('_eda_prep_kernel', '_eda_dh_prep_kernel', '_eda_bwd_kernel'),
+        walks=over_kda('_eda_fwd_kernel', '_eda_bwd_dh_kernel'),
         share={n: span([round(100 * x) for x in v], '{}%') for n, v in extra.items()},
-        fla0=fla0, eda0=eda0, eda0_x=eda0 / fla0, kda0_x=kda0 / fla0)
+        fla0=fla0, eda0=eda0, eda0_x=eda0['fwd_bwd_ms'] / fla0['fwd_bwd_ms'],
+        kda0_x=kda0['fwd_bwd_ms'] / fla0['fwd_bwd_ms'])
 
 
 def train_section():
