@@ -525,6 +525,24 @@ def paired(diffs, higher_is_better=False, a='A', b='B'):
     return mu, (mu - half, mu + half), better, sign_test(better, sum(d != 0 for d in diffs)), verdict
 
 
+def verdicts(values, figures):
+    """The verdict rule over `pairs` with values ({(mixer, seed): {figure: value}}), each pair on the seeds both
+    have: a row per pair, a cell per figure ({figure: (decimals, higher is better)}), bold with its verdict where
+    resolved; and {'A, B, figure': verdict}, 'not run' where the two share no seed."""
+    rows, said = [], {f'{a}, {b}, {f}': 'not run' for a, b in pairs for f in figures}
+    for a, b in pairs:
+        seeds = sorted(s for m, s in values if m == a and (b, s) in values)
+        if not seeds:
+            continue
+        rows.append([f'{a} − {b}'])
+        for f, (n, higher) in figures.items():
+            mu, (lo, hi), k, p, v = paired([values[a, s][f] - values[b, s][f] for s in seeds], higher, a, b)
+            cell = f'{mu:+.{n}f} [{lo:+.{n}f}, {hi:+.{n}f}] {k}/{len(seeds)}, p {p:.2f}'
+            rows[-1].append(cell if v == 'not resolved' else f'**{cell}, {v}**')
+            said[f'{a}, {b}, {f}'] = v
+    return rows, said
+
+
 def fmt(v, sign=''):  # sign '+': a difference
     return f'{100 * v:{sign}.1f}' if metric == 'val_acc' else f'{v:{sign}.4f}'
 
@@ -605,15 +623,18 @@ def report(rows):
                       ['task', 'x', 'mixer', 'values (%)', 'NONE answers (%)'], [
         [*k, fmt(mean([r['val_acc_value'] for r in ok[k]])), fmt(mean([r['val_acc_none'] for r in ok[k]]))]
         for k, _ in every if metric == 'val_acc' and ok[k] and all('val_acc_value' in r for r in ok[k])])
-    both = {**summarize(foreign_rows()), **summary}
-    lines += md_table('Paired by seed (same seed: same data; each mixer at its best lr)',
-                      ['task', 'x', 'A vs B', 'A ahead (seeds)', 'mean A - B'], [
-        [task, x, f'{a} vs {b}', f'{p[0]} of {p[1]}', fmt(p[2], '+')]
-        for (task, spec), (a, b) in itertools.product(tasks.items(), pairs) for x, _ in spec['levels']
-        if (task, x, a) in both and (task, x, b) in both and (p := pair_stats(both[task, x, a], both[task, x, b]))],
-        [', '.join(PAIRED_ELSEWHERE) + ': the rows of ' + ', '.join(
-            f'`{os.path.join(results_dir, other + ".jsonl")}` ({task})' for task, other in paired_from.items())
-         + ', made with this sweep\'s commands but the mixer.', ''] if PAIRED_ELSEWHERE and paired_from else [])
+    both, paired_rows = {**summarize(foreign_rows()), **summary}, []
+    n, scale = (1, 100) if metric == 'val_acc' else (4, 1)  # a difference in points of accuracy, or in nats
+    for task, spec in tasks.items():
+        for x, _ in spec['levels']:
+            values = {(m, seed): {metric: mean(v, scale)} for (t, lx, m), s in both.items() if (t, lx) == (task, x)
+                      for seed, v in by_seed(s['runs']).items()}  # a seed's repeats averaged
+            paired_rows += [[task, x, *row] for row in verdicts(values, {metric: (n, metric == 'val_acc')})[0]]
+    elsewhere = [', '.join(PAIRED_ELSEWHERE) + ': the rows of ' + ', '.join(
+        f'`{os.path.join(results_dir, other + ".jsonl")}` ({task})' for task, other in paired_from.items())
+        + ', made with this sweep\'s commands but the mixer.', ''] if PAIRED_ELSEWHERE and paired_from else []
+    lines += md_table('Paired by seed (same seed: same data; each mixer at its best lr)', [
+        'task', 'x', 'A − B', 'mean [95% interval] seeds where A is better, sign test p'], paired_rows, elsewhere)
     # run-to-run noise beside the seed spread, where a seed ran more than once (at the best lr): the sample std
     # of the seeds' means, and the pooled sample std of runs of the same seed
     repeats = []

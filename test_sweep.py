@@ -262,7 +262,7 @@ def test_pairs_compare_two_mixers_seed_by_seed_at_each_ones_best_lr(tmp_path):
     (tmp_path / 't.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows_))
     sweep(tmp_path, '--report_only=True', '--seeds=[0, 1, 2]', "--pairs=[['eda', 'broken']]")
     # seeds 0 and 2 ahead (+10, +10), seed 1 behind (-10): mean +3.3 points
-    assert '| mqar | 4 | eda vs broken | 2 of 3 | +3.3 |' in (tmp_path / 't.md').read_text()
+    assert '| mqar | 4 | eda − broken | +3.3 [-25.4, +32.0] 2/3, p 1.00 |' in (tmp_path / 't.md').read_text()
     p = subprocess.run([sys.executable, os.path.join(ROOT, 'sweep.py'), TINY_TASK, MIXERS, f'--results_dir={tmp_path}',
                         '--name=t', '--report_only=True', "--pairs=[['eda', 'gdn']]"], cwd=ROOT, capture_output=True,
                        text=True, timeout=60)
@@ -294,6 +294,15 @@ def test_a_pair_is_ahead_only_where_its_interval_excludes_zero(stats):
     assert stats.paired([0.5], higher_is_better=True)[2:] == (1, 1.0, 'not resolved')  # one seed: no interval
 
 
+def test_a_pair_is_judged_on_the_seeds_both_mixers_have_and_not_run_without_one(stats, monkeypatch):
+    monkeypatch.setattr(stats, 'pairs', [['a', 'b'], ['a', 'c']])
+    values = {('a', 0): {'f': 1.0}, ('a', 1): {'f': 2.0}, ('a', 2): {'f': 3.0}, ('b', 1): {'f': 0.5},
+              ('b', 2): {'f': 1.5}, ('c', 3): {'f': 0.0}}
+    rows, said = stats.verdicts(values, {'f': (1, True)})  # a − b on seeds 1 and 2: +1.5 each
+    assert rows == [['a − b', '**+1.5 [+1.5, +1.5] 2/2, p 0.50, a ahead**']]
+    assert said == {'a, b, f': 'a ahead', 'a, c, f': 'not run'}
+
+
 def test_sign_test_is_the_exact_binomial_tail(stats):
     sign_test = stats.sign_test
     assert sign_test(8, 8) == 2 / 256 and sign_test(4, 8) == 1.0
@@ -314,7 +323,8 @@ def test_paired_from_pairs_a_mixer_with_another_sweeps_rows_of_the_same_task_and
     sweep(tmp_path, '--report_only=True', '--seeds=[0, 1, 2]', only_broken, "--pairs=[['eda', 'broken']]",
           "--paired_from={'mqar': 'grid'}")
     md = (tmp_path / 't.md').read_text()
-    assert '| mqar | 4 | eda vs broken | 2 of 3 | +3.3 |' in md  # the lr 1e-3 rows: the 3e-3 ones would win 3 of 3
+    # the lr 1e-3 rows: the 3e-3 ones would win 3 of 3
+    assert '| mqar | 4 | eda − broken | +3.3 [-25.4, +32.0] 2/3, p 1.00 |' in md
     assert 'eda: the rows of' in md and 'grid.jsonl` (mqar)' in md
     p = subprocess.run([sys.executable, os.path.join(ROOT, 'sweep.py'), TINY_TASK, only_broken, '--name=t',
                         f'--results_dir={tmp_path}', '--report_only=True', "--pairs=[['gdn', 'broken']]",

@@ -55,20 +55,6 @@ def span(xs, fmt='{:.2f}x', sep=' to '):
     return lo if lo == hi else lo + sep + hi
 
 
-def verdicts(sw, values, seeds, figures):
-    """The verdict rule of the grids over sw.pairs with values ({(mixer, seed): {figure: value}}): a row per pair, a
-    cell per figure ({figure: (decimals, higher is better)}), bold with its verdict where resolved; and
-    {'A, B, figure': verdict}, 'not run' where a mixer has no values."""
-    rows, said = [], {f'{a}, {b}, {f}': 'not run' for a, b in sw.pairs for f in figures}
-    for a, b in [p for p in sw.pairs if all((m, s) in values for m in p for s in seeds)]:
-        rows.append([f'{a} − {b}'])
-        for f, (n, higher) in figures.items():
-            mu, (lo, hi), k, p, v = sw.paired([values[a, s][f] - values[b, s][f] for s in seeds], higher, a, b)
-            cell, said[f'{a}, {b}, {f}'] = f'{mu:+.{n}f} [{lo:+.{n}f}, {hi:+.{n}f}] {k}/{len(seeds)}, p {p:.2f}', v
-            rows[-1].append(cell if v == 'not resolved' else f'**{cell}, {v}**')
-    return rows, said
-
-
 def read_rows(name, bench=None):
     """The JSON rows of results/<name>, those of one benchmark kind where bench is given."""
     rows = read(path := os.path.join(results_dir, name))
@@ -165,9 +151,9 @@ def lm_long_section():
     seeds = sorted({s for _, s in runs})
     ms = [m for m in sw.mixers if all((m, s, w) in ev for s in seeds for w in ('text', 'needles'))]
 
-    def needles(m, seeds, variant, f='acc', context=None):  # in points, over the seeds' depths (and contexts)
-        return sw.mean((c[f] for s in seeds for c in ev[m, s, 'needles']['cells']
-                        if c['variant'] == variant and context in (None, c['context'])), 100)
+    def needles(m, seeds, variant, score='acc', context=None):  # in points, over the seeds' depths and contexts
+        cells = [c for s in seeds for c in ev[m, s, 'needles']['cells'] if c['variant'] == variant]
+        return sw.mean((c[score] for c in cells if context is None or c['context'] == context), 100)
     fig = {}  # {(mixer, seed): {figure: value}}: the text past the block weighted by its buckets' widths
     for m, s in [(m, s) for m in ms for s in seeds]:
         text = ev[m, s, 'text']
@@ -178,15 +164,17 @@ def lm_long_section():
                          rebound=needles(m, [s], 'rebound'), stale=needles(m, [s], 'rebound', 'stale'))
     text0, needles0 = ev[ms[0], seeds[0], 'text'], ev[ms[0], seeds[0], 'needles']
     contexts = sorted({c['context'] for c in needles0['cells']})
-    pairs, said = verdicts(sw, fig, seeds, LONG_FIGURES)
+    pairs, said = sw.verdicts(fig, LONG_FIGURES)
     means = {m: {f: sw.mean(fig[m, s][f] for s in seeds) for f in LONG_FIGURES} for m in ms}
+
+    def loss(m, key):  # the text's loss by position bucket, the state carried or reset, mean over the seeds
+        return [sw.mean(ev[m, s, 'text'][key][j] for s in seeds) for j in range(len(text0['edges']) - 1)]
 
     def draw(ax):
         mids = [(a + b) / 2 for a, b in zip(text0['edges'], text0['edges'][1:])]
         for i, m in enumerate(ms):
-            line = lambda key: [sw.mean(ev[m, s, 'text'][key][j] for s in seeds) for j in range(len(mids))]  # noqa: E731
-            ax.plot(mids, line('carried'), '-', color=f'C{i}', marker='o', ms=3, label=m)
-            ax.plot(mids, line('reset'), ':', color=f'C{i}', ms=3)
+            ax.plot(mids, loss(m, 'carried'), '-', color=f'C{i}', marker='o', ms=3, label=m)
+            ax.plot(mids, loss(m, 'reset'), ':', color=f'C{i}', ms=3)
         ax.axvline(1024, color='gray', lw=0.5)
         ax.set(xscale='log', xlabel='position in the window (tokens); the block is 1024', ylabel='loss (nats/token)',
                ylim=(0.55, 1.1))
@@ -216,42 +204,43 @@ def length_task(sw, task, acc, rows, several):
                  f"{len(spec['levels'])}")
     cfg, ms = runpy.run_path(spec['config']), [m for m in sw.mixers if all((m, s) in acc for s in seeds)]
     configure(cfg, spec['levels'][0][1])  # train.py's settings for the task: its config and level
-    prim = {k: sw.mean((a[m]['acc'] for m in mults[1:]), 100) for k, a in acc.items()}
-    avg = lambda m, f, x: sw.mean(acc[m, s][x][f] for s in seeds)  # noqa: E731
-    pairs, said = verdicts(sw, {k: dict(acc=v) for k, v in prim.items()}, seeds, dict(acc=(1, True)))
+    top, one = mults[-1], acc[ms[0], seeds[0]]  # the longest multiple; one run's scores, for what every run shares
+    # a run's mean accuracy (points) over 2x and longer, of the mixers with every seed
+    prim = {(m, s): sw.mean((acc[m, s][x]['acc'] for x in mults[1:]), 100) for m in ms for s in seeds}
+    pairs, said = sw.verdicts({k: dict(acc=v) for k, v in prim.items()}, dict(acc=(1, True)))
     for row in pairs:  # each seed's difference beside the pair's cell
         a, b = row[0].split(' − ')
         row.insert(1, ', '.join(f'{prim[a, s] - prim[b, s]:+.1f}' for s in seeds))
-    pct, worst, top, at1 = sw.fmt, min(acc, key=prim.get), mults[-1], acc[ms[0], seeds[0]]  # sw.fmt: points, .1f
+    worst = min(prim, key=prim.get)  # the run of least accuracy past the training length
+
+    def mean(m, x, score='acc'):  # a mixer's mean over the seeds at multiple x, in points
+        return 100 * sw.mean(acc[m, s][x][score] for s in seeds)
 
     def draw(ax):
         for i, m in enumerate(ms):
             for s in seeds:
                 ax.plot(mults, [100 * acc[m, s][x]['acc'] for x in mults], color=f'C{i}', lw=0.5, alpha=0.35)
-            ax.plot(mults, [100 * avg(m, 'acc', x) for x in mults], color=f'C{i}', lw=2, marker='o', label=m)
+            ax.plot(mults, [mean(m, x) for x in mults], color=f'C{i}', lw=2, marker='o', label=m)
         ax.set(xscale='log', xticks=mults, xticklabels=[f'{x}x' for x in mults],
                ylim=(0 if min(prim.values()) < 50 else 50, 100.5),
                xlabel=f"evaluation length / training length ({cfg['block_size']} tokens)", ylabel='accuracy (%)',
                title=f'{task} past the training length (thin: seeds)')
         ax.legend(fontsize=8)
+    weak = acc[worst][top]  # its scores at the longest multiple
     n_ahead = sum('not' not in v for v in said.values())
     return dict(
-        task=task, draw=draw, label=f'**{task}**: ' + made(rows, 'runs') if several else '', v=said,
-        n_seeds=len(seeds), n_mixers=len(ms), cfg=cfg, top=f'{top}x', keys=at1[1]['num_keys'],
-        first=span([100 * avg(m, 'acc', 1) for m in ms], '{:.1f}', '-'),
-        last=span([100 * avg(m, 'acc', top) for m in ms], '{:.1f}', '-'),
-        grown=at1[top]['num_updates'], low=', '.join(f'{m} seed {s} ({pct(a[1]["acc"])}%)' for (m, s), a in
-                                                    sorted(acc.items()) if a[1]['acc'] < 0.99) or 'none',
-        rest=span([100 * acc[worst[0], s][top]['acc'] for s in seeds if s != worst[1]], '{:.1f}', '-'), worst=worst,
-        worst_acc=pct(acc[worst][top]['acc']), pairs=table(None, pairs), n_ahead=n_ahead, n_pairs=len(said),
-        floor=pct(acc[worst][top]['none_answers'] / acc[worst][top]['answers']),
-        spread='' if n_ahead else fill('length spread'),
-        head=[f"{x}x ({at1[x]['seq_len']})" for x in mults] + [f'values / NONE at {top}x'],
-        by_len=[[task, m, *(pct(avg(m, 'acc', x)) for x in mults),
-                 f"{pct(avg(m, 'acc_value', top))} / {pct(avg(m, 'acc_none', top))}"] for m in ms],
-        seeds=seeds, runs=[[task, m, *(f"{pct(acc[m, s][1]['acc'])} / {prim[m, s]:.1f}" for s in seeds)] for m in ms],
-        models=f"{spec['config']}'s {cfg['n_layer']}-layer models",
-        setup=fill('length setup', task=task, cfg=cfg, noun=UPDATES.get(task, 'updates')))
+        task=task, spec=spec, cfg=cfg, noun=UPDATES.get(task, 'updates'), draw=draw, v=said, top=top, seeds=seeds,
+        train=one[1], longest=one[top], worst=worst, weak=weak, floor=weak['none_answers'] / weak['answers'],
+        n_seeds=len(seeds), n_mixers=len(ms), n_ahead=n_ahead, n_pairs=len(said), pairs=table(None, pairs),
+        label=f'**{task}**: ' + made(rows, 'runs') if several else '', spread='' if n_ahead else fill('length spread'),
+        first=span([mean(m, 1) for m in ms], '{:.1f}', '-'), last=span([mean(m, top) for m in ms], '{:.1f}', '-'),
+        rest=span([100 * acc[worst[0], s][top]['acc'] for s in seeds if s != worst[1]], '{:.1f}', '-'),
+        low=', '.join(f"{m} seed {s} ({a[1]['acc']:.1%})" for (m, s), a in sorted(acc.items())
+                      if a[1]['acc'] < 0.99) or 'none',
+        head=[f"{x}x ({one[x]['seq_len']})" for x in mults] + [f'values / NONE at {top}x'],
+        by_len=[[task, m, *(f'{mean(m, x):.1f}' for x in mults),
+                 f"{mean(m, top, 'acc_value'):.1f} / {mean(m, top, 'acc_none'):.1f}"] for m in ms],
+        runs=[[task, m, *(f"{100 * acc[m, s][1]['acc']:.1f} / {prim[m, s]:.1f}" for s in seeds)] for m in ms])
 
 
 def pilot_found():
@@ -260,14 +249,16 @@ def pilot_found():
     sw, rows = sweep_rows('config/sweep/evict_pilot.py')
     found = []
     for x in sorted({r['x'] for r in rows}):
-        runs, at = [r for r in rows if r['x'] == x], {}  # at: {evaluation step: every run's val_acc there}
-        for step, _, a in (e for r in runs for e in r.get('curve') or []):
-            at.setdefault(step, []).append(a)
-        first = next((f'every run was at 99% or more from step {s}' for s, a in sorted(at.items())
-                      if len(a) == len(runs) and min(a) >= 0.99), 'not every run reached 99%')
-        best = {m: [a for r in runs if r['mixer'] == m for *_, a in r.get('curve') or []] for m in sw.mixers}
-        found.append(fill('length pilot level', x=x, first=first, best=' / '.join(
-            f'{m} ' + (f'{100 * max(a):.1f}' if a else 'no evaluation') for m, a in best.items())))
+        runs, at, best = [r for r in rows if r['x'] == x], {}, []  # at: {evaluation step: every run's val_acc there}
+        for r in runs:
+            for step, _, a in r.get('curve') or []:
+                at.setdefault(step, []).append(a)
+        for m in sw.mixers:  # each mixer's best val_acc
+            accs = [a for r in runs if r['mixer'] == m for _, _, a in r.get('curve') or []]
+            best.append(f'{m} {100 * max(accs):.1f}' if accs else f'{m} no evaluation')
+        steps = [s for s, a in sorted(at.items()) if len(a) == len(runs) and min(a) >= 0.99]
+        first = f'every run was at 99% or more from step {steps[0]}' if steps else 'not every run reached 99%'
+        found.append(fill('length pilot level', x=x, first=first, best=' / '.join(best)))
     return '; '.join(found) or 'not run yet'
 
 
@@ -286,12 +277,13 @@ def length_section():
         runs = table(['task', 'mixer', *(f'seed {s}' for s in per[0]['seeds'])], [r for f in per for r in f['runs']])
         Path(results_dir, 'length_runs.md').write_text(fill('length runs', top=per[0]['top'], runs=runs) + '\n')
 
-    def each(key):  # a field of every task: one value where they agree, else each task's
-        vals = {f['task']: f[key] for f in per}
+    def each(field):  # a field of every task, as the template field formats it: one value where they agree
+        vals = {f['task']: field.format(**f) for f in per}
         return vals[per[0]['task']] if len(set(vals.values())) == 1 else ', '.join(f'{v} on {t}' for t, v in vals.items())
     return dict(provenance=made(rows, 'runs'), evaluated=made(evals, 'evaluations'),
-                n_runs=sum(1 for _ in sw.grid()), setup='; '.join(f['setup'] for f in per),
-                **{key: each(key) for key in ('keys', 'models', 'grown', 'top', 'n_seeds')},
+                n_runs=sum(1 for _ in sw.grid()), setup='; '.join(fill('length setup', **f) for f in per),
+                keys=each('{train[num_keys]}'), grown=each('{longest[num_updates]}'), top=each('{top}x'),
+                n_seeds=each('{n_seeds}'), models=each("{spec[config]}'s {cfg[n_layer]}-layer models"),
                 evict=fill('length evict in' if 'evict' in acc else 'length evict out', pilot=pilot_found()),
                 by_len=table(['task', 'mixer', *per[0]['head']], [r for f in per for r in f['by_len']]),
                 verdicts='\n\n'.join(fill('length verdicts', **f) for f in per),
@@ -325,42 +317,58 @@ def table7_section():
 def kernel_section():
     rows = read_rows('kernels.jsonl')
     run = [r for r in rows if r['bench'] == 'kernel' and r['case'].startswith('FLA')][-1]['run']  # the last with FLA
-    kr, prof = ({(r['case'], tuple(r['shape'])): r for r in rows if (r['bench'], r['run']) == (bench, run)
-                 and not r['launch']} for bench in ('kernel', 'profile'))  # {(case, shape): its row} of that run
-    shapes, profiled = (list(dict.fromkeys(s for _, s in by)) for by in (kr, prof))
-    ratio = lambda r, f: f"{r['fwd_ms'] / f['fwd_ms']:.2f}x / {r['fwd_bwd_ms'] / f['fwd_bwd_ms']:.2f}x" if f else '—'  # noqa: E731
-    vs = lambda case, i: [kr[case, s][i] / kr[SAFE, s][i] for s in shapes if (case, s) in kr and (SAFE, s) in kr]  # noqa: E731
-    ratios = lambda *ns: span([prof[EDA, s]['kernels'][n] / prof[KDA, s]['kernels'][n]  # noqa: E731
-                               for s in profiled for n in ns])
-    where, extra = [], {k: [] for k in KERNELS}
+
+    def of_run(bench):  # {(case, shape): its row} of that run, the launch-overhead rows left out
+        return {(r['case'], tuple(r['shape'])): r for r in rows
+                if r['bench'] == bench and r['run'] == run and not r['launch']}
+    kr, prof = of_run('kernel'), of_run('profile')
+    shapes = list(dict.fromkeys(s for _, s in kr))  # in the order they ran
+    profiled = list(dict.fromkeys(s for _, s in prof))
+
+    def ratio(r, f):  # r's forward and fwd+bwd times over those of FLA's row f
+        return f"{r['fwd_ms'] / f['fwd_ms']:.2f}x / {r['fwd_bwd_ms'] / f['fwd_bwd_ms']:.2f}x" if f else '—'
+
+    def vs_safe(case, key):  # the case's key over FLA's safe gate's, at each shape both ran
+        return span([kr[case, s][key] / kr[SAFE, s][key] for s in shapes if (case, s) in kr and (SAFE, s) in kr])
+
+    def over_kda(*kernels):  # EDA's time in these kernels over the KDA path's, at every profiled shape
+        return span([prof[EDA, s]['kernels'][n] / prof[KDA, s]['kernels'][n] for s in profiled for n in kernels])
+    where, extra = [], {n: [] for n in KERNELS}  # extra: each kernel's share of what the erase adds, by shape
     for s in profiled:
         e, k = prof[EDA, s]['kernels'], prof[KDA, s]['kernels']
-        where += [fill('kernel time row', s=s, case=case, ms=kr[c, s]['fwd_bwd_ms'], k=p, other=sum(p.values())
-                       - sum(p[n] for n in KERNELS)) for c, case, p in ((EDA, 'EDA', e), (KDA, 'KDA path', k))]
+        for case, label, p in ((EDA, 'EDA', e), (KDA, 'KDA path', k)):
+            other = sum(p.values()) - sum(p[n] for n in KERNELS)  # the elementwise kernels around them
+            where.append(fill('kernel time row', s=s, case=label, ms=kr[case, s]['fwd_bwd_ms'], k=p, other=other))
+        added = sum(e[n] - k[n] for n in KERNELS)
         for n in KERNELS:
-            extra[n].append((e[n] - k[n]) / sum(e[m] - k[m] for m in KERNELS))
+            extra[n].append((e[n] - k[n]) / added)
     device = kr[EDA, shapes[0]]['device']  # the floor divides by a copy bandwidth measured on the same kind of GPU
     if not (bws := [r for r in rows if r['bench'] == 'copy_bandwidth' and r['device'] == device]):
         sys.exit(f"results.py: results/kernels.jsonl has no copy_bandwidth row from the kernel table's device "
                  f"({device}); bench.py --what=model_decode measures one")
     bw, io_floor_bytes, floor = bws[-1], script('bench.py').io_floor_bytes, []
+
+    def over(case, s, ms):  # the case's fwd+bwd time at shape s over ms
+        return f"{kr[case, s]['fwd_bwd_ms'] / ms:.1f}x" if (case, s) in kr else '—'
     for s in shapes:
-        fe, fk = (io_floor_bytes(*s, erase) / (bw['tb_s'] * 1e12) * 1e3 for erase in (True, False))
-        x = lambda case, f: f"{kr[case, s]['fwd_bwd_ms'] / f:.1f}x" if (case, s) in kr else '—'  # noqa: E731
-        floor.append([str(s), f'{fe:.3f}', x(EDA, fe), f'{fk:.3f}', x(KDA, fk), x(SAFE, fk)])
-    fla0, eda0, kda0 = (kr[case, shapes[0]]['fwd_bwd_ms'] for case in (SAFE, EDA, KDA))
+        fe = io_floor_bytes(*s, True) / (bw['tb_s'] * 1e12) * 1e3  # ms, with the erase
+        fk = io_floor_bytes(*s, False) / (bw['tb_s'] * 1e12) * 1e3  # without: KDA's rule
+        floor.append([str(s), f'{fe:.3f}', over(EDA, s, fe), f'{fk:.3f}', over(KDA, s, fk), over(SAFE, s, fk)])
+    main = [fill('kernel row', case=c, s=s, r=r, safe=ratio(r, kr.get((SAFE, s))),
+                 chunk=ratio(r, kr.get(('FLA chunk_kda', s)))) for (c, s), r in kr.items() if 'check_g' not in c]
+    fla0, eda0, kda0 = kr[SAFE, shapes[0]], kr[EDA, shapes[0]], kr[KDA, shapes[0]]  # the first shape's rows
     return dict(
         made=made([r for r in rows if r['bench'] == 'kernel' and r['run'] == run], note=True, commands=True),
         prof_made=made(list(prof.values()), commands=True), bw=bw, bw_made=made([bw], note=True, commands=True),
-        main='\n'.join(fill('kernel row', case=c, s=s, r=r, safe=ratio(r, kr.get((SAFE, s))), chunk=ratio(
-            r, kr.get(('FLA chunk_kda', s)))) for (c, s), r in kr.items() if 'check_g' not in c),
-        fwd=span(vs(EDA, 'fwd_ms')), fwd_bwd=span(vs(EDA, 'fwd_bwd_ms')), peak=span(vs(EDA, 'peak_mib')),
-        kda_fwd=span(vs(KDA, 'fwd_ms')), kda_fwd_bwd=span(vs(KDA, 'fwd_bwd_ms')), where='\n'.join(where),
-        par=ratios('_eda_prep_kernel', '_eda_dh_prep_kernel', '_eda_bwd_kernel'), s0=shapes[0],
-        walks=ratios('_eda_fwd_kernel', '_eda_bwd_dh_kernel'), floor=table(None, floor),
-        n_shapes=len(vs(EDA, 'fwd_ms')),
+        main='\n'.join(main), where='\n'.join(where), floor=table(None, floor), s0=shapes[0],
+        fwd=vs_safe(EDA, 'fwd_ms'), fwd_bwd=vs_safe(EDA, 'fwd_bwd_ms'), peak=vs_safe(EDA, 'peak_mib'),
+        kda_fwd=vs_safe(KDA, 'fwd_ms'), kda_fwd_bwd=vs_safe(KDA, 'fwd_bwd_ms'),
+        n_shapes=sum((EDA, s) in kr and (SAFE, s) in kr for s in shapes),
+        par=over_kda('_eda_prep_kernel', '_eda_dh_prep_kernel', '_eda_bwd_kernel'),
+        walks=over_kda('_eda_fwd_kernel', '_eda_bwd_dh_kernel'),
         share={n: span([round(100 * x) for x in v], '{}%') for n, v in extra.items()},
-        fla0=fla0, eda0=eda0, eda0_x=eda0 / fla0, kda0_x=kda0 / fla0)
+        fla0=fla0, eda0=eda0, eda0_x=eda0['fwd_bwd_ms'] / fla0['fwd_bwd_ms'],
+        kda0_x=kda0['fwd_bwd_ms'] / fla0['fwd_bwd_ms'])
 
 
 def train_section():
