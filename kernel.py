@@ -724,7 +724,7 @@ LAUNCH = dict(
     BWD_BV=64, BWD_WARPS=8, BWD_STAGES=1,
     # the per-chunk backward's shared-memory carveout, % of an SM's (-1: Triton's, the largest): the rest is its L1
     BWD_CARVEOUT=0,
-    FILL_PROGRAMS=64,  # sequential walks: narrow the V-blocks while fewer programs than this would run
+    FILL_PROGRAMS=128,  # sequential walks: narrow the V-blocks while fewer programs than this would run
 )
 
 
