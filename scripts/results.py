@@ -318,7 +318,7 @@ def kernel_section():
     rows = read_rows('kernels.jsonl')
     run = [r for r in rows if r['bench'] == 'kernel' and r['case'].startswith('FLA')][-1]['run']  # the last with FLA
 
-    def of_run(bench):  # {(case, shape): its row} of that run, the launch-overhead rows left out
+    def of_run(bench):  # {(case, shape): its row} of that run, the launch sweep's variants left out
         return {(r['case'], tuple(r['shape'])): r for r in rows
                 if r['bench'] == bench and r['run'] == run and not r['launch']}
     kr, prof = of_run('kernel'), of_run('profile')
