@@ -350,7 +350,6 @@ KERNEL_KINDS = [  # (kind, substrings of a CUDA kernel name); the first match wi
     ("matmul (cuBLAS)", ("gemm", "nvjet", "cutlass", "xmma", "splitk")), ("fused (torch.compile)", ("triton_",))]
 
 
-@torch.no_grad()
 def io_floor_bytes(B, T, H, HV, erase, K=128, V=128):
     """The bytes one fwd+bwd must move at least: the inputs read twice (forward, backward), their gradients written
     once, o written and do read (bf16 but g, fp32); nothing the design keeps between the passes."""
@@ -358,6 +357,7 @@ def io_floor_bytes(B, T, H, HV, erase, K=128, V=128):
     return 3 * inputs + 2 * B * T * HV * V * 2
 
 
+@torch.no_grad()
 def model_decode_table():
     """decode_config's EDA hybrid and Transformer, caches of random content up to each context, decode_steps tokens
     in each of decode_modes: a 'model_decode' row each (ms/step, tok/s, cache MiB a sequence, the bytes a step must
