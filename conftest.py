@@ -1,6 +1,7 @@
 """Helpers shared by the tests (pytest puts this directory on sys.path: `from conftest import rel`)."""
 import contextlib
 import dataclasses
+import importlib.util
 import io
 import os
 import runpy
@@ -89,14 +90,11 @@ def save_checkpoint(model, out_dir, encoding="bytes", dataset="stdlib"):
 def load_script(path, argv=None):
     """A script of the repository (its path from the root) as a module, run with sys.argv = argv (or just its
     name): the scripts read their settings from the command line when they load."""
-    import importlib.util
-    import sys
     old = sys.argv
     sys.argv = argv or [os.path.basename(path)]
     try:
         name = os.path.basename(path)[:-3] + '_under_test'
-        full = os.path.join(os.path.dirname(os.path.abspath(__file__)), path)
-        spec = importlib.util.spec_from_file_location(name, full)
+        spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, path))
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     finally:
