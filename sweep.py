@@ -495,14 +495,6 @@ def by_seed(runs):
     return out
 
 
-def pair_stats(sa, sb):
-    """A against B (two summarize() entries) seed by seed over their shared seeds, a seed's repeats averaged:
-    (seeds on which A is ahead, seeds compared, mean A - B), or None."""
-    va, vb = ({seed: mean(v) for seed, v in by_seed(s['runs']).items()} for s in (sa, sb))
-    diffs = [va[seed] - vb[seed] for seed in sorted(set(va) & set(vb))]
-    return diffs and (paired(diffs, metric == 'val_acc')[2], len(diffs), mean(diffs)) or None
-
-
 # Student's t two-sided 95% critical values by degrees of freedom (any statistics table)
 T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
         11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131}

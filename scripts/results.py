@@ -91,23 +91,25 @@ def erase_section():
     ok = {sw.key(r) for r in rows if r['status'] in ('ok', 'diverged')}
     if len(ok) < (n := sum(1 for _ in sw.grid(rows))):
         return dict(row=False, shipped=fill('erase not whole', done=len(ok), n=n))
-    s, out, stats = sw.summarize(rows), [], {tuple(p): [] for p in sw.pairs}
-    level = {'mqar': 'pairs', 'reassign': 'updates', 'evict': 'updates', 'capacity': 'live pairs'}
-    for t, x in [(t, x) for t in sw.tasks for x, _ in sw.tasks[t]['levels']]:
-        out.append([f'{t} {x} {level[t]}'])
-        for a, b in sw.pairs:
-            k, m, d = sw.pair_stats(s[t, x, a], s[t, x, b])
-            stats[a, b].append((k, m, d))
-            out[-1] += [sw.fmt(s[t, x, a]['mean']), sw.fmt(s[t, x, b]['mean']), f"{k} of {m}, {sw.fmt(d, '+')}"]
-    said = []  # the erase behind KDA's gate, then behind the safe gate, over the levels
-    for k, m, d in (zip(*stats[tuple(p)]) for p in sw.pairs[:2]):
-        k, m = sum(k), sum(m)
-        word = 'is ahead' if k >= 0.75 * m else 'is behind' if k <= 0.25 * m else 'shows no consistent effect'
-        said.append(dict(word=word, ahead=f'{k} of {m}', mean=sw.fmt(sw.mean(d), '+')))
+    s, values = sw.summarize(rows), {}  # values: {(mixer, seed): {level: its accuracy in points}}
+    unit = {'mqar': 'pairs', 'reassign': 'updates', 'evict': 'updates', 'capacity': 'live pairs'}
+    levels = {f'{t} {x} {unit[t]}': (t, x) for t in sw.tasks for x, _ in sw.tasks[t]['levels']}
+    for level, (t, x) in levels.items():
+        for m in sw.mixers:
+            for seed, v in sw.by_seed(s[t, x, m]['runs']).items():  # a seed's repeats averaged
+                values.setdefault((m, seed), {})[level] = sw.mean(v, 100)
+    said = []  # the erase behind KDA's gate, then behind the safe gate, over every level's paired seeds
+    for a, b in sw.pairs[:2]:
+        diffs = [f[level] - values[b, seed][level] for (m, seed), f in values.items() if m == a for level in levels]
+        mu, _, k, _, _ = sw.paired(diffs, True)
+        n = len(diffs)
+        word = 'is ahead' if k >= 0.75 * n else 'is behind' if k <= 0.25 * n else 'shows no consistent effect'
+        said.append(dict(word=word, ahead=f'{k} of {n}', mean=f'{mu:+.1f}'))
     floor = sum(r['val_acc'] < sw.tasks[r['task']]['floor'][1][r['x']] + 0.02 for r in rows if sw.key(r) in ok)
-    head = ['level', *(c for a, b in sw.pairs for c in (a, b, f'{a} ahead'))]
+    means = [[m, *(sw.fmt(s[t, x, m]['mean']) for t, x in levels.values())] for m in sw.mixers]
+    pairs = sw.verdicts(values, dict.fromkeys(levels, (1, True)))[0]
     f = dict(provenance=made(rows, 'runs'), kda=said[0], safe=said[1], floor=floor, runs=len(ok),
-             table=table(head, out))
+             table=table(['mixer, or A − B', *levels], means + pairs))
     return dict(f, shipped=fill('erase verdict', **f))
 
 
