@@ -7,6 +7,7 @@ reports (results/<grid>.md, .png) are rebuilt on the way. Edit the rows or the t
     python scripts/results.py --results_dir=/tmp/r --out=/tmp/r/RESULTS.md --readme=/tmp/r/README.md
 """
 import os
+import re
 import runpy
 import sys
 from dataclasses import fields
@@ -94,10 +95,9 @@ def erase_section():
     s, values = sw.summarize(rows), {}  # values: {(mixer, seed): {level: its accuracy in points}}
     unit = {'mqar': 'pairs', 'reassign': 'updates', 'evict': 'updates', 'capacity': 'live pairs'}
     levels = {f'{t} {x} {unit[t]}': (t, x) for t in sw.tasks for x, _ in sw.tasks[t]['levels']}
-    for level, (t, x) in levels.items():
-        for m in sw.mixers:
-            for seed, v in sw.by_seed(s[t, x, m]['runs']).items():  # a seed's repeats averaged
-                values.setdefault((m, seed), {})[level] = sw.mean(v, 100)
+    for (t, x, m), v in s.items():
+        for seed, accs in sw.by_seed(v['runs']).items():  # a seed's repeats averaged
+            values.setdefault((m, seed), {})[f'{t} {x} {unit[t]}'] = sw.mean(accs, 100)
     said = []  # the erase behind KDA's gate, then behind the safe gate, over every level's paired seeds
     for a, b in sw.pairs[:2]:
         diffs = [f[level] - values[b, seed][level] for (m, seed), f in values.items() if m == a for level in levels]
@@ -246,8 +246,7 @@ def length_task(sw, task, acc, rows, several):
 
 
 def pilot_found():
-    """What the evict pilot found at each level: each mixer's best val_acc and the first evaluation where every run
-    is at 99% or more ('not run yet' without its rows)."""
+    """What the evict pilot found at each level ('not run yet' without its rows)."""
     sw, rows = sweep_rows('config/sweep/evict_pilot.py')
     found = []
     for x in sorted({r['x'] for r in rows}):
@@ -409,8 +408,7 @@ def decode_section():
     fla = {r['B']: r['ms'] for r in kern if r['case'].startswith('FLA')}
     return dict(
         made=made(steps, commands=True), kern_made=made(kern, commands=True), check=check, big=max(at),
-        worst_at='{mixer} {mode} ctx {ctx} B {B}'.format(**check['worst_at']), x_big=x[max(at)],
-        verdict='all pass.' if check['ok'] else 'FAILED.',
+        x_big=x[max(at)], verdict='all pass.' if check['ok'] else 'FAILED.',
         launches=', '.join(f'{k} {n}' for k, n in check['kernels_per_step'].items()), longest=at[max(at)[0], 1]['ec'],
         table='\n'.join(fill('decode row', ctx=c, B=b, x=x[c, b], cache=r['ec']['mib_per_seq'] / r['tc']['mib_per_seq'],
                               **r) for (c, b), r in sorted(at.items())),
@@ -428,9 +426,7 @@ def render(section):
         out = fill('not run', title=TEMPLATE[name].split('\n', 1)[0], grid=f'config/sweep/{name[:-8]}.py')
     if isinstance(out, str):
         return out + '\n', None
-    text = TEMPLATE[name].format(**out)
-    while '\n\n\n' in text:  # an empty field leaves no gap
-        text = text.replace('\n\n\n', '\n\n')
+    text = re.sub('\n\n\n+', '\n\n', TEMPLATE[name].format(**out))  # an empty field leaves no gap
     row = out.get('row', True) and fill(name + ' row', **out).split(' | ')
     return text.strip('\n') + '\n', row or None
 
