@@ -138,7 +138,7 @@ def _anchored(kk, qq, G, BT: tl.constexpr, AB: tl.constexpr, SCALAR_G: tl.conste
     r = tl.arange(0, BT)
     rb = r // AB
     if SCALAR_G:
-        D = _scalar_decay(G, r)
+        D = _scalar_decay(G, r, G, r)
         kd = kk.to(DT)
         A = tl.where(r[:, None] > r[None, :], tl.dot(kd, tl.trans(kd), input_precision=PREC) * D, 0.)
         Qk = tl.dot(qq.to(DT), tl.trans(kd), input_precision=PREC) * D
@@ -146,9 +146,7 @@ def _anchored(kk, qq, G, BT: tl.constexpr, AB: tl.constexpr, SCALAR_G: tl.conste
         Ea = tl.full(G.shape, 1.0, tl.float32)  # unused on this path
         En = Ea
     else:
-        Ganc = tl.zeros_like(G)
-        for I in tl.static_range(BT // AB):
-            Ganc = tl.where((rb == I)[:, None], _row(G, r, I * AB + AB // 2)[None, :], Ganc)
+        Ganc = _anchors(G, r, G, r, AB)
         Ea = tl.exp(G - Ganc)
         En = tl.exp(Ganc - G)
         Kp = kk * Ea
@@ -167,10 +165,21 @@ def _anchored(kk, qq, G, BT: tl.constexpr, AB: tl.constexpr, SCALAR_G: tl.conste
 
 
 @triton.jit
-def _scalar_decay(G, r):
-    """exp(G_i - G_j) for j <= i, else 0, of a per-head decay (G's columns equal): masked first, any g is safe."""
+def _anchors(Gi, ri, G, r, AB: tl.constexpr):
+    """G at its anchor rows (the middle of each AB-row block) on the rows ri of Gi, each from its block."""
+    Ganc = tl.zeros_like(Gi)
+    for I in tl.static_range(G.shape[0] // AB):
+        Ganc = tl.where((ri // AB == I)[:, None], _row(G, r, I * AB + AB // 2)[None, :], Ganc)
+    return Ganc
+
+
+@triton.jit
+def _scalar_decay(Gi, ri, G, r):
+    """exp(G_i - G_j) for j <= i (rows ri of Gi, r of G), else 0, of a per-head decay (G's columns equal): masked
+    first, any g is safe."""
     Gs = tl.sum(tl.where((tl.arange(0, G.shape[1]) == 0)[None, :], G, 0.), axis=1)
-    return tl.exp(tl.where(r[:, None] >= r[None, :], Gs[:, None] - Gs[None, :], float("-inf")))
+    Gsi = tl.sum(tl.where((tl.arange(0, G.shape[1]) == 0)[None, :], Gi, 0.), axis=1)
+    return tl.exp(tl.where(ri[:, None] >= r[None, :], Gsi[:, None] - Gs[None, :], float("-inf")))
 
 
 @triton.jit
@@ -378,21 +387,28 @@ def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT, H
 def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, dv, de, dg, dbeta, dgamma, scale, T, NT,
                     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                     BK: tl.constexpr, BV: tl.constexpr, AB: tl.constexpr, EDA: tl.constexpr, SCALAR_G: tl.constexpr,
-                    ATOMIC_QK: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+                    ATOMIC_QK: tl.constexpr, WR: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Launch (5) of notes/chunk_form.md §4: every input gradient of one chunk (V-blocks of BV looped inside). From S_0
     and T: R = V' - (exp(G) K') S_0, U = T diag(b') R; from dS_C: dU = Qk^T dO + (exp(G_C - G) K') dS_C, dX = T^T dU,
     dV' = b' dX, dL = -StrictTril(dX U^T), dQk = Tril(dO U^T) (summed over the V-blocks). Through S_0 and S_C:
     dk' += exp(G) (-dV' S_0^T) + exp(G_C - G) (U dS_C^T), dq' += exp(G) (dO S_0^T), db' += rowsum(dX R), their share
-    of dg (G = cumsum(g')); then the in-chunk terms (_in_chunk_grads) and one store (atomics for shared q, k)."""
+    of dg (G = cumsum(g')); then the in-chunk terms (_in_chunk_grads) and one store (atomics for shared q, k).
+    WR: q', dO, dq' and Qk's rows exist on EDA's write rows alone, so their tiles take those 16 (rows rq = 2t + 1)."""
     c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
     r = tl.arange(0, BT)
     kk, qq, bb, G, row_bt, wrow, erow = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
                                                     H, HV, K, BT, BK, EDA)
-    off_t = (i_bh.to(tl.int64) * NT + c) * BT * BT + r[:, None] * BT + r[None, :]
-    Tm = tl.load(Tin + off_t).to(DT)
-    Qk = tl.load(Qkin + off_t).to(DT)
+    if WR:  # the tokens' own q' and G (a cumsum of their g: G[2t + 1] = G[2t]), row_q their (b, t) rows
+        _, qq_q, _, G_q, row_q, m_q, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
+                                                     H, HV, K, BT // 2, BK, False)
+        rq = 2 * tl.arange(0, BT // 2) + 1
+    else:
+        qq_q, G_q, row_q, m_q, rq = qq, G, row_bt, wrow, r
+    base_t = (i_bh.to(tl.int64) * NT + c) * BT * BT
+    Tm = tl.load(Tin + (base_t + r[:, None] * BT + r[None, :])).to(DT)
+    Qk = tl.load(Qkin + (base_t + rq[:, None] * BT + r[None, :])).to(DT)
     GN = _row(G, r, BT - 1)
     eG = tl.exp(G)
     eNG = tl.exp(GN[None, :] - G)
@@ -403,9 +419,9 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
     # the K-side results accumulate over the V-blocks of this program (no atomics between programs)
     pos = tl.zeros([BT, BK], dtype=tl.float32)
     neg = tl.zeros([BT, BK], dtype=tl.float32)
-    dqq = tl.zeros([BT, BK], dtype=tl.float32)
+    dqq = tl.zeros_like(qq_q)
     dL = tl.zeros([BT, BT], dtype=tl.float32)
-    dQk = tl.zeros([BT, BT], dtype=tl.float32)
+    dQk = tl.zeros(Qk.shape, dtype=tl.float32)
     db = tl.zeros([BT], dtype=tl.float32)
     sds = tl.zeros([BK], dtype=tl.float32)
     for i_v in range(tl.cdiv(V, BV)):
@@ -414,8 +430,8 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
         # S_0 and dS_C only feed products: kept in the dot dtype (as stored), never as fp32 tiles
         Sd = tl.load(hs + off_s, mask=m_s, other=0.).to(DT)
         dSd = tl.load(dhs + off_s, mask=m_s, other=0.).to(DT)
-        dX, dR, Ud, dOd, db_v = _chunk_v_block(v, do, dv, Sd, dSd, kg, kg_lo, kn, Tm, Qk, bb, row_bt, wrow, i_hv,
-                                               cv, mv, HV, V, DT, PREC)
+        dX, dR, Ud, dOd, db_v = _chunk_v_block(v, do, dv, Sd, dSd, kg, kg_lo, kn, Tm, Qk, bb, row_bt, wrow, row_q,
+                                               m_q, i_hv, cv, mv, HV, V, DT, PREC)
         db += db_v
         dL += tl.dot(dX.to(DT), tl.trans(Ud), input_precision=PREC)
         dQk += tl.dot(dOd, tl.trans(Ud), input_precision=PREC)
@@ -428,32 +444,41 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
     mk = ck < K
     pos = -pos * eG   # d/dk' via exp(+G)
     neg = neg * eNG   # d/dk' via exp(-G)
-    dqq = dqq * eG
+    dqq = dqq * tl.exp(G_q)
     dkk = pos + neg
-    dG = kk * (pos - neg) + qq * dqq
+    dG = kk * (pos - neg)
+    if not WR:  # WR: q' dq' joins the tokens' sums below
+        dG += qq * dqq
     dGN = tl.exp(GN) * sds + tl.sum(neg * kk, axis=0)
     dG = dG + tl.where(r[:, None] == BT - 1, dGN[None, :], 0.)
     # inside the chunk: through T (dL) and Qk (dQk)
     dL = tl.where(r[:, None] > r[None, :], -dL, 0.)
-    dQk = tl.where(r[:, None] >= r[None, :], dQk, 0.)
-    dkk_i, dqq_i, dG_i, db_i = _in_chunk_grads(kk, qq, G, bb, dL, dQk, r, ck, BT, AB, SCALAR_G, DT, PREC)
+    dQk = tl.where(rq[:, None] >= r[None, :], dQk, 0.)
+    dkk_i, dqq_i, dG_i, db_i = _in_chunk_grads(kk, qq, G, bb, dL, dQk, r, qq_q, G_q, rq, ck, BT, AB, SCALAR_G, WR,
+                                               DT, PREC)
     dgg = dG + dG_i
+    row_g, m_g = row_bt, erow if EDA else wrow
+    if WR:  # per token (its erase and write rows summed: g rides on the erase row, G[2t + 1] = G[2t]), plus q' dq'
+        dgg = tl.sum(tl.reshape(dgg, (BT // 2, 2, BK)), axis=1) + qq_q * (dqq + dqq_i)
+        row_g, m_g = row_q, m_q
     dgg = tl.sum(dgg, axis=0)[None, :] - tl.cumsum(dgg, axis=0) + dgg  # G = cumsum(g'): reverse cumsum
     _scatter(dq, dk, de, dg, dbeta, dgamma, (dqq + dqq_i) * scale, dkk + dkk_i, dgg, db + db_i, row_bt, wrow, erow,
-             i_h, i_hv, ck, mk, H, HV, K, EDA, ATOMIC_QK)
+             row_q, m_q, row_g, m_g, i_h, i_hv, ck, mk, H, HV, K, EDA, ATOMIC_QK)
 
 
 @triton.jit
-def _chunk_v_block(v, do, dv, Sd, dSd, kg, kg_lo, kn, Tm, Qk, bb, row_bt, wrow, i_hv, cv, mv, HV: tl.constexpr,
-                   V: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """One V-block (Sd, dSd: S_0's, dS_C's [BK, BV]) of _eda_bwd_kernel's R, U, dU, dX; stores dv = diag(b') dX."""
+def _chunk_v_block(v, do, dv, Sd, dSd, kg, kg_lo, kn, Tm, Qk, bb, row_bt, wrow, row_q, m_q, i_hv, cv, mv,
+                   HV: tl.constexpr, V: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+    """One V-block (Sd, dSd: S_0's, dS_C's [BK, BV]) of _eda_bwd_kernel's R, U, dU, dX; stores dv = diag(b') dX.
+    dO and Qk on the query rows (row_q, m_q)."""
     off_v = (row_bt * HV + i_hv)[:, None] * V + cv[None, :]
     m_v = wrow[:, None] & mv[None, :]
     vv = tl.load(v + off_v, mask=m_v, other=0.).to(tl.float32)
     # db' = rowsum(dX R) cancels: R's and dX's fp32 operands enter as bf16 hi + lo parts (notes/kernel.md)
     R = vv - tl.dot(kg, Sd, input_precision=PREC) - tl.dot(kg_lo, Sd, input_precision=PREC)
     Ud = tl.dot(Tm, (bb[:, None] * R).to(DT), input_precision=PREC).to(DT)
-    dOd = tl.load(do + off_v, mask=m_v, other=0.).to(DT)
+    dOd = tl.load(do + ((row_q * HV + i_hv)[:, None] * V + cv[None, :]), mask=m_q[:, None] & mv[None, :],
+                  other=0.).to(DT)
     dU = tl.dot(tl.trans(Qk), dOd, input_precision=PREC) + tl.dot(kn, dSd, input_precision=PREC)
     dU_hi = dU.to(DT)
     dX = tl.dot(tl.trans(Tm), dU_hi, input_precision=PREC) + \
@@ -465,62 +490,82 @@ def _chunk_v_block(v, do, dv, Sd, dSd, kg, kg_lo, kn, Tm, Qk, bb, row_bt, wrow, 
 
 
 @triton.jit
-def _in_chunk_grads(kk, qq, G, bb, dL, dQk, r, ck, BT: tl.constexpr, AB: tl.constexpr, SCALAR_G: tl.constexpr,
-                    DT: tl.constexpr, PREC: tl.constexpr):
-    """In-chunk gradient terms (dk', dq', dG, db') from dL (through T) and dQk: db' = rowsum(dL A), dA = diag(b') dL."""
+def _in_chunk_grads(kk, qq, G, bb, dL, dQk, r, qq_q, G_q, rq, ck, BT: tl.constexpr, AB: tl.constexpr,
+                    SCALAR_G: tl.constexpr, WR: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+    """In-chunk gradient terms (dk', dq', dG, db') from dL (through T) and dQk: db' = rowsum(dL A), dA = diag(b') dL.
+    dQk, q' (qq_q), G_q and dq' are on the query rows rq; WR (the write rows alone): dG leaves out q' dq'."""
     A, Qk, Kp, Kn, Qp, Ea, En = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
     db = tl.sum(dL * A, axis=1)
     dA = bb[:, None] * dL
     # dA and dQk feed dG, whose reverse cumsum cancels pairwise terms: fp32 operands (tf32) keep dg's error < 1e-2
     if SCALAR_G:  # A = (K' K'^T) * D, D_ij = exp(G_i - G_j): dG_m = rowsum_m(P) - colsum_m(P), P = dA A + dQk Qk
-        D = _scalar_decay(G, r)
+        D = _scalar_decay(G, r, G, r)
+        Dq = _scalar_decay(G_q, rq, G, r)
         dAD = dA * D
-        dQkD = dQk * D
+        dQkD = dQk * Dq
         dkk = tl.dot(dAD, kk, input_precision=PREC) + tl.dot(tl.trans(dAD), kk, input_precision=PREC) + \
-            tl.dot(tl.trans(dQkD), qq, input_precision=PREC)
+            tl.dot(tl.trans(dQkD), qq_q, input_precision=PREC)
         dqq = tl.dot(dQkD, kk, input_precision=PREC)
-        P = dA * A + dQk * Qk
-        dGs = tl.sum(P, axis=1) - tl.sum(P, axis=0)
+        P = dA * A
+        if WR:  # rowsum(dQk Qk) = q' dq' summed over the channels: the caller adds it on the write rows
+            dGs = tl.sum(P, axis=1) - tl.sum(P, axis=0) - \
+                tl.sum(dQk * tl.dot(qq_q.to(DT), tl.trans(kk.to(DT)), input_precision=PREC) * Dq, axis=0)
+        else:
+            P += dQk * Qk
+            dGs = tl.sum(P, axis=1) - tl.sum(P, axis=0)
         # one decay per head: the wrapper sums the channels, so each column block's share goes in its first column
         dG = tl.where((tl.arange(0, ck.shape[0]) == 0)[None, :], dGs[:, None], 0.)
     else:
         # in-block pairs (A = Kp Kn^T, Qk = Qp Kn^T). Every factor of k' (q') is k' (q') times exp(+G)
         # ("pos") or exp(-G) ("neg") up to constants, so dG = k' (pos - neg) + q' dq' and dk' = pos + neg.
+        Ea_q, Qp_q = Ea, Qp
+        if WR:
+            Ea_q = tl.exp(G_q - _anchors(G_q, rq, G, r, AB))
+            Qp_q = qq_q * Ea_q
         same = (r // AB)[:, None] == (r // AB)[None, :]
+        same_q = (rq // AB)[:, None] == (r // AB)[None, :]
         dAs = tl.where(same, dA, 0.)
-        dQks = tl.where(same, dQk, 0.)
+        dQks = tl.where(same_q, dQk, 0.)
         pos = tl.dot(dAs, Kn, input_precision=PREC) * Ea
-        neg = (tl.dot(tl.trans(dAs), Kp, input_precision=PREC) + tl.dot(tl.trans(dQks), Qp, input_precision=PREC)) * En
-        dqq = tl.dot(dQks, Kn, input_precision=PREC) * Ea
+        neg = (tl.dot(tl.trans(dAs), Kp, input_precision=PREC) +
+               tl.dot(tl.trans(dQks), Qp_q, input_precision=PREC)) * En
+        dqq = tl.dot(dQks, Kn, input_precision=PREC) * Ea_q
         for I in tl.static_range(1, BT // AB):  # cross-block pairs, anchored at block I's boundary
-            KpI, KnI, QpI, EpI, EnI = _cross_block(kk, qq, G, r, I, AB)
+            KpI, KnI, _, EpI, EnI = _cross_block(kk, qq, G, r, I, AB)
+            _, _, QpI, EpI_q, _ = _cross_block(qq_q, qq_q, G_q, rq, I, AB)
             dAI = tl.where((r // AB == I)[:, None] & ~same, dA, 0.)
-            dQkI = tl.where((r // AB == I)[:, None] & ~same, dQk, 0.)
+            dQkI = tl.where((rq // AB == I)[:, None] & ~same_q, dQk, 0.)
             pos += tl.dot(dAI, KnI, input_precision=PREC) * EpI
             neg += (tl.dot(tl.trans(dAI), KpI, input_precision=PREC) +
                     tl.dot(tl.trans(dQkI), QpI, input_precision=PREC)) * EnI
-            dqq += tl.dot(dQkI, KnI, input_precision=PREC) * EpI
+            dqq += tl.dot(dQkI, KnI, input_precision=PREC) * EpI_q
         dkk = pos + neg
-        dG = kk * (pos - neg) + qq * dqq
+        dG = kk * (pos - neg)
+        if not WR:
+            dG += qq * dqq
     return dkk, dqq, dG, db
 
 
 @triton.jit
-def _scatter(dq, dk, de, dg, dbeta, dgamma, dqq, dkk, dgg, db, row_bt, wrow, erow, i_h, i_hv, ck, mk, H: tl.constexpr,
-             HV: tl.constexpr, K: tl.constexpr, EDA: tl.constexpr, ATOMIC_QK: tl.constexpr):
-    """Sub-step gradients to the tokens: write rows -> q, k, beta; erase rows -> e, gamma; g on the decay's rows."""
+def _scatter(dq, dk, de, dg, dbeta, dgamma, dqq, dkk, dgg, db, row_bt, wrow, erow, row_q, m_q, row_g, m_g, i_h, i_hv,
+             ck, mk, H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, EDA: tl.constexpr, ATOMIC_QK: tl.constexpr):
+    """Sub-step gradients to the tokens: write rows -> q, k, beta; erase rows -> e, gamma; g on the decay's rows.
+    dqq on the rows row_q (mask m_q), dgg on row_g (m_g)."""
     off_qk = (row_bt * H + i_h)[:, None] * K + ck[None, :]
+    off_q = (row_q * H + i_h)[:, None] * K + ck[None, :]
+    m_qk = m_q[:, None] & mk[None, :]
     off_hk = (row_bt * HV + i_hv)[:, None] * K + ck[None, :]
     m_w = wrow[:, None] & mk[None, :]
     m_e = erow[:, None] & mk[None, :]
     if ATOMIC_QK:
         # relaxed: sums nothing reads before the launch ends; acq_rel fences and flushes L1 around each add
-        tl.atomic_add(dq + off_qk, dqq, mask=m_w, sem="relaxed")
+        tl.atomic_add(dq + off_q, dqq, mask=m_qk, sem="relaxed")
         tl.atomic_add(dk + off_qk, dkk, mask=m_w, sem="relaxed")
     else:
-        tl.store(dq + off_qk, dqq.to(dq.dtype.element_ty), mask=m_w)
+        tl.store(dq + off_q, dqq.to(dq.dtype.element_ty), mask=m_qk)
         tl.store(dk + off_qk, dkk.to(dk.dtype.element_ty), mask=m_w)
-    tl.store(dg + off_hk, dgg.to(dg.dtype.element_ty), mask=m_e if EDA else m_w)
+    tl.store(dg + ((row_g * HV + i_hv)[:, None] * K + ck[None, :]), dgg.to(dg.dtype.element_ty),
+             mask=m_g[:, None] & mk[None, :])
     tl.store(dbeta + row_bt * HV + i_hv, db.to(dbeta.dtype.element_ty), mask=wrow)
     if EDA:
         tl.store(de + off_hk, dkk.to(de.dtype.element_ty), mask=m_e)
@@ -722,6 +767,9 @@ LAUNCH = dict(
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3,
     DH_BV=128, DH_WARPS=8, DH_STAGES=3,
     BWD_BV=64, BWD_WARPS=8, BWD_STAGES=1,
+    # 1: the per-chunk backward's q', dO, dq' and Qk tiles on EDA's 16 write rows alone (from 32-row chunks: the
+    # GPU's products need 16 rows)
+    BWD_WROWS=1,
     # the per-chunk backward's shared-memory carveout, % of an SM's (-1: Triton's, the largest): the rest is its L1
     BWD_CARVEOUT=0,
     FILL_PROGRAMS=128,  # sequential walks: narrow the V-blocks while fewer programs than this would run
@@ -865,7 +913,8 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
     e_, gm_ = (e, gamma) if eda else (k, beta)
     grads = (dq, dk, dv, de if eda else dq, dg, dbeta, dgamma if eda else dbeta)
     consts = dict(H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
-                  ATOMIC_QK=HV > H, DT=DT, PREC=PREC, num_warps=L["BWD_WARPS"], num_stages=L["BWD_STAGES"])
+                  ATOMIC_QK=HV > H, WR=bool(L["BWD_WROWS"]) and eda and BT >= 32, DT=DT, PREC=PREC,
+                  num_warps=L["BWD_WARPS"], num_stages=L["BWD_STAGES"])
     compiled = _eda_bwd_kernel[(NT, B * HV)](q, k, v, e_, g, beta, gm_, Tm, Qk, hs, dhs, do, *grads, scale, T, NT,
                                              **consts)
     _ask_carveout(compiled, L["BWD_CARVEOUT"])

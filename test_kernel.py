@@ -103,6 +103,15 @@ def test_several_anchor_blocks_per_chunk_match_recurrence(erase, monkeypatch):
             chunk_size=8 if erase else 16)
 
 
+@pytest.mark.parametrize("wrows, scalar_g", [(1, False), (1, True), (0, False)])
+def test_per_chunk_backward_on_the_write_rows_or_all_rows_matches_recurrence(wrows, scalar_g, monkeypatch):
+    # BWD_WROWS: q', dO, dq' and Qk on the 16 write rows of 16-token chunks (0: on all 32 sub-steps). A partial
+    # chunk, HV = 2 H (dq added atomically), K = 48 (masked key columns), two V-blocks, 4-token anchor blocks
+    monkeypatch.setattr(kernel, "ANCHOR_TOKENS", 4)
+    x = make_inputs(1, 21, 1, 2, 48, 32, scalar_g=scalar_g, seed=33, device=DEV)
+    compare(x, kernel.eda_fused, 1e-4, chunk_size=16, launch=dict(BWD_WROWS=wrows, BWD_BV=16))
+
+
 def test_long_chunks_with_strongest_decay_stay_exact():
     # 32-token chunks, every log decay at the safe gate's floor on half the channels: without local anchors
     # exp(-G) would reach exp(160) and overflow; here every exponentiated difference stays bounded
@@ -369,10 +378,11 @@ def test_kernel_py_imports_nothing_of_this_repo():
 @needs_gpu
 @pytest.mark.parametrize("launch, chunk", [({}, None), ({"FWD_STAGES": 2, "DH_STAGES": 2}, 32),
                                            ({"SUB_BLOCK": 8}, None),
-                                           ({"PREP_REUSE": 0}, None)])
+                                           ({"PREP_REUSE": 0}, None), ({"BWD_WROWS": 0}, None)])
 def test_gpu_bf16_T4096_matches_fp64_reference(launch, chunk):
     # the shipped launch settings, 32-token chunks (whose walks fit a Hopper SM's shared memory at 2 stages), the
-    # UT solve in 8-row substitution blocks (the default before 4) and the prep's second pass reloading its tiles
+    # UT solve in 8-row substitution blocks (the default before 4), the prep's second pass reloading its tiles and
+    # the per-chunk backward on all 32 sub-steps of a chunk
     x = make_inputs(1, 4096, 2, 4, 128, 128, dtype=torch.bfloat16, seed=11, device=DEV)
     compare(x, eda.eda_triton, 1e-2, launch=launch, chunk_size=chunk)
 
