@@ -338,7 +338,7 @@ def kernel_section():
     for s in profiled:
         e, k = prof[EDA, s]['kernels'], prof[KDA, s]['kernels']
         for case, label, p in ((EDA, 'EDA', e), (KDA, 'KDA path', k)):
-            other = sum(p.values()) - sum(p[n] for n in KERNELS)  # the elementwise kernels around them
+            other = max(0., sum(p.values()) - sum(p[n] for n in KERNELS))  # the elementwise kernels around them
             where.append(fill('kernel time row', s=s, case=label, ms=kr[case, s]['fwd_bwd_ms'], k=p, other=other))
         added = sum(e[n] - k[n] for n in KERNELS)
         for n in KERNELS:
