@@ -281,10 +281,8 @@ def la_gates(a, beta_logit, gamma_logit, e_low, b_low, w_low, A_log, dt_bias, he
     beta = torch.sigmoid(beta_logit.float()).to(dtype) if beta_logit is not None else None
     gamma = torch.sigmoid(gamma_logit.float()).to(dtype) if gamma_logit is not None else None
     e = l2norm(e_low.float().reshape(B, T, H, K)).repeat_interleave(G, dim=2).to(dtype) if e_low is not None else None
-    b = w = None
-    if b_low is not None:
-        b = torch.sigmoid(b_low.float()).reshape(B, T, H, K).repeat_interleave(G, dim=2)
-        w = torch.sigmoid(w_low.float()).reshape(B, T, H, V).repeat_interleave(G, dim=2)
+    b = torch.sigmoid(b_low.float()).reshape(B, T, H, K).repeat_interleave(G, dim=2) if b_low is not None else None
+    w = torch.sigmoid(w_low.float()).reshape(B, T, H, V).repeat_interleave(G, dim=2) if w_low is not None else None
     return g, beta, gamma, e, b, w
 
 
@@ -393,13 +391,12 @@ class LinearAttention(nn.Module):
                                                              None if cache is None else cache["conv"])
             if cache is not None:  # in place, as every cache update (a CUDA graph replays on the same tensors)
                 cache["conv"].copy_(tail)
-        # the gates: the log decay g, beta; EDA's erase address e and gamma; GDN-2's b, w
+        # the gates: the log decay g, beta; EDA's erase address e and gamma (its logit plus the constant
+        # la_erase_bias, no parameter: Table 7's counts); GDN-2's b, w
         a = p["a_proj"] if self.mixer == "gdn" else self.f_b(p["f_a"])
         e_low = self.e_b(p["e_a"]) if self.mixer == "eda" else None
+        gamma_logit = p["gamma_proj"] + cfg.la_erase_bias if self.mixer == "eda" else None
         b_low, w_low = (self.b_b(p["b_a"]), self.w_b(p["w_a"])) if self.mixer == "gdn2" else (None, None)
-        gamma_logit = p.get("gamma_proj")  # plus the constant la_erase_bias (no parameter: Table 7's counts)
-        if gamma_logit is not None and cfg.la_erase_bias != 0:
-            gamma_logit = gamma_logit + cfg.la_erase_bias
         g, beta, gamma, e, b, w = maybe_compiled(la_gates, compile)(
             a, p.get("beta_proj"), gamma_logit, e_low, b_low, w_low, self.A_log, self.dt_bias, heads, cfg.gate,
             cfg.la_gate_lower_bound, p["qkv"].dtype)
@@ -697,12 +694,11 @@ class GPT(nn.Module):
         if seed is None:
             seed = int(torch.randint(2**31, (), device="cpu"))
         std = self.config.init_std
-        res_std = std / math.sqrt(2 * self.config.n_layer)
         for mname, m in self.named_modules():
             def gen(leaf, mname=mname):
                 return param_generator(seed, f"{mname}.{leaf}")
             if isinstance(m, (nn.Linear, nn.Embedding)):
-                s = res_std if getattr(m, "residual", False) else std
+                s = std / math.sqrt(2 * self.config.n_layer) if getattr(m, "residual", False) else std
                 init_draw(m.weight, lambda t, g: t.normal_(0.0, s, generator=g), gen("weight"))
             elif isinstance(m, RMSNorm):
                 init_draw(m.weight, lambda t, g: t.fill_(1.0))
