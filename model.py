@@ -833,8 +833,20 @@ def load_checkpoint(path, keys=("model", "model_args"), **kw):
             raise CheckpointError(f"{path}: its field {name!r} ({type(ckpt[name]).__name__}) is not {what}")
     if "model" in ckpt:
         _A_per_channel(ckpt)
-    if "model" in ckpt and "model_args" in ckpt:
-        _check_weights(ckpt, path)
+    if "model" not in ckpt or "model_args" not in ckpt:
+        return ckpt
+    with torch.device("meta"):  # the model model_args describe, against the weights, which must be finite
+        want = GPT(checkpoint_config(ckpt, path)).state_dict()
+    have = ckpt["model"]
+    bad = next((f"unexpected weight {k!r}" for k in have if k not in want), None) or next(
+        (f"no weight {k!r}" for k in want if k not in have), None) or next(
+        (f"{k} is {list(have[k].shape)} in the file, model_args make {list(t.shape)}"
+         for k, t in want.items() if have[k].shape != t.shape), None)
+    if bad:
+        raise CheckpointError(f"{path}: the weights do not fit its model_args: {bad}")
+    for k, t in have.items():
+        if t.is_floating_point() and not torch.isfinite(t).all():
+            raise CheckpointError(f"{path}: the weight {k} holds NaN or inf values: the model cannot be used")
     return ckpt
 
 
@@ -848,23 +860,6 @@ def checkpoint_config(ckpt, path, **runtime):
         return GPTConfig(**dict(args, **runtime))
     except (TypeError, ValueError) as err:
         raise CheckpointError(f"{path}: {err}") from None
-
-
-def _check_weights(ckpt, path):
-    """The weights against the model model_args describe (built on the meta device), and finite: a CheckpointError
-    naming the first weight that is not."""
-    with torch.device("meta"):
-        want = GPT(checkpoint_config(ckpt, path)).state_dict()
-    have = ckpt["model"]
-    bad = next((f"unexpected weight {k!r}" for k in have if k not in want), None) or next(
-        (f"no weight {k!r}" for k in want if k not in have), None) or next(
-        (f"{k} is {list(have[k].shape)} in the file, model_args make {list(t.shape)}"
-         for k, t in want.items() if have[k].shape != t.shape), None)
-    if bad:
-        raise CheckpointError(f"{path}: the weights do not fit its model_args: {bad}")
-    for k, t in have.items():
-        if t.is_floating_point() and not torch.isfinite(t).all():
-            raise CheckpointError(f"{path}: the weight {k} holds NaN or inf values: the model cannot be used")
 
 
 def _A_per_channel(ckpt):
