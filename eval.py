@@ -16,6 +16,7 @@ from contextlib import nullcontext
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.nn.utils.rnn import pad_sequence
 
 from configurator import configure
 from data.prepare import TokenFileError, dataset_dir, load_tokenizer, load_tokens
@@ -167,11 +168,8 @@ def continuation_scores(model, pairs, budget):
     while i < len(order):
         L = len(pairs[order[i]][0]) + len(pairs[order[i]][1]) - 1
         batch = order[i:i + max(1, budget // L)]
-        x = torch.zeros(len(batch), L, dtype=torch.long)
-        for r, j in enumerate(batch):
-            seq = pairs[j][0] + pairs[j][1][:-1]
-            x[r, :len(seq)] = torch.tensor(seq)
-        h = hidden(model, x.to(dev))
+        seqs = [torch.tensor(pairs[j][0] + pairs[j][1][:-1], dtype=torch.long) for j in batch]
+        h = hidden(model, pad_sequence(seqs, batch_first=True).to(dev))  # right-padded to the first's L tokens
         for r, j in enumerate(batch):
             ctx, cont = pairs[j]
             logp = F.log_softmax(model.lm_head(h[r, len(ctx) - 1:len(ctx) + len(cont) - 1]).float(), -1)
@@ -271,7 +269,6 @@ def load(out_dir, device):
 
 
 def report(part, fig):
-    """The figures as a few lines of text."""
     if part == 'length':
         for r in fig:
             none = '' if r['acc_none'] is None else f", NONE {100 * r['acc_none']:.1f}%"
