@@ -44,8 +44,7 @@ def safe_gate(a, A_log, dt_bias, lower_bound=-5.0):
     if lower_bound >= 0:
         raise ValueError(f"safe_gate: lower_bound must be negative, got {lower_bound}")
     l = float(lower_bound)
-    A = _amplitude(A_log, dt_bias)
-    return l + (-l) * torch.exp(-(A / abs(l)) * F.softplus(a.float() + dt_bias.float()))
+    return l + (-l) * torch.exp(-(_amplitude(A_log, dt_bias) / abs(l)) * F.softplus(a.float() + dt_bias.float()))
 
 
 def log_gate(a, A_log, dt_bias):
@@ -78,13 +77,12 @@ def check_inputs(q, k, v, e, g, beta, gamma, initial_state=None, b=None, w=None)
             raise ValueError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
         if x.device != q.device:
             raise ValueError(f"{name} is on {x.device} but q is on {q.device}: all inputs must share a device")
-    if q.dim() != 4:
-        raise ValueError(f"q must be [B, T, H, K], got shape {tuple(q.shape)}")
+    for name, x, dims in (("q", q, "B, T, H, K"), ("v", v, "B, T, HV, V")):
+        if x.dim() != 4:
+            raise ValueError(f"{name} must be [{dims}], got shape {tuple(x.shape)}")
     B, T, H, K = q.shape
     if B == 0:  # (T = 0 is fine: an empty sequence; an empty batch is a slip upstream)
         raise ValueError(f"q has batch size B = 0 (shape {tuple(q.shape)}): pass at least one sequence")
-    if v.dim() != 4:
-        raise ValueError(f"v must be [B, T, HV, V], got shape {tuple(v.shape)}")
     HV, V = v.shape[2], v.shape[3]
     for name, d, where in (("H", H, "q.shape[2]"), ("K", K, "q.shape[3]"), ("HV", HV, "v.shape[2]"),
                            ("V", V, "v.shape[3]")):
