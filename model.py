@@ -97,7 +97,6 @@ class GPTConfig:
         def need(cond, msg):
             if not cond:
                 raise ValueError(f"GPTConfig: {msg}")
-
         for name, choices in (("mixer", MIXERS), ("la_backend", LA_BACKENDS), ("la_gate", LA_GATES),
                               ("la_A_init", LA_A_INITS), ("attn_decode", ATTN_DECODES)):
             need(getattr(self, name) in choices,
@@ -161,7 +160,6 @@ class GPTConfig:
         return None if all(map(self.is_attention_layer, range(self.n_layer))) else self.mixer
 
     def auto_backend_problem(self, on_cuda):
-        """eda.auto_backend_problem of this config: why la_backend='auto' cannot run here, or None."""
         return eda.auto_backend_problem(self.la_backend, on_cuda, self.rule_mixer, self.la_head_dim, self.la_v_head_dim)
 
 
@@ -443,7 +441,6 @@ def apply_rope(x, cos, sin):
 
 
 def check_kv_room(cache, n):
-    """A ValueError unless an attention layer's cache {'k', 'v', ...} holds n positions."""
     if n > cache["k"].shape[2]:
         raise ValueError(f"KV cache holds {cache['k'].shape[2]} positions, asked for {n}")
 
@@ -513,7 +510,6 @@ class GatedAttention(nn.Module):
     def _decode_attention(self, q, cache, pos):
         """One query per head, q [B, nh, 1, hd], against the cache up to pos. A tensor pos attends over the whole
         cache, slots after pos masked."""
-        B = q.shape[0]
         ck, cv = cache["k"], cache["v"]
         split_kv = self.cfg.attn_decode == "split_kv"  # (ATTN_DECODES: which kernel, and why)
         if self.cfg.attn_decode == "auto" and q.is_cuda:  # wherever the kernel's own check takes the inputs
@@ -524,12 +520,12 @@ class GatedAttention(nn.Module):
             keys, values, mask = ck, cv, (torch.arange(ck.shape[2], device=q.device) <= pos).view(1, 1, 1, -1)
         else:
             keys, values, mask = ck[:, :, :pos + 1].to(q.dtype), cv[:, :, :pos + 1].to(q.dtype), None
-        qg = q.reshape(B, self.nkv, self.nh // self.nkv, self.hd)  # GQA as query rows (enable_gqa: not every kernel)
+        qg = q.reshape(-1, self.nkv, self.nh // self.nkv, self.hd)  # GQA as query rows (enable_gqa: not every kernel)
         # the kernels chosen here, not by SDPA (its cuDNN plans anew for every key length); flash takes no mask
         backends = ([] if mask is not None else [SDPBackend.FLASH_ATTENTION]) + [SDPBackend.EFFICIENT_ATTENTION]
         with sdpa_kernel(backends if q.device.type == "cuda" else [SDPBackend.MATH]):
             y = F.scaled_dot_product_attention(qg, keys, values, attn_mask=mask)
-        return y.reshape(B, self.nh, 1, self.hd)
+        return y.reshape(-1, self.nh, 1, self.hd)
 
 
 # Mixture of experts ------------------------------------------------------------------------------------------
