@@ -260,7 +260,6 @@ def harness_eval(model, ckpt, tasks, include=None, limit=None):
 
 # The command line: load, evaluate, print, append the rows -----------------------------------------------------
 def load(out_dir, device):
-    """(the checkpoint's model on device, in eval mode; the checkpoint)."""
     device = ('cuda' if torch.cuda.is_available() else 'cpu') if device == 'auto' else device
     try:
         return model_from_checkpoint(os.path.join(out_dir, 'ckpt.pt'), device=device)
