@@ -11,6 +11,7 @@ A None default has no type to check: annotate it (`lr_decay_iters: int | None = 
 (or None); an unannotated None default takes any value.
 """
 import ast
+import contextlib
 import dataclasses
 import difflib
 import fcntl
@@ -50,9 +51,9 @@ def _check(key, value, settings, annotations, source):
     if allowed is None:
         return value
     for want in allowed:
-        if type(value) is want or (want is type(None) and value is None):
+        if type(value) is want:  # (None's type is type(None))
             return value
-        if want is float and isinstance(value, int) and not isinstance(value, bool):
+        if want is float and type(value) is int:
             return float(value)
     names = " or ".join("None" if t is type(None) else t.__name__ for t in allowed)
     _fail(f"setting '{key}' (from {source}) expects {names}, got {type(value).__name__} {value!r}")
@@ -84,10 +85,8 @@ def _help(config, settings):
     (or in a dataclass among its globals whose fields are settings too, as train.py takes GPTConfig's)."""
     comments = {}
     for cls in [v for v in config.values() if isinstance(v, type) and dataclasses.is_dataclass(v)]:
-        try:
+        with contextlib.suppress(OSError, TypeError):  # a class of the script itself (no module): read below
             comments.update(_comments(inspect.getsource(cls)))
-        except (OSError, TypeError):  # a class of the script itself (no module to find it in): read below
-            pass
     script = config.get("__file__")
     if script:
         with open(script, encoding="utf-8") as f:

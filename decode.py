@@ -45,12 +45,10 @@ def tokens_problem(idx, vocab_size):
 
 
 def cache_batch(cache):
-    """The batch size a cache was made for."""
     return next(iter(cache["layers"][0].values())).shape[0]
 
 
 def check_step_tokens(idx_next, cache, who):
-    """A ValueError unless idx_next holds one integer token id per row of the cache."""
     if not torch.is_tensor(idx_next) or idx_next.dtype.is_floating_point or idx_next.dtype == torch.bool:
         what = idx_next.dtype if torch.is_tensor(idx_next) else type(idx_next).__name__
         raise ValueError(f"{who}: the tokens must be an integer tensor, got {what}")
@@ -205,18 +203,17 @@ class GraphDecoder:
 
     @torch.no_grad()
     def __call__(self, idx_next):
-        cache = self.cache
-        check_step_tokens(idx_next, cache, "GraphDecoder")
+        check_step_tokens(idx_next, self.cache, "GraphDecoder")
         self._check_room()
         self.tok.copy_(idx_next.view(-1, 1))
-        if self.pos_is != cache["pos"]:  # the first step, or the cache was advanced elsewhere
-            self.pos.fill_(cache["pos"])
+        if self.pos_is != self.cache["pos"]:  # the first step, or the cache was advanced elsewhere
+            self.pos.fill_(self.cache["pos"])
         if self.graph is not None:
             self.graph.replay()  # into self.logits
         else:
-            self.logits = self.step_fn(self.model, self.tok, cache, self.pos)
-        cache["pos"] += 1
-        self.pos_is = cache["pos"]
+            self.logits = self.step_fn(self.model, self.tok, self.cache, self.pos)
+        self.cache["pos"] += 1
+        self.pos_is = self.cache["pos"]
         return self.logits
 
 
@@ -265,12 +262,10 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None
     dev = model.wte.weight.device.type
     dtype = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else None
     cache = new_cache(model, B, max_len=T + max_new_tokens, dtype=dtype)
-    use_graph = False
-    if max_new_tokens > 1 and cuda_graph is not False:
-        problem = cuda_graph_problem(model)
-        if problem is None:
-            use_graph = True
-        elif cuda_graph:
+    use_graph = max_new_tokens > 1 and cuda_graph is not False
+    if use_graph and (problem := cuda_graph_problem(model)):
+        use_graph = False
+        if cuda_graph:
             raise ValueError(f"generate(cuda_graph=True): {problem}")
         elif compile:
             raise ValueError(f"generate(compile=...) compiles the CUDA-graph decode step, which cannot run: {problem}")

@@ -44,8 +44,7 @@ def safe_gate(a, A_log, dt_bias, lower_bound=-5.0):
     if lower_bound >= 0:
         raise ValueError(f"safe_gate: lower_bound must be negative, got {lower_bound}")
     l = float(lower_bound)
-    A = _amplitude(A_log, dt_bias)
-    return l + (-l) * torch.exp(-(A / abs(l)) * F.softplus(a.float() + dt_bias.float()))
+    return l + (-l) * torch.exp(-(_amplitude(A_log, dt_bias) / abs(l)) * F.softplus(a.float() + dt_bias.float()))
 
 
 def log_gate(a, A_log, dt_bias):
@@ -78,13 +77,12 @@ def check_inputs(q, k, v, e, g, beta, gamma, initial_state=None, b=None, w=None)
             raise ValueError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
         if x.device != q.device:
             raise ValueError(f"{name} is on {x.device} but q is on {q.device}: all inputs must share a device")
-    if q.dim() != 4:
-        raise ValueError(f"q must be [B, T, H, K], got shape {tuple(q.shape)}")
+    for name, x, dims in (("q", q, "B, T, H, K"), ("v", v, "B, T, HV, V")):
+        if x.dim() != 4:
+            raise ValueError(f"{name} must be [{dims}], got shape {tuple(x.shape)}")
     B, T, H, K = q.shape
     if B == 0:  # (T = 0 is fine: an empty sequence; an empty batch is a slip upstream)
         raise ValueError(f"q has batch size B = 0 (shape {tuple(q.shape)}): pass at least one sequence")
-    if v.dim() != 4:
-        raise ValueError(f"v must be [B, T, HV, V], got shape {tuple(v.shape)}")
     HV, V = v.shape[2], v.shape[3]
     for name, d, where in (("H", H, "q.shape[2]"), ("K", K, "q.shape[3]"), ("HV", HV, "v.shape[2]"),
                            ("V", V, "v.shape[3]")):
@@ -212,12 +210,12 @@ def _causal_decayed_dots(x, y, G, strict, sub=16):
     return torch.cat(rows, dim=-2)
 
 
-def chunk_delta_rule(q, k, v, g, beta, S, chunk_size, read=None):
+def chunk_delta_rule(q, k, v, g, beta, S, C, read=None):
     """Chunked gated delta rule S_i = (I - b_i k_i k_i^T) D_i S_{i-1} + b_i k_i v_i^T, o_i = S_i^T q_i: the engine of
     eda_chunk (on the doubled sequence for EDA, the tokens themselves for KDA/GDN) and gdn2_chunk. Unchecked, on
     _prepare's inputs (compute dtype, grouped heads expanded, q scaled, g channel-wise): q, k, g: [B, N, HV, K],
     v: [B, N, HV, V], beta: [B, N, HV], S (the initial state): [B, HV, K, V].
-    Returns (o [B, N, HV, V], S_N). chunk_size: sub-steps per chunk (any positive int; N need not divide).
+    Returns (o [B, N, HV, V], S_N). C: sub-steps per chunk (any positive int; N need not divide).
     `read` [B, N, HV, K] replaces k on the right (S_i = (I - b_i k_i read_i^T) ...): GDN-2's asymmetric step.
     Within a chunk, with G_i the cumulative log decay and Gamma_ij = exp(G_i - G_j) (i >= j), the UT transform
     (Eq. wy_representation, ut_transformation; notes/chunk_form.md §1) gives [U~ | W], the written values
@@ -233,7 +231,6 @@ def chunk_delta_rule(q, k, v, g, beta, S, chunk_size, read=None):
     # -inf - (-inf) = NaN, so g is floored where exp underflows to exactly 0 in the compute dtype anyway
     fi = torch.finfo(g.dtype)
     g = g.clamp(min=math.log(fi.tiny * fi.eps) - 2)
-    C = chunk_size
     pad = (-N) % C
     read = k if read is None else read
     if pad:  # zero keys, values and decay after the end change neither outputs nor the final state
@@ -323,10 +320,9 @@ def eda_triton(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, outpu
     finite (the kernels take no -inf) and, channel-wise, >= kernel.G_MIN; False for callers whose gate bounds g.
     Other values are not looked at (NaN in, NaN out). chunk_size, launch, recompute_states: kernel.eda_fused's."""
     check_inputs(q, k, v, e, g, beta, gamma, initial_state)
-    from kernel import eda_fused  # imported here so that eda.py needs no Triton
-    out = eda_fused(q, k, v, e, g, beta, gamma, scale=scale, initial_state=initial_state,
-                    output_final_state=output_final_state, check_g=check_g, chunk_size=chunk_size, launch=launch,
-                    recompute_states=recompute_states)
+    out = kernels().eda_fused(q, k, v, e, g, beta, gamma, scale=scale, initial_state=initial_state,
+                              output_final_state=output_final_state, check_g=check_g, chunk_size=chunk_size,
+                              launch=launch, recompute_states=recompute_states)
     if check_g:  # after the launch: the sync waits for queued work, the GPU does not idle
         check_values(g, dict(g=g))
     return out
@@ -336,13 +332,12 @@ def eda_triton_decode(q, k, v, e, g, beta, gamma, state, scale=None, inplace=Tru
     """A few tokens (decoding) against the recurrent state [B, HV, K, V] (fp32) in kernel.eda_decode (Eq. ed token by
     token): (o, the new state, `state` itself if inplace). No autograd. Values are not checked (a sync per token)."""
     check_inputs(q, k, v, e, g, beta, gamma, state)
-    from kernel import eda_decode
-    return eda_decode(q, k, v, e, g, beta, gamma, state, scale=scale, inplace=inplace)
+    return kernels().eda_decode(q, k, v, e, g, beta, gamma, state, scale=scale, inplace=inplace)
 
 
 # Policy: which implementation of the rule a layer runs, why the kernels cannot run it (model.py asks) ---------
 def kernels():
-    """kernel.py, imported on first use: Triton and the kernels' ops cost ~1 s that the PyTorch forms never need."""
+    """kernel.py, imported on first use: eda.py runs without Triton, and its import (~1 s) the PyTorch forms skip."""
     import kernel
     return kernel
 

@@ -16,6 +16,7 @@ from contextlib import nullcontext
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.nn.utils.rnn import pad_sequence
 
 from configurator import configure
 from data.prepare import TokenFileError, dataset_dir, load_tokenizer, load_tokens
@@ -26,8 +27,7 @@ from model import CheckpointError, model_from_checkpoint
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'scripts'))
 from rows import append, provenance  # noqa: E402  (scripts/rows.py: a row appended under a lock; its provenance)
 
-# ----------------------------------------------------------------------------------------------------
-# Settings (a config file or --key=value, as train.py)
+# Settings (a config file or --key=value, as train.py) ---------------------------------------------------------
 out_dir = 'out'                 # the checkpoint: out_dir/ckpt.pt
 what = 'length'                 # length | text | needles | harness, or several: 'text,needles'
 results: str | None = None      # a JSONL file each evaluation appends its row to (None: print only)
@@ -69,10 +69,7 @@ def groups(n, T, budget):
     return [slice(i, min(i + b, n)) for i in range(0, n, b)]
 
 
-# ----------------------------------------------------------------------------------------------------
-# Length: the synthetic task at 1x..16x the training block
-
-
+# Length: the synthetic task at 1x..16x the training block -----------------------------------------------------
 @torch.no_grad()
 def length_eval(model, ckpt, multiples, n_seqs, seed, budget):
     """Accuracy of a reassign or evict checkpoint at each multiple of its training block (data.synthetic.at_length)
@@ -99,10 +96,7 @@ def length_eval(model, ckpt, multiples, n_seqs, seed, budget):
     return out
 
 
-# ----------------------------------------------------------------------------------------------------
-# Text: the loss by position out to 16x the training block
-
-
+# Text: the loss by position out to 16x the training block -----------------------------------------------------
 @torch.no_grad()
 def token_losses(model, x, y, rows=4096):
     """Per-token cross-entropy [B, T] of targets y after inputs x, the head `rows` positions at a time."""
@@ -132,9 +126,7 @@ def text_eval(model, block, tokens, multiples, n_windows, seed, budget):
                    for k, v in (('carried', carried), ('reset', reset))})
 
 
-# ----------------------------------------------------------------------------------------------------
-# Needles: `NAME = 'value'` in held-out Python source, read back at the end
-
+# Needles: `NAME = 'value'` in held-out Python source, read back at the end ------------------------------------
 NAMES = (('MAX', 'BASE', 'LOCAL', 'REMOTE', 'CACHE', 'RETRY', 'TOKEN', 'QUEUE', 'PROXY', 'SERVER', 'CLIENT', 'BATCH'),
          ('KEY', 'MODE', 'PATH', 'TAG', 'LABEL', 'PREFIX', 'SUFFIX', 'CODE', 'STATE', 'LEVEL', 'SECRET', 'HOST'))
 CHARS = list('abcdefghijklmnopqrstuvwxyz0123456789')
@@ -176,11 +168,8 @@ def continuation_scores(model, pairs, budget):
     while i < len(order):
         L = len(pairs[order[i]][0]) + len(pairs[order[i]][1]) - 1
         batch = order[i:i + max(1, budget // L)]
-        x = torch.zeros(len(batch), L, dtype=torch.long)
-        for r, j in enumerate(batch):
-            seq = pairs[j][0] + pairs[j][1][:-1]
-            x[r, :len(seq)] = torch.tensor(seq)
-        h = hidden(model, x.to(dev))
+        seqs = [torch.tensor(pairs[j][0] + pairs[j][1][:-1], dtype=torch.long) for j in batch]
+        h = hidden(model, pad_sequence(seqs, batch_first=True).to(dev))  # right-padded to the first's L tokens
         for r, j in enumerate(batch):
             ctx, cont = pairs[j]
             logp = F.log_softmax(model.lm_head(h[r, len(ctx) - 1:len(ctx) + len(cont) - 1]).float(), -1)
@@ -212,9 +201,7 @@ def needles_eval(model, ckpt, tokens, multiples, depths, trials, choices, seed, 
     return dict(choices=choices, chance=1 / choices, trials=trials, cells=cells)
 
 
-# ----------------------------------------------------------------------------------------------------
-# lm-evaluation-harness: our checkpoints as an lm_eval model named 'nanoeda'
-
+# lm-evaluation-harness: our checkpoints as an lm_eval model named 'nanoeda' -----------------------------------
 @functools.cache
 def harness_model():
     """The lm_eval.api.model.LM subclass over our checkpoints, registered as 'nanoeda' on the first call:
@@ -271,12 +258,8 @@ def harness_eval(model, ckpt, tasks, include=None, limit=None):
     return {t: {k: v for k, v in m.items() if isinstance(v, (int, float))} for t, m in res['results'].items()}
 
 
-# ----------------------------------------------------------------------------------------------------
-# The command line: load, evaluate, print, append the rows
-
-
+# The command line: load, evaluate, print, append the rows -----------------------------------------------------
 def load(out_dir, device):
-    """(the checkpoint's model on device, in eval mode; the checkpoint)."""
     device = ('cuda' if torch.cuda.is_available() else 'cpu') if device == 'auto' else device
     try:
         return model_from_checkpoint(os.path.join(out_dir, 'ckpt.pt'), device=device)
@@ -285,7 +268,6 @@ def load(out_dir, device):
 
 
 def report(part, fig):
-    """The figures as a few lines of text."""
     if part == 'length':
         for r in fig:
             none = '' if r['acc_none'] is None else f", NONE {100 * r['acc_none']:.1f}%"
@@ -349,6 +331,7 @@ def main():
         report(part, fig)
         if results:
             append(results, {**row, **tags, 'what': part, 'seconds': round(time.time() - t0, 1), part: fig})
+
 
 if __name__ == '__main__':
     configure(globals())

@@ -97,7 +97,6 @@ class GPTConfig:
         def need(cond, msg):
             if not cond:
                 raise ValueError(f"GPTConfig: {msg}")
-
         for name, choices in (("mixer", MIXERS), ("la_backend", LA_BACKENDS), ("la_gate", LA_GATES),
                               ("la_A_init", LA_A_INITS), ("attn_decode", ATTN_DECODES)):
             need(getattr(self, name) in choices,
@@ -161,7 +160,6 @@ class GPTConfig:
         return None if all(map(self.is_attention_layer, range(self.n_layer))) else self.mixer
 
     def auto_backend_problem(self, on_cuda):
-        """eda.auto_backend_problem of this config: why la_backend='auto' cannot run here, or None."""
         return eda.auto_backend_problem(self.la_backend, on_cuda, self.rule_mixer, self.la_head_dim, self.la_v_head_dim)
 
 
@@ -281,10 +279,8 @@ def la_gates(a, beta_logit, gamma_logit, e_low, b_low, w_low, A_log, dt_bias, he
     beta = torch.sigmoid(beta_logit.float()).to(dtype) if beta_logit is not None else None
     gamma = torch.sigmoid(gamma_logit.float()).to(dtype) if gamma_logit is not None else None
     e = l2norm(e_low.float().reshape(B, T, H, K)).repeat_interleave(G, dim=2).to(dtype) if e_low is not None else None
-    b = w = None
-    if b_low is not None:
-        b = torch.sigmoid(b_low.float()).reshape(B, T, H, K).repeat_interleave(G, dim=2)
-        w = torch.sigmoid(w_low.float()).reshape(B, T, H, V).repeat_interleave(G, dim=2)
+    b = torch.sigmoid(b_low.float()).reshape(B, T, H, K).repeat_interleave(G, dim=2) if b_low is not None else None
+    w = torch.sigmoid(w_low.float()).reshape(B, T, H, V).repeat_interleave(G, dim=2) if w_low is not None else None
     return g, beta, gamma, e, b, w
 
 
@@ -393,13 +389,12 @@ class LinearAttention(nn.Module):
                                                              None if cache is None else cache["conv"])
             if cache is not None:  # in place, as every cache update (a CUDA graph replays on the same tensors)
                 cache["conv"].copy_(tail)
-        # the gates: the log decay g, beta; EDA's erase address e and gamma; GDN-2's b, w
+        # the gates: the log decay g, beta; EDA's erase address e and gamma (its logit plus the constant
+        # la_erase_bias, no parameter: Table 7's counts); GDN-2's b, w
         a = p["a_proj"] if self.mixer == "gdn" else self.f_b(p["f_a"])
         e_low = self.e_b(p["e_a"]) if self.mixer == "eda" else None
+        gamma_logit = p["gamma_proj"] + cfg.la_erase_bias if self.mixer == "eda" else None
         b_low, w_low = (self.b_b(p["b_a"]), self.w_b(p["w_a"])) if self.mixer == "gdn2" else (None, None)
-        gamma_logit = p.get("gamma_proj")  # plus the constant la_erase_bias (no parameter: Table 7's counts)
-        if gamma_logit is not None and cfg.la_erase_bias != 0:
-            gamma_logit = gamma_logit + cfg.la_erase_bias
         g, beta, gamma, e, b, w = maybe_compiled(la_gates, compile)(
             a, p.get("beta_proj"), gamma_logit, e_low, b_low, w_low, self.A_log, self.dt_bias, heads, cfg.gate,
             cfg.la_gate_lower_bound, p["qkv"].dtype)
@@ -446,7 +441,6 @@ def apply_rope(x, cos, sin):
 
 
 def check_kv_room(cache, n):
-    """A ValueError unless an attention layer's cache {'k', 'v', ...} holds n positions."""
     if n > cache["k"].shape[2]:
         raise ValueError(f"KV cache holds {cache['k'].shape[2]} positions, asked for {n}")
 
@@ -516,7 +510,6 @@ class GatedAttention(nn.Module):
     def _decode_attention(self, q, cache, pos):
         """One query per head, q [B, nh, 1, hd], against the cache up to pos. A tensor pos attends over the whole
         cache, slots after pos masked."""
-        B = q.shape[0]
         ck, cv = cache["k"], cache["v"]
         split_kv = self.cfg.attn_decode == "split_kv"  # (ATTN_DECODES: which kernel, and why)
         if self.cfg.attn_decode == "auto" and q.is_cuda:  # wherever the kernel's own check takes the inputs
@@ -527,12 +520,12 @@ class GatedAttention(nn.Module):
             keys, values, mask = ck, cv, (torch.arange(ck.shape[2], device=q.device) <= pos).view(1, 1, 1, -1)
         else:
             keys, values, mask = ck[:, :, :pos + 1].to(q.dtype), cv[:, :, :pos + 1].to(q.dtype), None
-        qg = q.reshape(B, self.nkv, self.nh // self.nkv, self.hd)  # GQA as query rows (enable_gqa: not every kernel)
+        qg = q.reshape(-1, self.nkv, self.nh // self.nkv, self.hd)  # GQA as query rows (enable_gqa: not every kernel)
         # the kernels chosen here, not by SDPA (its cuDNN plans anew for every key length); flash takes no mask
         backends = ([] if mask is not None else [SDPBackend.FLASH_ATTENTION]) + [SDPBackend.EFFICIENT_ATTENTION]
         with sdpa_kernel(backends if q.device.type == "cuda" else [SDPBackend.MATH]):
             y = F.scaled_dot_product_attention(qg, keys, values, attn_mask=mask)
-        return y.reshape(B, self.nh, 1, self.hd)
+        return y.reshape(-1, self.nh, 1, self.hd)
 
 
 # Mixture of experts ------------------------------------------------------------------------------------------
@@ -697,12 +690,11 @@ class GPT(nn.Module):
         if seed is None:
             seed = int(torch.randint(2**31, (), device="cpu"))
         std = self.config.init_std
-        res_std = std / math.sqrt(2 * self.config.n_layer)
         for mname, m in self.named_modules():
             def gen(leaf, mname=mname):
                 return param_generator(seed, f"{mname}.{leaf}")
             if isinstance(m, (nn.Linear, nn.Embedding)):
-                s = res_std if getattr(m, "residual", False) else std
+                s = std / math.sqrt(2 * self.config.n_layer) if getattr(m, "residual", False) else std
                 init_draw(m.weight, lambda t, g: t.normal_(0.0, s, generator=g), gen("weight"))
             elif isinstance(m, RMSNorm):
                 init_draw(m.weight, lambda t, g: t.fill_(1.0))
@@ -837,8 +829,20 @@ def load_checkpoint(path, keys=("model", "model_args"), **kw):
             raise CheckpointError(f"{path}: its field {name!r} ({type(ckpt[name]).__name__}) is not {what}")
     if "model" in ckpt:
         _A_per_channel(ckpt)
-    if "model" in ckpt and "model_args" in ckpt:
-        _check_weights(ckpt, path)
+    if "model" not in ckpt or "model_args" not in ckpt:
+        return ckpt
+    with torch.device("meta"):  # the model model_args describe, against the weights, which must be finite
+        want = GPT(checkpoint_config(ckpt, path)).state_dict()
+    have = ckpt["model"]
+    bad = next((f"unexpected weight {k!r}" for k in have if k not in want), None) or next(
+        (f"no weight {k!r}" for k in want if k not in have), None) or next(
+        (f"{k} is {list(have[k].shape)} in the file, model_args make {list(t.shape)}"
+         for k, t in want.items() if have[k].shape != t.shape), None)
+    if bad:
+        raise CheckpointError(f"{path}: the weights do not fit its model_args: {bad}")
+    for k, t in have.items():
+        if t.is_floating_point() and not torch.isfinite(t).all():
+            raise CheckpointError(f"{path}: the weight {k} holds NaN or inf values: the model cannot be used")
     return ckpt
 
 
@@ -852,23 +856,6 @@ def checkpoint_config(ckpt, path, **runtime):
         return GPTConfig(**dict(args, **runtime))
     except (TypeError, ValueError) as err:
         raise CheckpointError(f"{path}: {err}") from None
-
-
-def _check_weights(ckpt, path):
-    """The weights against the model model_args describe (built on the meta device), and finite: a CheckpointError
-    naming the first weight that is not."""
-    with torch.device("meta"):
-        want = GPT(checkpoint_config(ckpt, path)).state_dict()
-    have = ckpt["model"]
-    bad = next((f"unexpected weight {k!r}" for k in have if k not in want), None) or next(
-        (f"no weight {k!r}" for k in want if k not in have), None) or next(
-        (f"{k} is {list(have[k].shape)} in the file, model_args make {list(t.shape)}"
-         for k, t in want.items() if have[k].shape != t.shape), None)
-    if bad:
-        raise CheckpointError(f"{path}: the weights do not fit its model_args: {bad}")
-    for k, t in have.items():
-        if t.is_floating_point() and not torch.isfinite(t).all():
-            raise CheckpointError(f"{path}: the weight {k} holds NaN or inf values: the model cannot be used")
 
 
 def _A_per_channel(ckpt):

@@ -102,7 +102,6 @@ if (cuda_graph or compile) and (problem := cuda_graph_problem(model)):
     fail(f"cuda_graph=True or compile=True, but decode steps cannot be replayed from a CUDA graph: {problem}")
 enc = load_tokenizer(tokenizer, 'sample.py')
 
-# the prompt
 try:
     start = file_text(start, 'the prompt file')
 except ValueError as err:
