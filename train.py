@@ -118,10 +118,9 @@ def settings_problems():
                                                       'lr_decay_iters') if g[n] is not None and g[n] < 0]
     # torch.manual_seed's range (numpy's generators take any int >= 0)
     out += [f'{n} must be in [0, 2**64), got {g[n]}' for n in ('seed', 'eval_seed') if not 0 <= g[n] < 2**64]
-    for n, choices in (('init_from', ('scratch', 'resume')), ('parallel', ('ddp', 'fsdp')),
-                       ('dtype', ('auto', 'float32', 'bfloat16', 'float16'))):
-        if g[n] not in choices:
-            out.append(f"{n} must be {', '.join(map(repr, choices[:-1]))} or {choices[-1]!r}, got {g[n]!r}")
+    out += [f"{n} must be {', '.join(map(repr, choices[:-1]))} or {choices[-1]!r}, got {g[n]!r}" for n, choices in (
+        ('init_from', ('scratch', 'resume')), ('parallel', ('ddp', 'fsdp')),
+        ('dtype', ('auto', 'float32', 'bfloat16', 'float16'))) if g[n] not in choices]
     if not (device in ('auto', 'cpu') or device.startswith('cuda')):
         out.append(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
     elif device.startswith('cuda') and not dry_run and not torch.cuda.is_available():
@@ -148,10 +147,8 @@ if dry_run:
         model = GPT(cfg)
     s = model.param_summary()
     print('config:\n' + '\n'.join(f'  {k} = {v!r}' for k, v in settings.items()))
-    print('parameters by component:')
-    for k, v in s['breakdown'].items():
-        if v:
-            print(f'  {k:<18} {v:>16,}  {v / s["total"]:6.1%}')
+    print('parameters by component:\n' + '\n'.join(f'  {k:<18} {v:>16,}  {v / s["total"]:6.1%}'
+                                                   for k, v in s['breakdown'].items() if v))
     print(f'  {"total":<18} {s["total"]:>16,}')
     print(f'  {"active per token":<18} {s["active"]:>16,}')
     n = s['total'] / 2**30  # fp32 master weights (4 B), fp32 grads (4 B), AdamW exp_avg + exp_avg_sq (8 B)
@@ -235,17 +232,6 @@ def no_follow(path, flags):
     return os.open(path, flags | os.O_NOFOLLOW, 0o644)
 
 
-def lock_out_dir():
-    """Hold out_dir/lock for the run's life: one live run per folder. Returns None, or why the folder cannot be had."""
-    path = os.path.join(out_dir, 'lock')
-    try:
-        holder = hold_lock(path)[1]
-    except OSError as err:  # (a file system without locks too)
-        return f'cannot lock {path}: {err.strerror or err}'
-    return holder and (f'out_dir {out_dir!r} is in use by another run (pid {holder}): wait for it to end, or '
-                       f'choose another --out_dir')
-
-
 # Output -------------------------------------------------------------------------------------------------------
 # out_dir is made and tried before any data or model work; a run replaces another's files only when asked to, and
 # continues the one in out_dir only when it resumes from out_dir's own checkpoint. eval_only writes nothing.
@@ -272,7 +258,13 @@ if not eval_only:
         tempfile.TemporaryFile(dir=out_dir).close()
     except OSError as err:
         fail(f'cannot write in out_dir {out_dir!r}: {err.strerror or err}')
-    problem = lock_out_dir() if master else None  # (only rank 0 looks at shared files)
+    problem, lock = None, os.path.join(out_dir, 'lock')
+    try:  # held for the run's life: one live run per folder (only rank 0 looks at shared files)
+        if master and (holder := hold_lock(lock)[1]):
+            problem = (f'out_dir {out_dir!r} is in use by another run (pid {holder}): wait for it to end, or '
+                       f'choose another --out_dir')
+    except OSError as err:  # (a file system without locks too)
+        problem = f'cannot lock {lock}: {err.strerror or err}'
     if any_rank(problem is not None):
         fail(problem or 'rank 0 stopped')
     for _path, _what in ((ckpt_path, 'checkpoint'), (log_path, 'log')):
@@ -319,8 +311,7 @@ elif vocab_size < data_vocab:
 
 
 def get_batch(split, purpose, step, index):
-    """Micro-batch `index` (counted over all ranks) of step `step`. purpose: 0 train, 1 eval. Val batches draw
-    from eval_seed, not the run's seed, so that runs are scored alike."""
+    """Micro-batch `index` (counted over all ranks) of step `step`; purpose: 0 train, 1 eval (val: eval_seed's)."""
     rng = np.random.default_rng([seed if split == 'train' else eval_seed, purpose, 0 if split == 'train' else 1,
                                  step, index])
     T = block_size  # the current setting, also when resuming: a longer block_size is midtraining
