@@ -205,26 +205,37 @@ def fail(msg, code=1):
     sys.exit(code)
 
 
+def all_reduce_sum(t):
+    if distributed:
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t
+
+
 def any_rank(flag):
     """Whether flag (a bool or a one-element tensor) holds on any rank: every rank calls it and gets one verdict."""
-    flag = torch.as_tensor(flag, device=device).float()
-    if distributed:
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-    return bool(flag.item())
+    return bool(all_reduce_sum(torch.as_tensor(flag, device=device).float()).item())  # a sum of 0s and 1s
 
 
 STOP_SIGNALS = {signal.SIGINT: 'interrupted (Ctrl-C)', signal.SIGTERM: 'terminated (SIGTERM)'}  # (a scheduler's)
+saving = interrupted = False  # a checkpoint is being written; the stop signal that came meanwhile
 
 
-def stop_before_training(signum, frame):
-    """Ctrl-C or SIGTERM during the setup: one line, exit 128 + the signal's number (on_stop_signal's, later)."""
-    held = os.path.join(out_dir, 'ckpt.pt')
-    fail(f'{STOP_SIGNALS[signum]} before the first step; no checkpoint written'
-         + (f', {held} is unchanged' if os.path.exists(held) else ''), code=128 + signum)
+def on_stop_signal(signum, frame):
+    """Ctrl-C or SIGTERM: one line saying where the run stopped and which checkpoint holds, exit 128 + signum; a
+    save finishes first (the training loop stops after it)."""
+    global interrupted
+    if saving:
+        interrupted = signum
+    elif bar is None:  # during the setup
+        held = os.path.join(out_dir, 'ckpt.pt')
+        fail(f'{STOP_SIGNALS[signum]} before the first step; no checkpoint written'
+             + (f', {held} is unchanged' if os.path.exists(held) else ''), code=128 + signum)
+    else:
+        fail(f'{STOP_SIGNALS[signum]} at step {iter_num}; {kept_checkpoint()}', code=128 + signum)
 
 
 for _sig in STOP_SIGNALS:
-    signal.signal(_sig, stop_before_training)
+    signal.signal(_sig, on_stop_signal)
 
 
 def no_follow(path, flags):
@@ -461,12 +472,6 @@ def get_lr(it):
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (learning_rate - min_lr)
 
 
-def all_reduce_sum(t):
-    if distributed:
-        dist.all_reduce(t, op=dist.ReduceOp.SUM)
-    return t
-
-
 @torch.no_grad()
 def estimate_loss():
     """Mean loss per target token on eval_iters batches of each split, shared out across ranks (notes/train.md);
@@ -645,15 +650,6 @@ def log(record):
             wandb.log(record, step=record['step'])
 
 
-def on_stop_signal(signum, frame):
-    """Ctrl-C or SIGTERM: where the run stopped and which checkpoint holds, exit 128 + signum; a save finishes first."""
-    global interrupted
-    if saving:
-        interrupted = signum
-        return
-    fail(f'{STOP_SIGNALS[signum]} at step {iter_num}; {kept_checkpoint()}', code=128 + signum)
-
-
 def out_of_memory(kind, err, tb):
     """sys.excepthook: running out of memory (a batch too large) is one line naming the settings to lower."""
     if not (issubclass(kind, (MemoryError, torch.OutOfMemoryError)) or "can't allocate memory" in str(err)):
@@ -667,9 +663,6 @@ def out_of_memory(kind, err, tb):
 
 # Training loop: at step `iter_num` evaluate/checkpoint if due, then take optimizer step `iter_num` ------------
 saves = 0
-saving = interrupted = False
-for _sig in STOP_SIGNALS:
-    signal.signal(_sig, on_stop_signal)
 sys.excepthook = out_of_memory
 bar = tqdm(total=max_iters, initial=iter_num, disable=not (master and progress) or None, unit='step',
            dynamic_ncols=True)
