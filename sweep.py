@@ -454,7 +454,7 @@ def mean(xs, scale=1):
 
 def std(vals):
     """The sample standard deviation (0 for one value)."""
-    mu = sum(vals) / len(vals)
+    mu = mean(vals)
     return math.sqrt(sum((v - mu) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else 0.0
 
 
@@ -526,8 +526,8 @@ def verdicts(values, figures):
     return rows, said
 
 
-def fmt(v, sign=''):  # sign '+': a difference
-    return f'{100 * v:{sign}.1f}' if metric == 'val_acc' else f'{v:{sign}.4f}'
+def fmt(v):
+    return f'{100 * v:.1f}' if metric == 'val_acc' else f'{v:.4f}'
 
 
 def fmt_lr(lr):
