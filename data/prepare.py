@@ -29,9 +29,7 @@ import numpy as np
 from tqdm import tqdm
 
 DATA_DIR = os.path.dirname(os.path.abspath(__file__))
-MAGIC = b"EDATOKS\0"
-VERSION = 1
-HEADER_BYTES = 64
+MAGIC, VERSION, HEADER_BYTES = b"EDATOKS\0", 1, 64
 HEADER = struct.Struct("<8sIIQQ")  # magic, version, itemsize, vocab_size, n_tokens (32 bytes, then zeros)
 DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 MAX_VOCAB = 1 << 22  # 20x the largest tiktoken vocab (o200k): a header claiming more is damaged, not a corpus
