@@ -149,8 +149,7 @@ if dry_run:
     print('config:\n' + '\n'.join(f'  {k} = {v!r}' for k, v in settings.items()))
     print('parameters by component:\n' + '\n'.join(f'  {k:<18} {v:>16,}  {v / s["total"]:6.1%}'
                                                    for k, v in s['breakdown'].items() if v))
-    print(f'  {"total":<18} {s["total"]:>16,}')
-    print(f'  {"active per token":<18} {s["active"]:>16,}')
+    print(f'  {"total":<18} {s["total"]:>16,}\n  {"active per token":<18} {s["active"]:>16,}')
     n = s['total'] / 2**30  # fp32 master weights (4 B), fp32 grads (4 B), AdamW exp_avg + exp_avg_sq (8 B)
     print(f'memory: weights {4 * n:.2f} GiB + grads {4 * n:.2f} GiB + AdamW state {8 * n:.2f} GiB '
           f'= {16 * n:.2f} GiB (fp32; FSDP over N GPUs: / N each; activations extra)')
