@@ -31,8 +31,7 @@ from model import GPT, GPTConfig  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts"))
 import rows as result_rows  # noqa: E402  (scripts/rows.py: the rows' provenance and the append)
 
-# ----------------------------------------------------------------------------------------------------
-# settings (override with config files or --key=value, see configurator.py)
+# settings (override with config files or --key=value, see configurator.py) --------------------------
 results_file = "out/bench.jsonl"  # every row is appended here (RESULTS.md's are results/*.jsonl)
 shapes = [(8, 4096, 16, 16), (1, 32768, 16, 16), (4, 4096, 8, 16)]  # (B, T, H, HV)
 head_k = head_v = 128  # K, V
@@ -69,7 +68,6 @@ COMMAND = "python " + shlex.join(sys.argv)  # what every row of this run says ma
 
 
 def emit(bench, **figures):
-    """One row: appended to results_file, printed."""
     PROVENANCE or PROVENANCE.update(result_rows.provenance(COMMAND))
     result_rows.append(results_file, dict(bench=bench, **PROVENANCE, **figures))
     print(f"  [{time.time() - T0:5.0f}s] {bench}: " + ", ".join(f"{k} {v}" for k, v in figures.items()), flush=True)
@@ -122,7 +120,6 @@ def nbytes(tensors):
 
 
 def leaves(inputs, cast=lambda x: x.detach().clone()):
-    """inputs as fresh leaves requiring grad (None stays None)."""
     return [cast(x).requires_grad_() if x is not None else None for x in inputs]
 
 
@@ -144,7 +141,6 @@ def event_ms(fn, n, warm):
 
 
 def profiled(fn):
-    """torch.profiler's record of one call of fn (GPU activity)."""
     with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize()

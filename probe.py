@@ -365,7 +365,7 @@ def draw_figure(models, d_k, lag_list, edges, *axes):
 # The script ---------------------------------------------------------------------------------------------------
 def load_model(ckpt_dir, role):
     """(model on device, its config, the checkpoint dict); a one-line exit for anything unusable."""
-    hint = f" ({role}): point {'--compare' if role == 'compare' else '--out_dir'} at a directory train.py wrote"
+    hint = f" ({role}): point --{role} at a directory train.py wrote"
     try:
         model, ckpt = model_from_checkpoint(os.path.join(ckpt_dir, 'ckpt.pt'), la_backend, device, dtype, hint)
     except CheckpointError as err:
@@ -374,8 +374,7 @@ def load_model(ckpt_dir, role):
 
 
 def untrained(model, ckpt, label, where):
-    """The model's untrained twin: model.GPT's init at the training seed the checkpoint records (train.py's
-    settings, ckpt['config']), on the model's device and dtype."""
+    """The model's untrained twin: model.GPT's init at the training seed in ckpt['config'], on its device and dtype."""
     start = (ckpt.get('config') or {}).get('seed')
     if type(start) is not int:
         fail(f"{os.path.join(where, 'ckpt.pt')} records no training seed (train.py's settings, its 'config'): "

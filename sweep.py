@@ -21,8 +21,7 @@ HERE, CWD = os.path.dirname(os.path.abspath(__file__)), os.getcwd()
 sys.path.insert(0, os.path.join(HERE, 'scripts'))
 from rows import append, commit, figure, made, read, table, versions  # noqa: E402  (scripts/rows.py)
 
-# ----------------------------------------------------------------------------------------------------
-# Settings (config files and --key=value, as train.py)
+# Settings (config files and --key=value, as train.py) -----------------------------------------------
 name = 'sweep'                # results go to <results_dir>/<name>.jsonl, .md, .png
 results_dir = 'out/sweep'     # the grids whose results RESULTS.md reports write to results/
 runs_dir = 'out/sweep/runs'   # each run's out_dir and log (not kept in the repo)
@@ -131,7 +130,6 @@ def key(row):
 
 
 def read_text(path):
-    """A run's text log, '' where there is none (yet)."""
     if not os.path.exists(path):
         return ''
     with open(path, errors='replace') as f:
@@ -242,10 +240,7 @@ def outcome(proc_rc, out_dir, log_path, seconds, timed_out):
     return res
 
 
-# ----------------------------------------------------------------------------------------------------
-# Running: each run a train.py process that stops with the sweep
-
-
+# Running: each run a train.py process that stops with the sweep -------------------------------------
 def die_with_sweep(sweep_pid=os.getpid()):
     """Run in each train.py process before it starts (Linux): the kernel sends it SIGTERM when the sweep dies,
     however it dies (SIGKILL included), so no run is left training into the run dirs of a stopped sweep."""
@@ -277,7 +272,6 @@ class Run:
         self.spawn(self.cmd, self.env, 'a' if resume else 'w')
 
     def spawn(self, cmd, env, mode='a'):
-        """Start cmd in the repository, its output to the run's log."""
         self.log, self.start = open(self.log_path, mode), time.time()
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=HERE,
                                      preexec_fn=die_with_sweep if sys.platform.startswith('linux') else None)
@@ -445,10 +439,7 @@ def next_startable(todo, running):
                  < mixer_jobs.get(row['mixer'], math.inf)), None)
 
 
-# ----------------------------------------------------------------------------------------------------
-# Report: best learning rate per (task, level, mixer) by mean accuracy over seeds; mean, spread, every run
-
-
+# Report: best learning rate per (task, level, mixer) by mean accuracy over seeds; mean, spread, every run ---
 def value(r):
     """A run's result in `metric`. A failed or diverged run counts as accuracy 0 (it is a result of that lr, not
     a missing one); it has no loss, so with metric='val_loss' it is None: counted as failed, left out of the mean."""
@@ -463,7 +454,7 @@ def mean(xs, scale=1):
 
 def std(vals):
     """The sample standard deviation (0 for one value)."""
-    mu = sum(vals) / len(vals)
+    mu = mean(vals)
     return math.sqrt(sum((v - mu) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else 0.0
 
 
@@ -535,8 +526,8 @@ def verdicts(values, figures):
     return rows, said
 
 
-def fmt(v, sign=''):  # sign '+': a difference
-    return f'{100 * v:{sign}.1f}' if metric == 'val_acc' else f'{v:{sign}.4f}'
+def fmt(v):
+    return f'{100 * v:.1f}' if metric == 'val_acc' else f'{v:.4f}'
 
 
 def fmt_lr(lr):

@@ -118,10 +118,9 @@ def settings_problems():
                                                       'lr_decay_iters') if g[n] is not None and g[n] < 0]
     # torch.manual_seed's range (numpy's generators take any int >= 0)
     out += [f'{n} must be in [0, 2**64), got {g[n]}' for n in ('seed', 'eval_seed') if not 0 <= g[n] < 2**64]
-    for n, choices in (('init_from', ('scratch', 'resume')), ('parallel', ('ddp', 'fsdp')),
-                       ('dtype', ('auto', 'float32', 'bfloat16', 'float16'))):
-        if g[n] not in choices:
-            out.append(f"{n} must be {', '.join(map(repr, choices[:-1]))} or {choices[-1]!r}, got {g[n]!r}")
+    out += [f"{n} must be {', '.join(map(repr, choices[:-1]))} or {choices[-1]!r}, got {g[n]!r}" for n, choices in (
+        ('init_from', ('scratch', 'resume')), ('parallel', ('ddp', 'fsdp')),
+        ('dtype', ('auto', 'float32', 'bfloat16', 'float16'))) if g[n] not in choices]
     if not (device in ('auto', 'cpu') or device.startswith('cuda')):
         out.append(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
     elif device.startswith('cuda') and not dry_run and not torch.cuda.is_available():
@@ -148,12 +147,9 @@ if dry_run:
         model = GPT(cfg)
     s = model.param_summary()
     print('config:\n' + '\n'.join(f'  {k} = {v!r}' for k, v in settings.items()))
-    print('parameters by component:')
-    for k, v in s['breakdown'].items():
-        if v:
-            print(f'  {k:<18} {v:>16,}  {v / s["total"]:6.1%}')
-    print(f'  {"total":<18} {s["total"]:>16,}')
-    print(f'  {"active per token":<18} {s["active"]:>16,}')
+    print('parameters by component:\n' + '\n'.join(f'  {k:<18} {v:>16,}  {v / s["total"]:6.1%}'
+                                                   for k, v in s['breakdown'].items() if v))
+    print(f'  {"total":<18} {s["total"]:>16,}\n  {"active per token":<18} {s["active"]:>16,}')
     n = s['total'] / 2**30  # fp32 master weights (4 B), fp32 grads (4 B), AdamW exp_avg + exp_avg_sq (8 B)
     print(f'memory: weights {4 * n:.2f} GiB + grads {4 * n:.2f} GiB + AdamW state {8 * n:.2f} GiB '
           f'= {16 * n:.2f} GiB (fp32; FSDP over N GPUs: / N each; activations extra)')
@@ -208,42 +204,42 @@ def fail(msg, code=1):
     sys.exit(code)
 
 
+def all_reduce_sum(t):
+    if distributed:
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t
+
+
 def any_rank(flag):
     """Whether flag (a bool or a one-element tensor) holds on any rank: every rank calls it and gets one verdict."""
-    flag = torch.as_tensor(flag, device=device).float()
-    if distributed:
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-    return bool(flag.item())
+    return bool(all_reduce_sum(torch.as_tensor(flag, device=device).float()).item())  # a sum of 0s and 1s
 
 
 STOP_SIGNALS = {signal.SIGINT: 'interrupted (Ctrl-C)', signal.SIGTERM: 'terminated (SIGTERM)'}  # (a scheduler's)
+saving = interrupted = False  # a checkpoint is being written; the stop signal that came meanwhile
 
 
-def stop_before_training(signum, frame):
-    """Ctrl-C or SIGTERM during the setup: one line, exit 128 + the signal's number (on_stop_signal's, later)."""
-    held = os.path.join(out_dir, 'ckpt.pt')
-    fail(f'{STOP_SIGNALS[signum]} before the first step; no checkpoint written'
-         + (f', {held} is unchanged' if os.path.exists(held) else ''), code=128 + signum)
+def on_stop_signal(signum, frame):
+    """Ctrl-C or SIGTERM: one line saying where the run stopped and which checkpoint holds, exit 128 + signum; a
+    save finishes first (the training loop stops after it)."""
+    global interrupted
+    if saving:
+        interrupted = signum
+    elif bar is None:  # during the setup
+        held = os.path.join(out_dir, 'ckpt.pt')
+        fail(f'{STOP_SIGNALS[signum]} before the first step; no checkpoint written'
+             + (f', {held} is unchanged' if os.path.exists(held) else ''), code=128 + signum)
+    else:
+        fail(f'{STOP_SIGNALS[signum]} at step {iter_num}; {kept_checkpoint()}', code=128 + signum)
 
 
 for _sig in STOP_SIGNALS:
-    signal.signal(_sig, stop_before_training)
+    signal.signal(_sig, on_stop_signal)
 
 
 def no_follow(path, flags):
     """open()'s opener: never through a symbolic link (one planted in a shared folder would redirect the write)."""
     return os.open(path, flags | os.O_NOFOLLOW, 0o644)
-
-
-def lock_out_dir():
-    """Hold out_dir/lock for the run's life: one live run per folder. Returns None, or why the folder cannot be had."""
-    path = os.path.join(out_dir, 'lock')
-    try:
-        holder = hold_lock(path)[1]
-    except OSError as err:  # (a file system without locks too)
-        return f'cannot lock {path}: {err.strerror or err}'
-    return holder and (f'out_dir {out_dir!r} is in use by another run (pid {holder}): wait for it to end, or '
-                       f'choose another --out_dir')
 
 
 # Output -------------------------------------------------------------------------------------------------------
@@ -272,7 +268,13 @@ if not eval_only:
         tempfile.TemporaryFile(dir=out_dir).close()
     except OSError as err:
         fail(f'cannot write in out_dir {out_dir!r}: {err.strerror or err}')
-    problem = lock_out_dir() if master else None  # (only rank 0 looks at shared files)
+    problem, lock = None, os.path.join(out_dir, 'lock')
+    try:  # held for the run's life: one live run per folder (only rank 0 looks at shared files)
+        if master and (holder := hold_lock(lock)[1]):
+            problem = (f'out_dir {out_dir!r} is in use by another run (pid {holder}): wait for it to end, or '
+                       f'choose another --out_dir')
+    except OSError as err:  # (a file system without locks too)
+        problem = f'cannot lock {lock}: {err.strerror or err}'
     if any_rank(problem is not None):
         fail(problem or 'rank 0 stopped')
     for _path, _what in ((ckpt_path, 'checkpoint'), (log_path, 'log')):
@@ -319,8 +321,7 @@ elif vocab_size < data_vocab:
 
 
 def get_batch(split, purpose, step, index):
-    """Micro-batch `index` (counted over all ranks) of step `step`. purpose: 0 train, 1 eval. Val batches draw
-    from eval_seed, not the run's seed, so that runs are scored alike."""
+    """Micro-batch `index` (counted over all ranks) of step `step`; purpose: 0 train, 1 eval (val: eval_seed's)."""
     rng = np.random.default_rng([seed if split == 'train' else eval_seed, purpose, 0 if split == 'train' else 1,
                                  step, index])
     T = block_size  # the current setting, also when resuming: a longer block_size is midtraining
@@ -468,12 +469,6 @@ def get_lr(it):
         return min_lr
     ratio = (it - warmup_iters) / max(1, decay_end - warmup_iters)
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (learning_rate - min_lr)
-
-
-def all_reduce_sum(t):
-    if distributed:
-        dist.all_reduce(t, op=dist.ReduceOp.SUM)
-    return t
 
 
 @torch.no_grad()
@@ -654,15 +649,6 @@ def log(record):
             wandb.log(record, step=record['step'])
 
 
-def on_stop_signal(signum, frame):
-    """Ctrl-C or SIGTERM: where the run stopped and which checkpoint holds, exit 128 + signum; a save finishes first."""
-    global interrupted
-    if saving:
-        interrupted = signum
-        return
-    fail(f'{STOP_SIGNALS[signum]} at step {iter_num}; {kept_checkpoint()}', code=128 + signum)
-
-
 def out_of_memory(kind, err, tb):
     """sys.excepthook: running out of memory (a batch too large) is one line naming the settings to lower."""
     if not (issubclass(kind, (MemoryError, torch.OutOfMemoryError)) or "can't allocate memory" in str(err)):
@@ -676,9 +662,6 @@ def out_of_memory(kind, err, tb):
 
 # Training loop: at step `iter_num` evaluate/checkpoint if due, then take optimizer step `iter_num` ------------
 saves = 0
-saving = interrupted = False
-for _sig in STOP_SIGNALS:
-    signal.signal(_sig, on_stop_signal)
 sys.excepthook = out_of_memory
 bar = tqdm(total=max_iters, initial=iter_num, disable=not (master and progress) or None, unit='step',
            dynamic_ncols=True)

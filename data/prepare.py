@@ -29,17 +29,14 @@ import numpy as np
 from tqdm import tqdm
 
 DATA_DIR = os.path.dirname(os.path.abspath(__file__))
-MAGIC = b"EDATOKS\0"
-VERSION = 1
-HEADER_BYTES = 64
+MAGIC, VERSION, HEADER_BYTES = b"EDATOKS\0", 1, 64
 HEADER = struct.Struct("<8sIIQQ")  # magic, version, itemsize, vocab_size, n_tokens (32 bytes, then zeros)
 DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 MAX_VOCAB = 1 << 22  # 20x the largest tiktoken vocab (o200k): a header claiming more is damaged, not a corpus
 MIN_VAL_FILES = 10   # fewer held-out files would make a validation set unlike the training text
-HUB = {  # name: (hub repo, subset, split, default encoding)
-    "fineweb_edu": ("HuggingFaceFW/fineweb-edu", "sample-10BT", "train", "gpt2"),
-    "openwebtext": ("Skylion007/openwebtext", None, "train", "gpt2"),
-}
+# name: (hub repo, subset, split, default encoding)
+HUB = {"fineweb_edu": ("HuggingFaceFW/fineweb-edu", "sample-10BT", "train", "gpt2"),
+       "openwebtext": ("Skylion007/openwebtext", None, "train", "gpt2")}
 
 
 class TokenFileError(Exception):
@@ -75,8 +72,7 @@ def write_tokens(path, arrays, vocab_size, total=None, desc=None):
 
 @contextlib.contextmanager
 def removed_unless_done(tmp):
-    """Remove the temporary file `tmp` if the block is left by an error or an interrupt (Ctrl-C; SIGTERM too,
-    which main() turns into one), so that no half-written file is left behind; a finished block renamed it."""
+    """Remove `tmp` if the block is left by an error or an interrupt (Ctrl-C, or SIGTERM: main() makes it one)."""
     try:
         yield
     except BaseException:
@@ -143,7 +139,6 @@ META_FIELDS = dict(vocab_size=("an int", int), encoding=("a string", str), comma
 
 
 def dataset_dir(name):
-    """A dataset's folder: 'stdlib' -> data/stdlib beside this file; a name with a path separator as given."""
     return name if os.sep in name or '/' in name else os.path.join(DATA_DIR, name)
 
 
@@ -206,7 +201,6 @@ def tail_split(text, val_fraction):
 
 
 def check_out(out):
-    """Exit before any work when the output folder cannot be one (an existing file)."""
     if os.path.exists(out) and not os.path.isdir(out):
         raise SystemExit(f"prepare: --out={out} is an existing file, not a folder: give a folder for "
                          f"train.bin, val.bin and meta.json")
@@ -234,8 +228,7 @@ class ByteEncoding:
 
 
 def load_tokenizer(encoding, prog):
-    """The tokenizer named `encoding`: ByteEncoding() for 'bytes', else tiktoken's encoding, or an exit naming `prog`
-    and saying what to do when it cannot be loaded."""
+    """`encoding`'s tokenizer (ByteEncoding for 'bytes', else tiktoken's), or an exit naming `prog` and what to do."""
     if encoding == "bytes":
         return ByteEncoding()
     if encoding.startswith("synthetic"):
@@ -251,8 +244,7 @@ def load_tokenizer(encoding, prog):
 
 # Sources ------------------------------------------------------------------------------------------
 def prepare_stdlib(out=os.path.join(DATA_DIR, "stdlib"), val_fraction=0.02):
-    """Byte-level corpus of the running Python's stdlib source (*.py, site-packages excluded), split into train/val
-    by file. Fast (a few seconds)."""
+    """Byte-level corpus of the running Python's stdlib source (*.py, site-packages excluded), in a few seconds."""
     check_out(out)
     root, files = sysconfig.get_paths()["stdlib"], []
     for dirpath, dirnames, filenames in os.walk(root):

@@ -74,23 +74,23 @@ def at_length(task, seq_len, block_size, num_kv_pairs, num_updates):
     num_kv_pairs and num_updates: the live bindings and the key budget (the keys a training stream can
     introduce) held, the query region as long as training's, and the stream filling the rest with updates. So
     the stale bindings grow with the length, while a state that holds the budget's keys can still answer."""
-    n, u = num_kv_pairs, num_updates
     if task not in ('reassign', 'evict'):
         raise ValueError(f"at_length: length scaling is for the tasks with stale bindings, reassign and evict, "
                          f"got {task!r}")
-    per = 4 if task == 'reassign' else 2              # tokens an update takes at most (a move: two pairs)
-    queries = block_size - 2 * n - per * u            # the query region after training's longest stream
-    return dict(num_updates=(seq_len - queries - 2 * n) // per, num_keys=n + u)
+    per = 4 if task == 'reassign' else 2  # tokens an update takes at most (a move: two pairs)
+    queries = block_size - 2 * num_kv_pairs - per * num_updates  # the query region after training's longest stream
+    return dict(num_updates=(seq_len - queries - 2 * num_kv_pairs) // per, num_keys=num_kv_pairs + num_updates)
 
 
-def place_queries(rng, x, y, start, keys, answers, counts=None, power_a=0.01):
-    """Write queries into x[:, start:] (key tokens) and their answers into y at the same positions.
+def place_queries(rng, x, start, keys, answers, counts=None, power_a=0.01):
+    """Write queries into x[:, start:] (key tokens); returns y: their answers at the same positions, -1 elsewhere.
 
     keys, answers: [B, n]; row b queries its first counts[b] keys (default: all n), each once, in random order,
     on even offsets (the slot after a query, where text would hold the answer, stays filler). The slots are drawn
     without replacement with p(slot s) ~ (s + 1)^(power_a - 1), Zoology's power law favouring short gaps, as
     Gumbel-top-k: the largest log p(s) + Gumbel noise, in order, so every row's first counts[b] are a draw too."""
     B, n = keys.shape
+    y = np.full(x.shape, -1, dtype=np.int64)
     counts = np.full(B, n) if counts is None else np.asarray(counts)
     n_slots = (x.shape[1] - start) // 2
     if n > n_slots:
@@ -103,6 +103,7 @@ def place_queries(rng, x, y, start, keys, answers, counts=None, power_a=0.01):
     pos = start + 2 * slots
     x[rows[use], pos[use]] = keys[rows, order][use]
     y[rows[use], pos[use]] = answers[rows, order][use]
+    return y
 
 
 def mqar(rng, batch_size, seq_len, vocab_size, num_kv_pairs, power_a=0.01):
@@ -114,12 +115,10 @@ def mqar(rng, batch_size, seq_len, vocab_size, num_kv_pairs, power_a=0.01):
     if seq_len < 4 * num_kv_pairs:
         raise ValueError(f"mqar: seq_len={seq_len} < 4 * num_kv_pairs={num_kv_pairs} (context + query region)")
     x = np.full((batch_size, seq_len), FILLER, dtype=np.int64)
-    y = np.full((batch_size, seq_len), -1, dtype=np.int64)
     keys = distinct(rng, klo, khi, batch_size, num_kv_pairs)
     values = rng.integers(vlo, vhi, size=(batch_size, num_kv_pairs))
     x[:, 0:2 * num_kv_pairs:2], x[:, 1:2 * num_kv_pairs:2] = keys, values
-    place_queries(rng, x, y, 2 * num_kv_pairs, keys, values, power_a=power_a)
-    return x, y
+    return x, place_queries(rng, x, 2 * num_kv_pairs, keys, values, power_a=power_a)
 
 
 def reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, move_frac=0.5, power_a=0.01,
@@ -149,7 +148,6 @@ def reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, mo
                          f"and the queries up to {2 * max_keys}; need >= {2 * max_pairs + 2 * max_keys}")
     B, n = batch_size, num_kv_pairs
     x = np.full((B, seq_len), FILLER, dtype=np.int64)
-    y = np.full((B, seq_len), -1, dtype=np.int64)
     rows = np.arange(B)
     keys = distinct(rng, klo, khi, B, max_keys)       # key i of a row is the i-th key the stream introduces
     value = np.full((B, max_keys), NONE, dtype=np.int64)
@@ -176,8 +174,7 @@ def reassign(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, mo
         value[rows, k] = np.where(move, NONE, new)
         n_keys, pos = n_keys + (move & fresh), pos + 2 + 2 * move
     # the query region starts after the longest possible stream: the same layout for every sequence
-    place_queries(rng, x, y, 2 * max_pairs, keys, value, n_keys, power_a)
-    return x, y
+    return x, place_queries(rng, x, 2 * max_pairs, keys, value, n_keys, power_a)
 
 
 def evict(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, power_a=0.01, num_keys=None):
@@ -197,7 +194,6 @@ def evict(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, power
                          f"{2 * (num_kv_pairs + num_updates)} tokens and the queries {2 * n_used}")
     B, n = batch_size, num_kv_pairs
     x = np.full((B, seq_len), FILLER, dtype=np.int64)
-    y = np.full((B, seq_len), -1, dtype=np.int64)
     rows = np.arange(B)
     keys = distinct(rng, klo, khi, B, n_keys)         # key i of a row is the i-th key the stream introduces
     values = distinct(rng, vlo, vhi, B, n)
@@ -212,8 +208,7 @@ def evict(rng, batch_size, seq_len, vocab_size, num_kv_pairs, num_updates, power
         answer[rows, k2] = values[rows, j]
         owner[rows, j] = k2
         x[:, 2 * (n + u)], x[:, 2 * (n + u) + 1] = keys[rows, k2], values[rows, j]
-    place_queries(rng, x, y, 2 * (n + num_updates), keys[:, :n_used], answer[:, :n_used], power_a=power_a)
-    return x, y
+    return x, place_queries(rng, x, 2 * (n + num_updates), keys[:, :n_used], answer[:, :n_used], power_a=power_a)
 
 
 def accuracy_counts(logits, y):

@@ -82,12 +82,8 @@ def main():
     eda = "--kda" not in sys.argv[1:]
     BT = 2 * chunk if eda else chunk
     BK = triton.next_power_of_2(K)
-    L = dict(kernel.LAUNCH)
-    for a in sys.argv[1:]:  # --set=NAME=VALUE: a launch setting other than kernel.LAUNCH's
-        if a.startswith("--set="):
-            name, value = a[len("--set="):].split("=")
-            kernel.launch_settings({name: value})  # a ValueError names an unknown setting
-            L[name] = int(value)
+    sets = dict(a[len("--set="):].split("=") for a in sys.argv[1:] if a.startswith("--set="))  # --set=NAME=VALUE
+    L = dict(zip(kernel.LAUNCH, kernel.launch_settings(sets)))  # a ValueError names an unknown setting
     common = dict(H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BKC=min(L["PREP_BK"], BK), BVP=64, EDA=eda,
                   DT=tl.bfloat16, PREC="tf32")
     SB = min(L["SUB_BLOCK"], BT)

@@ -52,9 +52,8 @@ def provenance(command=None, device=None):
 
 
 def append(path, row):
-    """One whole line, under an exclusive lock (writers at once lose no row: evaluations beside each other, a
-    sweep's runs); a last line cut without its newline (a crash mid-write) is ended first, so that this row is not
-    glued onto it."""
+    """One whole line under an exclusive lock (writers at once lose no row: evaluations side by side, a sweep's
+    runs); a last line cut without its newline (a crash mid-write) is ended first, not glued onto this row."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, 'ab+') as f:
         fcntl.flock(f, fcntl.LOCK_EX)
@@ -103,8 +102,7 @@ def table(header, rows):
 
 
 def figure(path, draw, panels=1, size=(6, 4), dpi=120, **subplots):
-    """draw(*axes) on panels side by side, each size inches, saved as path; matplotlib is optional (without it, a
-    line says the figure was skipped)."""
+    """draw(*axes) on panels side by side, each size inches, saved as path; without matplotlib (optional), says so."""
     try:
         import matplotlib.pyplot as plt  # optional
     except ImportError:
@@ -141,7 +139,6 @@ def train_row(runs, name):
 if __name__ == '__main__':
     path, command, runs, *names = sys.argv[1:]
     for name in names:
-        row = train_row(runs, name)
-        if row:
+        if row := train_row(runs, name):
             append(path, dict(bench='train', **provenance(command), **row))
             print(f"row: {name} {row['tok_s']:,} tok/s -> {path}")
