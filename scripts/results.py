@@ -250,16 +250,12 @@ def pilot_found():
     sw, rows = sweep_rows('config/sweep/evict_pilot.py')
     found = []
     for x in sorted({r['x'] for r in rows}):
-        runs, at, best = [r for r in rows if r['x'] == x], {}, []  # at: {evaluation step: every run's val_acc there}
-        for r in runs:
-            for step, _, a in r.get('curve') or []:
-                at.setdefault(step, []).append(a)
-        for m in sw.mixers:  # each mixer's best val_acc
-            accs = [a for r in runs if r['mixer'] == m for _, _, a in r.get('curve') or []]
-            best.append(f'{m} {100 * max(accs):.1f}' if accs else f'{m} no evaluation')
-        steps = [s for s, a in sorted(at.items()) if len(a) == len(runs) and min(a) >= 0.99]
+        runs = [(r['mixer'], {step: a for step, _, a in r.get('curve') or []}) for r in rows if r['x'] == x]
+        steps = [s for s in sorted(runs[0][1]) if all(c.get(s, 0) >= 0.99 for _, c in runs)]
         first = f'every run was at 99% or more from step {steps[0]}' if steps else 'not every run reached 99%'
-        found.append(fill('length pilot level', x=x, first=first, best=' / '.join(best)))
+        best = [max((a for mixer, c in runs if mixer == m for a in c.values()), default=None) for m in sw.mixers]
+        found.append(fill('length pilot level', x=x, first=first, best=' / '.join(
+            f'{m} no evaluation' if a is None else f'{m} {100 * a:.1f}' for m, a in zip(sw.mixers, best))))
     return '; '.join(found) or 'not run yet'
 
 
