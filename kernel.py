@@ -766,7 +766,8 @@ LAUNCH = dict(
     # the two walks: *_WARPS for 128-wide V-blocks (narrower ones take 4); 3 stages keep the next chunks in flight
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3,
     DH_BV=128, DH_WARPS=8, DH_STAGES=3,
-    BWD_BV=64, BWD_WARPS=8, BWD_STAGES=1,
+    # the per-chunk backward's V-blocks: 64 wide for EDA's 32 rows a chunk, 128 for the KDA path's 16 rows
+    BWD_BV=64, BWD_BV_KDA=128, BWD_WARPS=8, BWD_STAGES=1,
     # 1: the per-chunk backward's q', dO, dq' and Qk tiles on EDA's 16 write rows alone (fwd+bwd 3-5% faster)
     BWD_WROWS=1,
     # the per-chunk backward's shared-memory carveout, % of an SM's (-1: Triton's, the largest): the rest is its L1
@@ -913,7 +914,7 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
         num_stages=L["DH_STAGES"])
     del W2, M, Qg, Kg, eGN  # before the gradient buffers: the peak stays the gradient phase's
     # (5) every chunk's input gradients, in parallel
-    _, BV = _blocks(K, V, L["BWD_BV"])
+    _, BV = _blocks(K, V, L["BWD_BV"] if eda else L["BWD_BV_KDA"])
     dq, dk, dv, de, dg, dbeta, dgamma = _bwd_grads(q, k, v, e, g, beta, gamma)
     e_, gm_ = (e, gamma) if eda else (k, beta)
     grads = (dq, dk, dv, de if eda else dq, dg, dbeta, dgamma if eda else dbeta)

@@ -98,8 +98,8 @@ def main():
         "dh_prep": (kernel._eda_dh_prep_kernel, dict(common, BKC=min(L["DH_PREP_BK"], BK)), L["PREP_WARPS"], 1),
         "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, BV=L["DH_BV"], HAS_DHT=True, STORE_DH0=True),
                    L["DH_WARPS"], L["DH_STAGES"]),
-        "bwd": (kernel._eda_bwd_kernel, dict(common, BV=L["BWD_BV"], AB=AB, SCALAR_G=False, ATOMIC_QK=HV > H,
-                                             WR=kernel._write_rows(L, eda, BT)),
+        "bwd": (kernel._eda_bwd_kernel, dict(common, BV=L["BWD_BV"] if eda else L["BWD_BV_KDA"], AB=AB, SCALAR_G=False,
+                                             ATOMIC_QK=HV > H, WR=kernel._write_rows(L, eda, BT)),
                 L["BWD_WARPS"], L["BWD_STAGES"]),
     }
     print(f"triton {triton.__version__}, sm_90a, {'EDA' if eda else 'KDA path'} bf16, H = {H}, HV = {HV}, "
