@@ -761,25 +761,21 @@ LAUNCH = dict(
     PREP_WARPS=4, SUB_BLOCK=4,
     # key columns per prep pass: the forward's needs all of K at once (A and Qk sum over K before T exists)
     PREP_BK=128, DH_PREP_BK=64,
-    # 1: when one block covers K, the forward prep's second pass reuses the first's tiles
-    PREP_REUSE=1,
+    PREP_REUSE=1,  # 1: when one block covers K, the forward prep's second pass reuses the first's tiles
     # the two walks: *_WARPS for 128-wide V-blocks (narrower ones take 4); 3 stages keep the next chunks in flight
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3,
     DH_BV=128, DH_WARPS=8, DH_STAGES=3,
     # the per-chunk backward's V-blocks: 64 wide for EDA's 32 rows a chunk, 128 for the KDA path's 16 rows
     BWD_BV=64, BWD_BV_KDA=128, BWD_WARPS=8, BWD_STAGES=1,
-    # 1: the per-chunk backward's q', dO, dq' and Qk tiles on EDA's 16 write rows alone (fwd+bwd 3-5% faster)
-    BWD_WROWS=1,
-    # the per-chunk backward's shared-memory carveout, % of an SM's (-1: Triton's, the largest): the rest is its L1
-    BWD_CARVEOUT=0,
+    BWD_WROWS=1,  # 1: the per-chunk backward's q', dO, dq', Qk tiles on EDA's 16 write rows alone (fwd+bwd 3-5% faster)
+    BWD_CARVEOUT=0,  # the per-chunk backward's shared memory, % of an SM's (-1: Triton's, the largest); the rest is L1
     FILL_PROGRAMS=128,  # sequential walks: narrow the V-blocks while fewer programs than this would run
 )
 
 
 def launch_settings(changes=None):
     """LAUNCH's values in its order (as the chunk ops take them), but those named in `changes` (a dict)."""
-    unknown = sorted(set(changes or {}) - set(LAUNCH))
-    if unknown:
+    if unknown := sorted(set(changes or {}) - set(LAUNCH)):
         raise ValueError(f"eda_triton: unknown launch settings {unknown}; they are {', '.join(LAUNCH)}")
     return [int((changes or {}).get(n, v)) for n, v in LAUNCH.items()]
 
@@ -882,20 +878,18 @@ def _bwd_grads(q, k, v, e, g, beta, gamma):
     B, T, H, K = q.shape
     HV = v.shape[2]
     eda = e is not None
-
-    def like(x, shape=None):  # contiguous whatever x's layout (the fake op sees the caller's strides)
-        return torch.empty(x.shape if shape is None else shape, dtype=x.dtype, device=x.device)
+    # new_empty, not empty_like: contiguous whatever the input's layout (the fake op sees the caller's strides)
     if HV > H:
         dq, dk = (torch.zeros(B, T, H, K, dtype=torch.float32, device=q.device) for _ in range(2))
     else:
-        dq, dk = like(q), like(k)
-    return (dq, dk, like(v), like(e) if eda else _absent(q), like(g, (B, T, HV, K)), like(beta),
-            like(gamma) if eda else _absent(q))
+        dq, dk = q.new_empty(q.shape), k.new_empty(k.shape)
+    return (dq, dk, v.new_empty(v.shape), e.new_empty(e.shape) if eda else _absent(q), g.new_empty(B, T, HV, K),
+            beta.new_empty(beta.shape), gamma.new_empty(gamma.shape) if eda else _absent(q))
 
 
 def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk_tokens, scalar_g, L):
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
-    BK = triton.next_power_of_2(K)
+    BK, BVd = _blocks(K, V, L["DH_BV"], B * HV, L["FILL_PROGRAMS"])
     DT, PREC, _ = _dot_types(q)
     # (3) the state gradient at every chunk end, walking backwards on operands prepared in parallel
     dhs = torch.empty_like(hs)
@@ -904,25 +898,20 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
     M = torch.empty_like(Tm)
     _eda_dh_prep_kernel[(NT, B * HV)](
         q, k, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W2, M, Qg, Kg, eGN, scale, T, NT,
-        H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(L["DH_PREP_BK"], BK), EDA=eda,
-        DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"])
-    _, BVd = _blocks(K, V, L["DH_BV"], B * HV, L["FILL_PROGRAMS"])
+        H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(L["DH_PREP_BK"], BK), EDA=eda, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"])
     _eda_bwd_dh_kernel[(triton.cdiv(V, BVd), B * HV)](
         W2, M, Qg, Kg, eGN, do, dht if dht is not None else do, dhs, dh0 if need_dh0 else dhs, T, NT,
-        HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BVd, EDA=eda, HAS_DHT=dht is not None,
-        STORE_DH0=need_dh0, DT=DT, PREC=PREC, num_warps=L["DH_WARPS"] if BVd >= 128 else 4,
-        num_stages=L["DH_STAGES"])
+        HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BVd, EDA=eda, HAS_DHT=dht is not None, STORE_DH0=need_dh0, DT=DT, PREC=PREC,
+        num_warps=L["DH_WARPS"] if BVd >= 128 else 4, num_stages=L["DH_STAGES"])
     del W2, M, Qg, Kg, eGN  # before the gradient buffers: the peak stays the gradient phase's
     # (5) every chunk's input gradients, in parallel
     _, BV = _blocks(K, V, L["BWD_BV"] if eda else L["BWD_BV_KDA"])
     dq, dk, dv, de, dg, dbeta, dgamma = _bwd_grads(q, k, v, e, g, beta, gamma)
-    e_, gm_ = (e, gamma) if eda else (k, beta)
-    grads = (dq, dk, dv, de if eda else dq, dg, dbeta, dgamma if eda else dbeta)
-    consts = dict(H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
-                  ATOMIC_QK=HV > H, WR=_write_rows(L, eda, BT), DT=DT, PREC=PREC,
-                  num_warps=L["BWD_WARPS"], num_stages=L["BWD_STAGES"])
-    compiled = _eda_bwd_kernel[(NT, B * HV)](q, k, v, e_, g, beta, gm_, Tm, Qk, hs, dhs, do, *grads, scale, T, NT,
-                                             **consts)
+    compiled = _eda_bwd_kernel[(NT, B * HV)](
+        q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, hs, dhs, do, dq, dk, dv,
+        de if eda else dq, dg, dbeta, dgamma if eda else dbeta, scale, T, NT, H=H, HV=HV, K=K, V=V, BT=BT, BK=BK,
+        BV=BV, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g, ATOMIC_QK=HV > H, WR=_write_rows(L, eda, BT),
+        DT=DT, PREC=PREC, num_warps=L["BWD_WARPS"], num_stages=L["BWD_STAGES"])
     _ask_carveout(compiled, L["BWD_CARVEOUT"])
     return dq, dk, dv, de, dg, dbeta, dgamma, dh0
 
@@ -933,12 +922,10 @@ def _decode(q, k, v, e, g, beta, gamma, state, scale):
     HV, V = v.shape[2], v.shape[3]
     eda = e is not None
     o = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
-    BK = triton.next_power_of_2(K)
-    BV = min(triton.next_power_of_2(V), 32 if K <= 128 else 16)
-    grid = (B * HV * triton.cdiv(V, BV),)
-    _eda_decode_kernel[grid](q, k, v, e if eda else k, g, beta, gamma if eda else beta, state, state, o,
-                             scale, T, H=H, HV=HV, K=K, V=V, BK=BK, BV=BV, EDA=eda,
-                             SCALAR_G=g.dim() == 3, num_warps=2)  # 2: 2-3% faster than 4 at B = 64, 256
+    BK, BV = _blocks(K, V, 32 if K <= 128 else 16)
+    _eda_decode_kernel[(B * HV * triton.cdiv(V, BV),)](
+        q, k, v, e if eda else k, g, beta, gamma if eda else beta, state, state, o, scale, T, H=H, HV=HV, K=K, V=V,
+        BK=BK, BV=BV, EDA=eda, SCALAR_G=g.dim() == 3, num_warps=2)  # 2: 2-3% faster than 4 at B = 64, 256
     return o
 
 
@@ -959,12 +946,11 @@ def _conv_outputs(u, heads):
 
 
 def _conv_fwd(u, w, heads, eps):
-    B, T, C = u.shape
-    KS = w.shape[-1]
+    B, T, _ = u.shape
     outs = _conv_outputs(u, heads)
     for (c0, nh, width, norm), y in zip(_conv_segments(heads), outs):
         _conv_fwd_kernel[(triton.cdiv(T, CONV_BT), B * nh)](
-            u, w, y, T, u.stride(0), u.stride(1), c0, eps, NH=nh, W=width, KS=KS, BT=CONV_BT,
+            u, w, y, T, u.stride(0), u.stride(1), c0, eps, NH=nh, W=width, KS=w.shape[-1], BT=CONV_BT,
             BW=triton.next_power_of_2(width), NORM=norm, num_warps=4)
     return outs
 
@@ -1001,8 +987,7 @@ def _eda_chunk_fwd(q: Tensor, k: Tensor, v: Tensor, e: Opt, g: Tensor, beta: Ten
                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """The chunked forward (Eq. chunk_wise_eda) on a channel-wise g (scalar_g: columns equal, the exact per-head path):
     (o, final state, S_0 of every chunk, T, Qk), absent ones empty; recompute_states: the backward reruns it."""
-    q, k, v, g, beta = (x.contiguous() for x in (q, k, v, g, beta))
-    e, gamma, h0 = (None if x is None else x.contiguous() for x in (e, gamma, h0))
+    q, k, v, e, g, beta, gamma, h0 = (None if x is None else x.contiguous() for x in (q, k, v, e, g, beta, gamma, h0))
     return _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states, chunk_tokens, scalar_g,
                 check_g, dict(zip(LAUNCH, launch)))
 
@@ -1068,8 +1053,7 @@ _eda_chunk_fwd.register_autograd(_eda_chunk_backward, setup_context=_eda_chunk_s
 def _eda_decode_(q: Tensor, k: Tensor, v: Tensor, e: Opt, g: Tensor, beta: Tensor, gamma: Opt, state: Tensor,
                  scale: float) -> Tensor:
     """The fused recurrent step(s) of decoding: o, with the fp32 state updated in place."""
-    q, k, v, g, beta = (x.contiguous() for x in (q, k, v, g, beta))
-    e, gamma = (None if x is None else x.contiguous() for x in (e, gamma))
+    q, k, v, e, g, beta, gamma = (None if x is None else x.contiguous() for x in (q, k, v, e, g, beta, gamma))
     return _decode(q, k, v, e, g, beta, gamma, state, scale)
 
 
@@ -1100,14 +1084,12 @@ def _short_conv_bwd(u: Tensor, w: Tensor, dq: Tensor, dk: Tensor, dv: Tensor, H:
 
 @_short_conv_bwd.register_fake
 def _(u, w, dq, dk, dv, H, HV, K, V, eps):
-    return (torch.empty(u.shape, dtype=u.dtype, device=u.device),
-            torch.empty(w.shape, dtype=torch.float32, device=w.device))
+    return u.new_empty(u.shape), w.new_empty(w.shape, dtype=torch.float32)
 
 
 def _short_conv_setup(ctx, inputs, output):
-    u, w, H, HV, K, V, eps = inputs
-    ctx.save_for_backward(u, w)
-    ctx.meta = (H, HV, K, V, eps)
+    ctx.save_for_backward(*inputs[:2])  # u, w
+    ctx.meta = inputs[2:]  # H, HV, K, V, eps
 
 
 def _short_conv_backward(ctx, dq, dk, dv):
@@ -1337,20 +1319,16 @@ def attention_decode(q, k, v, pos, scale=None, split_len=None):
 
 
 def _attn_decode(q, k, v, pos, scale, split_len):
-    """attention_decode's launches, on checked inputs (split_len None: chosen here)."""
+    """attention_decode's launches, on checked inputs (split_len None or 0: chosen here)."""
     B, nkv, L, hd = k.shape
     nh = q.shape[1]
     G = nh // nkv
     static = isinstance(pos, torch.Tensor)
-    block_n = ATTN_DECODE_BLOCK_N
     n_keys = L if static else pos + 1
-    if split_len is None:
-        S, split_len = _attn_decode_splits(n_keys, B * nkv, q.device, block_n)
-    else:
-        S = triton.cdiv(n_keys, split_len)
+    split_len = split_len or _attn_decode_splits(n_keys, B * nkv, q.device, ATTN_DECODE_BLOCK_N)[1]
+    S = triton.cdiv(n_keys, split_len)
     q3 = q.reshape(B, nh, hd)  # a view for [B, nh, 1, hd] of any strides in dims 0, 1
-    if q3.stride(-1) != 1:
-        q3 = q3.contiguous()
+    q3 = q3 if q3.stride(-1) == 1 else q3.contiguous()
     o_part = torch.empty(B * nh, S, hd, device=q.device, dtype=torch.float32)
     lse_part = torch.empty(B * nh, S, device=q.device, dtype=torch.float32)
     # tl.dot needs tiles of at least 16: the G query rows are padded (decode is bound by reading K/V anyway)
@@ -1363,7 +1341,7 @@ def _attn_decode(q, k, v, pos, scale, split_len):
         q3, k, v, o_part, lse_part, pos if static else q3, 0 if static else pos, scale * 1.4426950408889634,
         split_len, S, L, q3.stride(0), q3.stride(1), k.stride(0), k.stride(1), k.stride(2),
         v.stride(0), v.stride(1), v.stride(2),
-        NKV=nkv, G=G, HD=hd, BLOCK_G=BLOCK_G, BLOCK_D=BLOCK_D, BLOCK_N=block_n, POS_IN_MEMORY=static,
+        NKV=nkv, G=G, HD=hd, BLOCK_G=BLOCK_G, BLOCK_D=BLOCK_D, BLOCK_N=ATTN_DECODE_BLOCK_N, POS_IN_MEMORY=static,
         PRECISION="ieee" if q.dtype == torch.float32 or upcast else "tf32", DOT_UPCAST=upcast, num_warps=4)
     o = torch.empty(B, nh, hd, device=q.device, dtype=q.dtype)
     _attn_decode_merge_kernel[(B * nh,)](o_part, lse_part, o, hd, S, HD=hd,
@@ -1375,7 +1353,7 @@ def _attn_decode(q, k, v, pos, scale, split_len):
 def _attention_decode_at(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: torch.Tensor, scale: float,
                          split_len: int) -> torch.Tensor:
     """attention_decode with pos a device tensor (split_len 0: chosen from the shapes)."""
-    return _attn_decode(q, k, v, pos, scale, split_len or None)
+    return _attn_decode(q, k, v, pos, scale, split_len)
 
 
 @_attention_decode_at.register_fake

@@ -377,9 +377,8 @@ def train_section():
     def draw(ax):
         for m, label in (('eda', 'EDA hybrid'), ('eda_recompute', 'EDA hybrid, recomputed states'), ('transformer', tf)):
             ax.plot(ctx, [runs[m, T]['tok_s'] for T in ctx], marker='o', label=label)
-        ax.set(xscale='log', xlabel='block_size (tokens)', ylabel='tokens/s',
-               title=f"~125M models, one {trains[0]['device']}, compiled")
-        ax.set_xticks(ctx, [str(T) for T in ctx])
+        ax.set(xscale='log', xticks=ctx, xticklabels=[str(T) for T in ctx], xlabel='block_size (tokens)',
+               ylabel='tokens/s', title=f"~125M models, one {trains[0]['device']}, compiled")
         ax.legend()
     if reports:
         figure(os.path.join(results_dir, 'train_context.png'), draw)

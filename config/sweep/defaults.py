@@ -4,10 +4,8 @@
 #   python sweep.py config/sweep/defaults.py --jobs=4
 name = 'defaults'
 results_dir = 'results'
-tasks = {
-    'mqar': {'config': 'config/mqar.py', 'x': 'config', 'levels': [['default', []]]},
-    'reassign': {'config': 'config/reassign.py', 'x': 'config', 'levels': [['default', []]]},
-}
+tasks = {'mqar': {'config': 'config/mqar.py', 'x': 'config', 'levels': [['default', []]]},
+         'reassign': {'config': 'config/reassign.py', 'x': 'config', 'levels': [['default', []]]}}
 mixers = {**{m: [f'--mixer={m}'] for m in ('eda', 'kda', 'gdn', 'gdn2')},
           'transformer conv4': ['--mixer=transformer']}  # the task configs set attn_conv_size = 4
 learning_rates = []

@@ -12,12 +12,7 @@ results_dir = 'results'
 tasks = {'evict': {'config': 'config/reassign.py', 'x': 'num_updates', 'levels': [
     [u, ['--dataset=evict', f'--num_updates={u}', '--max_iters=6000', '--eval_interval=500']] for u in (2, 4)],
     'floor': ['NONE at every query', {2: 2 / 18, 4: 4 / 20}]}}
-mixers = {
-    'eda': ['--mixer=eda'],
-    'kda': ['--mixer=kda'],
-    'eda kda-gate': ['--mixer=eda', '--la_gate=kda'],
-    'kda safe-gate': ['--mixer=kda', '--la_gate=safe'],
-    'gdn': ['--mixer=gdn'],
-}
+mixers = {'eda': ['--mixer=eda'], 'kda': ['--mixer=kda'], 'eda kda-gate': ['--mixer=eda', '--la_gate=kda'],
+          'kda safe-gate': ['--mixer=kda', '--la_gate=safe'], 'gdn': ['--mixer=gdn']}
 learning_rates = [1e-3]
 seeds = [0]

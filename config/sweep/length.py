@@ -36,13 +36,10 @@ tasks = {
     'evict': {'config': 'config/reassign.py', 'x': 'block_size', 'levels': [[256, [
         '--dataset=evict', '--num_updates=2', '--block_size=256', '--max_iters=5500', '--eval_interval=500']]]},
 }
-mixers = {
-    'eda': ['--mixer=eda'],
-    'kda': ['--mixer=kda'],
-    'eda kda-gate': ['--mixer=eda', '--la_gate=kda'],     # KDA plus the erase
-    'kda safe-gate': ['--mixer=kda', '--la_gate=safe'],   # EDA minus the erase
-    'gdn': ['--mixer=gdn'],
-}
+mixers = {'eda': ['--mixer=eda'], 'kda': ['--mixer=kda'],
+          'eda kda-gate': ['--mixer=eda', '--la_gate=kda'],     # KDA plus the erase
+          'kda safe-gate': ['--mixer=kda', '--la_gate=safe'],   # EDA minus the erase
+          'gdn': ['--mixer=gdn']}
 learning_rates = [1e-3]
 seeds = [0, 1, 2, 3, 4, 5, 6, 7]
 checkpoints = True             # eval.py reads each run's checkpoint where it trained

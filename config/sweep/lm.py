@@ -10,8 +10,7 @@ results_dir = 'results'
 tasks = {'stdlib': {'config': 'config/stdlib_26m.py', 'x': 'model', 'levels': [['26M', []]]}}
 mixers = {
     'gdn2': ['--mixer=gdn2'],                      # first: its chunked PyTorch rule makes its runs the longest
-    'eda': ['--mixer=eda'],
-    'kda': ['--mixer=kda'],
+    'eda': ['--mixer=eda'], 'kda': ['--mixer=kda'],
     'kda safe-gate': ['--mixer=kda', '--la_gate=safe'],   # EDA minus the erase
     'eda kda-gate': ['--mixer=eda', '--la_gate=kda'],     # KDA plus the erase
     'gdn': ['--mixer=gdn'],

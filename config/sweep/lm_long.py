@@ -24,13 +24,10 @@
 name = 'lm_long'
 results_dir = 'results'
 tasks = {'stdlib': {'config': 'config/stdlib_26m.py', 'x': 'model', 'levels': [['26M', []]]}}
-mixers = {
-    'eda': ['--mixer=eda'],
-    'kda': ['--mixer=kda'],
-    'eda kda-gate': ['--mixer=eda', '--la_gate=kda'],     # KDA plus the erase
-    'kda safe-gate': ['--mixer=kda', '--la_gate=safe'],   # EDA minus the erase
-    'transformer conv4': ['--mixer=transformer', '--attn_conv_size=4', '--learning_rate=2e-3'],
-}
+mixers = {'eda': ['--mixer=eda'], 'kda': ['--mixer=kda'],
+          'eda kda-gate': ['--mixer=eda', '--la_gate=kda'],     # KDA plus the erase
+          'kda safe-gate': ['--mixer=kda', '--la_gate=safe'],   # EDA minus the erase
+          'transformer conv4': ['--mixer=transformer', '--attn_conv_size=4', '--learning_rate=2e-3']}
 learning_rates = []            # each mixer's own: the config's 1e-3, or its mixer's arguments
 seeds = [0, 1, 2, 3, 4, 5, 6, 7]
 metric = 'val_loss'
