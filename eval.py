@@ -45,7 +45,7 @@ harness_tasks = 'hellaswag,arc_easy,piqa'  # lm_eval task names, comma-separated
 harness_include: str | None = None  # a folder of lm_eval task YAMLs: only those are indexed (offline, fast)
 harness_limit: int | None = None    # documents per task (None: all)
 device = 'auto'                 # 'auto' (cuda if available), 'cpu', 'cuda', 'cuda:N'
-dtype = 'auto'                  # 'auto' (bfloat16 autocast on GPUs that have it, else float32), or 'float32'
+dtype = 'auto'                  # 'auto' (bfloat16 autocast on GPUs that have it, else float32), 'bfloat16', 'float32'
 
 PARTS = ('length', 'text', 'needles', 'harness')
 UNIT = 16  # synthetic sequences drawn from one generator: the sequences do not depend on the batching
@@ -297,6 +297,8 @@ def main():
         fail('multiples must be positive ints, the counts and batch_tokens >= 1 and needle_choices >= 2')
     if not all(0 <= d < 1 for d in needle_depths):
         fail(f'needle_depths must be in [0, 1), got {needle_depths}')
+    if dtype not in ('auto', 'bfloat16', 'float32'):
+        fail(f"dtype must be 'auto', 'bfloat16' or 'float32', got {dtype!r}")
     model, ckpt = load(out_dir, device)
     cuda, cfg = model.wte.weight.is_cuda, ckpt.get('config', {})
     amp = dtype == 'bfloat16' or (dtype == 'auto' and cuda and torch.cuda.is_bf16_supported())

@@ -167,6 +167,9 @@ def test_the_command_line_appends_a_row_per_evaluation_with_its_provenance(tmp_p
     monkeypatch.setattr(sys, 'argv', ['eval.py', f'--out_dir={tmp_path}', '--what=length'])
     with pytest.raises(SystemExit, match='no checkpoint at'):
         runpy.run_path(os.path.join(ROOT, 'eval.py'), run_name='__main__')
+    monkeypatch.setattr(sys, 'argv', ['eval.py', f'--out_dir={tmp_path / "syn"}', '--what=length', '--dtype=float16'])
+    with pytest.raises(SystemExit, match="dtype must be 'auto', 'bfloat16' or 'float32', got 'float16'"):
+        runpy.run_path(os.path.join(ROOT, 'eval.py'), run_name='__main__')  # not float32 in its place
 
 
 LOCAL_TASKS = {  # lm_eval tasks from local JSON files: one per kind of request the adapter answers
