@@ -98,13 +98,12 @@ def erase_section():
     for (t, x, m), v in s.items():
         for seed, accs in sw.by_seed(v['runs']).items():  # a seed's repeats averaged
             values.setdefault((m, seed), {})[f'{t} {x} {unit[t]}'] = sw.mean(accs, 100)
-    said = []  # the erase behind KDA's gate, then behind the safe gate, over every level's paired seeds
+    said = []  # the erase behind KDA's gate, then behind the safe gate: the table's rule over every level's seeds
     for a, b in sw.pairs[:2]:
         diffs = [f[level] - values[b, seed][level] for (m, seed), f in values.items() if m == a for level in levels]
-        mu, _, k, _, _ = sw.paired(diffs, True)
-        n = len(diffs)
-        word = 'is ahead' if k >= 0.75 * n else 'is behind' if k <= 0.25 * n else 'shows no consistent effect'
-        said.append(dict(word=word, ahead=f'{k} of {n}', mean=f'{mu:+.1f}'))
+        mu, (lo, hi), k, _, verdict = sw.paired(diffs, True, a, b)
+        word = {f'{a} ahead': 'is ahead', f'{b} ahead': 'is behind'}.get(verdict, 'shows no resolved effect')
+        said.append(dict(word=word, ahead=f'{k} of {len(diffs)}', mean=f'{mu:+.1f}', ci=f'[{lo:+.1f}, {hi:+.1f}]'))
     floor = sum(r['val_acc'] < sw.tasks[r['task']]['floor'][1][r['x']] + 0.02 for r in rows if sw.key(r) in ok)
     means = [[m, *(sw.fmt(s[t, x, m]['mean']) for t, x in levels.values())] for m in sw.mixers]
     pairs = sw.verdicts(values, dict.fromkeys(levels, (1, True)))[0]
