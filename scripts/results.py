@@ -95,9 +95,10 @@ def erase_section():
     s, values = sw.summarize(rows), {}  # values: {(mixer, seed): {level: its accuracy in points}}
     unit = {'mqar': 'pairs', 'reassign': 'updates', 'evict': 'updates', 'capacity': 'live pairs'}
     levels = {f'{t} {x} {unit[t]}': (t, x) for t in sw.tasks for x, _ in sw.tasks[t]['levels']}
-    for (t, x, m), v in s.items():
-        for seed, accs in sw.by_seed(v['runs']).items():  # a seed's repeats averaged
-            values.setdefault((m, seed), {})[f'{t} {x} {unit[t]}'] = sw.mean(accs, 100)
+    for level, (t, x) in levels.items():
+        for m in sw.mixers:
+            for seed, accs in sw.by_seed(s[t, x, m]['runs']).items():  # a seed's repeats averaged
+                values.setdefault((m, seed), {})[level] = sw.mean(accs, 100)
     said = []  # the erase behind KDA's gate, then behind the safe gate: the table's rule over every level's seeds
     for a, b in sw.pairs[:2]:
         diffs = [f[level] - values[b, seed][level] for (m, seed), f in values.items() if m == a for level in levels]
