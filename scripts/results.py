@@ -246,16 +246,14 @@ def length_task(sw, task, acc, rows, several):
 
 
 def pilot_found():
-    """What the evict pilot found at each level ('not run yet' without its rows)."""
-    sw, rows = sweep_rows('config/sweep/evict_pilot.py')
+    """What the evict pilot found at each level, the step budget evict trains for ('not run yet' without its rows)."""
+    _, rows = sweep_rows('config/sweep/evict_pilot.py')
     found = []
     for x in sorted({r['x'] for r in rows}):
-        runs = [(r['mixer'], {step: a for step, _, a in r.get('curve') or []}) for r in rows if r['x'] == x]
-        steps = [s for s in sorted(runs[0][1]) if all(c.get(s, 0) >= 0.99 for _, c in runs)]
-        first = f'every run was at 99% or more from step {steps[0]}' if steps else 'not every run reached 99%'
-        best = [max((a for mixer, c in runs if mixer == m for a in c.values()), default=None) for m in sw.mixers]
-        found.append(fill('length pilot level', x=x, first=first, best=' / '.join(
-            f'{m} no evaluation' if a is None else f'{m} {100 * a:.1f}' for m, a in zip(sw.mixers, best))))
+        curves = [{step: a for step, _, a in r.get('curve') or []} for r in rows if r['x'] == x]
+        steps = [s for s in sorted(curves[0]) if all(c.get(s, 0) >= 0.99 for c in curves)]
+        found.append(f'with {x} updates ' + (f'every run was at 99% or more from step {steps[0]}' if steps
+                                             else 'not every run reached 99%'))
     return '; '.join(found) or 'not run yet'
 
 
