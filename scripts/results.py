@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, 'scripts')]
 from configurator import configure  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
-from rows import figure, made, read, table  # noqa: E402  (scripts/rows.py)
+from rows import figure, lines, made, read, table  # noqa: E402  (scripts/rows.py)
 
 # ----------------------------------------------------------------------------------------------------
 out = 'RESULTS.md'            # written here (relative to the repository)
@@ -168,15 +168,12 @@ def lm_long_section():
 
     def draw(ax):  # the text's loss by position bucket, mean over the seeds: the state carried, or reset (dotted)
         mids = [(a + b) / 2 for a, b in zip(text0['edges'], text0['edges'][1:])]
-        for i, m in enumerate(ms):
-            for key, style in (('carried', dict(marker='o', ms=3, label=m)), ('reset', dict(ls=':'))):
-                ax.plot(mids, [sw.mean(ev[m, s, 'text'][key][j] for s in seeds) for j in range(len(mids))],
-                        color=f'C{i}', **style)
+        lines(ax, mids, [([sw.mean(ev[m, s, 'text'][key][j] for s in seeds) for j in range(len(mids))],
+                          dict(color=f'C{i}', **style)) for i, m in enumerate(ms)
+                         for key, style in (('carried', dict(marker='o', ms=3, label=m)), ('reset', dict(ls=':')))],
+              xlabel='position in the window (tokens); the block is 1024', ylabel='loss (nats/token)', ylim=(0.55, 1.1))
         ax.axvline(1024, color='gray', lw=0.5)
-        ax.set(xscale='log', xlabel='position in the window (tokens); the block is 1024', ylabel='loss (nats/token)',
-               ylim=(0.55, 1.1))
         ax.set_title('text past the training length (dotted: reset every 1024)', fontsize=9)
-        ax.legend(fontsize=8)
     if reports:
         figure(os.path.join(results_dir, 'lm_long_position.png'), draw)
     needle_v = [v for k, v in said.items() if k.endswith(('bound', 'stale')) and 'transformer' not in k]
@@ -213,16 +210,13 @@ def length_task(sw, task, acc, rows, several):
     def mean(m, x, score='acc'):  # a mixer's mean over the seeds at multiple x, in points
         return 100 * sw.mean(acc[m, s][x][score] for s in seeds)
 
-    def draw(ax):
-        for i, m in enumerate(ms):
-            for s in seeds:
-                ax.plot(mults, [100 * acc[m, s][x]['acc'] for x in mults], color=f'C{i}', lw=0.5, alpha=0.35)
-            ax.plot(mults, [mean(m, x) for x in mults], color=f'C{i}', lw=2, marker='o', label=m)
-        ax.set(xscale='log', xticks=mults, xticklabels=[f'{x}x' for x in mults],
-               ylim=(0 if min(prim.values()) < 50 else 50, 100.5),
-               xlabel=f"evaluation length / training length ({cfg['block_size']} tokens)", ylabel='accuracy (%)',
-               title=f'{task} past the training length (thin: seeds)')
-        ax.legend(fontsize=8)
+    def draw(ax):  # thin: each seed; thick: the mixer's mean
+        lines(ax, mults, [([100 * acc[m, s][x]['acc'] for x in mults], dict(color=f'C{i}', lw=0.5, alpha=0.35))
+                          for i, m in enumerate(ms) for s in seeds] + [
+            ([mean(m, x) for x in mults], dict(color=f'C{i}', lw=2, marker='o', label=m)) for i, m in enumerate(ms)],
+              xticks=mults, xticklabels=[f'{x}x' for x in mults], ylim=(0 if min(prim.values()) < 50 else 50, 100.5),
+              xlabel=f"evaluation length / training length ({cfg['block_size']} tokens)", ylabel='accuracy (%)',
+              title=f'{task} past the training length (thin: seeds)')
     weak = acc[worst][top]  # its scores at the longest multiple
     n_ahead = sum('not' not in v for v in said.values())
     return dict(
@@ -362,14 +356,12 @@ def train_section():
     ctx, tf = sorted({T for _, T in runs}), MIXER_NAMES['transformer']
     x = {(m, T): runs[m, T]['tok_s'] / runs['transformer', T]['tok_s'] for m, T in runs}  # over the Transformer's
 
-    def draw(ax):
-        for m, label in (('eda', 'EDA hybrid'), ('eda_recompute', 'EDA hybrid, recomputed states'), ('transformer', tf)):
-            ax.plot(ctx, [runs[m, T]['tok_s'] for T in ctx], marker='o', label=label)
-        ax.set(xscale='log', xticks=ctx, xticklabels=[str(T) for T in ctx], xlabel='block_size (tokens)',
-               ylabel='tokens/s', title=f"~125M models, one {trains[0]['device']}, compiled")
-        ax.legend()
     if reports:
-        figure(os.path.join(results_dir, 'train_context.png'), draw)
+        figure(os.path.join(results_dir, 'train_context.png'), lambda ax: lines(ax, ctx, [
+            ([runs[m, T]['tok_s'] for T in ctx], dict(marker='o', label=label)) for m, label in (
+                ('eda', 'EDA hybrid'), ('eda_recompute', 'EDA hybrid, recomputed states'), ('transformer', tf))],
+            None, xticks=ctx, xticklabels=[str(T) for T in ctx], xlabel='block_size (tokens)', ylabel='tokens/s',
+            title=f"~125M models, one {trains[0]['device']}, compiled"))
     return dict(
         made=made(trains, note=True, commands=True), layers_made=made(layers, note=True, commands=True),
         table='\n'.join(fill('train row', T=T, e=runs['eda', T], rc=runs['eda_recompute', T], t=runs['transformer', T],
