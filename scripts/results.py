@@ -165,7 +165,6 @@ def lm_long_section():
     pairs, said = sw.verdicts(fig, figures)
     means = {m: {f: sw.mean(fig[m, s][f] for s in seeds) for f in figures} for m in ms}
 
-
     def draw(ax):  # the text's loss by position bucket, mean over the seeds: the state carried, or reset (dotted)
         mids = [(a + b) / 2 for a, b in zip(text0['edges'], text0['edges'][1:])]
         lines(ax, mids, [([sw.mean(ev[m, s, 'text'][key][j] for s in seeds) for j in range(len(mids))],
