@@ -226,7 +226,5 @@ def test_the_length_section_says_what_the_evict_pilot_found_once_its_rows_exist(
         for m in ('eda', 'kda', 'eda kda-gate', 'kda safe-gate', 'gdn')]
     (tmp_path / 'evict_pilot.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows))
     text = in_tmp.render(in_tmp.length_section)[0]
-    assert "`config/sweep/evict_pilot.py` (with 2 updates the mixers' best validation accuracy was eda 99.5 / " \
-           'kda 99.5 / eda kda-gate 99.5 / kda safe-gate 99.5 / gdn 99.2%, and every run was at 99% or more from ' \
-           "step 1500; with 4 updates the mixers' best validation accuracy was eda 99.2 / kda 98.0 / eda " \
-           'kda-gate 99.2 / kda safe-gate 99.2 / gdn 99.2%, and not every run reached 99%).' in text, text
+    assert '`config/sweep/evict_pilot.py` (with 2 updates every run was at 99% or more from step 1500; with 4 ' \
+           'updates not every run reached 99%).' in text, text

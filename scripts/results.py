@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, 'scripts')]
 from configurator import configure  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
-from rows import figure, made, read, table  # noqa: E402  (scripts/rows.py)
+from rows import figure, lines, made, read, table  # noqa: E402  (scripts/rows.py)
 
 # ----------------------------------------------------------------------------------------------------
 out = 'RESULTS.md'            # written here (relative to the repository)
@@ -83,8 +83,8 @@ def sweep_rows(grid):
 
 
 # ----------------------------------------------------------------------------------------------------
-# Sections: each returns the fields of its part of results_template.md (row=False: no README row), its text, or
-# None where its grid has no rows yet
+# Sections: each returns the fields of its part of results_template.md (row=False: no README row), or None where
+# its grid has no rows yet
 
 
 def erase_section():
@@ -92,16 +92,14 @@ def erase_section():
     ok = {sw.key(r) for r in rows if r['status'] in ('ok', 'diverged')}
     if len(ok) < (n := sum(1 for _ in sw.grid(rows))):
         return dict(row=False, shipped=fill('erase not whole', done=len(ok), n=n))
-    s, values = sw.summarize(rows), {}  # values: {(mixer, seed): {level: its accuracy in points}}
-    unit = {'mqar': 'pairs', 'reassign': 'updates', 'evict': 'updates', 'capacity': 'live pairs'}
+    s, unit = sw.summarize(rows), {'mqar': 'pairs', 'reassign': 'updates', 'evict': 'updates', 'capacity': 'live pairs'}
     levels = {f'{t} {x} {unit[t]}': (t, x) for t in sw.tasks for x, _ in sw.tasks[t]['levels']}
-    for level, (t, x) in levels.items():
-        for m in sw.mixers:
-            for seed, accs in sw.by_seed(s[t, x, m]['runs']).items():  # a seed's repeats averaged
-                values.setdefault((m, seed), {})[level] = sw.mean(accs, 100)
+    # {(mixer, seed): {level: its accuracy in points}}, a seed's repeats averaged (the grid is whole: every seed ran)
+    values = {(m, seed): {level: sw.mean(sw.by_seed(s[t, x, m]['runs'])[seed], 100) for level, (t, x) in levels.items()}
+              for m in sw.mixers for seed in sw.seeds}
     said = []  # the erase behind KDA's gate, then behind the safe gate: the table's rule over every level's seeds
     for a, b in sw.pairs[:2]:
-        diffs = [f[level] - values[b, seed][level] for (m, seed), f in values.items() if m == a for level in levels]
+        diffs = [values[a, seed][level] - values[b, seed][level] for seed in sw.seeds for level in levels]
         mu, (lo, hi), k, _, verdict = sw.paired(diffs, True, a, b)
         word = {f'{a} ahead': 'is ahead', f'{b} ahead': 'is behind'}.get(verdict, 'shows no resolved effect')
         said.append(dict(word=word, ahead=f'{k} of {len(diffs)}', mean=f'{mu:+.1f}', ci=f'[{lo:+.1f}, {hi:+.1f}]'))
@@ -136,12 +134,6 @@ def lm_section():
                 edge=edge or 'none', mixers='; '.join(fill('lm mixer', m=m, s=s[m], n=len(s[m]['accs'])) for m in done))
 
 
-# The LM grid's figures, named in config/sweep/lm_long.py before its runs, as the template's columns order them:
-# {figure: (decimals of a difference, higher is better)}
-LONG_FIGURES = {'val': (4, False), 'past': (4, False), 'carry': (4, False), 'bound': (2, True), 'rebound': (2, True),
-                'stale': (2, False)}
-
-
 def lm_long_section():
     sw, rows = sweep_rows('config/sweep/lm_long.py')
     if not rows:
@@ -152,6 +144,10 @@ def lm_long_section():
     runs = {(r['mixer'], r['seed']): r for r in rows if r['status'] == 'ok'}
     seeds = sorted({s for _, s in runs})
     ms = [m for m in sw.mixers if all((m, s, w) in ev for s in seeds for w in ('text', 'needles'))]
+    # the figures named in config/sweep/lm_long.py before its runs, as the template's columns order them:
+    # {figure: (decimals of a difference, higher is better)}
+    figures = {'val': (4, False), 'past': (4, False), 'carry': (4, False), 'bound': (2, True), 'rebound': (2, True),
+               'stale': (2, False)}
 
     def needles(m, seeds, variant, score='acc', context=None):  # in points, over the seeds' depths and contexts
         cells = [c for s in seeds for c in ev[m, s, 'needles']['cells'] if c['variant'] == variant]
@@ -166,22 +162,17 @@ def lm_long_section():
                          rebound=needles(m, [s], 'rebound'), stale=needles(m, [s], 'rebound', 'stale'))
     text0, needles0 = ev[ms[0], seeds[0], 'text'], ev[ms[0], seeds[0], 'needles']
     contexts = sorted({c['context'] for c in needles0['cells']})
-    pairs, said = sw.verdicts(fig, LONG_FIGURES)
-    means = {m: {f: sw.mean(fig[m, s][f] for s in seeds) for f in LONG_FIGURES} for m in ms}
+    pairs, said = sw.verdicts(fig, figures)
+    means = {m: {f: sw.mean(fig[m, s][f] for s in seeds) for f in figures} for m in ms}
 
-    def loss(m, key):  # the text's loss by position bucket, the state carried or reset, mean over the seeds
-        return [sw.mean(ev[m, s, 'text'][key][j] for s in seeds) for j in range(len(text0['edges']) - 1)]
-
-    def draw(ax):
+    def draw(ax):  # the text's loss by position bucket, mean over the seeds: the state carried, or reset (dotted)
         mids = [(a + b) / 2 for a, b in zip(text0['edges'], text0['edges'][1:])]
-        for i, m in enumerate(ms):
-            ax.plot(mids, loss(m, 'carried'), '-', color=f'C{i}', marker='o', ms=3, label=m)
-            ax.plot(mids, loss(m, 'reset'), ':', color=f'C{i}', ms=3)
+        lines(ax, mids, [([sw.mean(ev[m, s, 'text'][key][j] for s in seeds) for j in range(len(mids))],
+                          dict(color=f'C{i}', **style)) for i, m in enumerate(ms)
+                         for key, style in (('carried', dict(marker='o', ms=3, label=m)), ('reset', dict(ls=':')))],
+              xlabel='position in the window (tokens); the block is 1024', ylabel='loss (nats/token)', ylim=(0.55, 1.1))
         ax.axvline(1024, color='gray', lw=0.5)
-        ax.set(xscale='log', xlabel='position in the window (tokens); the block is 1024', ylabel='loss (nats/token)',
-               ylim=(0.55, 1.1))
         ax.set_title('text past the training length (dotted: reset every 1024)', fontsize=9)
-        ax.legend(fontsize=8)
     if reports:
         figure(os.path.join(results_dir, 'lm_long_position.png'), draw)
     needle_v = [v for k, v in said.items() if k.endswith(('bound', 'stale')) and 'transformer' not in k]
@@ -218,16 +209,13 @@ def length_task(sw, task, acc, rows, several):
     def mean(m, x, score='acc'):  # a mixer's mean over the seeds at multiple x, in points
         return 100 * sw.mean(acc[m, s][x][score] for s in seeds)
 
-    def draw(ax):
-        for i, m in enumerate(ms):
-            for s in seeds:
-                ax.plot(mults, [100 * acc[m, s][x]['acc'] for x in mults], color=f'C{i}', lw=0.5, alpha=0.35)
-            ax.plot(mults, [mean(m, x) for x in mults], color=f'C{i}', lw=2, marker='o', label=m)
-        ax.set(xscale='log', xticks=mults, xticklabels=[f'{x}x' for x in mults],
-               ylim=(0 if min(prim.values()) < 50 else 50, 100.5),
-               xlabel=f"evaluation length / training length ({cfg['block_size']} tokens)", ylabel='accuracy (%)',
-               title=f'{task} past the training length (thin: seeds)')
-        ax.legend(fontsize=8)
+    def draw(ax):  # thin: each seed; thick: the mixer's mean
+        lines(ax, mults, [([100 * acc[m, s][x]['acc'] for x in mults], dict(color=f'C{i}', lw=0.5, alpha=0.35))
+                          for i, m in enumerate(ms) for s in seeds] + [
+            ([mean(m, x) for x in mults], dict(color=f'C{i}', lw=2, marker='o', label=m)) for i, m in enumerate(ms)],
+              xticks=mults, xticklabels=[f'{x}x' for x in mults], ylim=(0 if min(prim.values()) < 50 else 50, 100.5),
+              xlabel=f"evaluation length / training length ({cfg['block_size']} tokens)", ylabel='accuracy (%)',
+              title=f'{task} past the training length (thin: seeds)')
     weak = acc[worst][top]  # its scores at the longest multiple
     n_ahead = sum('not' not in v for v in said.values())
     return dict(
@@ -246,16 +234,14 @@ def length_task(sw, task, acc, rows, several):
 
 
 def pilot_found():
-    """What the evict pilot found at each level ('not run yet' without its rows)."""
-    sw, rows = sweep_rows('config/sweep/evict_pilot.py')
+    """What the evict pilot found at each level, the step budget evict trains for ('not run yet' without its rows)."""
+    _, rows = sweep_rows('config/sweep/evict_pilot.py')
     found = []
     for x in sorted({r['x'] for r in rows}):
-        runs = [(r['mixer'], {step: a for step, _, a in r.get('curve') or []}) for r in rows if r['x'] == x]
-        steps = [s for s in sorted(runs[0][1]) if all(c.get(s, 0) >= 0.99 for _, c in runs)]
-        first = f'every run was at 99% or more from step {steps[0]}' if steps else 'not every run reached 99%'
-        best = [max((a for mixer, c in runs if mixer == m for a in c.values()), default=None) for m in sw.mixers]
-        found.append(fill('length pilot level', x=x, first=first, best=' / '.join(
-            f'{m} no evaluation' if a is None else f'{m} {100 * a:.1f}' for m, a in zip(sw.mixers, best))))
+        curves = [{step: a for step, _, a in r.get('curve') or []} for r in rows if r['x'] == x]
+        steps = [s for s in sorted(curves[0]) if all(c.get(s, 0) >= 0.99 for c in curves)]
+        found.append(f'with {x} updates ' + (f'every run was at 99% or more from step {steps[0]}' if steps
+                                             else 'not every run reached 99%'))
     return '; '.join(found) or 'not run yet'
 
 
@@ -315,12 +301,11 @@ def kernel_section():
     rows = read_rows('kernels.jsonl')
     run = [r for r in rows if r['bench'] == 'kernel' and r['case'].startswith('FLA')][-1]['run']  # the last with FLA
 
-    def of_run(bench):  # {(case, shape): its row} of that run, the launch sweep's variants left out
-        return {(r['case'], tuple(r['shape'])): r for r in rows
-                if r['bench'] == bench and r['run'] == run and not r['launch']}
-    kr, prof = of_run('kernel'), of_run('profile')
-    shapes = list(dict.fromkeys(s for _, s in kr))  # in the order they ran
-    profiled = list(dict.fromkeys(s for _, s in prof))
+    # {(case, shape): its row} of that run's timings, then of its profiles, the launch sweep's variants left out
+    kr, prof = ({(r['case'], tuple(r['shape'])): r for r in rows if r['bench'] == bench and r['run'] == run
+                 and not r['launch']} for bench in ('kernel', 'profile'))
+    shapes, profiled = (list(dict.fromkeys(s for _, s in by)) for by in (kr, prof))  # in the order they ran
+    k = {key: r['kernels'] for key, r in prof.items()}  # {(case, shape): {kernel: its ms in one fwd+bwd}}
 
     def ratio(r, f):  # r's forward and fwd+bwd times over those of FLA's row f
         return f"{r['fwd_ms'] / f['fwd_ms']:.2f}x / {r['fwd_bwd_ms'] / f['fwd_bwd_ms']:.2f}x" if f else '—'
@@ -329,16 +314,12 @@ def kernel_section():
         return span([kr[case, s][key] / kr[SAFE, s][key] for s in shapes if (case, s) in kr and (SAFE, s) in kr])
 
     def over_kda(*kernels):  # EDA's time in these kernels over the KDA path's, at every profiled shape
-        return span([prof[EDA, s]['kernels'][n] / prof[KDA, s]['kernels'][n] for s in profiled for n in kernels])
-    where, extra = [], {n: [] for n in KERNELS}  # extra: each kernel's share of what the erase adds, by shape
-    for s in profiled:
-        e, k = prof[EDA, s]['kernels'], prof[KDA, s]['kernels']
-        for case, label, p in ((EDA, 'EDA', e), (KDA, 'KDA path', k)):
-            other = max(0., sum(p.values()) - sum(p[n] for n in KERNELS))  # the elementwise kernels around them
-            where.append(fill('kernel time row', s=s, case=label, ms=kr[case, s]['fwd_bwd_ms'], k=p, other=other))
-        added = sum(e[n] - k[n] for n in KERNELS)
-        for n in KERNELS:
-            extra[n].append((e[n] - k[n]) / added)
+        return span([k[EDA, s][n] / k[KDA, s][n] for s in profiled for n in kernels])
+    # other: the elementwise kernels around them; added: what the erase adds to each kernel
+    where = [fill('kernel time row', s=s, case=label, ms=kr[case, s]['fwd_bwd_ms'], k=k[case, s],
+                  other=max(0., sum(k[case, s].values()) - sum(k[case, s][n] for n in KERNELS)))
+             for s in profiled for case, label in ((EDA, 'EDA'), (KDA, 'KDA path'))]
+    added = {(s, n): k[EDA, s][n] - k[KDA, s][n] for s in profiled for n in KERNELS}
     device = kr[EDA, shapes[0]]['device']  # the floor divides by a copy bandwidth measured on the same kind of GPU
     if not (bws := [r for r in rows if r['bench'] == 'copy_bandwidth' and r['device'] == device]):
         sys.exit(f"results.py: results/kernels.jsonl has no copy_bandwidth row from the kernel table's device "
@@ -347,9 +328,8 @@ def kernel_section():
 
     def over(case, s, ms):  # the case's fwd+bwd time at shape s over ms
         return f"{kr[case, s]['fwd_bwd_ms'] / ms:.1f}x" if (case, s) in kr else '—'
-    for s in shapes:
-        fe = io_floor_bytes(*s, True) / (bw['tb_s'] * 1e12) * 1e3  # ms, with the erase
-        fk = io_floor_bytes(*s, False) / (bw['tb_s'] * 1e12) * 1e3  # without: KDA's rule
+    for s in shapes:  # the floor in ms, with the erase and without it (KDA's rule)
+        fe, fk = (io_floor_bytes(*s, erase) / (bw['tb_s'] * 1e12) * 1e3 for erase in (True, False))
         floor.append([str(s), f'{fe:.3f}', over(EDA, s, fe), f'{fk:.3f}', over(KDA, s, fk), over(SAFE, s, fk)])
     main = [fill('kernel row', case=c, s=s, r=r, safe=ratio(r, kr.get((SAFE, s))),
                  chunk=ratio(r, kr.get(('FLA chunk_kda', s)))) for (c, s), r in kr.items() if 'check_g' not in c]
@@ -363,7 +343,8 @@ def kernel_section():
         n_shapes=sum((EDA, s) in kr and (SAFE, s) in kr for s in shapes),
         par=over_kda('_eda_prep_kernel', '_eda_dh_prep_kernel', '_eda_bwd_kernel'),
         walks=over_kda('_eda_fwd_kernel', '_eda_bwd_dh_kernel'),
-        share={n: span([round(100 * x) for x in v], '{}%') for n, v in extra.items()},
+        share={n: span([round(100 * (added[s, n] / sum(added[s, m] for m in KERNELS))) for s in profiled], '{}%')
+               for n in KERNELS},
         fla0=fla0, eda0=eda0, eda0_x=eda0['fwd_bwd_ms'] / fla0['fwd_bwd_ms'],
         kda0_x=kda0['fwd_bwd_ms'] / fla0['fwd_bwd_ms'])
 
@@ -374,22 +355,20 @@ def train_section():
     ctx, tf = sorted({T for _, T in runs}), MIXER_NAMES['transformer']
     x = {(m, T): runs[m, T]['tok_s'] / runs['transformer', T]['tok_s'] for m, T in runs}  # over the Transformer's
 
-    def draw(ax):
-        for m, label in (('eda', 'EDA hybrid'), ('eda_recompute', 'EDA hybrid, recomputed states'), ('transformer', tf)):
-            ax.plot(ctx, [runs[m, T]['tok_s'] for T in ctx], marker='o', label=label)
-        ax.set(xscale='log', xticks=ctx, xticklabels=[str(T) for T in ctx], xlabel='block_size (tokens)',
-               ylabel='tokens/s', title=f"~125M models, one {trains[0]['device']}, compiled")
-        ax.legend()
     if reports:
-        figure(os.path.join(results_dir, 'train_context.png'), draw)
-    return dict(made=made(trains, note=True, commands=True), layers_made=made(layers, note=True, commands=True),
-                table='\n'.join(fill('train row', T=T, e=runs['eda', T], rc=runs['eda_recompute', T],
-                                     t=runs['transformer', T], x=x['eda', T], rx=x['eda_recompute', T]) for T in ctx),
-                layers='\n'.join(fill('train layer row', r=r, core='—' if r['core_ms'] is None else
-                                      f"{r['core_ms']:.3f}", model=', '.join([tf if r['mixer'] == 'transformer'
-                                                                              else r['mixer'], *r['overrides']]))
-                                 for r in layers),
-                ratios=', '.join(f"{x['eda', T]:.2f}x at {T}" for T in (ctx[0], ctx[-2], ctx[-1])))
+        figure(os.path.join(results_dir, 'train_context.png'), lambda ax: lines(ax, ctx, [
+            ([runs[m, T]['tok_s'] for T in ctx], dict(marker='o', label=label)) for m, label in (
+                ('eda', 'EDA hybrid'), ('eda_recompute', 'EDA hybrid, recomputed states'), ('transformer', tf))],
+            None, xticks=ctx, xticklabels=[str(T) for T in ctx], xlabel='block_size (tokens)', ylabel='tokens/s',
+            title=f"~125M models, one {trains[0]['device']}, compiled"))
+    return dict(
+        made=made(trains, note=True, commands=True), layers_made=made(layers, note=True, commands=True),
+        table='\n'.join(fill('train row', T=T, e=runs['eda', T], rc=runs['eda_recompute', T], t=runs['transformer', T],
+                             x=x['eda', T], rx=x['eda_recompute', T]) for T in ctx),
+        layers='\n'.join(fill('train layer row', r=r, core='—' if r['core_ms'] is None else f"{r['core_ms']:.3f}",
+                              model=', '.join([tf if r['mixer'] == 'transformer' else r['mixer'], *r['overrides']]))
+                         for r in layers),
+        ratios=', '.join(f"{x['eda', T]:.2f}x at {T}" for T in (ctx[0], ctx[-2], ctx[-1])))
 
 
 def decode_section():
@@ -410,17 +389,15 @@ def decode_section():
         kern='\n'.join(fill('decode kernel row', r=r, x=r['ms'] / fla[r['B']]) for r in kern))
 
 
-SECTIONS = [erase_section, length_section, defaults_section, lm_long_section, lm_section, probe_section, table7_section,
-            kernel_section, train_section, decode_section]
+SECTIONS = [globals()[name] for name in TEMPLATE if name.endswith('_section')]  # in the template's order
 
 
 def render(section):
-    """(a section's text, its README row or None): its template part filled with its fields, or its own text."""
+    """(a section's text, its README row or None): its template part filled with its fields."""
     name, out = section.__name__, section()
     if out is None:  # the grid of the section's name, config/sweep/<name>.py
-        out = fill('not run', title=TEMPLATE[name].split('\n', 1)[0], grid=f'config/sweep/{name[:-8]}.py')
-    if isinstance(out, str):
-        return out + '\n', None
+        return fill('not run', title=TEMPLATE[name].split('\n', 1)[0],
+                    grid=f'config/sweep/{name[:-8]}.py') + '\n', None
     text = re.sub('\n\n\n+', '\n\n', TEMPLATE[name].format(**out))  # an empty field leaves no gap
     row = out.get('row', True) and fill(name + ' row', **out).split(' | ')
     return text.strip('\n') + '\n', row or None

@@ -117,6 +117,14 @@ def figure(path, draw, panels=1, size=(6, 4), dpi=120, **subplots):
     print(f'figure: {path}')
 
 
+def lines(ax, x, ys, legend=8, **axis):
+    """ys ([(y, plot's keywords)]) as lines over x on a log axis, then ax.set(**axis) and a legend of the labelled."""
+    for y, style in ys:
+        ax.plot(x, y, **style)
+    ax.set(xscale='log', **axis)
+    ax.legend(fontsize=legend)
+
+
 def train_row(runs, name):
     """A train.py run's row from its log ($RUNS/NAME/log.jsonl) and command ($RUNS/NAME.cmd): tok/s and MFU the
     mean over steps >= 3, the peak memory, the last loss; None where the run logged no step."""
