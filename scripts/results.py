@@ -389,7 +389,8 @@ def decode_section():
         kern='\n'.join(fill('decode kernel row', r=r, x=r['ms'] / fla[r['B']]) for r in kern))
 
 
-SECTIONS = [globals()[name] for name in TEMPLATE if name.endswith('_section')]  # in the template's order
+SECTIONS = [erase_section, length_section, defaults_section, lm_long_section, lm_section, probe_section, table7_section,
+            kernel_section, train_section, decode_section]
 
 
 def render(section):
