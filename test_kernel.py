@@ -6,6 +6,8 @@ is imported), on small shapes. The GPU tests (bf16, long sequences, decode) skip
 import ctypes
 import json
 import os
+import subprocess
+import sys
 
 import torch
 
@@ -612,3 +614,33 @@ def test_bench_rows_carry_command_date_commit_and_device(tmp_path):
     assert rows[0]['command'].startswith('python bench.py --results_file=') and rows[0]['device'] and \
         rows[0]['date'] and 'commit' in rows[0] and rows[0]['torch']
 
+
+
+
+KERNEL_REGS_CHECK = """
+import re, sys
+sys.path.insert(0, 'scripts')
+import kernel, kernel_regs as regs
+fn, consts = kernel._eda_decode_kernel, dict(H=2, HV=2, K=64, V=64, BK=64, BV=32, EDA=True, SCALAR_G=False)
+sass, _ = regs.disassemble(fn, consts, 2, 1, 'cuobjdump', '-sass')
+ops = re.findall(r'/\\*([0-9a-f]{4,})\\*/\\s+(?:@!?U?P\\w+\\s+)?([^;\\s]*)', sass)
+def export(ops):  # an ncu source export: every sample on the exp instructions
+    with open(sys.argv[1], 'w') as f:
+        f.write('"Kernel Name","x"\\n"Address","Source","Warp Stall Sampling (All Samples)"\\n' + ''.join(
+            f'"0x{int(a, 16) + 4096:x}","{op} R1, R2","{int(op == "MUFU.EX2")}"\\n' for a, op in ops))
+    return sys.argv[1]
+regs.stalls_by_line(fn, consts, 2, 1, export(ops))
+regs.stalls_by_line(fn, consts, 2, 1, export(ops[:-1]))
+"""
+
+
+def test_kernel_regs_puts_a_profiles_stall_samples_on_the_lines_that_made_them(tmp_path):
+    # the decode kernel compiled for sm_90a (a process without the interpreter) and an ncu source export of it with
+    # every sample on its exp instructions: the lines printed are tl.exp's; an export of other code is refused
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    run = subprocess.run([sys.executable, "-c", KERNEL_REGS_CHECK, str(tmp_path / "ncu.csv")], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    printed = [line for line in run.stdout.splitlines() if not line.startswith("  0.0%")]
+    assert printed and all("tl.exp" in line for line in printed), run.stdout + run.stderr
+    assert abs(sum(float(line.split("%")[0]) for line in printed) - 100) < 0.5
+    assert run.returncode == 1 and "of this compile's code" in run.stderr, run.stderr

@@ -2,7 +2,7 @@
 Registers and spills of kernel.py's Triton kernels, compiled for Hopper (sm_90a) on a machine without a GPU.
 
     python scripts/kernel_regs.py [prep fwd dh_prep bwd_dh bwd] [--sass] [--kda] [--heads=H,HV] [--warps=N]
-                                  [--chunk=TOKENS] [--set=NAME=VALUE]
+                                  [--chunk=TOKENS] [--set=NAME=VALUE] [--ncu=FILE]
 
 Compiles what the model and bench.py run (EDA, bf16, K = V = 128, the module's launch settings, no g check in the
 prep) for the kernels named (default: all). --heads: H, HV (default 8, 16: the backward adds dq, dk atomically;
@@ -10,9 +10,13 @@ H = HV stores them); --kda: the KDA path (e = None: one sub-step per token); --s
 Prints cuobjdump's resource line per kernel (REG: registers per thread, STACK: bytes per thread, mostly spills)
 and the shared memory a program takes (an SM has 228 KB); --sass adds the SASS instruction count of each kernel
 and of its largest loop (a walk's chunk step, the per-chunk backward's V-block step) with its commonest opcodes.
-The figures follow the local Triton's ptxas and say nothing about time (notes/kernel.md).
+These follow the local Triton's ptxas and say nothing about time; --ncu=FILE does (one kernel named): FILE is
+`ncu --page source --csv --print-source sass` of a GPU profile of that very compile (the same Triton, --heads,
+--kda), its warp-stall samples printed by kernel.py line (notes/kernel.md).
 """
 import collections
+import csv
+import gzip
 import inspect
 import os
 import re
@@ -29,8 +33,8 @@ from triton.compiler import ASTSource  # noqa: E402
 
 import kernel  # noqa: E402
 
-FP32_POINTERS = {"g", "gmin", "ht", "h0", "dht", "dh0", "dq", "dk", "dg", "de", "dbeta", "dgamma",
-                 "s_in", "s_out", "eGNout", "eGNin"}
+# fp32 pointers (the rest bf16); dq, dk too where grouped value heads add into them atomically
+FP32_POINTERS = {"g", "gmin", "ht", "h0", "dht", "dh0", "dg", "s_in", "s_out", "eGNout", "eGNin"}
 SCALARS = {"scale": "fp32", "T": "i32", "NT": "i32"}
 
 
@@ -42,46 +46,75 @@ def aligned(sig):
             if t.startswith("*") or p in ("T", "NT")}
 
 
-def cuobjdump(fn, consts, warps, stages, flag):
-    """cuobjdump's output (flag: what to dump) for fn compiled for sm_90a as a real launch would compile it, and
-    the shared memory a program takes (bytes)."""
+def disassemble(fn, consts, warps, stages, *tool):
+    """The output of `tool` (a program of Triton's and its flags, e.g. cuobjdump -sass) on fn compiled for sm_90a as
+    a real launch would compile it, and the shared memory a program takes (bytes)."""
     params = inspect.signature(fn.fn).parameters
     consts = {n: c for n, c in consts.items() if n in params}  # one table serves kernel versions that differ
-    sig = {p: "constexpr" if p in consts else SCALARS.get(p, "*fp32" if p in FP32_POINTERS else "*bf16")
+    fp32 = FP32_POINTERS | ({"dq", "dk"} if consts.get("ATOMIC_QK") else set())
+    sig = {p: "constexpr" if p in consts else SCALARS.get(p, "*fp32" if p in fp32 else "*bf16")
            for p in params}  # each parameter's type for Triton's compiler: constexprs, SCALARS, else pointers
     src = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=aligned(sig))
     compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, num_stages=stages))
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(compiled.asm["cubin"])
-    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
-    out = subprocess.run([tool, flag, f.name], capture_output=True, text=True).stdout
+    path = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", tool[0])
+    out = subprocess.run([path, *tool[1:], f.name], capture_output=True, text=True).stdout
     os.unlink(f.name)
     return out, compiled.metadata.shared
 
 
+def instructions(sass):
+    """[(address, opcode, operands)] of a disassembly, the opcode without its predicate."""
+    return [(int(a, 16), op, rest) for a, op, rest in
+            re.findall(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([^;\s]+)([^;\n]*);", sass)]
+
+
 def instruction_mix(fn, consts, warps, stages, top=12):
     """SASS instructions of the kernel, of its largest loop (the span of its longest backward branch), and the
-    loop's commonest opcodes (predicates and modifiers dropped)."""
-    sass, _ = cuobjdump(fn, consts, warps, stages, "-sass")
-    ins = [(int(a, 16), t.strip()) for a, t in re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", sass)]
-    spans = [(int(m.group(1), 16), a) for a, t in ins
-             for m in [re.search(r"BRA\s+0x([0-9a-f]+)", t)] if m and int(m.group(1), 16) < a]
+    loop's commonest opcodes (modifiers dropped)."""
+    ins = instructions(disassemble(fn, consts, warps, stages, "cuobjdump", "-sass")[0])
+    spans = [(int(m.group(1), 16), a) for a, op, rest in ins
+             for m in [re.search(r"0x([0-9a-f]+)", rest)] if op == "BRA" and m and int(m.group(1), 16) < a]
     lo, hi = max(spans, key=lambda s: s[1] - s[0], default=(0, -1))
-    loop = [re.sub(r"^@!?U?P\w+\s+", "", t).split()[0].split(".")[0] for a, t in ins if lo <= a <= hi]
+    loop = [op.split(".")[0] for a, op, _ in ins if lo <= a <= hi]
     mix = ", ".join(f"{op} {n}" for op, n in collections.Counter(loop).most_common(top))
     return f"{len(ins)} instructions, largest loop {len(loop)}: {mix}"
 
 
+def stalls_by_line(fn, consts, warps, stages, path, top=30):
+    """An ncu source export's warp-stall samples (path, gzip or not) by the kernel.py line of each instruction, from
+    this compile's line table (nvdisasm -g; Triton inlines the helpers, so a line may be a helper's)."""
+    table, line = [], 0  # (opcode, its kernel.py line) per instruction, in address order
+    for text in disassemble(fn, consts, warps, stages, "nvdisasm", "-g", "-c")[0].splitlines():
+        line = int(m.group(1)) if (m := re.search(r'kernel\.py", line (\d+)', text)) else line
+        table += [(op, line) for _, op, _ in instructions(text)]
+    with (gzip.open if path.endswith(".gz") else open)(path, "rt") as f:
+        rows = list(csv.reader(f))
+    head, stall = next((r for r in rows if "Source" in r), None), "Warp Stall Sampling (All Samples)"
+    got = [(instructions(f"/*0000*/ {r[head.index('Source')]};")[0][1], r[head.index(stall)]) for r in rows
+           if head and stall in head and r[0][:2] == "0x"]
+    if not got or [op for op, _ in got] != [op for op, _ in table]:
+        sys.exit(f"kernel_regs.py: {path} is not ncu's source export of this compile's code ({len(got)} instructions "
+                 f"against {len(table)}): the profile must come from the same Triton, --heads and --kda")
+    counts = collections.Counter()
+    for (_, n), (_, line) in zip(got, table):
+        counts[line] += int(n or 0)
+    src = ["", *open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernel.py")).read().splitlines()]
+    for line, n in counts.most_common(top):  # line 0: code before the table's first line
+        print(f"{100 * n / sum(counts.values()):5.1f}%  kernel.py:{line:<5d} {src[line].strip()[:90]}")
+
+
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    warps = next((int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--warps=")), None)
-    H, HV = next((tuple(map(int, a.split("=")[1].split(","))) for a in sys.argv[1:] if a.startswith("--heads=")),
-                 (8, 16))
-    K = V = 128
-    chunk = next((int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--chunk=")), kernel.CHUNK_TOKENS)
-    eda = "--kda" not in sys.argv[1:]
+    opts = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)  # --set's: below
+    warps, ncu, eda = opts.get("warps") and int(opts["warps"]), opts.get("ncu"), "--kda" not in sys.argv[1:]
+    H, HV = map(int, opts.get("heads", "8,16").split(","))
+    K = V = BK = 128
+    chunk = int(opts.get("chunk", kernel.CHUNK_TOKENS))
+    if ncu and len(args) != 1:
+        sys.exit("kernel_regs.py: --ncu reads the profile of one kernel: name it (e.g. bwd)")
     BT = 2 * chunk if eda else chunk
-    BK = triton.next_power_of_2(K)
     sets = dict(a[len("--set="):].split("=") for a in sys.argv[1:] if a.startswith("--set="))  # --set=NAME=VALUE
     L = dict(zip(kernel.LAUNCH, kernel.launch_settings(sets)))  # a ValueError names an unknown setting
     common = dict(H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BKC=min(L["PREP_BK"], BK), BVP=64, EDA=eda,
@@ -92,10 +125,11 @@ def main():
         "prep": (kernel._eda_prep_kernel, dict(common, SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=AB,
                                                SCALAR_G=False, CHECK_G=False,
                                                REUSE=bool(L["PREP_REUSE"]) and common["BKC"] >= K),
-                 L["PREP_WARPS"], 1),
+                 L["PREP_WARPS"], L["PREP_STAGES"]),
         "fwd": (kernel._eda_fwd_kernel, dict(common, BV=L["FWD_BV"], HAS_H0=True, STORE_HT=True, STORE_HS=True),
                 L["FWD_WARPS"], L["FWD_STAGES"]),
-        "dh_prep": (kernel._eda_dh_prep_kernel, dict(common, BKC=min(L["DH_PREP_BK"], BK)), L["PREP_WARPS"], 1),
+        "dh_prep": (kernel._eda_dh_prep_kernel, dict(common, BKC=min(L["DH_PREP_BK"], BK)), L["PREP_WARPS"],
+                    L["PREP_STAGES"]),
         "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, BV=L["DH_BV"], HAS_DHT=True, STORE_DH0=True),
                    L["DH_WARPS"], L["DH_STAGES"]),
         "bwd": (kernel._eda_bwd_kernel, dict(common, BV=L["BWD_BV"] if eda else L["BWD_BV_KDA"], AB=AB, SCALAR_G=False,
@@ -108,11 +142,13 @@ def main():
         if args and name not in args:
             continue
         w = warps or w
-        out, smem = cuobjdump(fn, consts, w, s, "--dump-resource-usage")
+        out, smem = disassemble(fn, consts, w, s, "cuobjdump", "--dump-resource-usage")
         line = next((line.strip() for line in out.splitlines() if "REG:" in line), out.strip()[-300:])
         print(f"{name:10s} warps {w} stages {s}: {line} | shared memory {smem} B", flush=True)
         if "--sass" in sys.argv[1:]:
             print(f"{'':10s} {instruction_mix(fn, consts, w, s)}", flush=True)
+        if ncu:
+            stalls_by_line(fn, consts, w, s, ncu)
 
 
 if __name__ == "__main__":
