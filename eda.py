@@ -325,8 +325,7 @@ def eda_triton(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, outpu
 
 
 def eda_triton_decode(q, k, v, e, g, beta, gamma, state, scale=None, inplace=True):
-    """A few tokens (decoding) against the recurrent state [B, HV, K, V] (fp32) in kernel.eda_decode (Eq. ed token by
-    token): (o, the new state, `state` itself if inplace). No autograd. Values are not checked (a sync per token)."""
+    """kernel.eda_decode (decoding: o, the new state) after check_inputs; no value checks (a sync per token)."""
     check_inputs(q, k, v, e, g, beta, gamma, state)
     return kernels().eda_decode(q, k, v, e, g, beta, gamma, state, scale=scale, inplace=inplace)
 
