@@ -138,8 +138,7 @@ def cuda_graph_problem(model):
     if model.config.moe:
         return ("MoE routing reads the tokens per expert on the host (bincount, the dispatch split), which "
                 "a graph cannot replay")
-    dev = model.wte.weight.device
-    if dev.type != "cuda":
+    if (dev := model.wte.weight.device).type != "cuda":
         return f"the model is on {dev}, and CUDA graphs need a CUDA device"
     if torch.is_autocast_enabled("cuda"):
         return ("autocast is on: the weight casts it caches would be freed while the graph still reads "

@@ -88,15 +88,13 @@ def check_inputs(q, k, v, e, g, beta, gamma, initial_state=None, b=None, w=None)
                            ("V", V, "v.shape[3]")):
         if d == 0:  # (no heads or no channels: nothing to compute, and K = 0 has no default scale K^-0.5)
             raise ValueError(f"{name} = {where} = 0: every dimension but T must be >= 1")
-    if tuple(v.shape[:2]) != (B, T):
-        raise ValueError(f"v must have shape (B, T, HV, V) = ({B}, {T}, HV, V) to match q, got {tuple(v.shape)}")
     if HV % H != 0:
         raise ValueError(f"the value heads HV={HV} (v.shape[2]) must be a multiple of the query/key heads H={H}")
     if tuple(g.shape) not in ((B, T, HV, K), (B, T, HV)):
         raise ValueError(f"g must have shape {(B, T, HV, K)} (channel-wise) or {(B, T, HV)} (per head), "
                          f"got {tuple(g.shape)}")
-    shapes = dict(k=(B, T, H, K), beta=(B, T, HV), b=(B, T, HV, K), w=(B, T, HV, V), e=(B, T, HV, K),
-                  gamma=(B, T, HV), initial_state=(B, HV, K, V))
+    shapes = dict(k=(B, T, H, K), v=(B, T, HV, V), beta=(B, T, HV), b=(B, T, HV, K), w=(B, T, HV, V),
+                  e=(B, T, HV, K), gamma=(B, T, HV), initial_state=(B, HV, K, V))
     for name, x in named.items():
         if name in shapes and tuple(x.shape) != shapes[name]:
             raise ValueError(f"{name} must have shape {shapes[name]}, got {tuple(x.shape)}")
@@ -119,9 +117,11 @@ def check_values(g, finite=None):
             raise ValueError(f"{name} holds NaN or inf values; every value must be finite")
 
 
-def _prepare(q, k, v, e, g, beta, gamma, scale, initial_state, check=True, b=None, w=None):
-    """Common preamble of the reference paths (b, w: GDN-2's gates in place of beta): checks (values unless
-    check=False), compute dtype, grouped heads expanded, channel-wise g, initial state."""
+def _prepare(q, k, v, e, g, beta, gamma, scale, initial_state, check=True, chunk_size=1, b=None, w=None):
+    """Common preamble of the reference paths (b, w: GDN-2's gates in place of beta): checks (chunk_size, then
+    values unless check=False), compute dtype, grouped heads expanded, channel-wise g, initial state."""
+    if not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
     B, T, H, HV, K, V = check_inputs(q, k, v, e, g, beta, gamma, initial_state, b=b, w=w)
     if check:
         check_values(g, dict(q=q, k=k, v=v, e=e, beta=beta, gamma=gamma, b=b, w=w, initial_state=initial_state))
@@ -265,10 +265,8 @@ def eda_chunk(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
     """Chunk-parallel EDA (Sec. 3.4): the delta rule over the doubled sequence (Eq. double_data) in chunks of
     `chunk_size` tokens (2 * chunk_size sub-steps), outputs read at the write sub-steps. Same arguments (check too)
     and results as eda_recurrent. With e=None no sub-steps are doubled (KDA / GDN)."""
-    if not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
     out_dtype = v.dtype
-    q, k, v, e, g, beta, gamma, S = _prepare(q, k, v, e, g, beta, gamma, scale, initial_state, check)
+    q, k, v, e, g, beta, gamma, S = _prepare(q, k, v, e, g, beta, gamma, scale, initial_state, check, chunk_size)
     if e is None:
         o, S = chunk_delta_rule(q, k, v, g, beta, S, chunk_size)
     else:
@@ -282,9 +280,9 @@ def eda_chunk(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
 # with a key-side erase gate b_t in (0,1)^K and a value-side write gate w_t in (0,1)^V. Its rank-1 vectors differ
 # (k left, b*k right), so kernel.py's symmetric kernels do not apply: chunk_delta_rule with a read direction.
 # Shapes as above; b [B,T,HV,K], w [B,T,HV,V].
-def _gdn2_prepare(q, k, v, g, b, w, scale, initial_state, check):
+def _gdn2_prepare(q, k, v, g, b, w, scale, initial_state, check, chunk_size=1):
     """_prepare for GDN-2: the compute-dtype q, k, the erase/read direction b*k, the written value w*v, g, S."""
-    q, k, v, _, g, _, _, S = _prepare(q, k, v, None, g, None, None, scale, initial_state, check, b=b, w=w)
+    q, k, v, _, g, _, _, S = _prepare(q, k, v, None, g, None, None, scale, initial_state, check, chunk_size, b=b, w=w)
     return q, k, b.to(q.dtype) * k, w.to(q.dtype) * v, g, S
 
 
@@ -305,9 +303,7 @@ def gdn2_recurrent(q, k, v, g, b, w, scale=None, initial_state=None, output_fina
 def gdn2_chunk(q, k, v, g, b, w, scale=None, initial_state=None, output_final_state=False, chunk_size=64, check=True):
     """GDN-2 chunk-parallel: chunk_delta_rule with the read direction b*k in place of k on the right, the value
     w*v and strength 1 (u_i = w_i*v_i - S_{i-1}^T D_i (b_i*k_i), unrolled in the chunk). check: as gdn2_recurrent's."""
-    if not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
-    q, k, kb, z, g, S = _gdn2_prepare(q, k, v, g, b, w, scale, initial_state, check)
+    q, k, kb, z, g, S = _gdn2_prepare(q, k, v, g, b, w, scale, initial_state, check, chunk_size)
     o, S = chunk_delta_rule(q, k, z, g, z.new_ones(z.shape[:3]), S, chunk_size, read=kb)
     return o.to(v.dtype), (S if output_final_state else None)
 
@@ -329,8 +325,7 @@ def eda_triton(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, outpu
 
 
 def eda_triton_decode(q, k, v, e, g, beta, gamma, state, scale=None, inplace=True):
-    """A few tokens (decoding) against the recurrent state [B, HV, K, V] (fp32) in kernel.eda_decode (Eq. ed token by
-    token): (o, the new state, `state` itself if inplace). No autograd. Values are not checked (a sync per token)."""
+    """kernel.eda_decode (decoding: o, the new state) after check_inputs; no value checks (a sync per token)."""
     check_inputs(q, k, v, e, g, beta, gamma, state)
     return kernels().eda_decode(q, k, v, e, g, beta, gamma, state, scale=scale, inplace=inplace)
 

@@ -5,16 +5,8 @@ Paper: "Erase-then-Delta Attention", Method section (Eq. labels below refer to i
 (`eda_recurrent`, the spec), the chunked PyTorch form (`eda_chunk`), and checks shapes before calling this module, which
 imports nothing of the repository. Why the kernels are shaped as they are, with measurements: notes/kernel.md.
 
-Chapters, in file order:
-    Triton building blocks      sub-step tiles of a chunk, the unit-lower inverse, anchored decay products
-    Forward                     _eda_prep_kernel (per chunk), _eda_fwd_kernel (the chunk walk)
-    Backward                    _eda_dh_prep_kernel, _eda_bwd_dh_kernel (the reverse walk), _eda_bwd_kernel
-    Decode                      _eda_decode_kernel: Eq. ed token by token, the fp32 state in HBM (in place if asked)
-    Short conv                  the linear layers' input path, conv + SiLU + L2 norm, forward and backward
-    Python side                 host checks, launch settings (LAUNCH), the launch sequences
-    PyTorch operators           torch.library custom ops (nanoeda::...): torch.compile traces through the kernels
-    Entry points                eda_fused, eda_decode, short_conv: host checks, then the ops
-    Split-KV attention decode   attention_decode: one query token per row against a KV cache
+Chapters, in file order, each under a banner comment: Triton building blocks, Forward, Backward, Decode, Short conv,
+Python side, PyTorch operators, Entry points (eda_fused, eda_decode, short_conv), Split-KV attention decode.
 
 Design of the chunked training kernels (Sec. 3.4: launches (1)-(5), decay numerics): notes/chunk_form.md §4.
 """
@@ -36,7 +28,7 @@ _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 # ----------------------------------------------------------------------------------------------------
-# Triton building blocks
+# Triton building blocks: sub-step tiles of a chunk, the unit-lower inverse, anchored decay products
 
 
 @triton.jit
@@ -865,12 +857,10 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
         hs if need_states else o, T, NT, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
         STORE_HT=output_final_state, STORE_HS=need_states, DT=DT, PREC=PREC,
         num_warps=L["FWD_WARPS"] if BV >= 128 else 4, num_stages=L["FWD_STAGES"])
-    if check_g:  # after every launch: the sync waits for work already queued, the GPU never idles
-        low = gmin.min().item()
-        if low < G_MIN:
-            raise ValueError(f"eda_triton: channel-wise log decay g has values below {G_MIN} (min {low:.3g}); "
-                             "the kernels' anchored decay factors would overflow. Bound it with eda.safe_gate / "
-                             "eda.kda_gate, or use a per-head g [B, T, HV] (exact for any g)")
+    if check_g and (low := gmin.min().item()) < G_MIN:  # after every launch: the GPU never idles for the sync
+        raise ValueError(f"eda_triton: channel-wise log decay g has values below {G_MIN} (min {low:.3g}); the "
+                         "kernels' anchored decay factors would overflow. Bound it with eda.safe_gate / eda.kda_gate, "
+                         "or use a per-head g [B, T, HV] (exact for any g)")
     return outs
 
 
@@ -881,10 +871,7 @@ def _bwd_grads(q, k, v, e, g, beta, gamma):
     HV = v.shape[2]
     eda = e is not None
     # new_empty, not empty_like: contiguous whatever the input's layout (the fake op sees the caller's strides)
-    if HV > H:
-        dq, dk = (torch.zeros(B, T, H, K, dtype=torch.float32, device=q.device) for _ in range(2))
-    else:
-        dq, dk = q.new_empty(q.shape), k.new_empty(k.shape)
+    dq, dk = (x.new_zeros(x.shape, dtype=torch.float32) if HV > H else x.new_empty(x.shape) for x in (q, k))
     return (dq, dk, v.new_empty(v.shape), e.new_empty(e.shape) if eda else _absent(q), g.new_empty(B, T, HV, K),
             beta.new_empty(beta.shape), gamma.new_empty(gamma.shape) if eda else _absent(q))
 
@@ -1303,8 +1290,7 @@ def attention_decode(q, k, v, pos, scale=None, split_len=None):
     tensor on q's device (the CUDA-graph path: the launch covers all of max_len, splits past pos store an empty
     partial). scale: default 1 / sqrt(head_dim), as SDPA. split_len: keys per split (a multiple of ATTN_DECODE_BLOCK_N;
     default: enough to fill the GPU). fp32 softmax; returns q's shape and dtype."""
-    problem = attention_decode_problem(q, k, v, pos)
-    if problem:
+    if problem := attention_decode_problem(q, k, v, pos):
         raise ValueError(f"attention_decode: {problem}")
     B, nkv, L, hd = k.shape
     block_n = ATTN_DECODE_BLOCK_N

@@ -210,12 +210,8 @@ def summarize(results, edges):
 
 
 # Output -------------------------------------------------------------------------------------------------------
-def pct(x):
-    return '   n/a' if x is None or x != x else f"{100 * x:6.1f}"
-
-
-def num(x, w=8, p=3):
-    return ' ' * (w - 3) + 'n/a' if x is None or x != x else f"{x:{w}.{p}f}"
+def num(x, w=8, p=3, scale=1):
+    return ' ' * (w - 3) + 'n/a' if x is None or x != x else f"{scale * x:{w}.{p}f}"
 
 
 def print_tables(models, d_k, lag_list, edges):
@@ -233,7 +229,7 @@ def print_tables(models, d_k, lag_list, edges):
             print(f"{label:>{W}} {last:>5} {'all':>4} {(total or cells)(summ)}")
 
     def pcts(xs):
-        return ' '.join(pct(x) for x in xs)
+        return ' '.join(num(x, 6, 1, 100) for x in xs)  # percentages
 
     print(f"\n(a) gate-strength allocation, mean shares q_m = b_m / (b_D + b_Dlt + b_E) in %: b_D = 1 - abar, "
           f"b_Dlt = abar beta, b_E = abar gamma\n    [paper, all layers: D {PAPER['shares'][0]} / Dlt "
@@ -247,7 +243,7 @@ def print_tables(models, d_k, lag_list, edges):
     for label, summ in models:
         for lab, (frac, sh) in zip(bin_labels(edges), summ['alloc']['bins']):
             sh = sh or [None] * 3
-            print(f"{label:>{W}} {lab:>9} {pct(frac)} {pcts(sh)} {num(sh[2] / sh[1] if sh[1] else None, 6, 2)}")
+            print(f"{label:>{W}} {lab:>9} {pcts([frac, *sh])} {num(sh[2] / sh[1] if sh[1] else None, 6, 2)}")
 
     if erasing:
         print("\n(b) readout perturbation ||delta o_t|| / ||o_t^-|| of the erase step (mean over tokens, heads), same "
@@ -414,8 +410,7 @@ def read_tokens(ckpt):
         data, _ = load_tokens(os.path.join(folder, f'{split}.bin'))
     except TokenFileError as err:
         fail(err)
-    data_encoding = read_meta(folder).get('encoding')
-    if data_encoding and encoding and data_encoding != encoding:
+    if (data_encoding := read_meta(folder).get('encoding')) and encoding and data_encoding != encoding:
         fail(f"{folder} holds {data_encoding} tokens, the model reads {encoding} tokens")
     if offset < 0 or offset >= len(data):
         fail(f"offset={offset} is outside {folder}/{split}.bin ({len(data)} tokens)")

@@ -284,6 +284,7 @@ def test_bad_inputs_raise_value_errors_that_name_the_problem(fn):
     S0 = x.pop("initial_state")
     bad = [
         (dict(k=x["k"][:, :4]), "k must have shape"),
+        (dict(v=x["v"][:, :4]), r"v must have shape \(2, 5, 4, 16\), got \(2, 4, 4, 16\)"),
         (dict(v=x["v"][:, :, :3]), "multiple of the query/key heads"),
         (dict(gamma=None), "e and gamma go together"),
         (dict(beta=x["beta"].long()), "beta must be a floating-point"),

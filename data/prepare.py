@@ -90,8 +90,7 @@ def rebuild_command(data_dir):
             return command
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    name = os.path.basename(os.path.normpath(data_dir))
-    if name == "stdlib" or name in HUB:
+    if (name := os.path.basename(os.path.normpath(data_dir))) == "stdlib" or name in HUB:
         return f"python data/prepare.py {name}"
     return f"python data/prepare.py text --input=<your text files> --out={data_dir}"
 
@@ -257,10 +256,8 @@ def prepare_stdlib(out=os.path.join(DATA_DIR, "stdlib"), val_fraction=0.02):
     for path in files:
         with open(path, "rb") as f:
             data = f.read().replace(b"\0", b"")  # byte 0 is the document separator
-        if val is None:
-            pieces = zip(("train", "val"), tail_split(data, val_fraction))
-        else:
-            pieces = [("val" if os.path.relpath(path, root) in val else "train", data)]
+        pieces = (zip(("train", "val"), tail_split(data, val_fraction)) if val is None
+                  else [("val" if os.path.relpath(path, root) in val else "train", data)])
         for split, piece in pieces:
             parts[split].append(np.frombuffer(piece + b"\0", np.uint8))
     return finish(out, {s: (a, len(a)) for s, a in parts.items()}, 256, "bytes",
@@ -338,8 +335,7 @@ def text_files(inputs, exts):
                 dirnames.sort()
                 files += [os.path.join(dirpath, f) for f in sorted(filenames) if f.rsplit(".", 1)[-1] in exts]
         else:
-            matches = sorted(glob.glob(item))
-            if not matches:
+            if not (matches := sorted(glob.glob(item))):
                 raise SystemExit(f"prepare: no file matches --input={item}")
             files += matches
     if not files:
