@@ -397,8 +397,7 @@ def render(section):
     """(a section's text, its README row or None): its template part filled with its fields."""
     name, out = section.__name__, section()
     if out is None:  # the grid of the section's name, config/sweep/<name>.py
-        return fill('not run', title=TEMPLATE[name].split('\n', 1)[0],
-                    grid=f'config/sweep/{name[:-8]}.py') + '\n', None
+        return fill('not run', title=TEMPLATE[name].split('\n', 1)[0], grid=f'config/sweep/{name[:-8]}.py') + '\n', None
     text = re.sub('\n\n\n+', '\n\n', TEMPLATE[name].format(**out))  # an empty field leaves no gap
     row = out.get('row', True) and fill(name + ' row', **out).split(' | ')
     return text.strip('\n') + '\n', row or None
