@@ -12,7 +12,12 @@ and the shared memory a program takes (an SM has 228 KB); --sass adds the SASS i
 and of its largest loop (a walk's chunk step, the per-chunk backward's V-block step) with its commonest opcodes.
 These follow the local Triton's ptxas and say nothing about time; --ncu=FILE does (one kernel named): FILE is
 `ncu --page source --csv --print-source sass` of a GPU profile of that very compile (the same Triton, --heads,
---kda), its warp-stall samples printed by kernel.py line (notes/kernel.md).
+--kda), its warp-stall samples printed by kernel.py line (notes/kernel.md). On the GPU, for the per-chunk backward:
+
+    ncu --set full -k regex:_eda_bwd_kernel -c 1 -o rep python bench.py --check=0 --use_fla=False --profile=False \
+        --bench_eda_chunk=False "--shapes=[(8, 4096, 16, 16)]" "--decode_batches=[]"
+    ncu -i rep.ncu-rep --page source --csv --print-source sass > FILE     # then, here:
+    python scripts/kernel_regs.py bwd --heads=16,16 --ncu=FILE
 """
 import collections
 import csv
