@@ -73,8 +73,9 @@ def test_eda_matches_recurrence_many_chunks_grouped_heads_T40():
 
 
 def test_one_value_head_per_key_head_uses_plain_stores_and_matches_recurrence():
-    # HV = H and one V-block: the backward's parts write and add without atomics
-    compare(make_inputs(2, 37, 2, 2, 32, 32, seed=12, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8)
+    # HV = H: the backward's parts write without atomics, in two V-blocks (BWD_BV_UNGROUPED, not BWD_BV)
+    compare(make_inputs(2, 37, 2, 2, 32, 64, seed=12, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8,
+            launch=dict(BWD_BV=64, BWD_BV_UNGROUPED=32))
 
 
 def test_sixteen_token_chunks_with_a_partial_chunk_match_recurrence():
@@ -378,14 +379,15 @@ def test_kernel_py_imports_nothing_of_this_repo():
 
 
 @needs_gpu
-@pytest.mark.parametrize("launch, chunk", [({}, None), ({"FWD_STAGES": 2, "DH_STAGES": 2}, 32),
-                                           ({"SUB_BLOCK": 8}, None),
-                                           ({"PREP_REUSE": 0}, None), ({"BWD_WROWS": 0}, None)])
-def test_gpu_bf16_T4096_matches_fp64_reference(launch, chunk):
-    # the shipped launch settings, 32-token chunks (whose walks fit a Hopper SM's shared memory at 2 stages), the
-    # UT solve in 8-row substitution blocks (the default before 4), the prep's second pass reloading its tiles and
-    # the per-chunk backward on all 32 sub-steps of a chunk
-    x = make_inputs(1, 4096, 2, 4, 128, 128, dtype=torch.bfloat16, seed=11, device=DEV)
+@pytest.mark.parametrize("launch, chunk, hv", [({}, None, 4), ({}, None, 2),
+                                               ({"FWD_STAGES": 2, "DH_STAGES": 2}, 32, 4), ({"SUB_BLOCK": 8}, None, 4),
+                                               ({"PREP_REUSE": 0}, None, 4), ({"BWD_WROWS": 0}, None, 4)])
+def test_gpu_bf16_T4096_matches_fp64_reference(launch, chunk, hv):
+    # the shipped launch settings, grouped (HV = 4) and not (HV = H = 2: 128-wide V-blocks, stores for dq, dk),
+    # 32-token chunks (whose walks fit a Hopper SM's shared memory at 2 stages), the UT solve in 8-row substitution
+    # blocks (the default before 4), the prep's second pass reloading its tiles and the per-chunk backward on all
+    # 32 sub-steps of a chunk
+    x = make_inputs(1, 4096, 2, hv, 128, 128, dtype=torch.bfloat16, seed=11, device=DEV)
     compare(x, eda.eda_triton, 1e-2, launch=launch, chunk_size=chunk)
 
 

@@ -137,7 +137,8 @@ def main():
                     L["PREP_STAGES"]),
         "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, BV=L["DH_BV"], HAS_DHT=True, STORE_DH0=True),
                    L["DH_WARPS"], L["DH_STAGES"]),
-        "bwd": (kernel._eda_bwd_kernel, dict(common, BV=L["BWD_BV"] if eda else L["BWD_BV_KDA"], AB=AB, SCALAR_G=False,
+        "bwd": (kernel._eda_bwd_kernel, dict(common, BV=L["BWD_BV_KDA"] if not eda else L["BWD_BV"] if HV > H
+                                             else L["BWD_BV_UNGROUPED"], AB=AB, SCALAR_G=False,
                                              ATOMIC_QK=HV > H, WR=kernel._write_rows(L, eda, BT)),
                 L["BWD_WARPS"], L["BWD_STAGES"]),
     }
