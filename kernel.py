@@ -811,6 +811,11 @@ def _write_rows(L, eda, BT):
     return bool(L["BWD_WROWS"]) and eda and BT == 32
 
 
+def _bwd_width(L, eda, H, HV, BK):
+    """The per-chunk backward's V-block width; 128 (ungrouped) only at K <= 128: at 256 it spills 7 KB a thread."""
+    return L["BWD_BV_KDA"] if not eda else L["BWD_BV_UNGROUPED"] if HV == H and BK <= 128 else L["BWD_BV"]
+
+
 def _absent(q):
     """What an op returns in place of an output it was not asked for (an op returns a fixed tuple of tensors)."""
     return q.new_empty(0)
@@ -896,7 +901,7 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
         num_warps=L["DH_WARPS"] if BVd >= 128 else 4, num_stages=L["DH_STAGES"])
     del W2, M, Qg, Kg, eGN  # before the gradient buffers: the peak stays the gradient phase's
     # (5) every chunk's input gradients, in parallel
-    _, BV = _blocks(K, V, L["BWD_BV_KDA"] if not eda else L["BWD_BV"] if HV > H else L["BWD_BV_UNGROUPED"])
+    _, BV = _blocks(K, V, _bwd_width(L, eda, H, HV, BK))
     dq, dk, dv, de, dg, dbeta, dgamma = _bwd_grads(q, k, v, e, g, beta, gamma)
     compiled = _eda_bwd_kernel[(NT, B * HV)](
         q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, hs, dhs, do, dq, dk, dv,

@@ -124,12 +124,10 @@ def main():
     L = dict(zip(kernel.LAUNCH, kernel.launch_settings(sets)))  # a ValueError names an unknown setting
     common = dict(H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BKC=min(L["PREP_BK"], BK), BVP=64, EDA=eda,
                   DT=tl.bfloat16, PREC="tf32")
-    SB = min(L["SUB_BLOCK"], BT)
-    AB = kernel._anchor_rows(eda, BT)
+    SB, AB = min(L["SUB_BLOCK"], BT), kernel._anchor_rows(eda, BT)
     kernels = {  # name: (jit function, constexprs, num_warps, num_stages), as kernel.py launches them
-        "prep": (kernel._eda_prep_kernel, dict(common, SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=AB,
-                                               SCALAR_G=False, CHECK_G=False,
-                                               REUSE=bool(L["PREP_REUSE"]) and common["BKC"] >= K),
+        "prep": (kernel._eda_prep_kernel, dict(common, SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=AB, SCALAR_G=False,
+                                               CHECK_G=False, REUSE=bool(L["PREP_REUSE"]) and common["BKC"] >= K),
                  L["PREP_WARPS"], L["PREP_STAGES"]),
         "fwd": (kernel._eda_fwd_kernel, dict(common, BV=L["FWD_BV"], HAS_H0=True, STORE_HT=True, STORE_HS=True),
                 L["FWD_WARPS"], L["FWD_STAGES"]),
@@ -137,8 +135,7 @@ def main():
                     L["PREP_STAGES"]),
         "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, BV=L["DH_BV"], HAS_DHT=True, STORE_DH0=True),
                    L["DH_WARPS"], L["DH_STAGES"]),
-        "bwd": (kernel._eda_bwd_kernel, dict(common, BV=L["BWD_BV_KDA"] if not eda else L["BWD_BV"] if HV > H
-                                             else L["BWD_BV_UNGROUPED"], AB=AB, SCALAR_G=False,
+        "bwd": (kernel._eda_bwd_kernel, dict(common, BV=kernel._bwd_width(L, eda, H, HV, BK), AB=AB, SCALAR_G=False,
                                              ATOMIC_QK=HV > H, WR=kernel._write_rows(L, eda, BT)),
                 L["BWD_WARPS"], L["BWD_STAGES"]),
     }
