@@ -812,8 +812,8 @@ def _write_rows(L, eda, BT):
 
 
 def _bwd_width(L, eda, H, HV, BK):
-    """The per-chunk backward's V-block width; 128 (ungrouped) only at K <= 128: at 256 it spills 7 KB a thread."""
-    return L["BWD_BV_KDA"] if not eda else L["BWD_BV_UNGROUPED"] if HV == H and BK <= 128 else L["BWD_BV"]
+    """The per-chunk backward's V-block width; 128 (ungrouped) at K = 128 alone, as measured (256: 7 KB of spills)."""
+    return L["BWD_BV_KDA"] if not eda else L["BWD_BV_UNGROUPED"] if HV == H and BK == 128 else L["BWD_BV"]
 
 
 def _absent(q):

@@ -73,19 +73,20 @@ def test_eda_matches_recurrence_many_chunks_grouped_heads_T40():
 
 
 def test_the_backward_takes_128_wide_v_blocks_only_where_they_were_measured_to_win():
-    # EDA with H = HV at K <= 128 (sweep at 654f634); grouped heads and K = 256 (7 KB of spills a thread) stay at 64
+    # EDA with H = HV at K = 128 (sweep at 654f634); grouped heads, K = 256 (7 KB of spills a thread) and the
+    # unmeasured K = 64 stay at 64
     L = kernel.LAUNCH
     assert kernel._bwd_width(L, True, 4, 4, 128) == L["BWD_BV_UNGROUPED"] == 128
-    assert kernel._bwd_width(L, True, 4, 4, 64) == 128
+    assert kernel._bwd_width(L, True, 4, 4, 64) == 64
     assert kernel._bwd_width(L, True, 2, 4, 128) == L["BWD_BV"] == 64
     assert kernel._bwd_width(L, True, 4, 4, 256) == 64
     assert kernel._bwd_width(L, False, 4, 4, 128) == L["BWD_BV_KDA"]
 
 
 def test_one_value_head_per_key_head_uses_plain_stores_and_matches_recurrence():
-    # HV = H: the backward's parts write without atomics, in two V-blocks (BWD_BV_UNGROUPED, not BWD_BV)
+    # HV = H: the backward's parts write without atomics, in two V-blocks (K = 32: BWD_BV's width, not 128)
     compare(make_inputs(2, 37, 2, 2, 32, 64, seed=12, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8,
-            launch=dict(BWD_BV=64, BWD_BV_UNGROUPED=32))
+            launch=dict(BWD_BV=32))
 
 
 def test_sixteen_token_chunks_with_a_partial_chunk_match_recurrence():
