@@ -759,7 +759,7 @@ LAUNCH = dict(
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3,
     DH_BV=128, DH_WARPS=8, DH_STAGES=3,
     # the per-chunk backward's V-blocks: EDA's 32 rows a chunk take 64 columns where grouped value heads add dq, dk
-    # atomically, 128 where H = HV stores them (1-4% faster there, 0.2-2.2% slower grouped); the KDA path: 128
+    # atomically, 128 where H = HV stores them and K = 128 (_bwd_width; 1-4% faster there); the KDA path: 128
     BWD_BV=64, BWD_BV_UNGROUPED=128, BWD_BV_KDA=128, BWD_WARPS=8, BWD_STAGES=1,
     BWD_WROWS=1,  # 1: the per-chunk backward's q', dO, dq', Qk tiles on EDA's 16 write rows alone (fwd+bwd 3-5% faster)
     BWD_CARVEOUT=0,  # the per-chunk backward's shared memory, % of an SM's (-1: Triton's, the largest); the rest is L1

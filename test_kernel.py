@@ -631,16 +631,15 @@ def test_bench_rows_carry_command_date_commit_and_device(tmp_path):
 
 
 KERNEL_REGS_CHECK = """
-import re, sys
+import sys
 sys.path.insert(0, 'scripts')
 import kernel, kernel_regs as regs
 fn, consts = kernel._eda_decode_kernel, dict(H=2, HV=2, K=64, V=64, BK=64, BV=32, EDA=True, SCALAR_G=False)
-sass, _ = regs.disassemble(fn, consts, 2, 1, 'cuobjdump', '-sass')
-ops = re.findall(r'/\\*([0-9a-f]{4,})\\*/\\s+(?:@!?U?P\\w+\\s+)?([^;\\s]*)', sass)
+ops = regs.instructions(regs.disassemble(fn, consts, 2, 1, 'cuobjdump', '-sass')[0])
 def export(ops):  # an ncu source export: every sample on the exp instructions
     with open(sys.argv[1], 'w') as f:
         f.write('"Kernel Name","x"\\n"Address","Source","Warp Stall Sampling (All Samples)"\\n' + ''.join(
-            f'"0x{int(a, 16) + 4096:x}","{op} R1, R2","{int(op == "MUFU.EX2")}"\\n' for a, op in ops))
+            f'"0x{a + 4096:x}","{op} R1, R2","{int(op == "MUFU.EX2")}"\\n' for a, op, _ in ops))
     return sys.argv[1]
 regs.stalls_by_line(fn, consts, 2, 1, export(ops))
 regs.stalls_by_line(fn, consts, 2, 1, export(ops[:-1]))
