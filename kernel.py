@@ -737,11 +737,12 @@ def _dot_types(x):
     return tl.bfloat16, "tf32", torch.bfloat16
 
 
-def _blocks(K, V, bv, programs=None, fill_programs=None):
-    """Block sizes: K whole (padded), V in blocks of <= bv, narrower while fewer walks than fill_programs would run."""
+def _blocks(K, V, bv, programs=None, fill_programs=None, min_bv=None):
+    """Block sizes: K whole (padded), V in blocks of <= bv, narrower (down to min_bv) while fewer walks than
+    fill_programs would run."""
     BK = triton.next_power_of_2(K)
     BV = min(triton.next_power_of_2(V), bv)
-    while programs is not None and BV > 32 and programs * triton.cdiv(V, BV) < fill_programs:
+    while programs is not None and BV > min_bv and programs * triton.cdiv(V, BV) < fill_programs:
         BV //= 2
     return BK, BV
 
@@ -763,7 +764,9 @@ LAUNCH = dict(
     BWD_BV=64, BWD_BV_UNGROUPED=128, BWD_BV_KDA=128, BWD_WARPS=8, BWD_STAGES=1,
     BWD_WROWS=1,  # 1: the per-chunk backward's q', dO, dq', Qk tiles on EDA's 16 write rows alone (fwd+bwd 3-5% faster)
     BWD_CARVEOUT=0,  # the per-chunk backward's shared memory, % of an SM's (-1: Triton's, the largest); the rest is L1
-    FILL_PROGRAMS=128,  # sequential walks: narrow the V-blocks while fewer programs than this would run
+    # sequential walks: narrow the V-blocks while fewer programs than FILL_PROGRAMS would run, down to WALK_MIN_BV
+    # columns (16: EDA's long sequences 8-12% faster than at 32; 8 loses 22-29%)
+    FILL_PROGRAMS=128, WALK_MIN_BV=16,
 )
 
 
@@ -857,7 +860,7 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
         SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
         CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
         num_stages=L["PREP_STAGES"])
-    BK, BV = _blocks(K, V, L["FWD_BV"], B * HV, L["FILL_PROGRAMS"])
+    BK, BV = _blocks(K, V, L["FWD_BV"], B * HV, L["FILL_PROGRAMS"], L["WALK_MIN_BV"])
     _eda_fwd_kernel[(triton.cdiv(V, BV), B * HV)](
         W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, o, ht if output_final_state else o,
         hs if need_states else o, T, NT, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
@@ -884,7 +887,7 @@ def _bwd_grads(q, k, v, e, g, beta, gamma):
 
 def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk_tokens, scalar_g, L):
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
-    BK, BVd = _blocks(K, V, L["DH_BV"], B * HV, L["FILL_PROGRAMS"])
+    BK, BVd = _blocks(K, V, L["DH_BV"], B * HV, L["FILL_PROGRAMS"], L["WALK_MIN_BV"])
     DT, PREC, _ = _dot_types(q)
     # (3) the state gradient at every chunk end, walking backwards on operands prepared in parallel
     dhs = torch.empty_like(hs)

@@ -83,6 +83,16 @@ def test_the_backward_takes_128_wide_v_blocks_only_where_they_were_measured_to_w
     assert kernel._bwd_width(L, False, 4, 4, 128) == L["BWD_BV_KDA"]
 
 
+def test_walks_narrow_their_v_blocks_down_to_16_columns_where_few_programs_run():
+    # programs = B * HV: (1, 32768, 16, 16) takes 16 columns, the 125M layer's (8, 4096, 3, 6) 32
+    L = kernel.LAUNCH
+    width = lambda programs: kernel._blocks(128, 128, L["FWD_BV"], programs, L["FILL_PROGRAMS"],  # noqa: E731
+                                            L["WALK_MIN_BV"])[1]
+    assert [width(p) for p in (128, 64, 48, 16, 6)] == [128, 64, 32, 16, 16]
+    # B * HV = 2, V = 64: both walks in four 16-column blocks, grouped heads
+    compare(make_inputs(1, 23, 1, 2, 16, 64, seed=41, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8)
+
+
 def test_one_value_head_per_key_head_uses_plain_stores_and_matches_recurrence():
     # HV = H: the backward's parts write without atomics, in two V-blocks (K = 32: BWD_BV's width, not 128)
     compare(make_inputs(2, 37, 2, 2, 32, 64, seed=12, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8,
