@@ -738,8 +738,7 @@ def _dot_types(x):
 
 
 def _blocks(K, V, bv, programs=None, fill_programs=None, min_bv=None):
-    """Block sizes: K whole (padded), V in blocks of <= bv, narrower (down to min_bv) while fewer walks than
-    fill_programs would run."""
+    """Block sizes: K whole (padded), V in blocks of <= bv, narrower (to min_bv) while < fill_programs walks."""
     BK = triton.next_power_of_2(K)
     BV = min(triton.next_power_of_2(V), bv)
     while programs is not None and BV > min_bv and programs * triton.cdiv(V, BV) < fill_programs:
@@ -764,8 +763,7 @@ LAUNCH = dict(
     BWD_BV=64, BWD_BV_UNGROUPED=128, BWD_BV_KDA=128, BWD_WARPS=8, BWD_STAGES=1,
     BWD_WROWS=1,  # 1: the per-chunk backward's q', dO, dq', Qk tiles on EDA's 16 write rows alone (fwd+bwd 3-5% faster)
     BWD_CARVEOUT=0,  # the per-chunk backward's shared memory, % of an SM's (-1: Triton's, the largest); the rest is L1
-    # sequential walks: narrow the V-blocks while fewer programs than FILL_PROGRAMS would run, down to WALK_MIN_BV
-    # columns (16: EDA's long sequences 8-12% faster than at 32; 8 loses 22-29%)
+    # walks narrow their V-blocks while fewer programs would run, to 16 columns (long sequences 8-12% faster than 32)
     FILL_PROGRAMS=128, WALK_MIN_BV=16,
 )
 
@@ -966,8 +964,7 @@ def _conv_bwd(u, w, grads, heads, eps):
             KSP=triton.next_power_of_2(KS), BT=CONV_BWD_BT, BW=triton.next_power_of_2(width), NORM=norm,
             num_warps=CONV_BWD_WARPS)
     du = torch.empty(B, T, C, dtype=u.dtype, device=u.device)
-    _conv_bwd_du_kernel[(triton.cdiv(T, 32), B, triton.cdiv(C, 128))](dz, w, du, T, C, KS=KS, BT=32, BC=128,
-                                                                      num_warps=4)
+    _conv_bwd_du_kernel[(triton.cdiv(T, 32), B, triton.cdiv(C, 128))](dz, w, du, T, C, KS=KS, BT=32, BC=128)
     return du, dwp.sum(0)
 
 
