@@ -130,11 +130,11 @@ def main():
                                                CHECK_G=False, REUSE=bool(L["PREP_REUSE"]) and common["BKC"] >= K),
                  L["PREP_WARPS"], L["PREP_STAGES"]),
         "fwd": (kernel._eda_fwd_kernel, dict(common, BV=L["FWD_BV"], HAS_H0=True, STORE_HT=True, STORE_HS=True),
-                L["FWD_WARPS"], L["FWD_STAGES"]),
+                L["FWD_WARPS"] if L["FWD_BV"] >= 128 else 4, L["FWD_STAGES"]),  # narrower blocks: 4, as launched
         "dh_prep": (kernel._eda_dh_prep_kernel, dict(common, BKC=min(L["DH_PREP_BK"], BK)), L["PREP_WARPS"],
                     L["PREP_STAGES"]),
         "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, BV=L["DH_BV"], HAS_DHT=True, STORE_DH0=True),
-                   L["DH_WARPS"], L["DH_STAGES"]),
+                   L["DH_WARPS"] if L["DH_BV"] >= 128 else 4, L["DH_STAGES"]),
         "bwd": (kernel._eda_bwd_kernel, dict(common, BV=kernel._bwd_width(L, eda, H, HV, BK), AB=AB, SCALAR_G=False,
                                              ATOMIC_QK=HV > H, WR=kernel._write_rows(L, eda, BT)),
                 L["BWD_WARPS"], L["BWD_STAGES"]),
