@@ -750,29 +750,31 @@ def _blocks(K, V, bv, programs=None, fill_programs=None, min_bv=None):
 # settings and fusions"); eda_fused(..., launch=dict(FWD_BV=64)) changes them by name (bench.py's sweep, the tests)
 LAUNCH = dict(
     # SUB_BLOCK: rows per substitution block of the prep's UT solve (4: prep 6-7% faster than 8, same bf16 error);
-    # PREP_STAGES: both preps' software pipelining (3: Triton's default, what they ran at before it was named)
-    PREP_WARPS=4, SUB_BLOCK=4, PREP_STAGES=3,
+    # PREP_STAGES: both preps' software pipelining (3: Triton's default, what they ran at before it was named);
     # key columns per prep pass: the forward's needs all of K at once (A and Qk sum over K before T exists)
-    PREP_BK=128, DH_PREP_BK=64,
+    PREP_WARPS=4, SUB_BLOCK=4, PREP_STAGES=3, PREP_BK=128, DH_PREP_BK=64,
     PREP_REUSE=1,  # 1: when one block covers K, the forward prep's second pass reuses the first's tiles
     # the two walks: *_WARPS for 128-wide V-blocks (narrower ones take 4); 3 stages keep the next chunks in flight
-    FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3,
-    DH_BV=128, DH_WARPS=8, DH_STAGES=3,
+    FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3, DH_BV=128, DH_WARPS=8, DH_STAGES=3,
     # the per-chunk backward's V-blocks: EDA's 32 rows a chunk take 64 columns where grouped value heads add dq, dk
     # atomically, 128 where H = HV stores them and K = 128 (_bwd_width; 1-4% faster there); the KDA path: 128
     BWD_BV=64, BWD_BV_UNGROUPED=128, BWD_BV_KDA=128, BWD_WARPS=8, BWD_STAGES=1,
     BWD_WROWS=1,  # 1: the per-chunk backward's q', dO, dq', Qk tiles on EDA's 16 write rows alone (fwd+bwd 3-5% faster)
     BWD_CARVEOUT=0,  # the per-chunk backward's shared memory, % of an SM's (-1: Triton's, the largest); the rest is L1
     # walks narrow their V-blocks while fewer programs would run, to 16 columns (long sequences 8-12% faster than 32)
-    FILL_PROGRAMS=128, WALK_MIN_BV=16,
-)
+    FILL_PROGRAMS=128, WALK_MIN_BV=16)
+_POW2 = dict(SUB_BLOCK=1, PREP_BK=16, DH_PREP_BK=8, FWD_BV=8, DH_BV=8, BWD_BV=16, BWD_BV_UNGROUPED=16, BWD_BV_KDA=16,
+             WALK_MIN_BV=8, **{n: 1 for n in LAUNCH if n.endswith("WARPS")})  # tensor cores: K >= 16, N >= 8
 
 
 def launch_settings(changes=None):
-    """LAUNCH's values in its order (as the chunk ops take them), but those named in `changes` (a dict)."""
+    """LAUNCH's values in its order (as the chunk ops take them), but those named in `changes` (a dict), checked."""
     if unknown := sorted(set(changes or {}) - set(LAUNCH)):
         raise ValueError(f"eda_triton: unknown launch settings {unknown}; they are {', '.join(LAUNCH)}")
-    return [int((changes or {}).get(n, v)) for n, v in LAUNCH.items()]
+    vals = [int((changes or {}).get(n, v)) for n, v in LAUNCH.items()]
+    if bad := [f"{n}={x}" for n, x in zip(LAUNCH, vals) if n in _POW2 and (x < _POW2[n] or x & (x - 1))]:
+        raise ValueError(f"eda_triton: launch settings {bad} cannot run: each must be a power of 2 at least {_POW2}")
+    return vals
 
 
 _CARVEOUTS = {}  # compiled kernel (CUfunction handle) -> the carveout asked for it
@@ -972,8 +974,7 @@ def _conv_bwd(u, w, grads, heads, eps):
 # PyTorch operators (torch.library.custom_op), so that torch.compile traces through the kernels. The ops trust their
 # inputs (the entry points below check them) and make them contiguous whatever layout a compiler hands them.
 
-Tensor = torch.Tensor
-Opt = Optional[torch.Tensor]
+Tensor, Opt = torch.Tensor, Optional[torch.Tensor]
 
 
 @torch.library.custom_op("nanoeda::eda_chunk_fwd", mutates_args=())
@@ -1334,8 +1335,7 @@ def _attn_decode(q, k, v, pos, scale, split_len):
     upcast = q.device.type == "cpu" and q.dtype == torch.bfloat16
     _attn_decode_split_kernel[(S, B * nkv)](
         q3, k, v, o_part, lse_part, pos if static else q3, 0 if static else pos, scale * 1.4426950408889634,
-        split_len, S, L, q3.stride(0), q3.stride(1), k.stride(0), k.stride(1), k.stride(2),
-        v.stride(0), v.stride(1), v.stride(2),
+        split_len, S, L, q3.stride(0), q3.stride(1), *k.stride()[:3], *v.stride()[:3],
         NKV=nkv, G=G, HD=hd, BLOCK_G=BLOCK_G, BLOCK_D=BLOCK_D, BLOCK_N=ATTN_DECODE_BLOCK_N, POS_IN_MEMORY=static,
         PRECISION="ieee" if q.dtype == torch.float32 or upcast else "tf32", DOT_UPCAST=upcast, num_warps=4)
     o = torch.empty(B, nh, hd, device=q.device, dtype=q.dtype)

@@ -518,6 +518,15 @@ def test_launch_settings_are_arguments_and_an_unknown_name_is_a_value_error():
         eda.eda_triton(**x, launch=dict(FWD_BW=32))
 
 
+@pytest.mark.parametrize("name, value", [("SUB_BLOCK", 3), ("FWD_BV", 48), ("BWD_BV", 8), ("PREP_BK", 8),
+                                         ("BWD_WARPS", 3), ("WALK_MIN_BV", 0)])
+def test_launch_settings_that_cannot_run_are_refused_by_name(name, value):
+    # SUB_BLOCK=3 gave a wrong UT inverse silently (o off by 1e-2); the others stopped inside Triton's compiler
+    x = make_inputs(1, 21, 1, 1, 16, 16, seed=33, device=DEV)
+    with pytest.raises(ValueError, match=f"launch settings \\['{name}={value}'\\] cannot run"):
+        eda.eda_triton(**x, launch={name: value})
+
+
 # ----------------------------------------------------------------------------------------------------
 # short_conv: the linear layers' input path (conv + SiLU + q/k norms), against model.la_conv in float64
 
