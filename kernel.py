@@ -771,10 +771,10 @@ def launch_settings(changes=None):
     """LAUNCH's values in its order (as the chunk ops take them), but those named in `changes` (a dict), checked."""
     if unknown := sorted(set(changes or {}) - set(LAUNCH)):
         raise ValueError(f"eda_triton: unknown launch settings {unknown}; they are {', '.join(LAUNCH)}")
-    vals = [int((changes or {}).get(n, v)) for n, v in LAUNCH.items()]
-    if bad := [f"{n}={x}" for n, x in zip(LAUNCH, vals) if n in _POW2 and (x < _POW2[n] or x & (x - 1))]:
-        raise ValueError(f"eda_triton: launch settings {bad} cannot run: each must be a power of 2 at least {_POW2}")
-    return vals
+    L = {n: int((changes or {}).get(n, v)) for n, v in LAUNCH.items()}
+    if bad := [f"{n}={L[n]}, not a power of 2 >= {m}" for n, m in _POW2.items() if L[n] < m or L[n] & (L[n] - 1)]:
+        raise ValueError(f"eda_triton: launch settings that cannot run: {'; '.join(bad)}")
+    return list(L.values())
 
 
 _CARVEOUTS = {}  # compiled kernel (CUfunction handle) -> the carveout asked for it

@@ -121,7 +121,7 @@ def main():
         sys.exit("kernel_regs.py: --ncu reads the profile of one kernel: name it (e.g. bwd)")
     BT = 2 * chunk if eda else chunk
     sets = dict(a[len("--set="):].split("=") for a in sys.argv[1:] if a.startswith("--set="))  # --set=NAME=VALUE
-    L = dict(zip(kernel.LAUNCH, kernel.launch_settings(sets)))  # a ValueError names an unknown setting
+    L = dict(zip(kernel.LAUNCH, kernel.launch_settings(sets)))  # a ValueError names a bad or unknown setting
     common = dict(H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BKC=min(L["PREP_BK"], BK), BVP=64, EDA=eda,
                   DT=tl.bfloat16, PREC="tf32")
     SB, AB = min(L["SUB_BLOCK"], BT), kernel._anchor_rows(eda, BT)
