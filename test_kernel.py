@@ -647,8 +647,6 @@ def test_bench_rows_carry_command_date_commit_and_device(tmp_path):
         rows[0]['date'] and 'commit' in rows[0] and rows[0]['torch']
 
 
-
-
 KERNEL_REGS_CHECK = """
 import sys
 sys.path.insert(0, 'scripts')
