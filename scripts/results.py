@@ -367,7 +367,7 @@ def train_section():
                              x=x['eda', T], rx=x['eda_recompute', T]) for T in ctx),
         layers='\n'.join(fill('train layer row', r=r, core='—' if r['core_ms'] is None else f"{r['core_ms']:.3f}",
                               model=', '.join([tf if r['mixer'] == 'transformer' else r['mixer'], *r['overrides']]))
-                         for r in layers),
+                         for r in layers if 'Linear' in r['layer'] or not r['overrides']),  # la_* change LA alone
         ratios=', '.join(f"{x['eda', T]:.2f}x at {T}" for T in (ctx[0], ctx[-2], ctx[-1])))
 
 
