@@ -312,86 +312,6 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV
         tl.store(ht + i_bh.to(tl.int64) * K * V + off_s, S, mask=m_s)
 
 
-@triton.jit
-def _eda_fwd_t_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV: tl.constexpr, K: tl.constexpr,
-                      V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
-                      HAS_H0: tl.constexpr, STORE_HT: tl.constexpr, STORE_HS: tl.constexpr,
-                      DT: tl.constexpr, PREC: tl.constexpr):
-    """EXPERIMENT: _eda_fwd_kernel on S^T [BV, BK]: S^T is each product's left operand."""
-    i_v = tl.program_id(0)
-    i_bh = tl.program_id(1)
-    i_b, i_hv, _ = _heads(i_bh, HV, HV)
-    r = tl.arange(0, BT)
-    ck, cv, mk, mv, _, _ = _state_block(i_v, K, V, BK, BV)
-    m_s = mv[:, None] & mk[None, :]
-    off_s = ck[None, :] * V + cv[:, None]
-    m_k = (r >= 0)[:, None] & mk[None, :]
-    m_u = mv[:, None] & (r >= 0)[None, :]
-    tok, is_w = _sub_steps(BT, EDA)
-    S = tl.zeros([BV, BK], dtype=tl.float32)
-    if HAS_H0:
-        S = tl.load(h0 + i_bh.to(tl.int64) * K * V + off_s, mask=m_s, other=0.).to(tl.float32)
-    for c in range(NT):
-        if STORE_HS:
-            tl.store(hs + (i_bh.to(tl.int64) * NT + c) * K * V + off_s, S.to(hs.dtype.element_ty), mask=m_s)
-        base = i_bh.to(tl.int64) * NT + c
-        off_k = base * BT * K + r[:, None] * K + ck[None, :]
-        W = tl.load(Win + off_k, mask=m_k, other=0.).to(DT)
-        Ke = tl.load(Kein + off_k, mask=m_k, other=0.).to(DT)
-        Qg = tl.load(Qgin + off_k, mask=m_k, other=0.).to(DT)
-        U0 = tl.load(U0in + base * BT * V + r[None, :] * V + cv[:, None], mask=m_u, other=0.).to(tl.float32)
-        Qk = tl.load(Qkin + base * BT * BT + r[:, None] * BT + r[None, :]).to(DT)
-        eGN = tl.load(eGNin + base * K + ck, mask=mk, other=0.)
-        Sd = S.to(DT)
-        U = U0 - tl.dot(Sd, tl.trans(W), input_precision=PREC)
-        Ud = U.to(DT)
-        out = tl.dot(Sd, tl.trans(Qg), input_precision=PREC) + tl.dot(Ud, tl.trans(Qk), input_precision=PREC)
-        t_abs = c * (BT // 2 if EDA else BT) + tok
-        m_o = mv[:, None] & (is_w & (t_abs < T))[None, :]
-        tl.store(o + ((i_b.to(tl.int64) * T + t_abs) * HV + i_hv)[None, :] * V + cv[:, None],
-                 out.to(o.dtype.element_ty), mask=m_o)
-        S = S * eGN[None, :] + tl.dot(Ud, Ke, input_precision=PREC)
-    if STORE_HT:
-        tl.store(ht + i_bh.to(tl.int64) * K * V + off_s, S, mask=m_s)
-
-
-@triton.jit
-def _eda_bwd_dh_t_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT, HV: tl.constexpr, K: tl.constexpr,
-                         V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
-                         HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """EXPERIMENT: _eda_bwd_dh_kernel on dS^T [BV, BK]."""
-    i_v = tl.program_id(0)
-    i_bh = tl.program_id(1)
-    i_b, i_hv, _ = _heads(i_bh, HV, HV)
-    r = tl.arange(0, BT)
-    ck, cv, mk, mv, _, _ = _state_block(i_v, K, V, BK, BV)
-    m_s = mv[:, None] & mk[None, :]
-    off_s = ck[None, :] * V + cv[:, None]
-    m_k = (r >= 0)[:, None] & mk[None, :]
-    tok, is_w = _sub_steps(BT, EDA)
-    dS = tl.zeros([BV, BK], dtype=tl.float32)
-    if HAS_DHT:
-        dS = tl.load(dht + i_bh.to(tl.int64) * K * V + off_s, mask=m_s, other=0.).to(tl.float32)
-    for cc in range(NT):
-        c = NT - 1 - cc
-        base = i_bh.to(tl.int64) * NT + c
-        tl.store(dhs + base * K * V + off_s, dS.to(dhs.dtype.element_ty), mask=m_s)
-        off_k = base * BT * K + r[:, None] * K + ck[None, :]
-        W2 = tl.load(W2in + off_k, mask=m_k, other=0.).to(DT)
-        Qg = tl.load(Qgin + off_k, mask=m_k, other=0.).to(DT)
-        Kg = tl.load(Kgin + off_k, mask=m_k, other=0.).to(DT)
-        Mt = tl.load(Min + base * BT * BT + r[:, None] * BT + r[None, :]).to(DT)
-        eGN = tl.load(eGNin + base * K + ck, mask=mk, other=0.)
-        t_abs = c * (BT // 2 if EDA else BT) + tok
-        dO = tl.load(do + ((i_b.to(tl.int64) * T + t_abs) * HV + i_hv)[None, :] * V + cv[:, None],
-                     mask=mv[:, None] & (is_w & (t_abs < T))[None, :], other=0.).to(DT)
-        dX = tl.dot(dO, tl.trans(Mt), input_precision=PREC) + tl.dot(dS.to(DT), tl.trans(W2), input_precision=PREC)
-        dXd = dX.to(DT)
-        dS = dS * eGN[None, :] + tl.dot(dO, Qg, input_precision=PREC) - tl.dot(dXd, Kg, input_precision=PREC)
-    if STORE_DH0:
-        tl.store(dh0 + i_bh.to(tl.int64) * K * V + off_s, dS, mask=m_s)
-
-
 # ----------------------------------------------------------------------------------------------------
 # Backward: (3), (4) the reverse chunk walk for dS only; (5) per chunk, in parallel, all gradients.
 
@@ -842,9 +762,9 @@ LAUNCH = dict(
     BWD_WROWS=1,  # 1: the per-chunk backward's q', dO, dq', Qk tiles on EDA's 16 write rows alone (fwd+bwd 3-5% faster)
     BWD_CARVEOUT=0,  # the per-chunk backward's shared memory, % of an SM's (-1: Triton's, the largest); the rest is L1
     # walks narrow their V-blocks while fewer programs would run, to 16 columns (long sequences 8-12% faster than 32)
-    FILL_PROGRAMS=128, WALK_MIN_BV=16, FWD_T=0, DH_T=0, T_WARPS=0)
+    FILL_PROGRAMS=128, WALK_MIN_BV=16)
 _POW2 = dict(SUB_BLOCK=1, PREP_BK=16, DH_PREP_BK=8, FWD_BV=8, DH_BV=8, BWD_BV=16, BWD_BV_UNGROUPED=16, BWD_BV_KDA=16,
-             WALK_MIN_BV=8, **{n: 1 for n in LAUNCH if n.endswith("WARPS") and n != "T_WARPS"})  # tensor cores: K >= 16, N >= 8
+             WALK_MIN_BV=8, **{n: 1 for n in LAUNCH if n.endswith("WARPS")})  # tensor cores: K >= 16, N >= 8
 
 
 def launch_settings(changes=None):
@@ -941,12 +861,11 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
         CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
         num_stages=L["PREP_STAGES"])
     BK, BV = _blocks(K, V, L["FWD_BV"], B * HV, L["FILL_PROGRAMS"], L["WALK_MIN_BV"])
-    tw, ft = L["T_WARPS"] or max(1, BV // 16), L["FWD_T"] == 2 or (L["FWD_T"] == 1 and BV < 128)
-    (_eda_fwd_t_kernel if ft else _eda_fwd_kernel)[(triton.cdiv(V, BV), B * HV)](
+    _eda_fwd_kernel[(triton.cdiv(V, BV), B * HV)](
         W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, o, ht if output_final_state else o,
         hs if need_states else o, T, NT, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
         STORE_HT=output_final_state, STORE_HS=need_states, DT=DT, PREC=PREC,
-        num_warps=tw if ft else L["FWD_WARPS"] if BV >= 128 else 4, num_stages=L["FWD_STAGES"])
+        num_warps=L["FWD_WARPS"] if BV >= 128 else 4, num_stages=L["FWD_STAGES"])
     if check_g and (low := gmin.min().item()) < G_MIN:  # after every launch: the GPU never idles for the sync
         raise ValueError(f"eda_triton: channel-wise log decay g has values below {G_MIN} (min {low:.3g}); the "
                          "kernels' anchored decay factors would overflow. Bound it with eda.safe_gate / eda.kda_gate, "
@@ -979,11 +898,10 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
         q, k, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W2, M, Qg, Kg, eGN, scale, T, NT,
         H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(L["DH_PREP_BK"], BK), EDA=eda, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
         num_stages=L["PREP_STAGES"])
-    tw, dt = L["T_WARPS"] or max(1, BVd // 16), L["DH_T"] == 2 or (L["DH_T"] == 1 and BVd < 128)
-    (_eda_bwd_dh_t_kernel if dt else _eda_bwd_dh_kernel)[(triton.cdiv(V, BVd), B * HV)](
+    _eda_bwd_dh_kernel[(triton.cdiv(V, BVd), B * HV)](
         W2, M, Qg, Kg, eGN, do, dht if dht is not None else do, dhs, dh0 if need_dh0 else dhs, T, NT,
         HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BVd, EDA=eda, HAS_DHT=dht is not None, STORE_DH0=need_dh0, DT=DT, PREC=PREC,
-        num_warps=tw if dt else L["DH_WARPS"] if BVd >= 128 else 4, num_stages=L["DH_STAGES"])
+        num_warps=L["DH_WARPS"] if BVd >= 128 else 4, num_stages=L["DH_STAGES"])
     del W2, M, Qg, Kg, eGN  # before the gradient buffers: the peak stays the gradient phase's
     # (5) every chunk's input gradients, in parallel
     _, BV = _blocks(K, V, _bwd_width(L, eda, H, HV, BK))
