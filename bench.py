@@ -36,7 +36,7 @@ results_file = "out/bench.jsonl"  # every row is appended here (RESULTS.md's are
 shapes = [(8, 4096, 16, 16), (1, 32768, 16, 16), (4, 4096, 8, 16)]  # (B, T, H, HV)
 head_k = head_v = 128  # K, V
 dtype = "bfloat16"
-decode_batches = [1, 64]
+decode_batches, decode_rounds = [1, 64], 5  # decode_kernel: every case in turn, 5 (odd) rounds: a median
 warmup, rep = 10, 50  # ms, do_bench's warm-up and repetitions
 check = 1            # correctness before timing: 0 none, 1 bf16 EDA/KDA + decode (+ FLA agreement), 2 + fp32, GDN
 check_fla_baseline = False  # check=1 also runs FLA chunk_kda on the doubled sequence through the EDA checks
@@ -313,8 +313,8 @@ def profile_one(case, fn, shape, launch=None, erase=True):
 
 # 3. decode step: one token against a [B, HV, K, V] fp32 state ------------------------------------------------
 def bench_decode(fla):
-    """A 'decode_kernel' row per case and batch: GPU time of a CUDA-graph replay (as generate runs it), the state's
-    bytes read and written over it, and the eager call's time (host included)."""
+    """A 'decode_kernel' row per case and batch: GPU time of a CUDA-graph replay (as generate runs it), the median of
+    rounds of all cases in turn (clock drift hits all alike), the state's bytes moved, the eager call (host too)."""
     for B in decode_batches:
         q, k, v, e, g, beta, gamma = make_inputs(B, 1, 16, 16, seed=8)  # H = HV = 16
         state = torch.randn(B, 16, head_k, head_v, device=DEV)
@@ -333,9 +333,11 @@ def bench_decode(fla):
             torch.cuda.current_stream().wait_stream(side)
             with torch.cuda.graph(graph):
                 fn()
-            ms = bench_ms(graph.replay)
-            emit("decode_kernel", case=name, B=B, H=16, HV=16, ms=round(ms, 4),
-                 gb_s=round(2 * state.numel() * 4 / (ms * 1e-3) / 1e9), eager_ms=round(eager, 4))
+            cases[name] = graph, eager  # the case, captured
+        times = zip(*[[round(bench_ms(g.replay), 4) for g, _ in cases.values()] for _ in range(decode_rounds)])
+        for (name, (_, eager)), ms in zip(cases.items(), map(sorted, times)):  # ms[len(ms) // 2]: the median
+            emit("decode_kernel", case=name, B=B, H=16, HV=16, ms=ms[len(ms) // 2], ms_range=[ms[0], ms[-1]],
+                 rounds=len(ms), gb_s=round(2 * state.numel() * 4e-6 / ms[len(ms) // 2]), eager_ms=round(eager, 4))
 
 
 # 4. model decoding (sample.py's path) and 5. a model's training step (train.py's) -----------------------------

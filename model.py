@@ -807,8 +807,7 @@ CHECKPOINT_FIELDS = {
     "rng": (lambda v: isinstance(v, dict) and _rng_states_load(v), "the random-number states train.py saves"),
     "data_position": (lambda v: isinstance(v, dict) and isinstance(v.get("dataset"), str)
                       and type(v.get("block_size")) is int, "a dict with the dataset's name and block_size"),
-    "encoding": (lambda v: v is None or isinstance(v, str), "a tokenizer name"),
-}
+    "encoding": (lambda v: v is None or isinstance(v, str), "a tokenizer name")}
 
 
 def load_checkpoint(path, keys=("model", "model_args"), **kw):

@@ -137,8 +137,7 @@ def main():
                    L["DH_WARPS"] if L["DH_BV"] >= 128 else 4, L["DH_STAGES"]),
         "bwd": (kernel._eda_bwd_kernel, dict(common, BV=kernel._bwd_width(L, eda, H, HV, BK), AB=AB, SCALAR_G=False,
                                              ATOMIC_QK=HV > H, WR=kernel._write_rows(L, eda, BT)),
-                L["BWD_WARPS"], L["BWD_STAGES"]),
-    }
+                L["BWD_WARPS"], L["BWD_STAGES"])}
     print(f"triton {triton.__version__}, sm_90a, {'EDA' if eda else 'KDA path'} bf16, H = {H}, HV = {HV}, "
           f"K = V = {K}, chunk {chunk} tokens (BT = {BT})")
     for name, (fn, consts, w, s) in kernels.items():
