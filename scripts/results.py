@@ -382,7 +382,7 @@ def decode_section():
     fla = {r['B']: r['ms'] for r in kern if r['case'].startswith('FLA')}
     return dict(
         made=made(steps, commands=True), kern_made=made(kern, commands=True), check=check, big=max(at),
-        x_big=x[max(at)], verdict='all pass.' if check['ok'] else 'FAILED.',
+        x_big=x[max(at)], verdict='all pass.' if check['ok'] else 'FAILED.', rounds=kern[0]['rounds'],
         launches=', '.join(f'{k} {n}' for k, n in check['kernels_per_step'].items()), longest=at[max(at)[0], 1]['ec'],
         table='\n'.join(fill('decode row', ctx=c, B=b, x=x[c, b], cache=r['ec']['mib_per_seq'] / r['tc']['mib_per_seq'],
                               **r) for (c, b), r in sorted(at.items())),
