@@ -333,7 +333,7 @@ def bench_decode(fla):
             torch.cuda.current_stream().wait_stream(side)
             with torch.cuda.graph(graph):
                 fn()
-            cases[name] = graph, eager  # the case, captured
+            cases[name] = graph, eager  # from here on, a case is its graph and its eager time
         times = zip(*[[round(bench_ms(g.replay), 4) for g, _ in cases.values()] for _ in range(decode_rounds)])
         for (name, (_, eager)), ms in zip(cases.items(), map(sorted, times)):  # ms[len(ms) // 2]: the median
             emit("decode_kernel", case=name, B=B, H=16, HV=16, ms=ms[len(ms) // 2], ms_range=[ms[0], ms[-1]],
