@@ -100,26 +100,6 @@ def _row(X, r, i):
 
 
 @triton.jit
-def _grid(x, y, TR: tl.constexpr):
-    """x down and y across a tile (x[:, None], y[None, :]); TR: the transposed tile, y down."""
-    if TR:  # one return: Triton checks every return's type, constexpr branches included
-        x, y = x[None, :], y[:, None]
-    else:
-        x, y = x[:, None], y[None, :]
-    return x, y
-
-
-@triton.jit
-def _vdot(X, Y, TR: tl.constexpr, PREC: tl.constexpr):
-    """X Y for a tile Y with V-columns; TR: Y is held transposed, and so is the result: Y^T X^T."""
-    if TR:
-        Z = tl.dot(Y, tl.trans(X), input_precision=PREC)
-    else:
-        Z = tl.dot(X, Y, input_precision=PREC)
-    return Z
-
-
-@triton.jit
 def _unit_lower_inverse(M, BT: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr, DT: tl.constexpr,
                         PREC: tl.constexpr):
     """(I + M)^-1, M [BT, BT] strictly lower (Eq. ut_transformation): forward substitution in all SB-blocks (a Neumann
@@ -361,22 +341,17 @@ def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, W2out, Mout, Qgout, 
 @triton.jit
 def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT, HV: tl.constexpr, K: tl.constexpr,
                        V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
-                       HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr, TR: tl.constexpr, DT: tl.constexpr,
-                       PREC: tl.constexpr):
+                       HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Launch (4) of notes/chunk_form.md §4: the reverse walk of dS alone, storing dS_C of every chunk. dX = T^T dU is
-    not kept: bf16 costs d(gamma) ~2e-2 relative at T = 4096, fp32 too much memory. TR: dS^T [BV, BK] and dO^T,
-    every product's left operand (faster at 32-column blocks, notes/kernel.md)."""
+    not kept: bf16 costs d(gamma) ~2e-2 relative at T = 4096, fp32 too much memory."""
     i_v = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, _ = _heads(i_bh, HV, HV)
     r = tl.arange(0, BT)
-    ck, cv, mk, mv, _, _ = _state_block(i_v, K, V, BK, BV)
-    rk, cs = _grid(ck * V, cv, TR)
-    mrk, mcs = _grid(mk, mv, TR)
-    off_s, m_s = rk + cs, mrk & mcs
+    ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
     m_k = (r >= 0)[:, None] & mk[None, :]
     tok, is_w = _sub_steps(BT, EDA)  # dO at the write sub-steps only
-    dS = tl.zeros(off_s.shape, dtype=tl.float32)
+    dS = tl.zeros([BK, BV], dtype=tl.float32)
     if HAS_DHT:
         dS = tl.load(dht + i_bh.to(tl.int64) * K * V + off_s, mask=m_s, other=0.).to(tl.float32)
     for cc in range(NT):
@@ -388,13 +363,14 @@ def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT, H
         Qg = tl.load(Qgin + off_k, mask=m_k, other=0.).to(DT)
         Kg = tl.load(Kgin + off_k, mask=m_k, other=0.).to(DT)
         Mt = tl.load(Min + base * BT * BT + r[:, None] * BT + r[None, :]).to(DT)
-        eGN = _grid(tl.load(eGNin + base * K + ck, mask=mk, other=0.), cv, TR)[0]
+        eGN = tl.load(eGNin + base * K + ck, mask=mk, other=0.)
         t_abs = c * (BT // 2 if EDA else BT) + tok
-        ro, co = _grid(((i_b.to(tl.int64) * T + t_abs) * HV + i_hv) * V, cv, TR)
-        mro, mco = _grid(is_w & (t_abs < T), mv, TR)
-        dO = tl.load(do + ro + co, mask=mro & mco, other=0.).to(DT)
-        dXd = (_vdot(Mt, dO, TR, PREC) + _vdot(W2, dS.to(DT), TR, PREC)).to(DT)
-        dS = dS * eGN + _vdot(tl.trans(Qg), dO, TR, PREC) - _vdot(tl.trans(Kg), dXd, TR, PREC)
+        dO = tl.load(do + ((i_b.to(tl.int64) * T + t_abs) * HV + i_hv)[:, None] * V + cv[None, :],
+                     mask=(is_w & (t_abs < T))[:, None] & mv[None, :], other=0.).to(DT)
+        dX = tl.dot(Mt, dO, input_precision=PREC) + tl.dot(W2, dS.to(DT), input_precision=PREC)
+        dXd = dX.to(DT)
+        dS = dS * eGN[:, None] + tl.dot(tl.trans(Qg), dO, input_precision=PREC) \
+            - tl.dot(tl.trans(Kg), dXd, input_precision=PREC)
     if STORE_DH0:
         tl.store(dh0 + i_bh.to(tl.int64) * K * V + off_s, dS, mask=m_s)
 
@@ -761,9 +737,13 @@ def _dot_types(x):
     return tl.bfloat16, "tf32", torch.bfloat16
 
 
-def _blocks(K, V, bv):
-    """Block sizes: K whole (padded), V in blocks of <= bv."""
-    return triton.next_power_of_2(K), min(triton.next_power_of_2(V), bv)
+def _blocks(K, V, bv, programs=None, fill_programs=None, min_bv=None):
+    """Block sizes: K whole (padded), V in blocks of <= bv, narrower (to min_bv) while < fill_programs walks."""
+    BK = triton.next_power_of_2(K)
+    BV = min(triton.next_power_of_2(V), bv)
+    while programs is not None and BV > min_bv and programs * triton.cdiv(V, BV) < fill_programs:
+        BV //= 2
+    return BK, BV
 
 
 # launch settings, chosen for K = V = 128 on Hopper (the measurements behind each: notes/kernel.md, "Launch
@@ -782,20 +762,9 @@ LAUNCH = dict(
     BWD_WROWS=1,  # 1: the per-chunk backward's q', dO, dq', Qk tiles on EDA's 16 write rows alone (fwd+bwd 3-5% faster)
     BWD_CARVEOUT=0,  # the per-chunk backward's shared memory, % of an SM's (-1: Triton's, the largest); the rest is L1
     # walks narrow their V-blocks while fewer programs would run, to 16 columns (long sequences 8-12% faster than 32)
-    FILL_PROGRAMS=128, WALK_MIN_BV=16,
-    DH_T_BV=32)  # the reverse walk on dS^T at this width (0: never), on BV / 16 warps
+    FILL_PROGRAMS=128, WALK_MIN_BV=16)
 _POW2 = dict(SUB_BLOCK=1, PREP_BK=16, DH_PREP_BK=8, FWD_BV=8, DH_BV=8, BWD_BV=16, BWD_BV_UNGROUPED=16, BWD_BV_KDA=16,
              WALK_MIN_BV=8, **{n: 1 for n in LAUNCH if n.endswith("WARPS")})  # tensor cores: K >= 16, N >= 8
-
-
-def _walk_blocks(L, walk, K, V, programs):
-    """A walk's (BK, BV, warps, TR): V-blocks narrowed (to WALK_MIN_BV) while fewer than FILL_PROGRAMS would run;
-    *_WARPS at 128 columns, else 4; the reverse walk holds dS^T at DH_T_BV columns, on BV / 16 warps."""
-    BK, BV = _blocks(K, V, L[walk + "_BV"])
-    while BV > L["WALK_MIN_BV"] and programs * triton.cdiv(V, BV) < L["FILL_PROGRAMS"]:
-        BV //= 2
-    tr = walk == "DH" and BV == L["DH_T_BV"]
-    return BK, BV, L[walk + "_WARPS"] if BV >= 128 else max(1, BV // 16) if tr else 4, tr
 
 
 def launch_settings(changes=None):
@@ -891,12 +860,12 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
         SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
         CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
         num_stages=L["PREP_STAGES"])
-    BK, BV, warps, _ = _walk_blocks(L, "FWD", K, V, B * HV)
+    BK, BV = _blocks(K, V, L["FWD_BV"], B * HV, L["FILL_PROGRAMS"], L["WALK_MIN_BV"])
     _eda_fwd_kernel[(triton.cdiv(V, BV), B * HV)](
         W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, o, ht if output_final_state else o,
         hs if need_states else o, T, NT, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
-        STORE_HT=output_final_state, STORE_HS=need_states, DT=DT, PREC=PREC, num_warps=warps,
-        num_stages=L["FWD_STAGES"])
+        STORE_HT=output_final_state, STORE_HS=need_states, DT=DT, PREC=PREC,
+        num_warps=L["FWD_WARPS"] if BV >= 128 else 4, num_stages=L["FWD_STAGES"])
     if check_g and (low := gmin.min().item()) < G_MIN:  # after every launch: the GPU never idles for the sync
         raise ValueError(f"eda_triton: channel-wise log decay g has values below {G_MIN} (min {low:.3g}); the "
                          "kernels' anchored decay factors would overflow. Bound it with eda.safe_gate / eda.kda_gate, "
@@ -918,7 +887,7 @@ def _bwd_grads(q, k, v, e, g, beta, gamma):
 
 def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk_tokens, scalar_g, L):
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
-    BK, BVd, warps, tr = _walk_blocks(L, "DH", K, V, B * HV)
+    BK, BVd = _blocks(K, V, L["DH_BV"], B * HV, L["FILL_PROGRAMS"], L["WALK_MIN_BV"])
     DT, PREC, _ = _dot_types(q)
     # (3) the state gradient at every chunk end, walking backwards on operands prepared in parallel
     dhs = torch.empty_like(hs)
@@ -931,8 +900,8 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
         num_stages=L["PREP_STAGES"])
     _eda_bwd_dh_kernel[(triton.cdiv(V, BVd), B * HV)](
         W2, M, Qg, Kg, eGN, do, dht if dht is not None else do, dhs, dh0 if need_dh0 else dhs, T, NT,
-        HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BVd, EDA=eda, HAS_DHT=dht is not None, STORE_DH0=need_dh0, TR=tr, DT=DT,
-        PREC=PREC, num_warps=warps, num_stages=L["DH_STAGES"])
+        HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BVd, EDA=eda, HAS_DHT=dht is not None, STORE_DH0=need_dh0, DT=DT, PREC=PREC,
+        num_warps=L["DH_WARPS"] if BVd >= 128 else 4, num_stages=L["DH_STAGES"])
     del W2, M, Qg, Kg, eGN  # before the gradient buffers: the peak stays the gradient phase's
     # (5) every chunk's input gradients, in parallel
     _, BV = _blocks(K, V, _bwd_width(L, eda, H, HV, BK))

@@ -84,22 +84,13 @@ def test_the_backward_takes_128_wide_v_blocks_only_where_they_were_measured_to_w
 
 
 def test_walks_narrow_their_v_blocks_down_to_16_columns_where_few_programs_run():
-    # programs = B * HV: (1, 32768, 16, 16) takes 16 columns, the 125M layer's (8, 4096, 3, 6) 32, where the
-    # reverse walk holds dS^T on 2 warps
-    walk = lambda name, programs: kernel._walk_blocks(kernel.LAUNCH, name, 128, 128, programs)[1:]  # noqa: E731
-    assert [walk("FWD", p) for p in (128, 64, 48, 16, 6)] == \
-        [(128, 8, False), (64, 4, False), (32, 4, False), (16, 4, False), (16, 4, False)]
-    assert [walk("DH", p) for p in (128, 48, 16)] == [(128, 8, False), (32, 2, True), (16, 4, False)]
+    # programs = B * HV: (1, 32768, 16, 16) takes 16 columns, the 125M layer's (8, 4096, 3, 6) 32
+    L = kernel.LAUNCH
+    width = lambda programs: kernel._blocks(128, 128, L["FWD_BV"], programs, L["FILL_PROGRAMS"],  # noqa: E731
+                                            L["WALK_MIN_BV"])[1]
+    assert [width(p) for p in (128, 64, 48, 16, 6)] == [128, 64, 32, 16, 16]
     # B * HV = 2, V = 64: both walks in four 16-column blocks, grouped heads
     compare(make_inputs(1, 23, 1, 2, 16, 64, seed=41, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8)
-
-
-@pytest.mark.parametrize("erase", [True, False])
-def test_the_reverse_walk_on_the_transposed_state_matches_recurrence(erase):
-    # dS^T [16, 32] at every 16-column block (shipped: 32 columns, too wide here), a final-state gradient,
-    # grouped heads, a partial chunk
-    compare(make_inputs(1, 19, 1, 2, 32, 32, seed=43, erase=erase, device=DEV), kernel.eda_fused, 1e-4,
-            chunk_size=8 if erase else 16, launch=dict(DH_T_BV=16))
 
 
 def test_one_value_head_per_key_head_uses_plain_stores_and_matches_recurrence():
@@ -411,13 +402,12 @@ def test_kernel_py_imports_nothing_of_this_repo():
 @needs_gpu
 @pytest.mark.parametrize("launch, chunk, hv", [({}, None, 4), ({}, None, 2),
                                                ({"FWD_STAGES": 2, "DH_STAGES": 2}, 32, 4), ({"SUB_BLOCK": 8}, None, 4),
-                                               ({"PREP_REUSE": 0}, None, 4), ({"BWD_WROWS": 0}, None, 4),
-                                               ({"WALK_MIN_BV": 32}, None, 4)])
+                                               ({"PREP_REUSE": 0}, None, 4), ({"BWD_WROWS": 0}, None, 4)])
 def test_gpu_bf16_T4096_matches_fp64_reference(launch, chunk, hv):
     # the shipped launch settings, grouped (HV = 4) and not (HV = H = 2: 128-wide V-blocks, stores for dq, dk),
     # 32-token chunks (whose walks fit a Hopper SM's shared memory at 2 stages), the UT solve in 8-row substitution
-    # blocks (the default before 4), the prep's second pass reloading its tiles, the per-chunk backward on all
-    # 32 sub-steps of a chunk and 32-column walks (the reverse one on dS^T, as at the 125M layer)
+    # blocks (the default before 4), the prep's second pass reloading its tiles and the per-chunk backward on all
+    # 32 sub-steps of a chunk
     x = make_inputs(1, 4096, 2, hv, 128, 128, dtype=torch.bfloat16, seed=11, device=DEV)
     compare(x, eda.eda_triton, 1e-2, launch=launch, chunk_size=chunk)
 
