@@ -737,13 +737,9 @@ def _dot_types(x):
     return tl.bfloat16, "tf32", torch.bfloat16
 
 
-def _blocks(K, V, bv, programs=None, fill_programs=None, min_bv=None):
-    """Block sizes: K whole (padded), V in blocks of <= bv, narrower (to min_bv) while < fill_programs walks."""
-    BK = triton.next_power_of_2(K)
-    BV = min(triton.next_power_of_2(V), bv)
-    while programs is not None and BV > min_bv and programs * triton.cdiv(V, BV) < fill_programs:
-        BV //= 2
-    return BK, BV
+def _blocks(K, V, bv):
+    """Block sizes: K whole (padded), V in blocks of <= bv."""
+    return triton.next_power_of_2(K), min(triton.next_power_of_2(V), bv)
 
 
 # launch settings, chosen for K = V = 128 on Hopper (the measurements behind each: notes/kernel.md, "Launch
@@ -765,6 +761,15 @@ LAUNCH = dict(
     FILL_PROGRAMS=128, WALK_MIN_BV=16)
 _POW2 = dict(SUB_BLOCK=1, PREP_BK=16, DH_PREP_BK=8, FWD_BV=8, DH_BV=8, BWD_BV=16, BWD_BV_UNGROUPED=16, BWD_BV_KDA=16,
              WALK_MIN_BV=8, **{n: 1 for n in LAUNCH if n.endswith("WARPS")})  # tensor cores: K >= 16, N >= 8
+
+
+def _walk_blocks(L, walk, K, V, programs):
+    """A walk's (BK, BV, warps): V-blocks narrowed (to WALK_MIN_BV) while fewer than FILL_PROGRAMS would run, on
+    *_WARPS at 128 columns, else 4."""
+    BK, BV = _blocks(K, V, L[walk + "_BV"])
+    while BV > L["WALK_MIN_BV"] and programs * triton.cdiv(V, BV) < L["FILL_PROGRAMS"]:
+        BV //= 2
+    return BK, BV, L[walk + "_WARPS"] if BV >= 128 else 4
 
 
 def launch_settings(changes=None):
@@ -860,12 +865,12 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
         SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
         CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
         num_stages=L["PREP_STAGES"])
-    BK, BV = _blocks(K, V, L["FWD_BV"], B * HV, L["FILL_PROGRAMS"], L["WALK_MIN_BV"])
+    BK, BV, warps = _walk_blocks(L, "FWD", K, V, B * HV)
     _eda_fwd_kernel[(triton.cdiv(V, BV), B * HV)](
         W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, o, ht if output_final_state else o,
         hs if need_states else o, T, NT, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
-        STORE_HT=output_final_state, STORE_HS=need_states, DT=DT, PREC=PREC,
-        num_warps=L["FWD_WARPS"] if BV >= 128 else 4, num_stages=L["FWD_STAGES"])
+        STORE_HT=output_final_state, STORE_HS=need_states, DT=DT, PREC=PREC, num_warps=warps,
+        num_stages=L["FWD_STAGES"])
     if check_g and (low := gmin.min().item()) < G_MIN:  # after every launch: the GPU never idles for the sync
         raise ValueError(f"eda_triton: channel-wise log decay g has values below {G_MIN} (min {low:.3g}); the "
                          "kernels' anchored decay factors would overflow. Bound it with eda.safe_gate / eda.kda_gate, "
@@ -887,7 +892,7 @@ def _bwd_grads(q, k, v, e, g, beta, gamma):
 
 def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk_tokens, scalar_g, L):
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
-    BK, BVd = _blocks(K, V, L["DH_BV"], B * HV, L["FILL_PROGRAMS"], L["WALK_MIN_BV"])
+    BK, BVd, warps = _walk_blocks(L, "DH", K, V, B * HV)
     DT, PREC, _ = _dot_types(q)
     # (3) the state gradient at every chunk end, walking backwards on operands prepared in parallel
     dhs = torch.empty_like(hs)
@@ -901,7 +906,7 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
     _eda_bwd_dh_kernel[(triton.cdiv(V, BVd), B * HV)](
         W2, M, Qg, Kg, eGN, do, dht if dht is not None else do, dhs, dh0 if need_dh0 else dhs, T, NT,
         HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BVd, EDA=eda, HAS_DHT=dht is not None, STORE_DH0=need_dh0, DT=DT, PREC=PREC,
-        num_warps=L["DH_WARPS"] if BVd >= 128 else 4, num_stages=L["DH_STAGES"])
+        num_warps=warps, num_stages=L["DH_STAGES"])
     del W2, M, Qg, Kg, eGN  # before the gradient buffers: the peak stays the gradient phase's
     # (5) every chunk's input gradients, in parallel
     _, BV = _blocks(K, V, _bwd_width(L, eda, H, HV, BK))

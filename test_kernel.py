@@ -84,11 +84,11 @@ def test_the_backward_takes_128_wide_v_blocks_only_where_they_were_measured_to_w
 
 
 def test_walks_narrow_their_v_blocks_down_to_16_columns_where_few_programs_run():
-    # programs = B * HV: (1, 32768, 16, 16) takes 16 columns, the 125M layer's (8, 4096, 3, 6) 32
-    L = kernel.LAUNCH
-    width = lambda programs: kernel._blocks(128, 128, L["FWD_BV"], programs, L["FILL_PROGRAMS"],  # noqa: E731
-                                            L["WALK_MIN_BV"])[1]
-    assert [width(p) for p in (128, 64, 48, 16, 6)] == [128, 64, 32, 16, 16]
+    # programs = B * HV: (1, 32768, 16, 16) takes 16 columns, the 125M layer's (8, 4096, 3, 6) 32; both walks
+    # run 8 warps at 128 columns, 4 on narrower blocks
+    for walk in ("FWD", "DH"):
+        assert [kernel._walk_blocks(kernel.LAUNCH, walk, 128, 128, p)[1:] for p in (128, 64, 48, 16, 6)] == \
+            [(128, 8), (64, 4), (32, 4), (16, 4), (16, 4)]
     # B * HV = 2, V = 64: both walks in four 16-column blocks, grouped heads
     compare(make_inputs(1, 23, 1, 2, 16, 64, seed=41, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8)
 
