@@ -46,7 +46,7 @@ use_fla = True       # compare with FLA when it imports
 fla_extra_shapes = 1  # FLA safe_gate and doubled-sequence rows for this many shapes (FLA's autotuning is slow)
 fla_doubled_rows = True  # the extra rows include EDA through FLA's chunk_kda on the doubled sequence
 # launch variants (kernel.LAUNCH's names; 'chunk_size' too), each checked against float64 (check >= 1)
-sweep = [dict(FILL_PROGRAMS=256), dict(BWD_BV_UNGROUPED=64), dict(DH_WARPS=4), dict(PREP_WARPS=8)]
+sweep = [dict(FILL_PROGRAMS=256), dict(BWD_BV_K128=64), dict(DH_WARPS=4), dict(PREP_WARPS=8)]
 sweep_shapes = None  # [(B, T, H, HV), ...] of the sweep; None: the first shape
 sweep_kda = False    # the sweep times each variant on our KDA path (e=None) too: the launch settings are shared
 bench_eda_chunk, compile_eda_chunk = True, False  # rows of eda_chunk (PyTorch's chunk form), torch.compile'd

@@ -379,12 +379,12 @@ def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT, H
 def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, dv, de, dg, dbeta, dgamma, scale, T, NT,
                     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                     BK: tl.constexpr, BV: tl.constexpr, AB: tl.constexpr, EDA: tl.constexpr, SCALAR_G: tl.constexpr,
-                    ATOMIC_QK: tl.constexpr, WR: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+                    WR: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Launch (5) of notes/chunk_form.md §4: every input gradient of one chunk (V-blocks of BV looped inside). From S_0
     and T: R = V' - (exp(G) K') S_0, U = T diag(b') R; from dS_C: dU = Qk^T dO + (exp(G_C - G) K') dS_C, dX = T^T dU,
     dV' = b' dX, dL = -StrictTril(dX U^T), dQk = Tril(dO U^T) (summed over the V-blocks). Through S_0 and S_C:
     dk' += exp(G) (-dV' S_0^T) + exp(G_C - G) (U dS_C^T), dq' += exp(G) (dO S_0^T), db' += rowsum(dX R), their share
-    of dg (G = cumsum(g')); then the in-chunk terms (_in_chunk_grads) and one store (atomics for shared q, k).
+    of dg (G = cumsum(g')); then the in-chunk terms (_in_chunk_grads) and one store (dq, dk per value head).
     WR: q', dO, dq' and Qk's rows exist on EDA's write rows alone, so their tiles take those 16 (rows rq = 2t + 1)."""
     c = tl.program_id(0)
     i_bh = tl.program_id(1)
@@ -455,7 +455,7 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
         row_g, m_g = row_q, m_q
     dgg = tl.sum(dgg, axis=0)[None, :] - tl.cumsum(dgg, axis=0) + dgg  # G = cumsum(g'): reverse cumsum
     _scatter(dq, dk, de, dg, dbeta, dgamma, (dqq + dqq_i) * scale, dkk + dkk_i, dgg, db + db_i, row_bt, wrow, erow,
-             row_q, m_q, row_g, m_g, i_h, i_hv, ck, mk, H, HV, K, EDA, ATOMIC_QK)
+             row_q, m_q, row_g, m_g, i_hv if HV > H else i_h, i_hv, ck, mk, HV if HV > H else H, HV, K, EDA)
 
 
 @triton.jit
@@ -539,23 +539,18 @@ def _in_chunk_grads(kk, qq, G, bb, dL, dQk, r, qq_q, G_q, rq, ck, BT: tl.constex
 
 
 @triton.jit
-def _scatter(dq, dk, de, dg, dbeta, dgamma, dqq, dkk, dgg, db, row_bt, wrow, erow, row_q, m_q, row_g, m_g, i_h, i_hv,
-             ck, mk, H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, EDA: tl.constexpr, ATOMIC_QK: tl.constexpr):
+def _scatter(dq, dk, de, dg, dbeta, dgamma, dqq, dkk, dgg, db, row_bt, wrow, erow, row_q, m_q, row_g, m_g, i_q, i_hv,
+             ck, mk, HQ: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, EDA: tl.constexpr):
     """Sub-step gradients to the tokens: write rows -> q, k, beta; erase rows -> e, gamma; g on the decay's rows.
-    dqq on the rows row_q (mask m_q), dgg on row_g (m_g)."""
-    off_qk = (row_bt * H + i_h)[:, None] * K + ck[None, :]
-    off_q = (row_q * H + i_h)[:, None] * K + ck[None, :]
+    dqq on rows row_q (mask m_q), dgg on row_g (m_g); dq, dk on head i_q of HQ (_bwd sums a group's): one writer."""
+    off_qk = (row_bt * HQ + i_q)[:, None] * K + ck[None, :]
+    off_q = (row_q * HQ + i_q)[:, None] * K + ck[None, :]
     m_qk = m_q[:, None] & mk[None, :]
     off_hk = (row_bt * HV + i_hv)[:, None] * K + ck[None, :]
     m_w = wrow[:, None] & mk[None, :]
     m_e = erow[:, None] & mk[None, :]
-    if ATOMIC_QK:
-        # relaxed: sums nothing reads before the launch ends; acq_rel fences and flushes L1 around each add
-        tl.atomic_add(dq + off_q, dqq, mask=m_qk, sem="relaxed")
-        tl.atomic_add(dk + off_qk, dkk, mask=m_w, sem="relaxed")
-    else:
-        tl.store(dq + off_q, dqq.to(dq.dtype.element_ty), mask=m_qk)
-        tl.store(dk + off_qk, dkk.to(dk.dtype.element_ty), mask=m_w)
+    tl.store(dq + off_q, dqq.to(dq.dtype.element_ty), mask=m_qk)
+    tl.store(dk + off_qk, dkk.to(dk.dtype.element_ty), mask=m_w)
     tl.store(dg + ((row_g * HV + i_hv)[:, None] * K + ck[None, :]), dgg.to(dg.dtype.element_ty),
              mask=m_g[:, None] & mk[None, :])
     tl.store(dbeta + row_bt * HV + i_hv, db.to(dbeta.dtype.element_ty), mask=wrow)
@@ -752,14 +747,14 @@ LAUNCH = dict(
     PREP_REUSE=1,  # 1: when one block covers K, the forward prep's second pass reuses the first's tiles
     # the two walks: *_WARPS for 128-wide V-blocks (narrower ones take 4); 3 stages keep the next chunks in flight
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3, DH_BV=128, DH_WARPS=8, DH_STAGES=3,
-    # the per-chunk backward's V-blocks: EDA's 32 rows a chunk take 64 columns where grouped value heads add dq, dk
-    # atomically, 128 where H = HV stores them and K = 128 (_bwd_width; 1-4% faster there); the KDA path: 128
-    BWD_BV=64, BWD_BV_UNGROUPED=128, BWD_BV_KDA=128, BWD_WARPS=8, BWD_STAGES=1,
+    # the per-chunk backward's V-blocks: EDA's 32 rows a chunk take 128 columns at K = 128 (_bwd_width; 1-4% faster
+    # than 64), 64 at other K; the KDA path: 128
+    BWD_BV=64, BWD_BV_K128=128, BWD_BV_KDA=128, BWD_WARPS=8, BWD_STAGES=1,
     BWD_WROWS=1,  # 1: the per-chunk backward's q', dO, dq', Qk tiles on EDA's 16 write rows alone (fwd+bwd 3-5% faster)
     BWD_CARVEOUT=0,  # the per-chunk backward's shared memory, % of an SM's (-1: Triton's, the largest); the rest is L1
     # walks narrow their V-blocks while fewer programs would run, to 16 columns (long sequences 8-12% faster than 32)
     FILL_PROGRAMS=128, WALK_MIN_BV=16)
-_POW2 = dict(SUB_BLOCK=1, PREP_BK=16, DH_PREP_BK=8, FWD_BV=8, DH_BV=8, BWD_BV=16, BWD_BV_UNGROUPED=16, BWD_BV_KDA=16,
+_POW2 = dict(SUB_BLOCK=1, PREP_BK=16, DH_PREP_BK=8, FWD_BV=8, DH_BV=8, BWD_BV=16, BWD_BV_K128=16, BWD_BV_KDA=16,
              WALK_MIN_BV=8, **{n: 1 for n in LAUNCH if n.endswith("WARPS")})  # tensor cores: K >= 16, N >= 8
 
 
@@ -801,8 +796,7 @@ def _ask_carveout(compiled, percent):
 
 
 def _geometry(q, v, e, chunk_tokens):
-    B, T, H, K = q.shape
-    HV, V = v.shape[2], v.shape[3]
+    (B, T, H, K), (HV, V) = q.shape, v.shape[2:]
     eda = e is not None
     BT = 2 * chunk_tokens if eda else chunk_tokens
     return B, T, H, HV, K, V, eda, BT, (T + chunk_tokens - 1) // chunk_tokens  # (also on a traced call's sizes)
@@ -819,9 +813,9 @@ def _write_rows(L, eda, BT):
     return bool(L["BWD_WROWS"]) and eda and BT == 32
 
 
-def _bwd_width(L, eda, H, HV, BK):
-    """The per-chunk backward's V-block width; 128 (ungrouped) at K = 128 alone, as measured (256: 7 KB of spills)."""
-    return L["BWD_BV_KDA"] if not eda else L["BWD_BV_UNGROUPED"] if HV == H and BK == 128 else L["BWD_BV"]
+def _bwd_width(L, eda, BK):
+    """The per-chunk backward's V-block width; EDA's 128 at K = 128 alone, as measured (256: 7 KB of spills)."""
+    return L["BWD_BV_KDA"] if not eda else L["BWD_BV_K128"] if BK == 128 else L["BWD_BV"]
 
 
 def _absent(q):
@@ -879,15 +873,10 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
 
 
 def _bwd_grads(q, k, v, e, g, beta, gamma):
-    """The backward op's gradient buffers (dg channel-wise), each in its input's dtype (one writer a row rounds once);
-    dq, dk fp32 and zeroed for grouped value heads' atomics. Real and fake op, as _fwd_outputs."""
-    B, T, H, K = q.shape
-    HV = v.shape[2]
-    eda = e is not None
+    """The backward op's gradients, each of its input's shape and dtype (one writer a row rounds once; the op's g is
+    channel-wise), absent ones empty. Real and fake op, as _fwd_outputs."""
     # new_empty, not empty_like: contiguous whatever the input's layout (the fake op sees the caller's strides)
-    dq, dk = (x.new_zeros(x.shape, dtype=torch.float32) if HV > H else x.new_empty(x.shape) for x in (q, k))
-    return (dq, dk, v.new_empty(v.shape), e.new_empty(e.shape) if eda else _absent(q), g.new_empty(B, T, HV, K),
-            beta.new_empty(beta.shape), gamma.new_empty(gamma.shape) if eda else _absent(q))
+    return tuple(_absent(q) if x is None else x.new_empty(x.shape) for x in (q, k, v, e, g, beta, gamma))
 
 
 def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk_tokens, scalar_g, L):
@@ -909,21 +898,28 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
         num_warps=warps, num_stages=L["DH_STAGES"])
     del W2, M, Qg, Kg, eGN  # before the gradient buffers: the peak stays the gradient phase's
     # (5) every chunk's input gradients, in parallel
-    _, BV = _blocks(K, V, _bwd_width(L, eda, H, HV, BK))
+    _, BV = _blocks(K, V, _bwd_width(L, eda, BK))
     dq, dk, dv, de, dg, dbeta, dgamma = _bwd_grads(q, k, v, e, g, beta, gamma)
+    # grouped value heads: dq, dk per value head, each group's summed after (no atomic adds: the same bits every run)
+    dqv, dkv = (dq, dk) if HV == H else (x.new_empty(B, T, HV, K) for x in (q, k))
     compiled = _eda_bwd_kernel[(NT, B * HV)](
-        q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, hs, dhs, do, dq, dk, dv,
+        q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, hs, dhs, do, dqv, dkv, dv,
         de if eda else dq, dg, dbeta, dgamma if eda else dbeta, scale, T, NT, H=H, HV=HV, K=K, V=V, BT=BT, BK=BK,
-        BV=BV, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g, ATOMIC_QK=HV > H, WR=_write_rows(L, eda, BT),
-        DT=DT, PREC=PREC, num_warps=L["BWD_WARPS"], num_stages=L["BWD_STAGES"])
+        BV=BV, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g, WR=_write_rows(L, eda, BT), DT=DT, PREC=PREC,
+        num_warps=L["BWD_WARPS"], num_stages=L["BWD_STAGES"])
     _ask_carveout(compiled, L["BWD_CARVEOUT"])
+    for x, out in ((dqv, dq), (dkv, dk)) if HV > H else ():
+        x = x.view(B, T, H, HV // H, K)
+        if HV == 2 * H:  # a pair: one add, one rounding (a sum over the view's axis 3 takes 1.5x as long)
+            torch.add(x[:, :, :, 0], x[:, :, :, 1], out=out)
+        else:  # fp32 accumulation
+            torch.sum(x, 3, out=out)
     return dq, dk, dv, de, dg, dbeta, dgamma, dh0
 
 
 def _decode(q, k, v, e, g, beta, gamma, state, scale):
     """The decode kernel's launch: o [B, T, HV, V] (v's dtype); `state` updated in place."""
-    B, T, H, K = q.shape
-    HV, V = v.shape[2], v.shape[3]
+    (B, T, H, K), (HV, V) = q.shape, v.shape[2:]
     eda = e is not None
     o = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
     BK, BV = _blocks(K, V, 32 if K <= 128 else 16)
@@ -1043,8 +1039,7 @@ def _eda_chunk_backward(ctx, do, dht, *_):
     dq, dk, dv, de, dg, dbeta, dgamma, dh0 = torch.ops.nanoeda.eda_chunk_bwd(
         q, k, v, e, g, beta, gamma, hs, Tm, Qk, do, dht if output_final_state else None, scale, chunk_tokens, scalar_g,
         h0_dtype is not None, launch)
-    return (dq.to(q.dtype), dk.to(k.dtype), dv, None if e is None else de.to(e.dtype), dg.to(g.dtype),
-            dbeta.to(beta.dtype), None if gamma is None else dgamma.to(gamma.dtype),
+    return (dq, dk, dv, None if e is None else de, dg, dbeta, None if gamma is None else dgamma,  # inputs' dtypes
             None if h0_dtype is None else dh0.to(h0_dtype), None, None, None, None, None, None, None, None)
 
 
@@ -1119,8 +1114,7 @@ def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
         # the interpreter's bf16 tl.dot is wrong (errors ~1e10, _attn_decode), and half inputs take bf16 products
         raise ValueError(f"eda_triton: under TRITON_INTERPRET=1 (CPU) the chunk kernels take float32 inputs, got "
                          f"{q.dtype}: the interpreter's bf16 products are wrong; pass float32, or use eda_chunk")
-    B, T, H, K = q.shape
-    HV, V = v.shape[2], v.shape[3]
+    (B, T, H, K), (HV, V) = q.shape, v.shape[2:]
     chunk_size = CHUNK_TOKENS if chunk_size is None else chunk_size
     launch = launch_settings(launch)
     if B * HV > 65535:  # grid axis 1 of the chunk kernels

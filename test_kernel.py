@@ -66,21 +66,27 @@ def test_eda_matches_recurrence_partial_chunks_T15():
 
 
 def test_eda_matches_recurrence_many_chunks_grouped_heads_T40():
-    # 5 chunks, the last one partial; HV = 2 H (grouped value heads); K != V; two V-blocks in every kernel
-    # (the atomic paths of the backward: V-blocks and grouped heads share gradient rows)
+    # 5 chunks, the last one partial; HV = 2 H (grouped value heads: dq, dk per value head, a pair summed in one
+    # add); K != V; two V-blocks in every kernel (the backward's K-side sums run over them)
     compare(make_inputs(1, 40, 1, 2, 32, 64, seed=2, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8,
             launch=dict(FWD_BV=32, DH_BV=32, BWD_BV=32))
 
 
 def test_the_backward_takes_128_wide_v_blocks_only_where_they_were_measured_to_win():
-    # EDA with H = HV at K = 128 (sweep at 654f634); grouped heads, K = 256 (7 KB of spills a thread) and the
-    # unmeasured K = 64 stay at 64
+    # EDA at K = 128, grouped heads or not (notes/kernel.md); K = 256 (7 KB of spills a thread) and the unmeasured
+    # K = 64 stay at 64
     L = kernel.LAUNCH
-    assert kernel._bwd_width(L, True, 4, 4, 128) == L["BWD_BV_UNGROUPED"] == 128
-    assert kernel._bwd_width(L, True, 4, 4, 64) == 64
-    assert kernel._bwd_width(L, True, 2, 4, 128) == L["BWD_BV"] == 64
-    assert kernel._bwd_width(L, True, 4, 4, 256) == 64
-    assert kernel._bwd_width(L, False, 4, 4, 128) == L["BWD_BV_KDA"]
+    assert kernel._bwd_width(L, True, 128) == L["BWD_BV_K128"] == 128
+    assert kernel._bwd_width(L, True, 64) == L["BWD_BV"] == 64
+    assert kernel._bwd_width(L, True, 256) == 64
+    assert kernel._bwd_width(L, False, 128) == L["BWD_BV_KDA"]
+
+
+@pytest.mark.parametrize("erase", [True, False])
+def test_four_value_heads_per_key_head_sum_their_dq_dk(erase):
+    # HV = 4 H: each group's four dq, dk rows summed in fp32 (a pair takes one add)
+    compare(make_inputs(2, 23, 1, 4, 16, 32, seed=5, erase=erase, device=DEV), kernel.eda_fused, 1e-4,
+            chunk_size=8 if erase else 16)
 
 
 def test_walks_narrow_their_v_blocks_down_to_16_columns_where_few_programs_run():
@@ -94,7 +100,7 @@ def test_walks_narrow_their_v_blocks_down_to_16_columns_where_few_programs_run()
 
 
 def test_one_value_head_per_key_head_uses_plain_stores_and_matches_recurrence():
-    # HV = H: the backward's parts write without atomics, in two V-blocks (K = 32: BWD_BV's width, not 128)
+    # HV = H: dq, dk straight from the kernel, in two V-blocks (K = 32: BWD_BV's width, not 128)
     compare(make_inputs(2, 37, 2, 2, 32, 64, seed=12, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8,
             launch=dict(BWD_BV=32))
 
@@ -130,7 +136,7 @@ def test_several_anchor_blocks_per_chunk_match_recurrence(erase, monkeypatch):
 @pytest.mark.parametrize("wrows, scalar_g", [(1, False), (1, True), (0, False)])
 def test_per_chunk_backward_on_the_write_rows_or_all_rows_matches_recurrence(wrows, scalar_g, monkeypatch):
     # BWD_WROWS: q', dO, dq' and Qk on the 16 write rows of 16-token chunks (0: on all 32 sub-steps). A partial
-    # chunk, HV = 2 H (dq added atomically), K = 48 (masked key columns), two V-blocks, 4-token anchor blocks
+    # chunk, HV = 2 H (dq per value head), K = 48 (masked key columns), two V-blocks, 4-token anchor blocks
     monkeypatch.setattr(kernel, "ANCHOR_TOKENS", 4)
     x = make_inputs(1, 21, 1, 2, 48, 32, scalar_g=scalar_g, seed=33, device=DEV)
     compare(x, kernel.eda_fused, 1e-4, chunk_size=16, launch=dict(BWD_WROWS=wrows, BWD_BV=16))
@@ -402,14 +408,27 @@ def test_kernel_py_imports_nothing_of_this_repo():
 @needs_gpu
 @pytest.mark.parametrize("launch, chunk, hv", [({}, None, 4), ({}, None, 2),
                                                ({"FWD_STAGES": 2, "DH_STAGES": 2}, 32, 4), ({"SUB_BLOCK": 8}, None, 4),
-                                               ({"PREP_REUSE": 0}, None, 4), ({"BWD_WROWS": 0}, None, 4)])
+                                               ({"PREP_REUSE": 0}, None, 4), ({"BWD_WROWS": 0}, None, 4), ({}, None, 8)])
 def test_gpu_bf16_T4096_matches_fp64_reference(launch, chunk, hv):
-    # the shipped launch settings, grouped (HV = 4) and not (HV = H = 2: 128-wide V-blocks, stores for dq, dk),
+    # the shipped launch settings, grouped (HV = 4: a pair's dq, dk added; HV = 8: four summed) and not (HV = H = 2),
     # 32-token chunks (whose walks fit a Hopper SM's shared memory at 2 stages), the UT solve in 8-row substitution
     # blocks (the default before 4), the prep's second pass reloading its tiles and the per-chunk backward on all
     # 32 sub-steps of a chunk
     x = make_inputs(1, 4096, 2, hv, 128, 128, dtype=torch.bfloat16, seed=11, device=DEV)
     compare(x, eda.eda_triton, 1e-2, launch=launch, chunk_size=chunk)
+
+
+@needs_gpu
+def test_gpu_grouped_backward_gives_the_same_gradients_every_run():
+    # no atomic adds: grouped value heads' dq, dk are summed after the kernel, so two runs agree to the bit
+    x = make_inputs(2, 1024, 2, 4, 128, 128, dtype=torch.bfloat16, seed=15, device=DEV)
+    grads = []
+    for _ in range(2):
+        xt = {n: (t.clone().requires_grad_() if t is not None else None) for n, t in x.items()}
+        o, _ = eda.eda_triton(*[xt[n] for n in NAMES[:7]], initial_state=xt["initial_state"])
+        o.float().square().sum().backward()
+        grads.append([t.grad for t in xt.values() if t is not None])
+    assert len(grads[0]) == 8 and all(torch.equal(a, b) for a, b in zip(*grads))
 
 
 @needs_gpu

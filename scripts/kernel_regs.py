@@ -5,8 +5,8 @@ Registers and spills of kernel.py's Triton kernels, compiled for Hopper (sm_90a)
                                   [--chunk=TOKENS] [--set=NAME=VALUE] [--ncu=FILE]
 
 Compiles what the model and bench.py run (EDA, bf16, K = V = 128, the module's launch settings, no g check in the
-prep) for the kernels named (default: all). --heads: H, HV (default 8, 16: the backward adds dq, dk atomically;
-H = HV stores them); --kda: the KDA path (e = None: one sub-step per token); --set: a kernel.LAUNCH setting.
+prep) for the kernels named (default: all). --heads: H, HV (default 8, 16: grouped value heads);
+--kda: the KDA path (e = None: one sub-step per token); --set: a kernel.LAUNCH setting.
 Prints cuobjdump's resource line per kernel (REG: registers per thread, STACK: bytes per thread, mostly spills)
 and the shared memory a program takes (an SM has 228 KB); --sass adds the SASS instruction count of each kernel
 and of its largest loop (a walk's chunk step, the per-chunk backward's V-block step) with its commonest opcodes.
@@ -38,7 +38,7 @@ from triton.compiler import ASTSource  # noqa: E402
 
 import kernel  # noqa: E402
 
-# fp32 pointers (the rest bf16); dq, dk too where grouped value heads add into them atomically
+# fp32 pointers (the rest bf16)
 FP32_POINTERS = {"g", "gmin", "ht", "h0", "dht", "dh0", "dg", "s_in", "s_out", "eGNout", "eGNin"}
 SCALARS = {"scale": "fp32", "T": "i32", "NT": "i32"}
 
@@ -56,8 +56,7 @@ def disassemble(fn, consts, warps, stages, *tool):
     a real launch would compile it, and the shared memory a program takes (bytes)."""
     params = inspect.signature(fn.fn).parameters
     consts = {n: c for n, c in consts.items() if n in params}  # one table serves kernel versions that differ
-    fp32 = FP32_POINTERS | ({"dq", "dk"} if consts.get("ATOMIC_QK") else set())
-    sig = {p: "constexpr" if p in consts else SCALARS.get(p, "*fp32" if p in fp32 else "*bf16")
+    sig = {p: "constexpr" if p in consts else SCALARS.get(p, "*fp32" if p in FP32_POINTERS else "*bf16")
            for p in params}  # each parameter's type for Triton's compiler: constexprs, SCALARS, else pointers
     src = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=aligned(sig))
     compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, num_stages=stages))
@@ -136,8 +135,8 @@ def main():
                     L["PREP_STAGES"]),
         "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, BV=dh[1], HAS_DHT=True, STORE_DH0=True), dh[2],
                    L["DH_STAGES"]),
-        "bwd": (kernel._eda_bwd_kernel, dict(common, BV=kernel._bwd_width(L, eda, H, HV, BK), AB=AB, SCALAR_G=False,
-                                             ATOMIC_QK=HV > H, WR=kernel._write_rows(L, eda, BT)),
+        "bwd": (kernel._eda_bwd_kernel, dict(common, BV=kernel._bwd_width(L, eda, BK), AB=AB, SCALAR_G=False,
+                                             WR=kernel._write_rows(L, eda, BT)),
                 L["BWD_WARPS"], L["BWD_STAGES"])}
     print(f"triton {triton.__version__}, sm_90a, {'EDA' if eda else 'KDA path'} bf16, H = {H}, HV = {HV}, "
           f"K = V = {K}, chunk {chunk} tokens (BT = {BT})")
