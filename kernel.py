@@ -454,6 +454,7 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
         dgg = tl.sum(tl.reshape(dgg, (BT // 2, 2, BK)), axis=1) + qq_q * (dqq + dqq_i)
         row_g, m_g = row_q, m_q
     dgg = tl.sum(dgg, axis=0)[None, :] - tl.cumsum(dgg, axis=0) + dgg  # G = cumsum(g'): reverse cumsum
+    # dq, dk per value head where grouped (_bwd sums them); (i_h, H) where not: as compiled before, 16 B less stack
     _scatter(dq, dk, de, dg, dbeta, dgamma, (dqq + dqq_i) * scale, dkk + dkk_i, dgg, db + db_i, row_bt, wrow, erow,
              row_q, m_q, row_g, m_g, i_hv if HV > H else i_h, i_hv, ck, mk, HV if HV > H else H, HV, K, EDA)
 
@@ -747,7 +748,7 @@ LAUNCH = dict(
     PREP_REUSE=1,  # 1: when one block covers K, the forward prep's second pass reuses the first's tiles
     # the two walks: *_WARPS for 128-wide V-blocks (narrower ones take 4); 3 stages keep the next chunks in flight
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3, DH_BV=128, DH_WARPS=8, DH_STAGES=3,
-    # the per-chunk backward's V-blocks: EDA's 32 rows a chunk take 128 columns at K = 128 (_bwd_width; 1-4% faster
+    # the per-chunk backward's V-blocks: EDA's 32 rows a chunk take 128 columns at K = 128 (_bwd_width; 0-4% faster
     # than 64), 64 at other K; the KDA path: 128
     BWD_BV=64, BWD_BV_K128=128, BWD_BV_KDA=128, BWD_WARPS=8, BWD_STAGES=1,
     BWD_WROWS=1,  # 1: the per-chunk backward's q', dO, dq', Qk tiles on EDA's 16 write rows alone (fwd+bwd 3-5% faster)
