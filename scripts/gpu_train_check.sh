@@ -14,25 +14,26 @@
 # to $RESULTS (default $OUT or $RUNS /train.jsonl; RESULTS.md's are results/train.jsonl).
 # Knobs: CONTEXTS (context part: block sizes, default "4096 8192 16384 32768 65536"; TOKENS a step, default
 #        32768: batch = TOKENS / block_size, at least 1; TAG: a suffix for its run names; MIXERS (default
-#        "eda transformer"); TRAIN_ARGS: extra train.py
-#        overrides for its runs, e.g. TRAIN_ARGS=--la_recompute_states=True TAG=_recompute), LA_BACKEND (auto = triton on CUDA; set chunk if the kernels are not there), COMPILE (False),
+#        "eda transformer"); TRAIN_ARGS: extra train.py overrides for its runs, e.g.
+#        TRAIN_ARGS=--la_recompute_states=True TAG=_recompute; it always compiles), LA_BACKEND (auto = triton on
+#        CUDA; set chunk if the kernels are not there), COMPILE (False),
 #        STEPS (speed part, default 8; the table averages the steps after the first 3),
 #        MULTI_ARGS (extra train.py overrides for the multi part's four runs, e.g. --dtype=float32).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
 PART=${1:-all}
+# this invocation, the knobs it was given included (not their defaults, below): each row's command
+COMMAND="bash scripts/gpu_train_check.sh $PART"
+for knob in STEPS COMPILE LA_BACKEND MULTI_ARGS TRAIN_ARGS TAG MIXERS TOKENS CONTEXTS; do
+  [ -n "${!knob:-}" ] && COMMAND="$knob=\"${!knob}\" $COMMAND"
+done
 LA_BACKEND=${LA_BACKEND:-auto}
 COMPILE=${COMPILE:-False}
 STEPS=${STEPS:-8}
 RUNS=${RUNS:-/tmp/gpu_train_check}
 REPORT=${OUT:-$RUNS}/gpu_train_check_${PART}.txt
 RESULTS=${RESULTS:-${OUT:-$RUNS}/train.jsonl}
-# this invocation, the knobs it was given included: each row's command
-COMMAND="bash scripts/gpu_train_check.sh $PART"
-for knob in STEPS COMPILE LA_BACKEND MULTI_ARGS TRAIN_ARGS TAG MIXERS TOKENS CONTEXTS; do
-  [ -n "${!knob:-}" ] && COMMAND="$knob=\"${!knob}\" $COMMAND"
-done
 mkdir -p "$RUNS" "$(dirname "$REPORT")"
 : > "$REPORT"
 export PYTHONUNBUFFERED=1
