@@ -272,85 +272,32 @@ def _key_operands(kk, qq, G, bb, Td, g, Xout, Yout, Qgout, eGNout, base, i_b, i_
 
 
 @triton.jit
-def _eda_pair_kernel(Wio, U0io, Keio, Qgio, eGNin, Qkin, KeAout, Qk2out, NT, K: tl.constexpr, V: tl.constexpr,
-                     BT: tl.constexpr, BK: tl.constexpr, BVP: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """Chunks a = 2p, b = 2p + 1 as one walk step of 2 BT rows (FWD_PAIR; notes/chunk_form.md §4). With X = W_b Ke_a^T:
-    U_b = (U0_b - X U0_a) - (W_b exp(G_C,a) - X W_a) S, o_b = (Qg_b exp(G_C,a)) S + (Qg_b Ke_a^T) U_a + Qk_b U_b and
-    S' = exp(G_C,a + G_C,b) S + [Ke_a exp(G_C,b); Ke_b]^T U. W_b, U0_b, Qg_b, Ke_a rewritten in place; Qk2: the pair's
-    [2 BT, 2 BT] Qk; KeA: chunk a's own Ke (the walk's state between the two, for the backward)."""
-    p = tl.program_id(0)
-    i_bh = tl.program_id(1)
-    r = tl.arange(0, BT)
-    ck = tl.arange(0, BK)
-    base = i_bh.to(tl.int64) * NT + 2 * p  # chunk a
-    pair = i_bh.to(tl.int64) * ((NT + 1) // 2) + p
-    has_b = (2 * p + 1 + 0 * r) < NT  # (per row) an odd NT's last chunk walks alone: b is the identity step
-    m_a = (r >= 0)[:, None] & (ck < K)[None, :]
-    m_b = m_a & has_b[:, None]
-    off_a = base * BT * K + r[:, None] * K + ck[None, :]
-    Ke_a = tl.load(Keio + off_a, mask=m_a, other=0.)
-    W_b = tl.load(Wio + off_a + BT * K, mask=m_b, other=0.).to(DT)
-    Qg_b = tl.load(Qgio + off_a + BT * K, mask=m_b, other=0.)
-    eGN_a = tl.load(eGNin + base * K + ck, mask=ck < K, other=0.)
-    eGN_b = tl.load(eGNin + (base + 1) * K + ck, mask=(ck < K) & (2 * p + 1 + 0 * ck < NT), other=1.)
-    Ke_at = tl.trans(Ke_a.to(DT))
-    X = tl.dot(W_b, Ke_at, input_precision=PREC).to(DT)
-    Y = tl.dot(Qg_b.to(DT), Ke_at, input_precision=PREC)
-    W_a = tl.load(Wio + off_a, mask=m_a, other=0.).to(DT)
-    Wn = W_b.to(tl.float32) * eGN_a[None, :] - tl.dot(X, W_a, input_precision=PREC)
-    tl.store(Wio + off_a + BT * K, Wn.to(Wio.dtype.element_ty), mask=m_b)
-    tl.store(Qgio + off_a + BT * K, (Qg_b.to(tl.float32) * eGN_a[None, :]).to(Qgio.dtype.element_ty), mask=m_b)
-    tl.store(KeAout + pair * BT * K + r[:, None] * K + ck[None, :], Ke_a, mask=m_a)
-    tl.store(Keio + off_a, (Ke_a.to(tl.float32) * eGN_b[None, :]).to(Keio.dtype.element_ty), mask=m_a)
-    for i_v in range(tl.cdiv(V, BVP)):
-        cv = i_v * BVP + tl.arange(0, BVP)
-        m_u = (r >= 0)[:, None] & (cv < V)[None, :]
-        off_u = base * BT * V + r[:, None] * V + cv[None, :]
-        U0_a = tl.load(U0io + off_u, mask=m_u, other=0.).to(DT)
-        U0_b = tl.load(U0io + off_u + BT * V, mask=m_u & has_b[:, None], other=0.).to(tl.float32)
-        U0_b -= tl.dot(X, U0_a, input_precision=PREC)
-        tl.store(U0io + off_u + BT * V, U0_b.to(U0io.dtype.element_ty), mask=m_u & has_b[:, None])
-    off_t = base * BT * BT + r[:, None] * BT + r[None, :]
-    off_q = pair * 4 * BT * BT + r[:, None] * 2 * BT + r[None, :]  # [[Qk_a, 0], [Y, Qk_b]]
-    m_t = (r >= 0)[:, None] & (r >= 0)[None, :]
-    tl.store(Qk2out + off_q, tl.load(Qkin + off_t))
-    tl.store(Qk2out + off_q + BT, tl.zeros([BT, BT], dtype=Qk2out.dtype.element_ty))
-    tl.store(Qk2out + off_q + 2 * BT * BT, Y.to(Qk2out.dtype.element_ty))
-    tl.store(Qk2out + off_q + 2 * BT * BT + BT, tl.load(Qkin + off_t + BT * BT, mask=m_t & has_b[:, None], other=0.))
-
-
-@triton.jit
-def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, KeAin, h0, o, ht, hs, T, NT, HV: tl.constexpr,
-                    K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-                    EDA: tl.constexpr, PAIR: tl.constexpr, HAS_H0: tl.constexpr, STORE_HT: tl.constexpr,
-                    STORE_HS: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """Launch (2) of notes/chunk_form.md §4: per (V-block, batch x value head) the chunk walk of Eq. chunk_wise_eda.
-    PAIR: two chunks a step, on _eda_pair_kernel's operands (Qkin: the pairs' Qk), S_0 of both stored."""
+def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV: tl.constexpr, K: tl.constexpr,
+                    V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
+                    HAS_H0: tl.constexpr, STORE_HT: tl.constexpr, STORE_HS: tl.constexpr,
+                    DT: tl.constexpr, PREC: tl.constexpr):
+    """Launch (2) of notes/chunk_form.md §4: per (V-block, batch x value head) the chunk walk of Eq. chunk_wise_eda."""
     i_v = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, _ = _heads(i_bh, HV, HV)
-    RS: tl.constexpr = 2 * BT if PAIR else BT  # rows a step
-    r = tl.arange(0, RS)
+    r = tl.arange(0, BT)
     ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
-    tok, is_w = _sub_steps(RS, EDA)  # outputs at the write sub-steps only
+    m_k = (r >= 0)[:, None] & mk[None, :]
+    m_u = (r >= 0)[:, None] & mv[None, :]
+    tok, is_w = _sub_steps(BT, EDA)  # outputs at the write sub-steps only
     S = tl.zeros([BK, BV], dtype=tl.float32)
     if HAS_H0:
         S = tl.load(h0 + i_bh.to(tl.int64) * K * V + off_s, mask=m_s, other=0.).to(tl.float32)
-    for s in range((NT + 1) // 2 if PAIR else NT):
-        c = 2 * s if PAIR else s
-        base = i_bh.to(tl.int64) * NT + c
+    for c in range(NT):
         if STORE_HS:  # S_0 of every chunk, for the backward
-            tl.store(hs + base * K * V + off_s, S.to(hs.dtype.element_ty), mask=m_s)
-        m_r = (r < BT) | (c + 1 + 0 * r < NT)  # PAIR: rows of a chunk past the last are the identity step
-        m_k = m_r[:, None] & mk[None, :]
-        off_k = base * BT * K + r[:, None] * K + ck[None, :]  # a pair's two chunks are consecutive rows
+            tl.store(hs + (i_bh.to(tl.int64) * NT + c) * K * V + off_s, S.to(hs.dtype.element_ty), mask=m_s)
+        base = i_bh.to(tl.int64) * NT + c
+        off_k = base * BT * K + r[:, None] * K + ck[None, :]
         W = tl.load(Win + off_k, mask=m_k, other=0.).to(DT)
         Ke = tl.load(Kein + off_k, mask=m_k, other=0.).to(DT)
         Qg = tl.load(Qgin + off_k, mask=m_k, other=0.).to(DT)
-        U0 = tl.load(U0in + base * BT * V + r[:, None] * V + cv[None, :], mask=m_r[:, None] & mv[None, :],
-                     other=0.).to(tl.float32)
-        Qk = tl.load(Qkin + (i_bh.to(tl.int64) * ((NT + 1) // 2 if PAIR else NT) + s) * RS * RS + r[:, None] * RS
-                     + r[None, :]).to(DT)
+        U0 = tl.load(U0in + base * BT * V + r[:, None] * V + cv[None, :], mask=m_u, other=0.).to(tl.float32)
+        Qk = tl.load(Qkin + base * BT * BT + r[:, None] * BT + r[None, :]).to(DT)
         eGN = tl.load(eGNin + base * K + ck, mask=mk, other=0.)
         Sd = S.to(DT)
         U = U0 - tl.dot(W, Sd, input_precision=PREC)
@@ -360,13 +307,6 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, KeAin, h0, o, ht, hs, T,
         m_o = (is_w & (t_abs < T))[:, None] & mv[None, :]
         tl.store(o + ((i_b.to(tl.int64) * T + t_abs) * HV + i_hv)[:, None] * V + cv[None, :],
                  out.to(o.dtype.element_ty), mask=m_o)
-        if PAIR:
-            if STORE_HS:  # S_0 of chunk b: chunk a's update alone (KeA's rows past BT are zero)
-                KeA = tl.load(KeAin + (i_bh.to(tl.int64) * ((NT + 1) // 2) + s) * BT * K + r[:, None] * K + ck[None, :],
-                              mask=(r < BT)[:, None] & mk[None, :], other=0.).to(DT)
-                S_b = S * eGN[:, None] + tl.dot(tl.trans(KeA), Ud, input_precision=PREC)
-                tl.store(hs + (base + 1) * K * V + off_s, S_b.to(hs.dtype.element_ty), mask=m_s & (c + 1 + 0 * ck < NT)[:, None])
-            eGN *= tl.load(eGNin + (base + 1) * K + ck, mask=mk & (c + 1 + 0 * ck < NT), other=1.)
         S = S * eGN[:, None] + tl.dot(tl.trans(Ke), Ud, input_precision=PREC)
     if STORE_HT:
         tl.store(ht + i_bh.to(tl.int64) * K * V + off_s, S, mask=m_s)
@@ -814,7 +754,6 @@ LAUNCH = dict(
     PREP_REUSE=1,  # 1: when one block covers K, the forward prep's second pass reuses the first's tiles
     # the two walks: *_WARPS for 128-wide V-blocks (narrower ones take 4); 3 stages keep the next chunks in flight
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3, DH_BV=128, DH_WARPS=8, DH_STAGES=3,
-    FWD_PAIR=0, FWD_PAIR_STAGES=2,  # 1: the forward walk takes two chunks a step (_eda_pair_kernel merges them)
     # the per-chunk backward's V-blocks: EDA's 32 rows a chunk take 128 columns at K = 128 (_bwd_width; 0-4% faster
     # than 64), 64 at other K; the KDA path: 128
     BWD_BV=64, BWD_BV_K128=128, BWD_BV_KDA=128, BWD_WARPS=8, BWD_STAGES=1,
@@ -928,20 +867,11 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
         CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
         num_stages=L["PREP_STAGES"])
     BK, BV, warps = _walk_blocks(L, "FWD", K, V, B * HV)
-    pair = bool(L["FWD_PAIR"]) and NT > 1
-    QkW, KeA = Qk, W  # the walk's Qk, and chunk a's own Ke (PAIR)
-    if pair:
-        NT2 = (NT + 1) // 2
-        QkW = torch.empty(B * HV, NT2, 2 * BT, 2 * BT, dtype=tdt, device=q.device)
-        KeA = torch.empty(B * HV, NT2, BT, K, dtype=tdt, device=q.device)
-        _eda_pair_kernel[(NT2, B * HV)](W, U0, Ke, Qg, eGN, Qk, KeA, QkW, NT, K=K, V=V, BT=BT,
-                                        BK=triton.next_power_of_2(K), BVP=min(64, triton.next_power_of_2(V)), DT=DT,
-                                        PREC=PREC, num_warps=L["PREP_WARPS"])
     _eda_fwd_kernel[(triton.cdiv(V, BV), B * HV)](
-        W, U0, Ke, Qg, eGN, QkW, KeA, h0 if h0 is not None else q, o, ht if output_final_state else o,
-        hs if need_states else o, T, NT, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, PAIR=pair,
-        HAS_H0=h0 is not None, STORE_HT=output_final_state, STORE_HS=need_states, DT=DT, PREC=PREC, num_warps=warps,
-        num_stages=L["FWD_PAIR_STAGES"] if pair else L["FWD_STAGES"])
+        W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, o, ht if output_final_state else o,
+        hs if need_states else o, T, NT, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
+        STORE_HT=output_final_state, STORE_HS=need_states, DT=DT, PREC=PREC, num_warps=warps,
+        num_stages=L["FWD_STAGES"])
     if check_g and (low := gmin.min().item()) < G_MIN:  # after every launch: the GPU never idles for the sync
         raise ValueError(f"eda_triton: channel-wise log decay g has values below {G_MIN} (min {low:.3g}); the "
                          "kernels' anchored decay factors would overflow. Bound it with eda.safe_gate / eda.kda_gate, "

@@ -118,20 +118,6 @@ def test_prep_without_reusing_its_first_pass_tiles_matches_recurrence(erase):
             chunk_size=8 if erase else 16, launch=dict(PREP_REUSE=0))
 
 
-@pytest.mark.parametrize("erase, T, chunk", [(True, 37, 8), (True, 40, 8), (False, 37, 16)])
-def test_forward_walk_taking_two_chunks_a_step_matches_recurrence(erase, T, chunk):
-    # FWD_PAIR: an odd chunk count (its last chunk walks alone) and an even one, grouped heads, the initial state,
-    # every gradient (the backward reads the states the paired walk stored between its two chunks)
-    x = make_inputs(1, T, 1, 2, 16, 32, erase=erase, seed=43, device=DEV)
-    compare(x, kernel.eda_fused, 1e-4, chunk_size=chunk, launch=dict(FWD_PAIR=1))
-    args = [x[n] for n in NAMES[:7]]
-    with torch.no_grad():  # no states stored: the walk skips the state between the two chunks, o is the same
-        o = kernel.eda_fused(*args, initial_state=x["initial_state"], chunk_size=chunk, launch=dict(FWD_PAIR=1))[0]
-    xg = [t.clone().requires_grad_() if t is not None else None for t in args]
-    assert torch.equal(o, kernel.eda_fused(*xg, initial_state=x["initial_state"], chunk_size=chunk,
-                                           launch=dict(FWD_PAIR=1))[0])
-
-
 def test_eda_without_initial_state_through_eda_triton():
     # the public wrapper in eda.py, default chunk, no initial state
     x = make_inputs(2, 20, 1, 1, 16, 16, h0=False, seed=3, device=DEV)
@@ -422,8 +408,7 @@ def test_kernel_py_imports_nothing_of_this_repo():
 @needs_gpu
 @pytest.mark.parametrize("launch, chunk, hv", [({}, None, 4), ({}, None, 2),
                                                ({"FWD_STAGES": 2, "DH_STAGES": 2}, 32, 4), ({"SUB_BLOCK": 8}, None, 4),
-                                               ({"PREP_REUSE": 0}, None, 4), ({"BWD_WROWS": 0}, None, 4), ({}, None, 8),
-                                               ({"FWD_PAIR": 1}, None, 4)])
+                                               ({"PREP_REUSE": 0}, None, 4), ({"BWD_WROWS": 0}, None, 4), ({}, None, 8)])
 def test_gpu_bf16_T4096_matches_fp64_reference(launch, chunk, hv):
     # the shipped launch settings, grouped (HV = 4: a pair's dq, dk added; HV = 8: four summed) and not (HV = H = 2),
     # 32-token chunks (whose walks fit a Hopper SM's shared memory at 2 stages), the UT solve in 8-row substitution
