@@ -17,7 +17,6 @@ from typing import List, Optional, Tuple
 import torch
 import triton
 import triton.language as tl
-from triton.tools.tensor_descriptor import TensorDescriptor
 
 # tokens per chunk (eda_fused's default), and per anchor block: anchored at the middle of 16-token blocks, every
 # decay factor stays within exp(5 * 8) = exp(40) under the safe gate (-5 per step)
@@ -92,16 +91,6 @@ def _state_block(i_v, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl
     mk = ck < K
     mv = cv < V
     return ck, cv, mk, mv, mk[:, None] & mv[None, :], ck[:, None] * V + cv[None, :]
-
-
-@triton.jit
-def _store_state(xs, xsd, n, S, off_s, m_s, i_v, K: tl.constexpr, V: tl.constexpr, BV: tl.constexpr, TMA: tl.constexpr):
-    """Store V-block i_v of state n of xs [.., K, V] (xsd: its TMA descriptor, blocks [1, BK, BV]). TMA: a bulk copy
-    from shared memory, not the round trip through it that a coalesced store of an MMA result takes in a walk step."""
-    if TMA:
-        xsd.store([n, 0, i_v * BV], S.to(xs.dtype.element_ty)[None, :, :])
-    else:
-        tl.store(xs + n.to(tl.int64) * K * V + off_s, S.to(xs.dtype.element_ty), mask=m_s)
 
 
 @triton.jit
@@ -283,10 +272,10 @@ def _key_operands(kk, qq, G, bb, Td, g, Xout, Yout, Qgout, eGNout, base, i_b, i_
 
 
 @triton.jit
-def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, hsd, T, NT, HV: tl.constexpr, K: tl.constexpr,
+def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV: tl.constexpr, K: tl.constexpr,
                     V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
                     HAS_H0: tl.constexpr, STORE_HT: tl.constexpr, STORE_HS: tl.constexpr,
-                    TMA: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+                    LATE: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Launch (2) of notes/chunk_form.md §4: per (V-block, batch x value head) the chunk walk of Eq. chunk_wise_eda."""
     i_v = tl.program_id(0)
     i_bh = tl.program_id(1)
@@ -300,8 +289,8 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, hsd, T, N
     if HAS_H0:
         S = tl.load(h0 + i_bh.to(tl.int64) * K * V + off_s, mask=m_s, other=0.).to(tl.float32)
     for c in range(NT):
-        if STORE_HS:  # S_0 of every chunk, for the backward
-            _store_state(hs, hsd, i_bh * NT + c, S, off_s, m_s, i_v, K, V, BV, TMA)
+        if STORE_HS and not LATE:  # S_0 of every chunk, for the backward
+            tl.store(hs + (i_bh.to(tl.int64) * NT + c) * K * V + off_s, S.to(hs.dtype.element_ty), mask=m_s)
         base = i_bh.to(tl.int64) * NT + c
         off_k = base * BT * K + r[:, None] * K + ck[None, :]
         W = tl.load(Win + off_k, mask=m_k, other=0.).to(DT)
@@ -318,6 +307,8 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, hsd, T, N
         m_o = (is_w & (t_abs < T))[:, None] & mv[None, :]
         tl.store(o + ((i_b.to(tl.int64) * T + t_abs) * HV + i_hv)[:, None] * V + cv[None, :],
                  out.to(o.dtype.element_ty), mask=m_o)
+        if STORE_HS and LATE:  # after the products: the store's layout change waits on a barrier
+            tl.store(hs + base * K * V + off_s, S.to(hs.dtype.element_ty), mask=m_s)
         S = S * eGN[:, None] + tl.dot(tl.trans(Ke), Ud, input_precision=PREC)
     if STORE_HT:
         tl.store(ht + i_bh.to(tl.int64) * K * V + off_s, S, mask=m_s)
@@ -350,9 +341,9 @@ def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, W2out, Mout, Qgout, 
                       HV, K, BT, BKC, EDA, True, False, DT, PREC)
 
 @triton.jit
-def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dhsd, dh0, T, NT, HV: tl.constexpr, K: tl.constexpr,
+def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT, HV: tl.constexpr, K: tl.constexpr,
                        V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
-                       HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr, TMA: tl.constexpr, DT: tl.constexpr,
+                       HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr, LATE: tl.constexpr, DT: tl.constexpr,
                        PREC: tl.constexpr):
     """Launch (4) of notes/chunk_form.md §4: the reverse walk of dS alone, storing dS_C of every chunk. dX = T^T dU is
     not kept: bf16 costs d(gamma) ~2e-2 relative at T = 4096, fp32 too much memory."""
@@ -369,7 +360,8 @@ def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dhsd, dh0, T,
     for cc in range(NT):
         c = NT - 1 - cc
         base = i_bh.to(tl.int64) * NT + c
-        _store_state(dhs, dhsd, i_bh * NT + c, dS, off_s, m_s, i_v, K, V, BV, TMA)
+        if not LATE:
+            tl.store(dhs + base * K * V + off_s, dS.to(dhs.dtype.element_ty), mask=m_s)
         off_k = base * BT * K + r[:, None] * K + ck[None, :]
         W2 = tl.load(W2in + off_k, mask=m_k, other=0.).to(DT)
         Qg = tl.load(Qgin + off_k, mask=m_k, other=0.).to(DT)
@@ -381,6 +373,8 @@ def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dhsd, dh0, T,
                      mask=(is_w & (t_abs < T))[:, None] & mv[None, :], other=0.).to(DT)
         dX = tl.dot(Mt, dO, input_precision=PREC) + tl.dot(W2, dS.to(DT), input_precision=PREC)
         dXd = dX.to(DT)
+        if LATE:
+            tl.store(dhs + base * K * V + off_s, dS.to(dhs.dtype.element_ty), mask=m_s)
         dS = dS * eGN[:, None] + tl.dot(tl.trans(Qg), dO, input_precision=PREC) \
             - tl.dot(tl.trans(Kg), dXd, input_precision=PREC)
     if STORE_DH0:
@@ -766,7 +760,9 @@ LAUNCH = dict(
     PREP_REUSE=1,  # 1: when one block covers K, the forward prep's second pass reuses the first's tiles
     # the two walks: *_WARPS for 128-wide V-blocks (narrower ones take 4); 3 stages keep the next chunks in flight
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3, DH_BV=128, DH_WARPS=8, DH_STAGES=3,
-    STATES_TMA=1,  # 1: the walks store the chunk states by TMA where the GPU has it (Hopper on; the interpreter)
+    # a walk step stores its chunk's state once its products are issued where its V-block is at most *_LATE_BV
+    # columns (0: first thing in the step), off the chain of its products; wider forward steps would spill
+    FWD_LATE_BV=16, DH_LATE_BV=128,
     # the per-chunk backward's V-blocks: EDA's 32 rows a chunk take 128 columns at K = 128 (_bwd_width; 0-4% faster
     # than 64), 64 at other K; the KDA path: 128
     BWD_BV=64, BWD_BV_K128=128, BWD_BV_KDA=128, BWD_WARPS=8, BWD_STAGES=1,
@@ -838,14 +834,6 @@ def _bwd_width(L, eda, BK):
     return L["BWD_BV_KDA"] if not eda else L["BWD_BV_K128"] if BK == 128 else L["BWD_BV"]
 
 
-def _state_descriptor(xs, BK, BV, L):
-    """A TMA descriptor of the chunk states xs [.., K, V] in [1, BK, BV] blocks where STATES_TMA and the GPU has TMA
-    (compute capability 9 on; the interpreter runs it too), else None."""
-    if not L["STATES_TMA"] or xs.numel() == 0 or (xs.is_cuda and torch.cuda.get_device_capability(xs.device)[0] < 9):
-        return None
-    return TensorDescriptor.from_tensor(xs.view(-1, *xs.shape[-2:]), [1, BK, BV])
-
-
 def _absent(q):
     """What an op returns in place of an output it was not asked for (an op returns a fixed tuple of tensors)."""
     return q.new_empty(0)
@@ -888,11 +876,11 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
         CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
         num_stages=L["PREP_STAGES"])
     BK, BV, warps = _walk_blocks(L, "FWD", K, V, B * HV)
-    hsd = _state_descriptor(hs, BK, BV, L) if need_states else None
     _eda_fwd_kernel[(triton.cdiv(V, BV), B * HV)](
         W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, o, ht if output_final_state else o,
-        hs if need_states else o, hsd, T, NT, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
-        STORE_HT=output_final_state, STORE_HS=need_states, TMA=hsd is not None, DT=DT, PREC=PREC, num_warps=warps,
+        hs if need_states else o, T, NT, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
+        STORE_HT=output_final_state, STORE_HS=need_states, LATE=BV <= L["FWD_LATE_BV"], DT=DT, PREC=PREC,
+        num_warps=warps,
         num_stages=L["FWD_STAGES"])
     if check_g and (low := gmin.min().item()) < G_MIN:  # after every launch: the GPU never idles for the sync
         raise ValueError(f"eda_triton: channel-wise log decay g has values below {G_MIN} (min {low:.3g}); the "
@@ -914,7 +902,6 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
     DT, PREC, _ = _dot_types(q)
     # (3) the state gradient at every chunk end, walking backwards on operands prepared in parallel
     dhs = torch.empty_like(hs)
-    dhsd = _state_descriptor(dhs, BK, BVd, L)
     dh0 = q.new_empty(B, HV, K, V, dtype=torch.float32) if need_dh0 else _absent(q)
     W2, Kg, Qg, eGN = _key_buffers(q, B * HV, NT, BT, K)
     M = torch.empty_like(Tm)
@@ -923,9 +910,9 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
         H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(L["DH_PREP_BK"], BK), EDA=eda, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
         num_stages=L["PREP_STAGES"])
     _eda_bwd_dh_kernel[(triton.cdiv(V, BVd), B * HV)](
-        W2, M, Qg, Kg, eGN, do, dht if dht is not None else do, dhs, dhsd, dh0 if need_dh0 else dhs, T, NT,
+        W2, M, Qg, Kg, eGN, do, dht if dht is not None else do, dhs, dh0 if need_dh0 else dhs, T, NT,
         HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BVd, EDA=eda, HAS_DHT=dht is not None, STORE_DH0=need_dh0,
-        TMA=dhsd is not None, DT=DT, PREC=PREC,
+        LATE=BVd <= L["DH_LATE_BV"], DT=DT, PREC=PREC,
         num_warps=warps, num_stages=L["DH_STAGES"])
     del W2, M, Qg, Kg, eGN  # before the gradient buffers: the peak stays the gradient phase's
     # (5) every chunk's input gradients, in parallel

@@ -55,9 +55,8 @@ def disassemble(fn, consts, warps, stages, *tool):
     """The output of `tool` (a program of Triton's and its flags, e.g. cuobjdump -sass) on fn compiled for sm_90a as
     a real launch would compile it, and the shared memory a program takes (bytes)."""
     params = inspect.signature(fn.fn).parameters
-    types = consts.get("types", {})  # parameters of other types (TMA descriptors)
     consts = {n: c for n, c in consts.items() if n in params}  # one table serves kernel versions that differ
-    sig = {p: "constexpr" if p in consts else types.get(p) or SCALARS.get(p, "*fp32" if p in FP32_POINTERS else "*bf16")
+    sig = {p: "constexpr" if p in consts else SCALARS.get(p, "*fp32" if p in FP32_POINTERS else "*bf16")
            for p in params}  # each parameter's type for Triton's compiler: constexprs, SCALARS, else pointers
     src = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=aligned(sig))
     compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, num_stages=stages))
@@ -126,18 +125,17 @@ def main():
                   DT=tl.bfloat16, PREC="tf32")
     SB, AB = min(L["SUB_BLOCK"], BT), kernel._anchor_rows(eda, BT)
     fwd, dh = (kernel._walk_blocks(L, w, K, V, L["FILL_PROGRAMS"]) for w in ("FWD", "DH"))  # at *_BV, unnarrowed
-    def tma(walk):  # the walks' state stores: TMA descriptors (STATES_TMA), else pointers
-        desc = f"tensordesc<bf16[1, {BK}, {walk[1]}]>"
-        return dict(TMA=True, types=dict(hsd=desc, dhsd=desc)) if L["STATES_TMA"] else dict(TMA=False, hsd=None, dhsd=None)
     kernels = {  # name: (jit function, constexprs, num_warps, num_stages), as kernel.py launches them
         "prep": (kernel._eda_prep_kernel, dict(common, SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=AB, SCALAR_G=False,
                                                CHECK_G=False, REUSE=bool(L["PREP_REUSE"]) and common["BKC"] >= K),
                  L["PREP_WARPS"], L["PREP_STAGES"]),
-        "fwd": (kernel._eda_fwd_kernel, dict(common, BV=fwd[1], HAS_H0=True, STORE_HT=True, STORE_HS=True, **tma(fwd)),
-                fwd[2], L["FWD_STAGES"]),
+        "fwd": (kernel._eda_fwd_kernel, dict(common, BV=fwd[1], HAS_H0=True, STORE_HT=True, STORE_HS=True,
+                                             LATE=fwd[1] <= L["FWD_LATE_BV"]), fwd[2],
+                L["FWD_STAGES"]),
         "dh_prep": (kernel._eda_dh_prep_kernel, dict(common, BKC=min(L["DH_PREP_BK"], BK)), L["PREP_WARPS"],
                     L["PREP_STAGES"]),
-        "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, BV=dh[1], HAS_DHT=True, STORE_DH0=True, **tma(dh)), dh[2],
+        "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, BV=dh[1], HAS_DHT=True, STORE_DH0=True,
+                                                   LATE=dh[1] <= L["DH_LATE_BV"]), dh[2],
                    L["DH_STAGES"]),
         "bwd": (kernel._eda_bwd_kernel, dict(common, BV=kernel._bwd_width(L, eda, BK), AB=AB, SCALAR_G=False,
                                              WR=kernel._write_rows(L, eda, BT)),
