@@ -343,8 +343,7 @@ def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, W2out, Mout, Qgout, 
 @triton.jit
 def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT, HV: tl.constexpr, K: tl.constexpr,
                        V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
-                       HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr, LATE: tl.constexpr, DT: tl.constexpr,
-                       PREC: tl.constexpr):
+                       HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Launch (4) of notes/chunk_form.md §4: the reverse walk of dS alone, storing dS_C of every chunk. dX = T^T dU is
     not kept: bf16 costs d(gamma) ~2e-2 relative at T = 4096, fp32 too much memory."""
     i_v = tl.program_id(0)
@@ -360,8 +359,6 @@ def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT, H
     for cc in range(NT):
         c = NT - 1 - cc
         base = i_bh.to(tl.int64) * NT + c
-        if not LATE:
-            tl.store(dhs + base * K * V + off_s, dS.to(dhs.dtype.element_ty), mask=m_s)
         off_k = base * BT * K + r[:, None] * K + ck[None, :]
         W2 = tl.load(W2in + off_k, mask=m_k, other=0.).to(DT)
         Qg = tl.load(Qgin + off_k, mask=m_k, other=0.).to(DT)
@@ -373,8 +370,7 @@ def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT, H
                      mask=(is_w & (t_abs < T))[:, None] & mv[None, :], other=0.).to(DT)
         dX = tl.dot(Mt, dO, input_precision=PREC) + tl.dot(W2, dS.to(DT), input_precision=PREC)
         dXd = dX.to(DT)
-        if LATE:
-            tl.store(dhs + base * K * V + off_s, dS.to(dhs.dtype.element_ty), mask=m_s)
+        tl.store(dhs + base * K * V + off_s, dS.to(dhs.dtype.element_ty), mask=m_s)  # after dX: off its chain
         dS = dS * eGN[:, None] + tl.dot(tl.trans(Qg), dO, input_precision=PREC) \
             - tl.dot(tl.trans(Kg), dXd, input_precision=PREC)
     if STORE_DH0:
@@ -760,9 +756,7 @@ LAUNCH = dict(
     PREP_REUSE=1,  # 1: when one block covers K, the forward prep's second pass reuses the first's tiles
     # the two walks: *_WARPS for 128-wide V-blocks (narrower ones take 4); 3 stages keep the next chunks in flight
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3, DH_BV=128, DH_WARPS=8, DH_STAGES=3,
-    # a walk step stores its chunk's state once its products are issued where its V-block is at most *_LATE_BV
-    # columns (0: first thing in the step), off the chain of its products; wider forward steps would spill
-    FWD_LATE_BV=16, DH_LATE_BV=128,
+    FWD_LATE_BV=16,  # forward walks this narrow store a step's state after its products (wider ones spill)
     # the per-chunk backward's V-blocks: EDA's 32 rows a chunk take 128 columns at K = 128 (_bwd_width; 0-4% faster
     # than 64), 64 at other K; the KDA path: 128
     BWD_BV=64, BWD_BV_K128=128, BWD_BV_KDA=128, BWD_WARPS=8, BWD_STAGES=1,
@@ -880,8 +874,7 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
         W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, o, ht if output_final_state else o,
         hs if need_states else o, T, NT, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
         STORE_HT=output_final_state, STORE_HS=need_states, LATE=BV <= L["FWD_LATE_BV"], DT=DT, PREC=PREC,
-        num_warps=warps,
-        num_stages=L["FWD_STAGES"])
+        num_warps=warps, num_stages=L["FWD_STAGES"])
     if check_g and (low := gmin.min().item()) < G_MIN:  # after every launch: the GPU never idles for the sync
         raise ValueError(f"eda_triton: channel-wise log decay g has values below {G_MIN} (min {low:.3g}); the "
                          "kernels' anchored decay factors would overflow. Bound it with eda.safe_gate / eda.kda_gate, "
@@ -911,8 +904,7 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
         num_stages=L["PREP_STAGES"])
     _eda_bwd_dh_kernel[(triton.cdiv(V, BVd), B * HV)](
         W2, M, Qg, Kg, eGN, do, dht if dht is not None else do, dhs, dh0 if need_dh0 else dhs, T, NT,
-        HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BVd, EDA=eda, HAS_DHT=dht is not None, STORE_DH0=need_dh0,
-        LATE=BVd <= L["DH_LATE_BV"], DT=DT, PREC=PREC,
+        HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BVd, EDA=eda, HAS_DHT=dht is not None, STORE_DH0=need_dh0, DT=DT, PREC=PREC,
         num_warps=warps, num_stages=L["DH_STAGES"])
     del W2, M, Qg, Kg, eGN  # before the gradient buffers: the peak stays the gradient phase's
     # (5) every chunk's input gradients, in parallel
