@@ -289,9 +289,9 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV
     if HAS_H0:
         S = tl.load(h0 + i_bh.to(tl.int64) * K * V + off_s, mask=m_s, other=0.).to(tl.float32)
     for c in range(NT):
-        if STORE_HS and not LATE:  # S_0 of every chunk, for the backward
-            tl.store(hs + (i_bh.to(tl.int64) * NT + c) * K * V + off_s, S.to(hs.dtype.element_ty), mask=m_s)
         base = i_bh.to(tl.int64) * NT + c
+        if STORE_HS and not LATE:  # S_0 of every chunk, for the backward
+            tl.store(hs + base * K * V + off_s, S.to(hs.dtype.element_ty), mask=m_s)
         off_k = base * BT * K + r[:, None] * K + ck[None, :]
         W = tl.load(Win + off_k, mask=m_k, other=0.).to(DT)
         Ke = tl.load(Kein + off_k, mask=m_k, other=0.).to(DT)
@@ -592,7 +592,7 @@ def _eda_decode_kernel(q, k, v, e, g, beta, gamma, s_in, s_out, o, scale, T, H: 
         off_g = row * HV + i_hv + 0 * ck if SCALAR_G else (row * HV + i_hv) * K + ck  # SCALAR_G: one g a head
         eg = tl.exp(tl.load(g + off_g, mask=mk, other=0., eviction_policy='evict_last').to(tl.float32))
         bt = tl.load(beta + row * HV + i_hv).to(tl.float32)
-        # one pass over S (2-4% faster at B = 64, notes/kernel.md): the decay (Eq. decayed_memory) rides on the read
+        # one pass over S (2-4% faster at B = 64, notes/decode.md): the decay (Eq. decayed_memory) rides on the read
         # vectors; k^T, q^T of the erased state (Eq. erase_step) follow from a = e^T D S; the write (Eq. eda_two_stage)
         if EDA:
             ev = tl.load(e + (row * HV + i_hv) * K + ck, mask=mk, other=0., eviction_policy='evict_last').to(tl.float32)
