@@ -275,7 +275,7 @@ def _key_operands(kk, qq, G, bb, Td, g, Xout, Yout, Qgout, eGNout, base, i_b, i_
 def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV: tl.constexpr, K: tl.constexpr,
                     V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
                     HAS_H0: tl.constexpr, STORE_HT: tl.constexpr, STORE_HS: tl.constexpr,
-                    LATE: tl.constexpr, OUT_LATE: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+                    LATE: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Launch (2) of notes/chunk_form.md §4: per (V-block, batch x value head) the chunk walk of Eq. chunk_wise_eda."""
     i_v = tl.program_id(0)
     i_bh = tl.program_id(1)
@@ -302,19 +302,14 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV
         Sd = S.to(DT)
         U = U0 - tl.dot(W, Sd, input_precision=PREC)
         Ud = U.to(DT)
+        out = tl.dot(Qg, Sd, input_precision=PREC) + tl.dot(Qk, Ud, input_precision=PREC)
         t_abs = c * (BT // 2 if EDA else BT) + tok
         m_o = (is_w & (t_abs < T))[:, None] & mv[None, :]
-        if not OUT_LATE:
-            out = tl.dot(Qg, Sd, input_precision=PREC) + tl.dot(Qk, Ud, input_precision=PREC)
-            tl.store(o + ((i_b.to(tl.int64) * T + t_abs) * HV + i_hv)[:, None] * V + cv[None, :],
-                     out.to(o.dtype.element_ty), mask=m_o)
+        tl.store(o + ((i_b.to(tl.int64) * T + t_abs) * HV + i_hv)[:, None] * V + cv[None, :],
+                 out.to(o.dtype.element_ty), mask=m_o)
         if STORE_HS and LATE:  # after the products: the store's layout change waits on a barrier
             tl.store(hs + base * K * V + off_s, S.to(hs.dtype.element_ty), mask=m_s)
         S = S * eGN[:, None] + tl.dot(tl.trans(Ke), Ud, input_precision=PREC)
-        if OUT_LATE:
-            out = tl.dot(Qg, Sd, input_precision=PREC) + tl.dot(Qk, Ud, input_precision=PREC)
-            tl.store(o + ((i_b.to(tl.int64) * T + t_abs) * HV + i_hv)[:, None] * V + cv[None, :],
-                     out.to(o.dtype.element_ty), mask=m_o)
     if STORE_HT:
         tl.store(ht + i_bh.to(tl.int64) * K * V + off_s, S, mask=m_s)
 
@@ -761,7 +756,6 @@ LAUNCH = dict(
     PREP_REUSE=1,  # 1: when one block covers K, the forward prep's second pass reuses the first's tiles
     # the two walks: *_WARPS for 128-wide V-blocks (narrower ones take 4); 3 stages keep the next chunks in flight
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3, DH_BV=128, DH_WARPS=8, DH_STAGES=3,
-    FWD_OUT_LATE_BV=0,
     FWD_LATE_BV=16,  # forward walks this narrow store a step's state after its products (wider ones spill)
     # the per-chunk backward's V-blocks: EDA's 32 rows a chunk take 128 columns at K = 128 (_bwd_width; 0-4% faster
     # than 64), 64 at other K; the KDA path: 128
@@ -879,8 +873,7 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
     _eda_fwd_kernel[(triton.cdiv(V, BV), B * HV)](
         W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, o, ht if output_final_state else o,
         hs if need_states else o, T, NT, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
-        STORE_HT=output_final_state, STORE_HS=need_states, LATE=BV <= L["FWD_LATE_BV"],
-        OUT_LATE=BV <= L["FWD_OUT_LATE_BV"], DT=DT, PREC=PREC,
+        STORE_HT=output_final_state, STORE_HS=need_states, LATE=BV <= L["FWD_LATE_BV"], DT=DT, PREC=PREC,
         num_warps=warps, num_stages=L["FWD_STAGES"])
     if check_g and (low := gmin.min().item()) < G_MIN:  # after every launch: the GPU never idles for the sync
         raise ValueError(f"eda_triton: channel-wise log decay g has values below {G_MIN} (min {low:.3g}); the "
