@@ -192,7 +192,7 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
                      H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                      BKC: tl.constexpr, BVP: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr, AB: tl.constexpr,
                      EDA: tl.constexpr, SCALAR_G: tl.constexpr, CHECK_G: tl.constexpr, REUSE: tl.constexpr,
-                     ANC: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+                     DT: tl.constexpr, PREC: tl.constexpr):
     """Launch (1) of notes/chunk_form.md §4: T, Qk, U_0 = T diag(b') V' and _key_operands'. CHECK_G: also store the
     chunk's smallest log decay (the wrapper rejects g < G_MIN without a pass of its own over g)."""
     c = tl.program_id(0)
@@ -205,9 +205,7 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
     if REUSE:
         kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
                                             H, HV, K, BT, BKC, EDA)
-        A, Qk, Kp, Kn, Qp, _, _ = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
-        if ANC:
-            kk, qq = Kp, Kn
+        A, Qk, _, _, _, _, _ = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
     else:
         A = tl.zeros([BT, BT], dtype=tl.float32)
         Qk = tl.zeros([BT, BT], dtype=tl.float32)
@@ -225,7 +223,7 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
     Td = Tm.to(DT)
     if REUSE:
         low = _key_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, i_hv, c, T, 0,
-                            HV, K, BT, BKC, EDA, False, CHECK_G, DT, PREC, Qp if ANC else qq, ANC)
+                            HV, K, BT, BKC, EDA, False, CHECK_G, DT, PREC)
     else:
         low = tl.zeros([1], dtype=tl.float32)
         for kb in range(tl.cdiv(K, BKC)):
@@ -248,7 +246,7 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
 @triton.jit
 def _key_operands(kk, qq, G, bb, Td, g, Xout, Yout, Qgout, eGNout, base, i_b, i_hv, c, T, k0, HV: tl.constexpr,
                   K: tl.constexpr, BT: tl.constexpr, BKC: tl.constexpr, EDA: tl.constexpr, BWD: tl.constexpr,
-                  CHECK_G: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr, QP=None, ANC: tl.constexpr = False):
+                  CHECK_G: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Key columns k0 .. k0 + BKC of a walk's operands (Td: T, or T^T for BWD): X = W = T diag(b') exp(G) K', Y = Ke =
     exp(G_C - G) K'; BWD: X = W2 = T^T exp(G_C - G) K', Y = Kg = diag(b') exp(G) K'; Qg = exp(G) Q', exp(G_C)."""
     r = tl.arange(0, BT)
@@ -256,17 +254,9 @@ def _key_operands(kk, qq, G, bb, Td, g, Xout, Yout, Qgout, eGNout, base, i_b, i_
     off_k = base * BT * K + r[:, None] * K + ck[None, :]
     m_k = (ck < K)[None, :] & (r >= 0)[:, None]
     GN = _row(G, r, BT - 1)
-    if ANC:  # kk, qq, G are _anchored's Kp, Kn, Qp: exp(G) = exp(G - G_a) exp(G_a), one anchor row
-        Gm = _row(G, r, BT // 2)
-        eGm = tl.exp(Gm)[None, :]
-        kg = bb[:, None] * kk * eGm
-        kn = qq * tl.exp(GN - Gm)[None, :]
-        qq = QP * eGm
-        eG = 1.
-    else:
-        eG = tl.exp(G)
-        kg = bb[:, None] * kk * eG
-        kn = kk * tl.exp(GN[None, :] - G)
+    eG = tl.exp(G)
+    kg = bb[:, None] * kk * eG
+    kn = kk * tl.exp(GN[None, :] - G)
     X = tl.dot(Td, (kn if BWD else kg).to(DT), input_precision=PREC)
     tl.store(Xout + off_k, X.to(Xout.dtype.element_ty), mask=m_k)
     tl.store(Yout + off_k, (kg if BWD else kn).to(Yout.dtype.element_ty), mask=m_k)
@@ -763,7 +753,6 @@ LAUNCH = dict(
     # PREP_STAGES: both preps' software pipelining (3: Triton's default, what they ran at before it was named);
     # key columns per prep pass: the forward's needs all of K at once (A and Qk sum over K before T exists)
     PREP_WARPS=4, SUB_BLOCK=4, PREP_STAGES=3, PREP_BK=128, DH_PREP_BK=64,
-    PREP_ANCHOR_EXP=0,
     PREP_REUSE=1,  # 1: when one block covers K, the forward prep's second pass reuses the first's tiles
     # the two walks: *_WARPS for 128-wide V-blocks (narrower ones take 4); 3 stages keep the next chunks in flight
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3, DH_BV=128, DH_WARPS=8, DH_STAGES=3,
@@ -878,9 +867,7 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
         q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W, U0, Ke, Qg, eGN, gmin, scale, T, NT,
         H=H, HV=HV, K=K, V=V, BT=BT, BKC=BKC, BVP=min(64, triton.next_power_of_2(V)),
         SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
-        CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K,
-        ANC=bool(L["PREP_ANCHOR_EXP"]) and bool(L["PREP_REUSE"]) and BKC >= K and not scalar_g and _anchor_rows(eda, BT) == BT,
-        DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
+        CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
         num_stages=L["PREP_STAGES"])
     BK, BV, warps = _walk_blocks(L, "FWD", K, V, B * HV)
     _eda_fwd_kernel[(triton.cdiv(V, BV), B * HV)](
