@@ -219,8 +219,7 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
     off = base * BT * BT + r[:, None] * BT + r[None, :]
     tl.store(Tout + off, Tm.to(Tout.dtype.element_ty))
     tl.store(Qkout + off, Qk.to(Qkout.dtype.element_ty))
-    # the walk's operands, [BT, K] / [BT, V] per chunk (transient: the forward frees them)
-    Td = Tm.to(DT)
+    Td = Tm.to(DT)  # then the walk's operands, [BT, K] / [BT, V] per chunk (transient: the forward frees them)
     if REUSE:
         low = _key_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, i_hv, c, T, 0,
                             HV, K, BT, BKC, EDA, False, CHECK_G, DT, PREC)
@@ -445,8 +444,7 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
         dG += qq * dqq
     dGN = tl.exp(GN) * sds + tl.sum(neg * kk, axis=0)
     dG = dG + tl.where(r[:, None] == BT - 1, dGN[None, :], 0.)
-    # inside the chunk: through T (dL) and Qk (dQk)
-    dL = tl.where(r[:, None] > r[None, :], -dL, 0.)
+    dL = tl.where(r[:, None] > r[None, :], -dL, 0.)  # inside the chunk: through T (dL) and Qk (dQk)
     dQk = tl.where(rq[:, None] >= r[None, :], dQk, 0.)
     dkk_i, dqq_i, dG_i, db_i = _in_chunk_grads(kk, qq, G, bb, dL, dQk, r, qq_q, G_q, rq, ck, BT, AB, SCALAR_G, WR,
                                                DT, PREC)
@@ -907,8 +905,7 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
         HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BVd, EDA=eda, HAS_DHT=dht is not None, STORE_DH0=need_dh0, DT=DT, PREC=PREC,
         num_warps=warps, num_stages=L["DH_STAGES"])
     del W2, M, Qg, Kg, eGN  # before the gradient buffers: the peak stays the gradient phase's
-    # (5) every chunk's input gradients, in parallel
-    _, BV = _blocks(K, V, _bwd_width(L, eda, BK))
+    _, BV = _blocks(K, V, _bwd_width(L, eda, BK))  # (5) every chunk's input gradients, in parallel
     dq, dk, dv, de, dg, dbeta, dgamma = _bwd_grads(q, k, v, e, g, beta, gamma)
     # grouped value heads: dq, dk per value head, each group's summed after (no atomic adds: the same bits every run)
     dqv, dkv = (dq, dk) if HV == H else (x.new_empty(B, T, HV, K) for x in (q, k))
@@ -1132,6 +1129,10 @@ def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
     if (not isinstance(chunk_size, int) or chunk_size & (chunk_size - 1)
             or chunk_size * (2 if e is not None else 1) < 16):
         raise ValueError(f"eda_triton: chunk_size must be a power of 2 giving >= 16 sub-steps, got {chunk_size!r}")
+    L = dict(zip(LAUNCH, launch))  # 64-row walk steps at one stage: NaNs, illegal accesses (notes/kernel.md)
+    if chunk_size * (2 if e is not None else 1) >= 64 and min(L["FWD_STAGES"], L["DH_STAGES"]) < 2:
+        raise ValueError(f"eda_triton: {chunk_size}-token chunks take 64-row walk steps, which compute NaNs or fault "
+                         "at one stage (triton 3.6, Hopper): launch FWD_STAGES and DH_STAGES must be >= 2")
     scale = K ** -0.5 if scale is None else float(scale)
     if T == 0:  # no outputs, the state as it was
         h0 = q.new_zeros(B, HV, K, V, dtype=torch.float32) if initial_state is None else initial_state.float().clone()

@@ -554,6 +554,17 @@ def test_launch_settings_that_cannot_run_are_refused_by_name(name, value):
         eda.eda_triton(**x, launch={name: value})
 
 
+
+@pytest.mark.parametrize("erase, chunk, launch", [(True, 32, dict(FWD_STAGES=1)), (True, 32, dict(DH_STAGES=1)),
+                                                  (False, 64, dict(FWD_STAGES=1, DH_STAGES=1))])
+def test_one_stage_walks_at_64_row_steps_are_refused(erase, chunk, launch):
+    # on an H200 (triton 3.6) such walks gave NaN outputs (forward) and illegal memory accesses (reverse); 32-row
+    # steps at one stage (16-token EDA chunks, 32-token KDA ones) ran and matched
+    x = make_inputs(1, 21, 1, 1, 16, 16, erase=erase, seed=34, device=DEV)
+    with pytest.raises(ValueError, match=f"{chunk}-token chunks take 64-row walk steps.*must be >= 2"):
+        kernel.eda_fused(**x, chunk_size=chunk, launch=launch)
+    kernel.eda_fused(**x, chunk_size=chunk // 2, launch=launch)  # 32-row steps: allowed
+
 # ----------------------------------------------------------------------------------------------------
 # short_conv: the linear layers' input path (conv + SiLU + q/k norms), against model.la_conv in float64
 
