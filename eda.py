@@ -348,9 +348,7 @@ def rule_backend(la_backend, mixer, on_cuda):
 def rule_chunk(backend, chunk_size):
     """Tokens per chunk of the rule as `backend` runs it (the model's FLOP estimate counts them): the kernels'
     own kernel.CHUNK_TOKENS (whatever chunk_size says), chunk_size for the chunked form, 1 for the recurrent."""
-    if backend == "triton":
-        return kernels().CHUNK_TOKENS
-    return chunk_size if backend == "chunk" else 1
+    return kernels().CHUNK_TOKENS if backend == "triton" else (chunk_size if backend == "chunk" else 1)
 
 
 def triton_problem(mixer, head_dim, v_head_dim):

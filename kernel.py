@@ -378,7 +378,7 @@ def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT, H
 def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, dv, de, dg, dbeta, dgamma, scale, T, NT,
                     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                     BK: tl.constexpr, BV: tl.constexpr, AB: tl.constexpr, EDA: tl.constexpr, SCALAR_G: tl.constexpr,
-                    WR: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr, RK: tl.constexpr = 0):
+                    WR: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Launch (5) of notes/chunk_form.md §4: every input gradient of one chunk (V-blocks of BV looped inside). From S_0
     and T: R = V' - (exp(G) K') S_0, U = T diag(b') R; from dS_C: dU = Qk^T dO + (exp(G_C - G) K') dS_C, dX = T^T dU,
     dV' = b' dX, dL = -StrictTril(dX U^T), dQk = Tril(dO U^T) (summed over the V-blocks). Through S_0 and S_C:
@@ -431,13 +431,12 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
         sds += tl.sum(Sd.to(tl.float32) * dSd.to(tl.float32), axis=1)
     # through S_0 (R = V' - exp(G) K' S_0, O = exp(G) Q' S_0) and S_C (S_C = ... + (exp(G_C - G) K')^T U)
     ck = tl.arange(0, BK)
-    # q', G of the query rows reloaded, exp(G), exp(G_C - G) re-formed, not held over the V loop (they spilled: stack
-    # 584 -> 224 B, fwd+bwd 4-8% faster); exp2: the compiler merges tl.exp with the exps above and holds those again
+    # k' and the query rows' q', G reloaded, exp(G), exp(G_C - G) re-formed: not held over the V loop (they spilled:
+    # stack 584 -> 112 B, fwd+bwd 5-9% faster); exp2: the compiler merges tl.exp with the exps above, holds those again
     if WR:
         _, qq_q, _, G_q, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
                                                H, HV, K, BT // 2, BK, False)
-    if RK:  # k' reloaded too
-        kk = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale, H, HV, K, BT, BK, EDA)[0]
+    kk = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale, H, HV, K, BT, BK, EDA)[0]
     pos = -pos * tl.exp2(G * 1.4426950408889634)  # d/dk' via exp(+G)
     neg = neg * tl.exp2((GN[None, :] - G) * 1.4426950408889634)  # d/dk' via exp(-G)
     dqq = dqq * tl.exp(G_q)
@@ -761,7 +760,6 @@ LAUNCH = dict(
     # the per-chunk backward's V-blocks: EDA's 32 rows a chunk take 128 columns at K = 128 (_bwd_width; 0-4% faster
     # than 64), 64 at other K; the KDA path: 128
     BWD_BV=64, BWD_BV_K128=128, BWD_BV_KDA=128, BWD_WARPS=8, BWD_STAGES=1,
-    BWD_RELOAD_K=0,
     BWD_WROWS=1,  # 1: the per-chunk backward's q', dO, dq', Qk tiles on EDA's 16 write rows alone (fwd+bwd 3-5% faster)
     BWD_CARVEOUT=0,  # the per-chunk backward's shared memory, % of an SM's (-1: Triton's, the largest); the rest is L1
     # walks narrow their V-blocks while fewer programs would run, to 16 columns (long sequences 8-12% faster than 32)
@@ -917,7 +915,7 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
         q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, hs, dhs, do, dqv, dkv, dv,
         de if eda else dq, dg, dbeta, dgamma if eda else dbeta, scale, T, NT, H=H, HV=HV, K=K, V=V, BT=BT, BK=BK,
         BV=BV, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g, WR=_write_rows(L, eda, BT), DT=DT, PREC=PREC,
-        RK=L["BWD_RELOAD_K"], num_warps=L["BWD_WARPS"], num_stages=L["BWD_STAGES"])
+        num_warps=L["BWD_WARPS"], num_stages=L["BWD_STAGES"])
     _ask_carveout(compiled, L["BWD_CARVEOUT"])
     for x, out in ((dqv, dq), (dkv, dk)) if HV > H else ():
         x = x.view(B, T, H, HV // H, K)

@@ -136,7 +136,7 @@ def main():
         "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, BV=dh[1], HAS_DHT=True, STORE_DH0=True), dh[2],
                    L["DH_STAGES"]),
         "bwd": (kernel._eda_bwd_kernel, dict(common, BV=kernel._bwd_width(L, eda, BK), AB=AB, SCALAR_G=False,
-                                             WR=kernel._write_rows(L, eda, BT), RK=L["BWD_RELOAD_K"]), L["BWD_WARPS"], L["BWD_STAGES"])}
+                                             WR=kernel._write_rows(L, eda, BT)), L["BWD_WARPS"], L["BWD_STAGES"])}
     print(f"triton {triton.__version__}, sm_90a, {'EDA' if eda else 'KDA path'} bf16, H = {H}, HV = {HV}, "
           f"K = V = {K}, chunk {chunk} tokens (BT = {BT})")
     for name, (fn, consts, w, s) in kernels.items():
