@@ -554,7 +554,6 @@ def test_launch_settings_that_cannot_run_are_refused_by_name(name, value):
         eda.eda_triton(**x, launch={name: value})
 
 
-
 @pytest.mark.parametrize("erase, chunk, launch", [(True, 32, dict(FWD_STAGES=1)), (True, 32, dict(DH_STAGES=1)),
                                                   (False, 64, dict(FWD_STAGES=1, DH_STAGES=1))])
 def test_one_stage_walks_at_64_row_steps_are_refused(erase, chunk, launch):
@@ -564,6 +563,7 @@ def test_one_stage_walks_at_64_row_steps_are_refused(erase, chunk, launch):
     with pytest.raises(ValueError, match=f"{chunk}-token chunks take 64-row walk steps.*must be >= 2"):
         kernel.eda_fused(**x, chunk_size=chunk, launch=launch)
     kernel.eda_fused(**x, chunk_size=chunk // 2, launch=launch)  # 32-row steps: allowed
+
 
 # ----------------------------------------------------------------------------------------------------
 # short_conv: the linear layers' input path (conv + SiLU + q/k norms), against model.la_conv in float64
