@@ -135,7 +135,8 @@ def _anchored(kk, qq, G, BT: tl.constexpr, AB: tl.constexpr, SCALAR_G: tl.conste
         A = tl.where(r[:, None] > r[None, :], tl.dot(kd, tl.trans(kd), input_precision=PREC) * D, 0.)
         Qk = tl.dot(qq.to(DT), tl.trans(kd), input_precision=PREC) * D
         Kp, Kn, Qp = kk, kk, qq
-        Ea, En = tl.full(G.shape, 1.0, tl.float32), tl.full(G.shape, 1.0, tl.float32)  # unused on this path
+        Ea = tl.full(G.shape, 1.0, tl.float32)  # unused on this path
+        En = Ea
     else:
         Ganc = _anchors(G, r, G, r, AB)
         Ea, En = tl.exp(G - Ganc), tl.exp(Ganc - G)
@@ -456,9 +457,8 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
         dgg = tl.sum(tl.reshape(dgg, (BT // 2, 2, BK)), axis=1) + qq_q * (dqq + dqq_i)
         row_g, m_g = row_q, m_q
     dgg = tl.sum(dgg, axis=0)[None, :] - tl.cumsum(dgg, axis=0) + dgg  # G = cumsum(g'): reverse cumsum
-    # dq, dk per value head where grouped (_bwd sums them); (i_h, H) where not: as compiled before, 16 B less stack
     _scatter(dq, dk, de, dg, dbeta, dgamma, (dqq + dqq_i) * scale, dkk + dkk_i, dgg, db + db_i, row_bt, wrow, erow,
-             row_q, m_q, row_g, m_g, i_hv if HV > H else i_h, i_hv, ck, ck < K, HV if HV > H else H, HV, K, EDA)
+             row_q, m_q, row_g, m_g, i_hv, ck, ck < K, HV, K, EDA)
 
 
 @triton.jit
@@ -542,18 +542,17 @@ def _in_chunk_grads(kk, qq, G, bb, dL, dQk, r, qq_q, G_q, rq, ck, BT: tl.constex
 
 
 @triton.jit
-def _scatter(dq, dk, de, dg, dbeta, dgamma, dqq, dkk, dgg, db, row_bt, wrow, erow, row_q, m_q, row_g, m_g, i_q, i_hv,
-             ck, mk, HQ: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, EDA: tl.constexpr):
+def _scatter(dq, dk, de, dg, dbeta, dgamma, dqq, dkk, dgg, db, row_bt, wrow, erow, row_q, m_q, row_g, m_g, i_hv, ck,
+             mk, HV: tl.constexpr, K: tl.constexpr, EDA: tl.constexpr):
     """Sub-step gradients to the tokens: write rows -> q, k, beta; erase rows -> e, gamma; g on the decay's rows.
-    dqq on rows row_q (mask m_q), dgg on row_g (m_g); dq, dk on head i_q of HQ (_bwd sums a group's): one writer."""
-    off_qk = (row_bt * HQ + i_q)[:, None] * K + ck[None, :]
-    off_q = (row_q * HQ + i_q)[:, None] * K + ck[None, :]
-    m_qk = m_q[:, None] & mk[None, :]
+    dqq on rows row_q (mask m_q), dgg on row_g (m_g); dq, dk per value head (_bwd sums a group's): one writer."""
     off_hk = (row_bt * HV + i_hv)[:, None] * K + ck[None, :]
+    off_q = (row_q * HV + i_hv)[:, None] * K + ck[None, :]
+    m_qk = m_q[:, None] & mk[None, :]
     m_w = wrow[:, None] & mk[None, :]
     m_e = erow[:, None] & mk[None, :]
     tl.store(dq + off_q, dqq.to(dq.dtype.element_ty), mask=m_qk)
-    tl.store(dk + off_qk, dkk.to(dk.dtype.element_ty), mask=m_w)
+    tl.store(dk + off_hk, dkk.to(dk.dtype.element_ty), mask=m_w)
     tl.store(dg + ((row_g * HV + i_hv)[:, None] * K + ck[None, :]), dgg.to(dg.dtype.element_ty),
              mask=m_g[:, None] & mk[None, :])
     tl.store(dbeta + row_bt * HV + i_hv, db.to(dbeta.dtype.element_ty), mask=wrow)

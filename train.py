@@ -718,7 +718,8 @@ while True:
         loss_sum += loss.detach()
         aux_sum += aux_loss.detach()
     grad_norm = torch.nn.utils.clip_grad_norm_(raw_model.parameters(), grad_clip if grad_clip > 0 else float('inf'))
-    grad_norm = grad_norm.full_tensor() if hasattr(grad_norm, 'full_tensor') else grad_norm  # FSDP: a DTensor
+    if hasattr(grad_norm, 'full_tensor'):  # FSDP: a DTensor
+        grad_norm = grad_norm.full_tensor()
     # a non-finite loss or gradient stops the run before the optimizer touches the weights (the last checkpoint)
     if any_rank(~torch.isfinite(loss_sum) | ~torch.isfinite(grad_norm)):
         fail(f'non-finite loss at step {iter_num} (loss {loss_sum.item() / accum_local}, grad norm '
