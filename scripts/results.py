@@ -301,9 +301,10 @@ def kernel_section():
     rows = read_rows('kernels.jsonl')
     run = [r for r in rows if r['bench'] == 'kernel' and r['case'].startswith('FLA')][-1]['run']  # the last with FLA
 
-    # {(case, shape): its row} of that run's timings, then of its profiles, the launch sweep's variants left out
+    # {(case, shape): its row} of the run's timings, then profiles, but sweep variants and timings marked left_out
     kr, prof = ({(r['case'], tuple(r['shape'])): r for r in rows if r['bench'] == bench and r['run'] == run
-                 and not r['launch']} for bench in ('kernel', 'profile'))
+                 and not r['launch'] and not r.get('left_out')} for bench in ('kernel', 'profile'))
+    left = [fill('kernel left out', r=r, s=tuple(r['shape'])) for r in rows if r['run'] == run and r.get('left_out')]
     shapes, profiled = (list(dict.fromkeys(s for _, s in by)) for by in (kr, prof))  # in the order they ran
     k = {key: r['kernels'] for key, r in prof.items()}  # {(case, shape): {kernel: its ms in one fwd+bwd}}
 
@@ -316,14 +317,14 @@ def kernel_section():
     def over_kda(*kernels):  # EDA's time in these kernels over the KDA path's, at every profiled shape
         return span([k[EDA, s][n] / k[KDA, s][n] for s in profiled for n in kernels])
     # other: the elementwise kernels around them; added: what the erase adds to each kernel
-    where = [fill('kernel time row', s=s, case=label, ms=kr[case, s]['fwd_bwd_ms'], k=k[case, s],
+    where = [fill('kernel time row', s=s, case=label, k=k[case, s],
+                  ms=f"{kr[case, s]['fwd_bwd_ms']:.3f}" if (case, s) in kr else '—',
                   other=max(0., sum(k[case, s].values()) - sum(k[case, s][n] for n in KERNELS)))
              for s in profiled for case, label in ((EDA, 'EDA'), (KDA, 'KDA path'))]
     added = {(s, n): k[EDA, s][n] - k[KDA, s][n] for s in profiled for n in KERNELS}
     device = kr[EDA, shapes[0]]['device']  # the floor divides by a copy bandwidth measured on the same kind of GPU
     if not (bws := [r for r in rows if r['bench'] == 'copy_bandwidth' and r['device'] == device]):
-        sys.exit(f"results.py: results/kernels.jsonl has no copy_bandwidth row from the kernel table's device "
-                 f"({device}); bench.py --what=model_decode measures one")
+        sys.exit(f"results.py: results/kernels.jsonl has no copy_bandwidth row from {device} (bench.py makes them)")
     bw, io_floor_bytes, floor = bws[-1], script('bench.py').io_floor_bytes, []
 
     def over(case, s, ms):  # the case's fwd+bwd time at shape s over ms
@@ -337,7 +338,7 @@ def kernel_section():
     return dict(
         made=made([r for r in rows if r['bench'] == 'kernel' and r['run'] == run], note=True, commands=True),
         prof_made=made(list(prof.values()), commands=True), bw=bw, bw_made=made([bw], note=True, commands=True),
-        main='\n'.join(main), where='\n'.join(where), floor=table(None, floor), s0=shapes[0],
+        main='\n'.join(main), left='\n'.join(left), where='\n'.join(where), floor=table(None, floor), s0=shapes[0],
         fwd=vs_safe(EDA, 'fwd_ms'), fwd_bwd=vs_safe(EDA, 'fwd_bwd_ms'), peak=vs_safe(EDA, 'peak_mib'),
         kda_fwd=vs_safe(KDA, 'fwd_ms'), kda_fwd_bwd=vs_safe(KDA, 'fwd_bwd_ms'),
         n_shapes=sum((EDA, s) in kr and (SAFE, s) in kr for s in shapes),
