@@ -18,6 +18,10 @@ import configurator
 from data.synthetic import FILLER, NONE
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+# under pytest-xdist (one test process a core) torch's own pool of a thread a core would put cores x cores threads on
+# the CPU: the float64 references of the GPU tests then crawl. Each process gets its share of the cores instead.
+if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
 
 
 def rel(a, b):
