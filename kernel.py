@@ -270,117 +270,6 @@ def _key_operands(kk, qq, G, bb, Td, g, Xout, Yout, Qgout, eGNout, base, i_b, i_
 
 
 @triton.jit
-def _split_pair(x, y, keep, D, SCALAR_G: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """One [BC, BC] block of A or Qk in _eda_prep_split_kernel: x y^T (times D on a per-head decay), 0 off `keep`."""
-    p = tl.dot(x.to(DT), tl.trans(y.to(DT)), input_precision=PREC)
-    if SCALAR_G:
-        p = p * D
-    return tl.where(keep, p, 0.)
-
-
-@triton.jit
-def _eda_prep_split_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout, Qgout, eGNout, gmin, scale, T,
-                           NT, H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
-                           BK: tl.constexpr, BVP: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr,
-                           EDA: tl.constexpr, SCALAR_G: tl.constexpr, CHECK_G: tl.constexpr, DT: tl.constexpr,
-                           PREC: tl.constexpr):
-    """_eda_prep_kernel's results (one block of BK >= K columns) from a chunk split by sub-step kind: its BC erase rows
-    (e, gamma) and BC write rows (k, beta) as two blocks, tokens in order in each, so the decay factors of a token are
-    formed once for both. I + diag(b') A = [[I + L_ee, L_ew], [L_we, I + L_ww]] is inverted by blocks: P = (I +
-    L_ee)^-1, the Schur complement's T_ww = (I + L_ww - L_we P L_ew)^-1 (unit lower, as L_we P L_ew is strictly
-    lower), T_we = -T_ww L_we P, T_ew = -P L_ew T_ww, T_ee = P - P L_ew T_we. Stored interleaved (row 2t erases)."""
-    c = tl.program_id(0)
-    i_bh = tl.program_id(1)
-    i_b, i_hv, i_h = _heads(i_bh, H, HV)
-    BC: tl.constexpr = BT // 2 if EDA else BT
-    t = tl.arange(0, BC)
-    base = i_bh.to(tl.int64) * NT + c
-    # the tokens' k, q', beta and G = cumsum(g) (the decay rides on the erase row; its write row repeats G)
-    kk, qq, bw, G, row, m, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale, H, HV, K, BC, BK,
-                                           False)
-    ck = tl.arange(0, BK)
-    mk = ck < K
-    off_h = row * HV + i_hv
-    lower = t[:, None] > t[None, :]
-    upto = t[:, None] >= t[None, :]  # a write row follows its own token's erase row, a query row both
-    if SCALAR_G:
-        D = _scalar_decay(G, t, G, t)
-        Ea = G  # unused
-        En = G
-        Kpw, Knw, Qp = kk, kk, qq
-    else:  # anchored at the chunk's middle token, as _anchored at ANCHOR_TOKENS (its every factor <= exp(40))
-        Ga = _row(G, t, BC // 2)[None, :]
-        Ea, En = tl.exp(G - Ga), tl.exp(Ga - G)
-        D = Ea  # unused
-        Kpw, Knw, Qp = kk * Ea, kk * En, qq * Ea
-    Lww = bw[:, None] * _split_pair(Kpw, Knw, lower, D, SCALAR_G, DT, PREC)
-    Qkw = _split_pair(Qp, Knw, upto, D, SCALAR_G, DT, PREC)
-    rw = 2 * t + 1 if EDA else t  # the write rows' places in the interleaved layout
-    re = 2 * t
-    off_t = base * BT * BT
-    if EDA:
-        ee = tl.load(e + off_h[:, None] * K + ck[None, :], mask=m[:, None] & mk[None, :], other=0.).to(tl.float32)
-        be = tl.load(gamma + off_h, mask=m, other=0.).to(tl.float32)
-        Kpe, Kne = (ee, ee) if SCALAR_G else (ee * Ea, ee * En)
-        Lew = (be[:, None] * _split_pair(Kpe, Knw, lower, D, SCALAR_G, DT, PREC)).to(DT)
-        Lwe = (bw[:, None] * _split_pair(Kpw, Kne, upto, D, SCALAR_G, DT, PREC)).to(DT)
-        Qke = _split_pair(Qp, Kne, upto, D, SCALAR_G, DT, PREC)
-        P = _unit_lower_inverse(be[:, None] * _split_pair(Kpe, Kne, lower, D, SCALAR_G, DT, PREC), BC, SB, NLVL, DT,
-                                PREC)
-        Y = tl.dot(Lwe, P.to(DT), input_precision=PREC).to(DT)  # L_we P
-        X = tl.dot(P.to(DT), Lew, input_precision=PREC).to(DT)  # P L_ew
-        Tww = _unit_lower_inverse(Lww - tl.dot(Y, Lew, input_precision=PREC), BC, SB, NLVL, DT, PREC)
-        Twe = -tl.dot(Tww.to(DT), Y, input_precision=PREC)
-        Tew = -tl.dot(X, Tww.to(DT), input_precision=PREC)
-        Tee = P - tl.dot(X, Twe.to(DT), input_precision=PREC)
-        tl.store(Tout + off_t + re[:, None] * BT + re[None, :], Tee.to(Tout.dtype.element_ty))
-        tl.store(Tout + off_t + re[:, None] * BT + rw[None, :], Tew.to(Tout.dtype.element_ty))
-        tl.store(Tout + off_t + rw[:, None] * BT + re[None, :], Twe.to(Tout.dtype.element_ty))
-        tl.store(Qkout + off_t + rw[:, None] * BT + re[None, :], Qke.to(Qkout.dtype.element_ty))
-        # erase rows have no query: zeros, which the backward's M = T^T Qk^T reads
-        tl.store(Qkout + off_t + re[:, None] * BT + tl.arange(0, BT)[None, :],
-                 tl.zeros([BC, BT], dtype=Qkout.dtype.element_ty))
-    else:
-        Tww = _unit_lower_inverse(Lww, BC, SB, NLVL, DT, PREC)
-    tl.store(Tout + off_t + rw[:, None] * BT + rw[None, :], Tww.to(Tout.dtype.element_ty))
-    tl.store(Qkout + off_t + rw[:, None] * BT + rw[None, :], Qkw.to(Qkout.dtype.element_ty))
-    # the walk's operands (_key_operands'): W = T diag(b') exp(G) K', Ke = exp(G_C - G) K', Qg = exp(G) Q', exp(G_C)
-    GN = _row(G, t, BC - 1)
-    eG = tl.exp(G)
-    eN = tl.exp(GN[None, :] - G)
-    kgw = (bw[:, None] * kk * eG).to(DT)
-    Ww = tl.dot(Tww.to(DT), kgw, input_precision=PREC)
-    off_k = base * BT * K + ck[None, :]
-    m_k = (t >= 0)[:, None] & mk[None, :]
-    if EDA:
-        kge = (be[:, None] * ee * eG).to(DT)
-        Ww += tl.dot(Twe.to(DT), kge, input_precision=PREC)
-        We = tl.dot(Tee.to(DT), kge, input_precision=PREC) + tl.dot(Tew.to(DT), kgw, input_precision=PREC)
-        tl.store(Wout + off_k + re[:, None] * K, We.to(Wout.dtype.element_ty), mask=m_k)
-        tl.store(Keout + off_k + re[:, None] * K, (ee * eN).to(Keout.dtype.element_ty), mask=m_k)
-        # Qg's erase rows are left unwritten: their outputs are never stored, and a row of a product is its own
-    tl.store(Wout + off_k + rw[:, None] * K, Ww.to(Wout.dtype.element_ty), mask=m_k)
-    tl.store(Keout + off_k + rw[:, None] * K, (kk * eN).to(Keout.dtype.element_ty), mask=m_k)
-    tl.store(Qgout + off_k + rw[:, None] * K, (qq * eG).to(Qgout.dtype.element_ty), mask=m_k)
-    tl.store(eGNout + base * K + ck, tl.exp(GN), mask=mk)
-    for i_v in range(tl.cdiv(V, BVP)):  # U_0 = T diag(b') V': v on the write rows alone
-        cv = i_v * BVP + tl.arange(0, BVP)
-        mv = cv < V
-        vv = tl.load(v + off_h[:, None] * V + cv[None, :], mask=m[:, None] & mv[None, :], other=0.).to(tl.float32)
-        bv = (bw[:, None] * vv).to(DT)
-        off_u = base * BT * V + cv[None, :]
-        m_u = (t >= 0)[:, None] & mv[None, :]
-        tl.store(U0out + off_u + rw[:, None] * V,
-                 tl.dot(Tww.to(DT), bv, input_precision=PREC).to(U0out.dtype.element_ty), mask=m_u)
-        if EDA:
-            tl.store(U0out + off_u + re[:, None] * V,
-                     tl.dot(Tew.to(DT), bv, input_precision=PREC).to(U0out.dtype.element_ty), mask=m_u)
-    if CHECK_G:
-        gg = tl.load(g + off_h[:, None] * K + ck[None, :], mask=m[:, None] & mk[None, :], other=0.).to(tl.float32)
-        tl.store(gmin + base + tl.arange(0, 1), tl.minimum(tl.zeros([1], dtype=tl.float32), tl.min(tl.min(gg, 1), 0)))
-
-
-@triton.jit
 def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV: tl.constexpr, K: tl.constexpr,
                     V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
                     HAS_H0: tl.constexpr, STORE_HT: tl.constexpr, STORE_HS: tl.constexpr,
@@ -864,7 +753,6 @@ LAUNCH = dict(
     # key columns per prep pass: the forward's needs all of K at once (A and Qk sum over K before T exists)
     PREP_WARPS=4, SUB_BLOCK=4, PREP_STAGES=3, PREP_BK=128, DH_PREP_BK=64,
     PREP_REUSE=1,  # 1: when one block covers K, the forward prep's second pass reuses the first's tiles
-    PREP_SPLIT=0,  # 1: 16-token chunks' forward prep on erase and write blocks (_eda_prep_split_kernel)
     # the two walks: *_WARPS for 128-wide V-blocks (narrower ones take 4); 3 stages keep the next chunks in flight
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3, DH_BV=128, DH_WARPS=8, DH_STAGES=3,
     FWD_LATE_BV=16,  # forward walks this narrow store a step's state after its products (wider ones spill)
@@ -974,20 +862,12 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
     W, Ke, Qg, eGN = _key_buffers(q, B * HV, NT, BT, K)
     U0 = torch.empty(B * HV, NT, BT, V, dtype=tdt, device=q.device)
     gmin = q.new_empty(B * HV * NT, dtype=torch.float32) if check_g else Tm
-    BC = BT // 2 if eda else BT
-    if L["PREP_SPLIT"] and BKC >= K and BC == ANCHOR_TOKENS:
-        _eda_prep_split_kernel[(NT, B * HV)](
-            q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W, U0, Ke, Qg, eGN, gmin, scale, T, NT,
-            H=H, HV=HV, K=K, V=V, BT=BT, BK=BKC, BVP=min(64, triton.next_power_of_2(V)), SB=min(SB, BC),
-            NLVL=(BC // min(SB, BC)).bit_length() - 1, EDA=eda, SCALAR_G=scalar_g, CHECK_G=check_g, DT=DT, PREC=PREC,
-            num_warps=L["PREP_WARPS"], num_stages=L["PREP_STAGES"])
-    else:
-        _eda_prep_kernel[(NT, B * HV)](
-            q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W, U0, Ke, Qg, eGN, gmin, scale, T, NT,
-            H=H, HV=HV, K=K, V=V, BT=BT, BKC=BKC, BVP=min(64, triton.next_power_of_2(V)),
-            SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
-            CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
-            num_stages=L["PREP_STAGES"])
+    _eda_prep_kernel[(NT, B * HV)](
+        q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W, U0, Ke, Qg, eGN, gmin, scale, T, NT,
+        H=H, HV=HV, K=K, V=V, BT=BT, BKC=BKC, BVP=min(64, triton.next_power_of_2(V)),
+        SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
+        CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
+        num_stages=L["PREP_STAGES"])
     BK, BV, warps = _walk_blocks(L, "FWD", K, V, B * HV)
     _eda_fwd_kernel[(triton.cdiv(V, BV), B * HV)](
         W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, o, ht if output_final_state else o,

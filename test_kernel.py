@@ -118,14 +118,6 @@ def test_prep_without_reusing_its_first_pass_tiles_matches_recurrence(erase):
             chunk_size=8 if erase else 16, launch=dict(PREP_REUSE=0))
 
 
-@pytest.mark.parametrize("erase, scalar_g", [(True, False), (True, True), (False, False), (False, True)])
-def test_prep_on_erase_and_write_blocks_matches_recurrence(erase, scalar_g):
-    # PREP_SPLIT: 16-token chunks' prep on a block of erase rows and a block of write rows, T by blocks (a Schur
-    # complement), stored interleaved. A partial chunk, HV = 2 H, K = 48 (masked key columns), an initial state
-    x = make_inputs(1, 37, 1, 2, 48, 32, erase=erase, scalar_g=scalar_g, seed=34, device=DEV)
-    compare(x, kernel.eda_fused, 1e-4, chunk_size=16, launch=dict(PREP_SPLIT=1))
-
-
 @pytest.mark.parametrize("late", [0, 128])
 def test_forward_walk_storing_the_chunk_states_early_or_late_matches_recurrence(late):
     # FWD_LATE_BV: a forward walk step stores its chunk's state first thing or after its products (the same values)
@@ -424,8 +416,7 @@ def test_kernel_py_imports_nothing_of_this_repo():
 @pytest.mark.parametrize("launch, chunk, hv", [({}, None, 4), ({}, None, 2),
                                                ({"FWD_STAGES": 2, "DH_STAGES": 2}, 32, 4), ({"SUB_BLOCK": 8}, None, 4),
                                                ({"PREP_REUSE": 0}, None, 4), ({"BWD_WROWS": 0}, None, 4), ({}, None, 8),
-                                               ({"FWD_LATE_BV": 0}, None, 4), ({"PREP_SPLIT": 1}, None, 4),
-                                               ({"PREP_SPLIT": 1}, None, 2)])
+                                               ({"FWD_LATE_BV": 0}, None, 4)])
 def test_gpu_bf16_T4096_matches_fp64_reference(launch, chunk, hv):
     # the shipped launch settings, grouped (HV = 4: a pair's dq, dk added; HV = 8: four summed) and not (HV = H = 2),
     # 32-token chunks (whose walks fit a Hopper SM's shared memory at 2 stages), the UT solve in 8-row substitution
@@ -449,10 +440,9 @@ def test_gpu_grouped_backward_gives_the_same_gradients_every_run():
 
 
 @needs_gpu
-@pytest.mark.parametrize("launch", [{}, {"PREP_SPLIT": 1}])
-def test_gpu_bf16_kda_T4096_matches_fp64_reference(launch):
+def test_gpu_bf16_kda_T4096_matches_fp64_reference():
     x = make_inputs(1, 4096, 2, 2, 128, 128, erase=False, dtype=torch.bfloat16, seed=12, device=DEV)
-    compare(x, eda.eda_triton, 1e-2, launch=launch)
+    compare(x, eda.eda_triton, 1e-2)
 
 
 @needs_gpu

@@ -125,13 +125,9 @@ def main():
                   DT=tl.bfloat16, PREC="tf32")
     SB, AB = min(L["SUB_BLOCK"], BT), kernel._anchor_rows(eda, BT)
     fwd, dh = (kernel._walk_blocks(L, w, K, V, L["FILL_PROGRAMS"]) for w in ("FWD", "DH"))  # at *_BV, unnarrowed
-    BC = BT // 2 if eda else BT
-    split = L["PREP_SPLIT"] and BC == kernel.ANCHOR_TOKENS
-    SBs = min(SB, BC) if split else SB
     kernels = {  # name: (jit function, constexprs, num_warps, num_stages), as kernel.py launches them
-        "prep": (kernel._eda_prep_split_kernel if split else kernel._eda_prep_kernel,
-                 dict(common, SB=SBs, NLVL=((BC if split else BT) // SBs).bit_length() - 1, AB=AB, SCALAR_G=False,
-                      CHECK_G=False, REUSE=bool(L["PREP_REUSE"]) and common["BKC"] >= K),
+        "prep": (kernel._eda_prep_kernel, dict(common, SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=AB, SCALAR_G=False,
+                                               CHECK_G=False, REUSE=bool(L["PREP_REUSE"]) and common["BKC"] >= K),
                  L["PREP_WARPS"], L["PREP_STAGES"]),
         "fwd": (kernel._eda_fwd_kernel, dict(common, BV=fwd[1], HAS_H0=True, STORE_HT=True, STORE_HS=True,
                                              LATE=fwd[1] <= L["FWD_LATE_BV"]), fwd[2], L["FWD_STAGES"]),
