@@ -191,7 +191,7 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
                      H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                      BKC: tl.constexpr, BVP: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr, AB: tl.constexpr,
                      EDA: tl.constexpr, SCALAR_G: tl.constexpr, CHECK_G: tl.constexpr, REUSE: tl.constexpr,
-                     STORE_U0: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+                     DT: tl.constexpr, PREC: tl.constexpr):
     """Launch (1) of notes/chunk_form.md §4: T, Qk, U_0 = T diag(b') V' and _key_operands'. CHECK_G: also store the
     chunk's smallest log decay (the wrapper rejects g < G_MIN without a pass of its own over g)."""
     c = tl.program_id(0)
@@ -229,7 +229,7 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
                                                 H, HV, K, BT, BKC, EDA, kb * BKC)
             low = tl.minimum(low, _key_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, i_hv,
                                                 c, T, kb * BKC, HV, K, BT, BKC, EDA, False, CHECK_G, DT, PREC))
-    for i_v in range(tl.cdiv(V, BVP) if STORE_U0 else 0):  # U_0 = T diag(b') V', V in blocks
+    for i_v in range(tl.cdiv(V, BVP)):  # U_0 = T diag(b') V', V in blocks
         cv = i_v * BVP + tl.arange(0, BVP)
         mv = cv < V
         vv = tl.load(v + (row_bt * HV + i_hv)[:, None] * V + cv[None, :], mask=wrow[:, None] & mv[None, :],
@@ -270,10 +270,10 @@ def _key_operands(kk, qq, G, bb, Td, g, Xout, Yout, Qgout, eGNout, base, i_b, i_
 
 
 @triton.jit
-def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, Tin, v, beta, h0, o, ht, hs, T, NT, HV: tl.constexpr,
-                    K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-                    EDA: tl.constexpr, HAS_H0: tl.constexpr, STORE_HT: tl.constexpr, STORE_HS: tl.constexpr,
-                    LATE: tl.constexpr, U0_HERE: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV: tl.constexpr, K: tl.constexpr,
+                    V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
+                    HAS_H0: tl.constexpr, STORE_HT: tl.constexpr, STORE_HS: tl.constexpr,
+                    LATE: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Launch (2) of notes/chunk_form.md §4: per (V-block, batch x value head) the chunk walk of Eq. chunk_wise_eda."""
     i_v = tl.program_id(0)
     i_bh = tl.program_id(1)
@@ -294,22 +294,14 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, Tin, v, beta, h0, o, ht,
         W = tl.load(Win + off_k, mask=m_k, other=0.).to(DT)
         Ke = tl.load(Kein + off_k, mask=m_k, other=0.).to(DT)
         Qg = tl.load(Qgin + off_k, mask=m_k, other=0.).to(DT)
-        t_abs = c * (BT // 2 if EDA else BT) + tok
-        if U0_HERE:  # U_0 = T diag(b') V' from T and v, off the step's chain: the prep neither reads v nor stores U_0
-            m_w = is_w & (t_abs < T)
-            row = (i_b.to(tl.int64) * T + t_abs) * HV + i_hv
-            bw = tl.load(beta + row, mask=m_w, other=0.).to(tl.float32)
-            vv = tl.load(v + row[:, None] * V + cv[None, :], mask=m_w[:, None] & mv[None, :], other=0.).to(tl.float32)
-            Tm = tl.load(Tin + base * BT * BT + r[:, None] * BT + r[None, :]).to(DT)
-            U0 = tl.dot(Tm, (bw[:, None] * vv).to(DT), input_precision=PREC)
-        else:
-            U0 = tl.load(U0in + base * BT * V + r[:, None] * V + cv[None, :], mask=m_u, other=0.).to(tl.float32)
+        U0 = tl.load(U0in + base * BT * V + r[:, None] * V + cv[None, :], mask=m_u, other=0.).to(tl.float32)
         Qk = tl.load(Qkin + base * BT * BT + r[:, None] * BT + r[None, :]).to(DT)
         eGN = tl.load(eGNin + base * K + ck, mask=mk, other=0.)
         Sd = S.to(DT)
         U = U0 - tl.dot(W, Sd, input_precision=PREC)
         Ud = U.to(DT)
         out = tl.dot(Qg, Sd, input_precision=PREC) + tl.dot(Qk, Ud, input_precision=PREC)
+        t_abs = c * (BT // 2 if EDA else BT) + tok
         m_o = (is_w & (t_abs < T))[:, None] & mv[None, :]
         tl.store(o + ((i_b.to(tl.int64) * T + t_abs) * HV + i_hv)[:, None] * V + cv[None, :],
                  out.to(o.dtype.element_ty), mask=m_o)
@@ -761,7 +753,6 @@ LAUNCH = dict(
     # key columns per prep pass: the forward's needs all of K at once (A and Qk sum over K before T exists)
     PREP_WARPS=4, SUB_BLOCK=4, PREP_STAGES=3, PREP_BK=128, DH_PREP_BK=64,
     PREP_REUSE=1,  # 1: when one block covers K, the forward prep's second pass reuses the first's tiles
-    WALK_U0=0,  # 1: the forward walk forms U_0 = T diag(b') V' from T and v (the prep stores no U_0)
     # the two walks: *_WARPS for 128-wide V-blocks (narrower ones take 4); 3 stages keep the next chunks in flight
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3, DH_BV=128, DH_WARPS=8, DH_STAGES=3,
     FWD_LATE_BV=16,  # forward walks this narrow store a step's state after its products (wider ones spill)
@@ -869,21 +860,20 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
     SB = min(L["SUB_BLOCK"], BT)
     BKC = min(L["PREP_BK"], triton.next_power_of_2(K))
     W, Ke, Qg, eGN = _key_buffers(q, B * HV, NT, BT, K)
-    u0_walk = bool(L["WALK_U0"])
-    U0 = Tm if u0_walk else torch.empty(B * HV, NT, BT, V, dtype=tdt, device=q.device)
+    U0 = torch.empty(B * HV, NT, BT, V, dtype=tdt, device=q.device)
     gmin = q.new_empty(B * HV * NT, dtype=torch.float32) if check_g else Tm
     _eda_prep_kernel[(NT, B * HV)](
         q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W, U0, Ke, Qg, eGN, gmin, scale, T, NT,
         H=H, HV=HV, K=K, V=V, BT=BT, BKC=BKC, BVP=min(64, triton.next_power_of_2(V)),
         SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
-        CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, STORE_U0=not u0_walk, DT=DT, PREC=PREC,
-        num_warps=L["PREP_WARPS"], num_stages=L["PREP_STAGES"])
+        CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
+        num_stages=L["PREP_STAGES"])
     BK, BV, warps = _walk_blocks(L, "FWD", K, V, B * HV)
     _eda_fwd_kernel[(triton.cdiv(V, BV), B * HV)](
-        W, U0, Ke, Qg, eGN, Qk, Tm, v, beta, h0 if h0 is not None else q, o, ht if output_final_state else o,
+        W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, o, ht if output_final_state else o,
         hs if need_states else o, T, NT, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
-        STORE_HT=output_final_state, STORE_HS=need_states, LATE=BV <= L["FWD_LATE_BV"], U0_HERE=u0_walk, DT=DT,
-        PREC=PREC, num_warps=warps, num_stages=L["FWD_STAGES"])
+        STORE_HT=output_final_state, STORE_HS=need_states, LATE=BV <= L["FWD_LATE_BV"], DT=DT, PREC=PREC,
+        num_warps=warps, num_stages=L["FWD_STAGES"])
     if check_g and (low := gmin.min().item()) < G_MIN:  # after every launch: the GPU never idles for the sync
         raise ValueError(f"eda_triton: channel-wise log decay g has values below {G_MIN} (min {low:.3g}); the "
                          "kernels' anchored decay factors would overflow. Bound it with eda.safe_gate / eda.kda_gate, "

@@ -127,12 +127,10 @@ def main():
     fwd, dh = (kernel._walk_blocks(L, w, K, V, L["FILL_PROGRAMS"]) for w in ("FWD", "DH"))  # at *_BV, unnarrowed
     kernels = {  # name: (jit function, constexprs, num_warps, num_stages), as kernel.py launches them
         "prep": (kernel._eda_prep_kernel, dict(common, SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=AB, SCALAR_G=False,
-                                               CHECK_G=False, REUSE=bool(L["PREP_REUSE"]) and common["BKC"] >= K,
-                                               STORE_U0=not L["WALK_U0"]),
+                                               CHECK_G=False, REUSE=bool(L["PREP_REUSE"]) and common["BKC"] >= K),
                  L["PREP_WARPS"], L["PREP_STAGES"]),
         "fwd": (kernel._eda_fwd_kernel, dict(common, BV=fwd[1], HAS_H0=True, STORE_HT=True, STORE_HS=True,
-                                             LATE=fwd[1] <= L["FWD_LATE_BV"], U0_HERE=bool(L["WALK_U0"])), fwd[2],
-                L["FWD_STAGES"]),
+                                             LATE=fwd[1] <= L["FWD_LATE_BV"]), fwd[2], L["FWD_STAGES"]),
         "dh_prep": (kernel._eda_dh_prep_kernel, dict(common, BKC=min(L["DH_PREP_BK"], BK)), L["PREP_WARPS"],
                     L["PREP_STAGES"]),
         "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, BV=dh[1], HAS_DHT=True, STORE_DH0=True), dh[2],
