@@ -191,7 +191,7 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
                      H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                      BKC: tl.constexpr, BVP: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr, AB: tl.constexpr,
                      EDA: tl.constexpr, SCALAR_G: tl.constexpr, CHECK_G: tl.constexpr, REUSE: tl.constexpr,
-                     V_EARLY: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+                     DT: tl.constexpr, PREC: tl.constexpr):
     """Launch (1) of notes/chunk_form.md §4: T, Qk, U_0 = T diag(b') V' and _key_operands'. CHECK_G: also store the
     chunk's smallest log decay (the wrapper rejects g < G_MIN without a pass of its own over g)."""
     c = tl.program_id(0)
@@ -200,10 +200,6 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
     r = tl.arange(0, BT)
     base = i_bh.to(tl.int64) * NT + c
     bb, row_bt, wrow, erow = _chunk_rows(beta, gamma, i_b, i_hv, c, T, HV, BT, EDA)
-    if V_EARLY:  # v (one block covers V) in flight from the start: its load's latency off the end of the chain
-        cv = tl.arange(0, BVP)
-        vv = tl.load(v + (row_bt * HV + i_hv)[:, None] * V + cv[None, :], mask=wrow[:, None] & (cv < V)[None, :],
-                     other=0.)
     # K in BKC-column blocks, twice: A and Qk sum over K before T exists; REUSE (one block covers K) keeps the tiles
     if REUSE:
         kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
@@ -223,10 +219,6 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
     tl.store(Tout + off, Tm.to(Tout.dtype.element_ty))
     tl.store(Qkout + off, Qk.to(Qkout.dtype.element_ty))
     Td = Tm.to(DT)  # then the walk's operands, [BT, K] / [BT, V] per chunk (transient: the forward frees them)
-    if V_EARLY:
-        U0 = tl.dot(Td, (bb[:, None] * vv.to(tl.float32)).to(DT), input_precision=PREC)
-        tl.store(U0out + base * BT * V + r[:, None] * V + cv[None, :], U0.to(U0out.dtype.element_ty),
-                 mask=(r >= 0)[:, None] & (cv < V)[None, :])
     if REUSE:
         low = _key_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, i_hv, c, T, 0,
                             HV, K, BT, BKC, EDA, False, CHECK_G, DT, PREC)
@@ -237,12 +229,12 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
                                                 H, HV, K, BT, BKC, EDA, kb * BKC)
             low = tl.minimum(low, _key_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, i_hv,
                                                 c, T, kb * BKC, HV, K, BT, BKC, EDA, False, CHECK_G, DT, PREC))
-    for i_v in range(0 if V_EARLY else tl.cdiv(V, BVP)):  # U_0 = T diag(b') V', V in blocks
+    for i_v in range(tl.cdiv(V, BVP)):  # U_0 = T diag(b') V', V in blocks
         cv = i_v * BVP + tl.arange(0, BVP)
         mv = cv < V
-        vb = tl.load(v + (row_bt * HV + i_hv)[:, None] * V + cv[None, :], mask=wrow[:, None] & mv[None, :],
+        vv = tl.load(v + (row_bt * HV + i_hv)[:, None] * V + cv[None, :], mask=wrow[:, None] & mv[None, :],
                      other=0.).to(tl.float32)
-        U0 = tl.dot(Td, (bb[:, None] * vb).to(DT), input_precision=PREC)
+        U0 = tl.dot(Td, (bb[:, None] * vv).to(DT), input_precision=PREC)
         tl.store(U0out + base * BT * V + r[:, None] * V + cv[None, :], U0.to(U0out.dtype.element_ty),
                  mask=(r >= 0)[:, None] & mv[None, :])
     if CHECK_G:
@@ -761,7 +753,6 @@ LAUNCH = dict(
     # key columns per prep pass: the forward's needs all of K at once (A and Qk sum over K before T exists)
     PREP_WARPS=4, SUB_BLOCK=4, PREP_STAGES=3, PREP_BK=128, DH_PREP_BK=64,
     PREP_REUSE=1,  # 1: when one block covers K, the forward prep's second pass reuses the first's tiles
-    PREP_V_EARLY=0,  # 1: the forward prep loads v (V <= 128) first and forms U_0 right after T
     # the two walks: *_WARPS for 128-wide V-blocks (narrower ones take 4); 3 stages keep the next chunks in flight
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3, DH_BV=128, DH_WARPS=8, DH_STAGES=3,
     FWD_LATE_BV=16,  # forward walks this narrow store a step's state after its products (wider ones spill)
@@ -871,13 +862,12 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
     W, Ke, Qg, eGN = _key_buffers(q, B * HV, NT, BT, K)
     U0 = torch.empty(B * HV, NT, BT, V, dtype=tdt, device=q.device)
     gmin = q.new_empty(B * HV * NT, dtype=torch.float32) if check_g else Tm
-    v_early = bool(L["PREP_V_EARLY"]) and V <= 128
     _eda_prep_kernel[(NT, B * HV)](
         q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W, U0, Ke, Qg, eGN, gmin, scale, T, NT,
-        H=H, HV=HV, K=K, V=V, BT=BT, BKC=BKC, BVP=min(128 if v_early else 64, triton.next_power_of_2(V)),
+        H=H, HV=HV, K=K, V=V, BT=BT, BKC=BKC, BVP=min(64, triton.next_power_of_2(V)),
         SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
-        CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, V_EARLY=v_early, DT=DT, PREC=PREC,
-        num_warps=L["PREP_WARPS"], num_stages=L["PREP_STAGES"])
+        CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
+        num_stages=L["PREP_STAGES"])
     BK, BV, warps = _walk_blocks(L, "FWD", K, V, B * HV)
     _eda_fwd_kernel[(triton.cdiv(V, BV), B * HV)](
         W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, o, ht if output_final_state else o,
