@@ -3,12 +3,11 @@ Fused Triton kernels for Erase-then-Delta Attention (EDA), forward, backward and
 
 Paper: "Erase-then-Delta Attention", Method section (Eq. labels below refer to it). eda.py holds the reference
 (`eda_recurrent`, the spec), the chunked PyTorch form (`eda_chunk`), and checks shapes before calling this module, which
-imports nothing of the repository. Why the kernels are shaped as they are, with measurements: notes/kernel.md.
+imports nothing of the repository. The chunked training kernels' design (Sec. 3.4: launches (1)-(5), decay numerics):
+notes/chunk_form.md §4; why they are shaped as they are, with measurements: notes/kernel.md.
 
 Chapters, in file order, each under a banner comment: Triton building blocks, Forward, Backward, Decode, Short conv,
 Python side, PyTorch operators, Entry points (eda_fused, eda_decode, short_conv), Split-KV attention decode.
-
-Design of the chunked training kernels (Sec. 3.4: launches (1)-(5), decay numerics): notes/chunk_form.md §4.
 """
 import ctypes
 import os
@@ -18,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-# tokens per chunk (eda_fused's default), and per anchor block: anchored at the middle of 16-token blocks, every
+# tokens per chunk (eda_fused's default), and per anchor block: anchored halfway through 16-token blocks, every
 # decay factor stays within exp(5 * 8) = exp(40) under the safe gate (-5 per step)
 CHUNK_TOKENS = 16
 ANCHOR_TOKENS = 16
@@ -124,7 +123,7 @@ def _unit_lower_inverse(M, BT: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexp
 
 @triton.jit
 def _anchored(kk, qq, G, BT: tl.constexpr, AB: tl.constexpr, SCALAR_G: tl.constexpr, DT: tl.constexpr,
-              PREC: tl.constexpr, HALF: tl.constexpr = False):
+              PREC: tl.constexpr):
     """A = StrictTril(K' Gamma K'^T), Qk = Tril(Q' Gamma K'^T) [BT, BT], anchored (notes/chunk_form.md §4), and the
     in-block factors Kp = k' exp(G - G_a), Kn = k' exp(G_a - G), Qp = q' exp(G - G_a), Ea, En (SCALAR_G: exact)."""
     r = tl.arange(0, BT)
@@ -138,7 +137,7 @@ def _anchored(kk, qq, G, BT: tl.constexpr, AB: tl.constexpr, SCALAR_G: tl.conste
         Ea = tl.full(G.shape, 1.0, tl.float32)  # unused on this path
         En = Ea
     else:
-        Ganc = _anchors(G, r, G, r, AB, HALF)
+        Ganc = _anchors(G, r, G, r, AB)
         Ea, En = tl.exp(G - Ganc), tl.exp(Ganc - G)
         Kp = kk * Ea
         Kn = kk * En
@@ -156,10 +155,9 @@ def _anchored(kk, qq, G, BT: tl.constexpr, AB: tl.constexpr, SCALAR_G: tl.conste
 
 
 @triton.jit
-def _anchors(Gi, ri, G, r, AB: tl.constexpr, HALF: tl.constexpr = False):
-    """G at its anchor rows (the middle of each AB-row block) on the rows ri of Gi, each from its block. HALF (one
-    block): G_C / 2 instead, as far from 0 as from G_C, from the reduction exp(G_C - G) takes anyway."""
-    if HALF and AB == G.shape[0]:
+def _anchors(Gi, ri, G, r, AB: tl.constexpr):
+    """Each AB-row block's anchor (its middle row's G) on the rows ri of Gi; one block: G_C / 2 (one reduction less)."""
+    if AB == G.shape[0]:
         return tl.zeros_like(Gi) + (_row(G, r, AB - 1) * 0.5)[None, :]
     Ganc = tl.zeros_like(Gi)
     for I in tl.static_range(G.shape[0] // AB):
@@ -194,7 +192,7 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
                      H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                      BKC: tl.constexpr, BVP: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr, AB: tl.constexpr,
                      EDA: tl.constexpr, SCALAR_G: tl.constexpr, CHECK_G: tl.constexpr, REUSE: tl.constexpr,
-                     TB: tl.constexpr, HALF: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+                     DT: tl.constexpr, PREC: tl.constexpr):
     """Launch (1) of notes/chunk_form.md §4: T, Qk, U_0 = T diag(b') V' and _key_operands'. CHECK_G: also store the
     chunk's smallest log decay (the wrapper rejects g < G_MIN without a pass of its own over g)."""
     c = tl.program_id(0)
@@ -207,39 +205,37 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
     if REUSE:
         kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
                                             H, HV, K, BT, BKC, EDA)
-        A, Qk, _, _, _, _, _ = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC, HALF)
+        A, Qk, _, _, _, _, _ = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
     else:
         A = tl.zeros([BT, BT], dtype=tl.float32)
         Qk = tl.zeros([BT, BT], dtype=tl.float32)
         for kb in range(tl.cdiv(K, BKC)):
             kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
                                                 H, HV, K, BT, BKC, EDA, kb * BKC)
-            A_b, Qk_b, _, _, _, _, _ = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC, HALF)
+            A_b, Qk_b, _, _, _, _, _ = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
             A += A_b
             Qk += Qk_b
     Tm = _unit_lower_inverse(bb[:, None] * A, BT, SB, NLVL, DT, PREC)
     off = base * BT * BT + r[:, None] * BT + r[None, :]
     tl.store(Tout + off, Tm.to(Tout.dtype.element_ty))
     tl.store(Qkout + off, Qk.to(Qkout.dtype.element_ty))
-    Td = Tm.to(DT)  # then the walk's operands, [BT, K] / [BT, V] per chunk (transient: the forward frees them)
-    if TB:  # T diag(b') once on [BT, BT]: no b' on the [BT, K] and [BT, V] tiles (W, U_0)
-        Td = (Tm * bb[None, :]).to(DT)
+    Td = (Tm * bb[None, :]).to(DT)  # then the walk's operands from T diag(b'): b' over [BT, K] tiles costs smem
     if REUSE:
         low = _key_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, i_hv, c, T, 0,
-                            HV, K, BT, BKC, EDA, False, CHECK_G, DT, PREC, TB)
+                            HV, K, BT, BKC, EDA, False, CHECK_G, DT, PREC)
     else:
         low = tl.zeros([1], dtype=tl.float32)
         for kb in range(tl.cdiv(K, BKC)):
             kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
                                                 H, HV, K, BT, BKC, EDA, kb * BKC)
             low = tl.minimum(low, _key_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, i_hv,
-                                                c, T, kb * BKC, HV, K, BT, BKC, EDA, False, CHECK_G, DT, PREC, TB))
+                                                c, T, kb * BKC, HV, K, BT, BKC, EDA, False, CHECK_G, DT, PREC))
     for i_v in range(tl.cdiv(V, BVP)):  # U_0 = T diag(b') V', V in blocks
         cv = i_v * BVP + tl.arange(0, BVP)
         mv = cv < V
         vv = tl.load(v + (row_bt * HV + i_hv)[:, None] * V + cv[None, :], mask=wrow[:, None] & mv[None, :],
                      other=0.).to(tl.float32)
-        U0 = tl.dot(Td, (vv if TB else bb[:, None] * vv).to(DT), input_precision=PREC)
+        U0 = tl.dot(Td, vv.to(DT), input_precision=PREC)
         tl.store(U0out + base * BT * V + r[:, None] * V + cv[None, :], U0.to(U0out.dtype.element_ty),
                  mask=(r >= 0)[:, None] & mv[None, :])
     if CHECK_G:
@@ -249,8 +245,8 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
 @triton.jit
 def _key_operands(kk, qq, G, bb, Td, g, Xout, Yout, Qgout, eGNout, base, i_b, i_hv, c, T, k0, HV: tl.constexpr,
                   K: tl.constexpr, BT: tl.constexpr, BKC: tl.constexpr, EDA: tl.constexpr, BWD: tl.constexpr,
-                  CHECK_G: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr, SCALED: tl.constexpr = False):
-    """Key columns k0 .. k0 + BKC of a walk's operands (Td: T, or T^T for BWD): X = W = T diag(b') exp(G) K', Y = Ke =
+                  CHECK_G: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+    """Key columns k0 .. k0 + BKC of a walk's operands (Td: T diag(b'); BWD: T^T): X = W = Td exp(G) K', Y = Ke =
     exp(G_C - G) K'; BWD: X = W2 = T^T exp(G_C - G) K', Y = Kg = diag(b') exp(G) K'; Qg = exp(G) Q', exp(G_C)."""
     r = tl.arange(0, BT)
     ck = k0 + tl.arange(0, BKC)
@@ -258,7 +254,7 @@ def _key_operands(kk, qq, G, bb, Td, g, Xout, Yout, Qgout, eGNout, base, i_b, i_
     m_k = (ck < K)[None, :] & (r >= 0)[:, None]
     GN = _row(G, r, BT - 1)
     eG = tl.exp(G)
-    kg = kk * eG if SCALED else bb[:, None] * kk * eG  # SCALED: Td holds diag(b') already
+    kg = bb[:, None] * kk * eG if BWD else kk * eG
     kn = kk * tl.exp(GN[None, :] - G)
     X = tl.dot(Td, (kn if BWD else kg).to(DT), input_precision=PREC)
     tl.store(Xout + off_k, X.to(Xout.dtype.element_ty), mask=m_k)
@@ -384,7 +380,7 @@ def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT, H
 def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, dv, de, dg, dbeta, dgamma, scale, T, NT,
                     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                     BK: tl.constexpr, BV: tl.constexpr, AB: tl.constexpr, EDA: tl.constexpr, SCALAR_G: tl.constexpr,
-                    WR: tl.constexpr, HALF: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+                    WR: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Launch (5) of notes/chunk_form.md §4: every input gradient of one chunk (V-blocks of BV looped inside). From S_0
     and T: R = V' - (exp(G) K') S_0, U = T diag(b') R; from dS_C: dU = Qk^T dO + (exp(G_C - G) K') dS_C, dX = T^T dU,
     dV' = b' dX, dL = -StrictTril(dX U^T), dQk = Tril(dO U^T) (summed over the V-blocks). Through S_0 and S_C:
@@ -455,7 +451,6 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
     dL = tl.where(r[:, None] > r[None, :], -dL, 0.)  # inside the chunk: through T (dL) and Qk (dQk)
     dQk = tl.where(rq[:, None] >= r[None, :], dQk, 0.)
     dkk_i, dqq_i, dG_i, db_i = _in_chunk_grads(kk, qq, G, bb, dL, dQk, r, qq_q, G_q, rq, ck, BT, AB, SCALAR_G, WR,
-                                               HALF,
                                                DT, PREC)
     dgg = dG + dG_i
     row_g, m_g = row_bt, erow if EDA else wrow
@@ -492,10 +487,10 @@ def _chunk_v_block(v, do, dv, Sd, dSd, kg, kg_lo, kn, Tm, Qk, bb, row_bt, wrow, 
 
 @triton.jit
 def _in_chunk_grads(kk, qq, G, bb, dL, dQk, r, qq_q, G_q, rq, ck, BT: tl.constexpr, AB: tl.constexpr,
-                    SCALAR_G: tl.constexpr, WR: tl.constexpr, HALF: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+                    SCALAR_G: tl.constexpr, WR: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """In-chunk gradient terms (dk', dq', dG, db') from dL (through T) and dQk: db' = rowsum(dL A), dA = diag(b') dL.
     dQk, q' (qq_q), G_q and dq' are on the query rows rq; WR (the write rows alone): dG leaves out q' dq'."""
-    A, Qk, Kp, Kn, Qp, Ea, En = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC, HALF)
+    A, Qk, Kp, Kn, Qp, Ea, En = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
     db = tl.sum(dL * A, axis=1)
     dA = bb[:, None] * dL
     # dA and dQk feed dG, whose reverse cumsum cancels pairwise terms: fp32 operands (tf32) keep dg's error < 1e-2
@@ -521,7 +516,7 @@ def _in_chunk_grads(kk, qq, G, bb, dL, dQk, r, qq_q, G_q, rq, ck, BT: tl.constex
         # ("pos") or exp(-G) ("neg") up to constants, so dG = k' (pos - neg) + q' dq' and dk' = pos + neg.
         Ea_q, Qp_q = Ea, Qp
         if WR:
-            Ea_q = tl.exp(G_q - _anchors(G_q, rq, G, r, AB, HALF))
+            Ea_q = tl.exp(G_q - _anchors(G_q, rq, G, r, AB))
             Qp_q = qq_q * Ea_q
         same = (r // AB)[:, None] == (r // AB)[None, :]
         same_q = (rq // AB)[:, None] == (r // AB)[None, :]
@@ -755,12 +750,9 @@ def _blocks(K, V, bv):
 # settings and fusions"); eda_fused(..., launch=dict(FWD_BV=64)) changes them by name (bench.py's sweep, the tests)
 LAUNCH = dict(
     # SUB_BLOCK: rows per substitution block of the prep's UT solve (4: prep 6-7% faster than 8, same bf16 error);
-    # PREP_STAGES: both preps' software pipelining (3: Triton's default, what they ran at before it was named);
-    # key columns per prep pass: the forward's needs all of K at once (A and Qk sum over K before T exists)
+    # PREP_STAGES: both preps' software pipelining (Triton's default); PREP_BK: the forward's takes all of K at once
     PREP_WARPS=4, SUB_BLOCK=4, PREP_STAGES=3, PREP_BK=128, DH_PREP_BK=64,
     PREP_REUSE=1,  # 1: when one block covers K, the forward prep's second pass reuses the first's tiles
-    PREP_TB=0,  # 1: the forward prep scales T's columns by b', not the key and value tiles
-    ANCHOR_HALF=0,  # 1: chunks of one anchor block anchor their decay factors at G_C / 2, not the middle row's G
     # the two walks: *_WARPS for 128-wide V-blocks (narrower ones take 4); 3 stages keep the next chunks in flight
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3, DH_BV=128, DH_WARPS=8, DH_STAGES=3,
     FWD_LATE_BV=16,  # forward walks this narrow store a step's state after its products (wider ones spill)
@@ -874,8 +866,8 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
         q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W, U0, Ke, Qg, eGN, gmin, scale, T, NT,
         H=H, HV=HV, K=K, V=V, BT=BT, BKC=BKC, BVP=min(64, triton.next_power_of_2(V)),
         SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
-        CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, TB=bool(L["PREP_TB"]), HALF=bool(L["ANCHOR_HALF"]),
-        DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"], num_stages=L["PREP_STAGES"])
+        CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
+        num_stages=L["PREP_STAGES"])
     BK, BV, warps = _walk_blocks(L, "FWD", K, V, B * HV)
     _eda_fwd_kernel[(triton.cdiv(V, BV), B * HV)](
         W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, o, ht if output_final_state else o,
@@ -921,8 +913,7 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
     compiled = _eda_bwd_kernel[(NT, B * HV)](
         q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, hs, dhs, do, dqv, dkv, dv,
         de if eda else dq, dg, dbeta, dgamma if eda else dbeta, scale, T, NT, H=H, HV=HV, K=K, V=V, BT=BT, BK=BK,
-        BV=BV, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g, WR=_write_rows(L, eda, BT),
-        HALF=bool(L["ANCHOR_HALF"]), DT=DT, PREC=PREC,
+        BV=BV, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g, WR=_write_rows(L, eda, BT), DT=DT, PREC=PREC,
         num_warps=L["BWD_WARPS"], num_stages=L["BWD_STAGES"])
     _ask_carveout(compiled, L["BWD_CARVEOUT"])
     for x, out in ((dqv, dq), (dkv, dk)) if HV > H else ():

@@ -127,8 +127,7 @@ def main():
     fwd, dh = (kernel._walk_blocks(L, w, K, V, L["FILL_PROGRAMS"]) for w in ("FWD", "DH"))  # at *_BV, unnarrowed
     kernels = {  # name: (jit function, constexprs, num_warps, num_stages), as kernel.py launches them
         "prep": (kernel._eda_prep_kernel, dict(common, SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=AB, SCALAR_G=False,
-                                               CHECK_G=False, REUSE=bool(L["PREP_REUSE"]) and common["BKC"] >= K,
-                                               TB=bool(L["PREP_TB"]), HALF=bool(L["ANCHOR_HALF"])),
+                                               CHECK_G=False, REUSE=bool(L["PREP_REUSE"]) and common["BKC"] >= K),
                  L["PREP_WARPS"], L["PREP_STAGES"]),
         "fwd": (kernel._eda_fwd_kernel, dict(common, BV=fwd[1], HAS_H0=True, STORE_HT=True, STORE_HS=True,
                                              LATE=fwd[1] <= L["FWD_LATE_BV"]), fwd[2], L["FWD_STAGES"]),
@@ -137,8 +136,7 @@ def main():
         "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, BV=dh[1], HAS_DHT=True, STORE_DH0=True), dh[2],
                    L["DH_STAGES"]),
         "bwd": (kernel._eda_bwd_kernel, dict(common, BV=kernel._bwd_width(L, eda, BK), AB=AB, SCALAR_G=False,
-                                             WR=kernel._write_rows(L, eda, BT), HALF=bool(L["ANCHOR_HALF"])),
-                L["BWD_WARPS"], L["BWD_STAGES"])}
+                                             WR=kernel._write_rows(L, eda, BT)), L["BWD_WARPS"], L["BWD_STAGES"])}
     print(f"triton {triton.__version__}, sm_90a, {'EDA' if eda else 'KDA path'} bf16, H = {H}, HV = {HV}, "
           f"K = V = {K}, chunk {chunk} tokens (BT = {BT})")
     for name, (fn, consts, w, s) in kernels.items():
