@@ -158,6 +158,16 @@ def test_long_chunks_with_strongest_decay_stay_exact():
     compare(x, kernel.eda_fused, 1e-4, chunk_size=32)
 
 
+@pytest.mark.parametrize("erase", [True, False])
+def test_one_anchor_block_chunks_at_the_lowest_decay_stay_exact(erase):
+    # 16-token chunks (one anchor block, anchored at G_C / 2) with g just above G_MIN on half the channels: G_C
+    # reaches -160, so an anchor at 0 or at G_C would put exp(160) in a factor; at G_C / 2 every one is <= exp(80)
+    x = make_inputs(1, 70, 1, 1, 16, 16, erase=erase, seed=18, device=DEV)
+    x["g"] = torch.where(torch.rand(x["g"].shape, generator=torch.Generator().manual_seed(0)) < 0.5,
+                         kernel.G_MIN + 0.01, -0.01).to(x["g"])
+    compare(x, kernel.eda_fused, 1e-4, chunk_size=16)
+
+
 def test_kda_special_case_e_none_matches_recurrence():
     compare(make_inputs(1, 40, 1, 2, 16, 16, erase=False, seed=4, device=DEV), kernel.eda_fused, 1e-4, chunk_size=16)
 
