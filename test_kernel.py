@@ -706,18 +706,22 @@ def export(ops):  # an ncu source export: every sample on the exp instructions
         f.write('"Kernel Name","x"\\n"Address","Source","Warp Stall Sampling (All Samples)"\\n' + ''.join(
             f'"0x{a + 4096:x}","{op} R1, R2","{int(op == "MUFU.EX2")}"\\n' for a, op, _ in ops))
     return sys.argv[1]
-regs.stalls_by_line(fn, consts, 2, 1, export(ops))
-regs.stalls_by_line(fn, consts, 2, 1, export(ops[:-1]))
+column = sys.argv[2]  # the export's column to read: a missing one is refused by name
+regs.stalls_by_line(fn, consts, 2, 1, export(ops), column)
+regs.stalls_by_line(fn, consts, 2, 1, export(ops[:-1]), column)
 """
 
 
 def test_kernel_regs_puts_a_profiles_stall_samples_on_the_lines_that_made_them(tmp_path):
     # the decode kernel compiled for sm_90a (a process without the interpreter) and an ncu source export of it with
-    # every sample on its exp instructions: the lines printed are tl.exp's; an export of other code is refused
+    # every sample on its exp instructions: the lines printed are tl.exp's; an export of other code is refused, and
+    # so is a column (--ncu_metric) the export lacks
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    run = subprocess.run([sys.executable, "-c", KERNEL_REGS_CHECK, str(tmp_path / "ncu.csv")], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=300)
-    printed = [line for line in run.stdout.splitlines() if not line.startswith("  0.0%")]
-    assert printed and all("tl.exp" in line for line in printed), run.stdout + run.stderr
+    runs = [subprocess.run([sys.executable, "-c", KERNEL_REGS_CHECK, str(tmp_path / "ncu.csv"), column], cwd=ROOT,
+                           env=env, capture_output=True, text=True, timeout=300)
+            for column in ("Warp Stall Sampling (All Samples)", "L1 Wavefronts Shared Excessive")]
+    printed = [line for line in runs[0].stdout.splitlines() if not line.startswith("  0.0%")]
+    assert printed and all("tl.exp" in line for line in printed), runs[0].stdout + runs[0].stderr
     assert abs(sum(float(line.split("%")[0]) for line in printed) - 100) < 0.5
-    assert run.returncode == 1 and "of this compile's code" in run.stderr, run.stderr
+    assert runs[0].returncode == 1 and "of this compile's code" in runs[0].stderr, runs[0].stderr
+    assert runs[1].returncode == 1 and "no column 'L1 Wavefronts Shared Excessive'" in runs[1].stderr, runs[1].stderr

@@ -2,17 +2,17 @@
 Registers and spills of kernel.py's Triton kernels, compiled for Hopper (sm_90a) on a machine without a GPU.
 
     python scripts/kernel_regs.py [prep fwd dh_prep bwd_dh bwd] [--sass] [--kda] [--heads=H,HV] [--warps=N]
-                                  [--chunk=TOKENS] [--set=NAME=VALUE] [--ncu=FILE]
+                                  [--chunk=TOKENS] [--set=NAME=VALUE] [--ncu=FILE] [--ncu_metric=COLUMN]
 
 Compiles what the model and bench.py run (EDA, bf16, K = V = 128, the module's launch settings, no g check in the
-prep) for the kernels named (default: all). --heads: H, HV (default 8, 16: grouped value heads);
---kda: the KDA path (e = None: one sub-step per token); --set: a kernel.LAUNCH setting.
-Prints cuobjdump's resource line per kernel (REG: registers per thread, STACK: bytes per thread, mostly spills)
-and the shared memory a program takes (an SM has 228 KB); --sass adds the SASS instruction count of each kernel
-and of its largest loop (a walk's chunk step, the per-chunk backward's V-block step) with its commonest opcodes.
-These follow the local Triton's ptxas and say nothing about time; --ncu=FILE does (one kernel named): FILE is
-`ncu --page source --csv --print-source sass` of a GPU profile of that very compile (the same Triton, --heads,
---kda), its warp-stall samples printed by kernel.py line (notes/kernel.md). On the GPU, for the per-chunk backward:
+prep) for the kernels named (default: all). --heads: H, HV (default 8, 16: grouped value heads); --kda: the KDA path
+(e = None: one sub-step per token); --set: a kernel.LAUNCH setting. Prints cuobjdump's resource line per kernel (REG:
+registers per thread, STACK: bytes per thread, mostly spills) and the shared memory a program takes (an SM has 228 KB);
+--sass adds the SASS instruction count of each kernel and of its largest loop (a walk's chunk step, the per-chunk
+backward's V-block step) with its commonest opcodes. These follow the local Triton's ptxas and say nothing about time;
+--ncu=FILE does (one kernel named): FILE is `ncu --page source --csv --print-source sass` of a GPU profile of that very
+compile (the same Triton, --heads, --kda), its warp-stall samples (or --ncu_metric's column, e.g. "L1 Wavefronts
+Shared Excessive": bank conflicts) by kernel.py line (notes/kernel.md). On the GPU, for the per-chunk backward:
 
     ncu --set full -k regex:_eda_bwd_kernel -c 1 -o rep python bench.py --check=0 --use_fla=False --profile=False \
         --bench_eda_chunk=False "--shapes=[(8, 4096, 16, 16)]" "--decode_batches=[]"
@@ -86,18 +86,19 @@ def instruction_mix(fn, consts, warps, stages, top=12):
     return f"{len(ins)} instructions, largest loop {len(loop)}: {mix}"
 
 
-def stalls_by_line(fn, consts, warps, stages, path, top=30):
-    """An ncu source export's warp-stall samples (path, gzip or not) by the kernel.py line of each instruction, from
-    this compile's line table (nvdisasm -g; Triton inlines the helpers, so a line may be a helper's)."""
+def stalls_by_line(fn, consts, warps, stages, path, column, top=30):
+    """An ncu source export's column (path, gzip or not; warp-stall samples, wavefronts) by the kernel.py line of each
+    instruction, from this compile's line table (nvdisasm -g; Triton inlines the helpers, a line may be a helper's)."""
     table, line = [], 0  # (opcode, its kernel.py line) per instruction, in address order
     for text in disassemble(fn, consts, warps, stages, "nvdisasm", "-g", "-c")[0].splitlines():
         line = int(m.group(1)) if (m := re.search(r'kernel\.py", line (\d+)', text)) else line
         table += [(op, line) for _, op, _ in instructions(text)]
     with (gzip.open if path.endswith(".gz") else open)(path, "rt") as f:
         rows = list(csv.reader(f))
-    head, stall = next((r for r in rows if "Source" in r), None), "Warp Stall Sampling (All Samples)"
-    got = [(instructions(f"/*0000*/ {r[head.index('Source')]};")[0][1], r[head.index(stall)]) for r in rows
-           if head and stall in head and r[0][:2] == "0x"]
+    if not (head := next((r for r in rows if "Source" in r), None)) or column not in head:
+        sys.exit(f"kernel_regs.py: {path} has no column {column!r} (ncu --page source --csv --print-source sass)")
+    got = [(instructions(f"/*0000*/ {r[head.index('Source')]};")[0][1], r[head.index(column)]) for r in rows
+           if r[0][:2] == "0x"]
     if not got or [op for op, _ in got] != [op for op, _ in table]:
         sys.exit(f"kernel_regs.py: {path} is not ncu's source export of this compile's code ({len(got)} instructions "
                  f"against {len(table)}): the profile must come from the same Triton, --heads and --kda")
@@ -113,29 +114,28 @@ def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     opts = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)  # --set's: below
     warps, ncu, eda = opts.get("warps") and int(opts["warps"]), opts.get("ncu"), "--kda" not in sys.argv[1:]
-    H, HV = map(int, opts.get("heads", "8,16").split(","))
-    K = V = BK = 128
+    (H, HV), K = map(int, opts.get("heads", "8,16").split(",")), 128  # K = V = 128
     chunk = int(opts.get("chunk", kernel.CHUNK_TOKENS))
     if ncu and len(args) != 1:
         sys.exit("kernel_regs.py: --ncu reads the profile of one kernel: name it (e.g. bwd)")
     BT = 2 * chunk if eda else chunk
     sets = dict(a[len("--set="):].split("=") for a in sys.argv[1:] if a.startswith("--set="))  # --set=NAME=VALUE
     L = dict(zip(kernel.LAUNCH, kernel.launch_settings(sets)))  # a ValueError names a bad or unknown setting
-    common = dict(H=H, HV=HV, K=K, V=V, BT=BT, BK=BK, BKC=min(L["PREP_BK"], BK), BVP=64, EDA=eda,
+    common = dict(H=H, HV=HV, K=K, V=K, BT=BT, BK=K, BKC=min(L["PREP_BK"], K), BVP=64, EDA=eda,
                   DT=tl.bfloat16, PREC="tf32")
     SB, AB = min(L["SUB_BLOCK"], BT), kernel._anchor_rows(eda, BT)
-    fwd, dh = (kernel._walk_blocks(L, w, K, V, L["FILL_PROGRAMS"]) for w in ("FWD", "DH"))  # at *_BV, unnarrowed
+    fwd, dh = (kernel._walk_blocks(L, w, K, K, L["FILL_PROGRAMS"]) for w in ("FWD", "DH"))  # at *_BV, unnarrowed
     kernels = {  # name: (jit function, constexprs, num_warps, num_stages), as kernel.py launches them
         "prep": (kernel._eda_prep_kernel, dict(common, SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=AB, SCALAR_G=False,
                                                CHECK_G=False, REUSE=bool(L["PREP_REUSE"]) and common["BKC"] >= K),
                  L["PREP_WARPS"], L["PREP_STAGES"]),
         "fwd": (kernel._eda_fwd_kernel, dict(common, BV=fwd[1], HAS_H0=True, STORE_HT=True, STORE_HS=True,
                                              LATE=fwd[1] <= L["FWD_LATE_BV"]), fwd[2], L["FWD_STAGES"]),
-        "dh_prep": (kernel._eda_dh_prep_kernel, dict(common, BKC=min(L["DH_PREP_BK"], BK)), L["PREP_WARPS"],
+        "dh_prep": (kernel._eda_dh_prep_kernel, dict(common, BKC=min(L["DH_PREP_BK"], K)), L["PREP_WARPS"],
                     L["PREP_STAGES"]),
         "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, BV=dh[1], HAS_DHT=True, STORE_DH0=True), dh[2],
                    L["DH_STAGES"]),
-        "bwd": (kernel._eda_bwd_kernel, dict(common, BV=kernel._bwd_width(L, eda, BK), AB=AB, SCALAR_G=False,
+        "bwd": (kernel._eda_bwd_kernel, dict(common, BV=kernel._bwd_width(L, eda, K), AB=AB, SCALAR_G=False,
                                              WR=kernel._write_rows(L, eda, BT)), L["BWD_WARPS"], L["BWD_STAGES"])}
     print(f"triton {triton.__version__}, sm_90a, {'EDA' if eda else 'KDA path'} bf16, H = {H}, HV = {HV}, "
           f"K = V = {K}, chunk {chunk} tokens (BT = {BT})")
@@ -149,7 +149,7 @@ def main():
         if "--sass" in sys.argv[1:]:
             print(f"{'':10s} {instruction_mix(fn, consts, w, s)}", flush=True)
         if ncu:
-            stalls_by_line(fn, consts, w, s, ncu)
+            stalls_by_line(fn, consts, w, s, ncu, opts.get("ncu_metric", "Warp Stall Sampling (All Samples)"))
 
 
 if __name__ == "__main__":
