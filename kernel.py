@@ -17,8 +17,8 @@ import torch
 import triton
 import triton.language as tl
 
-# tokens per chunk (eda_fused's default), and per anchor block: anchored halfway through 16-token blocks, every
-# decay factor stays within exp(5 * 8) = exp(40) under the safe gate (-5 per step)
+# tokens per chunk (eda_fused's default), and per anchor block: anchored halfway down a 16-token block's log decay,
+# every decay factor stays within exp(5 * 8) = exp(40) under the safe gate (-5 per step)
 CHUNK_TOKENS = 16
 ANCHOR_TOKENS = 16
 # channel-wise log decays must stay above this: a factor spans up to 8 steps, exp(8 * 10) < fp32's largest exp(88.7)
