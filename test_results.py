@@ -15,6 +15,11 @@ def read(name):
     return open(os.path.join(ROOT, name)).read()
 
 
+def kernel_table_run(rows):
+    """The run RESULTS.md's kernel table shows: the last that timed FLA (as scripts/results.py picks it)."""
+    return [r for r in rows if r['bench'] == 'kernel' and r['case'].startswith('FLA')][-1]['run']
+
+
 def kernel_figure():
     """The kernel summary's figure against FLA as README.md has it (each rerun changes it)."""
     m = re.search(r'\d+\.\d+x FLA', read('README.md'))
@@ -88,7 +93,7 @@ def test_no_command_or_note_names_a_launch_setting_kernel_py_lacks():
 
 def test_the_kernel_table_holds_every_timing_of_its_run(written):
     rows = [json.loads(x) for x in open(os.path.join(ROOT, 'results', 'kernels.jsonl'))]
-    run = [r for r in rows if r['bench'] == 'kernel' and r['case'].startswith('FLA')][-1]['run']
+    run = kernel_table_run(rows)
     timed = [r for r in rows if r['bench'] == 'kernel' and r['run'] == run]
     assert len(timed) == 20  # 4 shapes x (EDA, KDA path, EDA check_g, FLA, FLA safe gate)
     for r in timed:
@@ -109,7 +114,7 @@ def test_a_timing_marked_left_out_is_listed_and_in_no_ratio(results, monkeypatch
     its rows with the reason; the same rows unmarked are compared like the others."""
     rows = [{k: v for k, v in json.loads(x).items() if k != 'left_out'}
             for x in open(os.path.join(ROOT, 'results', 'kernels.jsonl'))]
-    run = [r for r in rows if r['bench'] == 'kernel' and r['case'].startswith('FLA')][-1]['run']
+    run = kernel_table_run(rows)
     last = [r for r in rows if r['bench'] == 'kernel' and r['run'] == run][-1]['shape']
     monkeypatch.setattr(results, 'read_rows', lambda name, bench=None: rows)
     unmarked = results.kernel_section()
