@@ -750,9 +750,9 @@ def _blocks(K, V, bv):
 # settings and fusions"); eda_fused(..., launch=dict(FWD_BV=64)) changes them by name (bench.py's sweep, the tests)
 LAUNCH = dict(
     # SUB_BLOCK: rows per substitution block of the prep's UT solve (4: prep 6-7% faster than 8, same bf16 error);
-    # PREP_STAGES: both preps' software pipelining (Triton's default); PREP_BK: the forward's takes all of K at once
-    PREP_WARPS=4, SUB_BLOCK=4, PREP_STAGES=3, PREP_BK=128, DH_PREP_BK=64,
-    PREP_REUSE=1,  # 1: when one block covers K, the forward prep's second pass reuses the first's tiles
+    # PREP_STAGES: both preps' software pipelining (Triton's default); PREP_BK: the forward's takes all of K at once;
+    # PREP_MAXNREG: its registers a thread (0: the compiler's); PREP_REUSE: one K block, its 2nd pass reuses the tiles
+    PREP_WARPS=4, SUB_BLOCK=4, PREP_STAGES=3, PREP_BK=128, DH_PREP_BK=64, PREP_MAXNREG=0, PREP_REUSE=1,
     # the two walks: *_WARPS for 128-wide V-blocks (narrower ones take 4); 3 stages keep the next chunks in flight
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3, DH_BV=128, DH_WARPS=8, DH_STAGES=3,
     FWD_LATE_BV=16,  # forward walks this narrow store a step's state after its products (wider ones spill)
@@ -867,7 +867,7 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
         H=H, HV=HV, K=K, V=V, BT=BT, BKC=BKC, BVP=min(64, triton.next_power_of_2(V)),
         SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
         CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
-        num_stages=L["PREP_STAGES"])
+        num_stages=L["PREP_STAGES"], maxnreg=L["PREP_MAXNREG"] or None)
     BK, BV, warps = _walk_blocks(L, "FWD", K, V, B * HV)
     _eda_fwd_kernel[(triton.cdiv(V, BV), B * HV)](
         W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, o, ht if output_final_state else o,
