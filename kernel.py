@@ -751,10 +751,8 @@ def _blocks(K, V, bv):
 LAUNCH = dict(
     # SUB_BLOCK: rows per substitution block of the prep's UT solve (4: prep 6-7% faster than 8, same bf16 error);
     # PREP_STAGES: both preps' software pipelining (Triton's default); PREP_BK: the forward's takes all of K at once;
-    # PREP_REUSE: with one K block, the forward prep's 2nd pass reuses the first's tiles; *PREP_MAXNREG: EDA's preps'
-    # registers a thread (0: the compiler's choice; the KDA path's always), 168: three programs share an SM
-    PREP_WARPS=4, SUB_BLOCK=4, PREP_STAGES=3, PREP_BK=128, DH_PREP_BK=64, PREP_REUSE=1,
-    PREP_MAXNREG=168, DH_PREP_MAXNREG=0,
+    # PREP_REUSE: one K block, the 2nd pass reuses the tiles; PREP_MAXNREG: EDA's registers a thread (0: the compiler's)
+    PREP_WARPS=4, SUB_BLOCK=4, PREP_STAGES=3, PREP_BK=128, DH_PREP_BK=64, PREP_REUSE=1, PREP_MAXNREG=168,
     # the two walks: *_WARPS for 128-wide V-blocks (narrower ones take 4); 3 stages keep the next chunks in flight
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3, DH_BV=128, DH_WARPS=8, DH_STAGES=3,
     FWD_LATE_BV=16,  # forward walks this narrow store a step's state after its products (wider ones spill)
@@ -902,7 +900,7 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
     _eda_dh_prep_kernel[(NT, B * HV)](
         q, k, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W2, M, Qg, Kg, eGN, scale, T, NT,
         H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(L["DH_PREP_BK"], BK), EDA=eda, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
-        num_stages=L["PREP_STAGES"], maxnreg=(L["DH_PREP_MAXNREG"] or None) if eda else None)
+        num_stages=L["PREP_STAGES"])
     _eda_bwd_dh_kernel[(triton.cdiv(V, BVd), B * HV)](
         W2, M, Qg, Kg, eGN, do, dht if dht is not None else do, dhs, dh0 if need_dh0 else dhs, T, NT,
         HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BVd, EDA=eda, HAS_DHT=dht is not None, STORE_DH0=need_dh0, DT=DT, PREC=PREC,

@@ -700,15 +700,16 @@ import sys
 sys.path.insert(0, 'scripts')
 import kernel, kernel_regs as regs
 fn, consts = kernel._eda_decode_kernel, dict(H=2, HV=2, K=64, V=64, BK=64, BV=32, EDA=True, SCALAR_G=False)
-ops = regs.instructions(regs.disassemble(fn, consts, 2, 1, 'cuobjdump', '-sass')[0])
+ops = regs.instructions(regs.disassemble(fn, consts, dict(num_warps=2, num_stages=1), 'cuobjdump', '-sass')[0])
 def export(ops):  # an ncu source export: every sample on the exp instructions
     with open(sys.argv[1], 'w') as f:
         f.write('"Kernel Name","x"\\n"Address","Source","Warp Stall Sampling (All Samples)"\\n' + ''.join(
             f'"0x{a + 4096:x}","{op} R1, R2","{int(op == "MUFU.EX2")}"\\n' for a, op, _ in ops))
     return sys.argv[1]
 column = sys.argv[2]  # the export's column to read: a missing one is refused by name
-regs.stalls_by_line(fn, consts, 2, 1, export(ops), column)
-regs.stalls_by_line(fn, consts, 2, 1, export(ops[:-1]), column)
+opt = dict(num_warps=2, num_stages=1)
+regs.stalls_by_line(fn, consts, opt, export(ops), column)
+regs.stalls_by_line(fn, consts, opt, export(ops[:-1]), column)
 """
 
 

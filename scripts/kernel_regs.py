@@ -51,7 +51,7 @@ def aligned(sig):
             if t.startswith("*") or p in ("T", "NT")}
 
 
-def disassemble(fn, consts, warps, stages, *tool):
+def disassemble(fn, consts, opt, *tool):
     """The output of `tool` (a program of Triton's and its flags, e.g. cuobjdump -sass) on fn compiled for sm_90a as
     a real launch would compile it, and the shared memory a program takes (bytes)."""
     params = inspect.signature(fn.fn).parameters
@@ -59,7 +59,7 @@ def disassemble(fn, consts, warps, stages, *tool):
     sig = {p: "constexpr" if p in consts else SCALARS.get(p, "*fp32" if p in FP32_POINTERS else "*bf16")
            for p in params}  # each parameter's type for Triton's compiler: constexprs, SCALARS, else pointers
     src = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=aligned(sig))
-    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, num_stages=stages))
+    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opt)  # num_warps, num_stages, maxnreg
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(compiled.asm["cubin"])
     path = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", tool[0])
@@ -74,10 +74,10 @@ def instructions(sass):
             re.findall(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([^;\s]+)([^;\n]*);", sass)]
 
 
-def instruction_mix(fn, consts, warps, stages, top=12):
+def instruction_mix(fn, consts, opt, top=12):
     """SASS instructions of the kernel, of its largest loop (the span of its longest backward branch), and the
     loop's commonest opcodes (modifiers dropped)."""
-    ins = instructions(disassemble(fn, consts, warps, stages, "cuobjdump", "-sass")[0])
+    ins = instructions(disassemble(fn, consts, opt, "cuobjdump", "-sass")[0])
     spans = [(int(m.group(1), 16), a) for a, op, rest in ins
              for m in [re.search(r"0x([0-9a-f]+)", rest)] if op == "BRA" and m and int(m.group(1), 16) < a]
     lo, hi = max(spans, key=lambda s: s[1] - s[0], default=(0, -1))
@@ -86,11 +86,11 @@ def instruction_mix(fn, consts, warps, stages, top=12):
     return f"{len(ins)} instructions, largest loop {len(loop)}: {mix}"
 
 
-def stalls_by_line(fn, consts, warps, stages, path, column, top=30):
+def stalls_by_line(fn, consts, opt, path, column, top=30):
     """An ncu source export's column (path, gzip or not; warp-stall samples, wavefronts) by the kernel.py line of each
     instruction, from this compile's line table (nvdisasm -g; Triton inlines the helpers, a line may be a helper's)."""
     table, line = [], 0  # (opcode, its kernel.py line) per instruction, in address order
-    for text in disassemble(fn, consts, warps, stages, "nvdisasm", "-g", "-c")[0].splitlines():
+    for text in disassemble(fn, consts, opt, "nvdisasm", "-g", "-c")[0].splitlines():
         line = int(m.group(1)) if (m := re.search(r'kernel\.py", line (\d+)', text)) else line
         table += [(op, line) for _, op, _ in instructions(text)]
     with (gzip.open if path.endswith(".gz") else open)(path, "rt") as f:
@@ -125,10 +125,10 @@ def main():
                   DT=tl.bfloat16, PREC="tf32")
     SB, AB = min(L["SUB_BLOCK"], BT), kernel._anchor_rows(eda, BT)
     fwd, dh = (kernel._walk_blocks(L, w, K, K, L["FILL_PROGRAMS"]) for w in ("FWD", "DH"))  # at *_BV, unnarrowed
-    kernels = {  # name: (jit function, constexprs, num_warps, num_stages), as kernel.py launches them
+    kernels = {  # name: (jit function, constexprs, num_warps, num_stages[, maxnreg]), as kernel.py launches them
         "prep": (kernel._eda_prep_kernel, dict(common, SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=AB, SCALAR_G=False,
                                                CHECK_G=False, REUSE=bool(L["PREP_REUSE"]) and common["BKC"] >= K),
-                 L["PREP_WARPS"], L["PREP_STAGES"]),
+                 L["PREP_WARPS"], L["PREP_STAGES"], (L["PREP_MAXNREG"] or None) if eda else None),
         "fwd": (kernel._eda_fwd_kernel, dict(common, BV=fwd[1], HAS_H0=True, STORE_HT=True, STORE_HS=True,
                                              LATE=fwd[1] <= L["FWD_LATE_BV"]), fwd[2], L["FWD_STAGES"]),
         "dh_prep": (kernel._eda_dh_prep_kernel, dict(common, BKC=min(L["DH_PREP_BK"], K)), L["PREP_WARPS"],
@@ -139,17 +139,17 @@ def main():
                                              WR=kernel._write_rows(L, eda, BT)), L["BWD_WARPS"], L["BWD_STAGES"])}
     print(f"triton {triton.__version__}, sm_90a, {'EDA' if eda else 'KDA path'} bf16, H = {H}, HV = {HV}, "
           f"K = V = {K}, chunk {chunk} tokens (BT = {BT})")
-    for name, (fn, consts, w, s) in kernels.items():
+    for name, (fn, consts, w, s, *cap) in kernels.items():
         if args and name not in args:
             continue
-        w = warps or w
-        out, smem = disassemble(fn, consts, w, s, "cuobjdump", "--dump-resource-usage")
+        opt = dict(num_warps=warps or w, num_stages=s, maxnreg=(cap or [None])[0])
+        out, smem = disassemble(fn, consts, opt, "cuobjdump", "--dump-resource-usage")
         line = next((line.strip() for line in out.splitlines() if "REG:" in line), out.strip()[-300:])
-        print(f"{name:10s} warps {w} stages {s}: {line} | shared memory {smem} B", flush=True)
+        print(f"{name:10s} warps {opt['num_warps']} stages {s}: {line} | shared memory {smem} B", flush=True)
         if "--sass" in sys.argv[1:]:
-            print(f"{'':10s} {instruction_mix(fn, consts, w, s)}", flush=True)
+            print(f"{'':10s} {instruction_mix(fn, consts, opt)}", flush=True)
         if ncu:
-            stalls_by_line(fn, consts, w, s, ncu, opts.get("ncu_metric", "Warp Stall Sampling (All Samples)"))
+            stalls_by_line(fn, consts, opt, ncu, opts.get("ncu_metric", "Warp Stall Sampling (All Samples)"))
 
 
 if __name__ == "__main__":
