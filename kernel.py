@@ -751,7 +751,7 @@ def _blocks(K, V, bv):
 LAUNCH = dict(
     # SUB_BLOCK: rows per substitution block of the prep's UT solve (4: prep 6-7% faster than 8, same bf16 error);
     # PREP_STAGES: both preps' software pipelining (Triton's default); PREP_BK: the forward's takes all of K at once;
-    # PREP_REUSE: one K block, the 2nd pass reuses the tiles; PREP_MAXNREG: EDA's registers a thread (0: the compiler's)
+    # PREP_REUSE: with one K block the second pass reuses the tiles; PREP_MAXNREG: EDA's cap (3 programs an SM; 0: none)
     PREP_WARPS=4, SUB_BLOCK=4, PREP_STAGES=3, PREP_BK=128, DH_PREP_BK=64, PREP_REUSE=1, PREP_MAXNREG=168,
     # the two walks: *_WARPS for 128-wide V-blocks (narrower ones take 4); 3 stages keep the next chunks in flight
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3, DH_BV=128, DH_WARPS=8, DH_STAGES=3,
