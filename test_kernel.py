@@ -118,6 +118,21 @@ def test_prep_without_reusing_its_first_pass_tiles_matches_recurrence(erase):
             chunk_size=8 if erase else 16, launch=dict(PREP_REUSE=0))
 
 
+@pytest.mark.parametrize("erase", [True, False])
+def test_the_register_cap_reaches_edas_forward_prep_alone(erase, monkeypatch):
+    # PREP_MAXNREG took EDA's forward prep 11-13% faster and the KDA path's 9-12% slower (notes/kernel.md): the
+    # launch hands the cap to EDA's prep alone, and what it computes is the recurrence's either way
+    caps, real = [], kernel._eda_prep_kernel
+
+    class Spy:  # the prep kernel, recording the maxnreg of each launch
+        def __getitem__(self, grid):
+            return lambda *args, **kw: (caps.append(kw.get("maxnreg")), real[grid](*args, **kw))[1]
+
+    monkeypatch.setattr(kernel, "_eda_prep_kernel", Spy())
+    compare(make_inputs(1, 19, 1, 2, 16, 16, erase=erase, seed=43, device=DEV), kernel.eda_fused, 1e-4,
+            chunk_size=16)
+    assert caps == [kernel.LAUNCH["PREP_MAXNREG"] if erase else None] and kernel.LAUNCH["PREP_MAXNREG"] == 168
+
 @pytest.mark.parametrize("late", [0, 128])
 def test_forward_walk_storing_the_chunk_states_early_or_late_matches_recurrence(late):
     # FWD_LATE_BV: a forward walk step stores its chunk's state first thing or after its products (the same values)
