@@ -1122,7 +1122,7 @@ def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
         # the interpreter's bf16 tl.dot is wrong (errors ~1e10, _attn_decode), and half inputs take bf16 products
         raise ValueError(f"eda_triton: under TRITON_INTERPRET=1 (CPU) the chunk kernels take float32 inputs, got "
                          f"{q.dtype}: the interpreter's bf16 products are wrong; pass float32, or use eda_chunk")
-    (B, T, H, K), (HV, V) = q.shape, v.shape[2:]
+    (B, T, _, K), (HV, V) = q.shape, v.shape[2:]
     chunk_size = CHUNK_TOKENS if chunk_size is None else chunk_size
     launch = launch_settings(launch)
     if B * HV > 65535:  # grid axis 1 of the chunk kernels
