@@ -126,12 +126,16 @@ def test_the_register_cap_reaches_edas_forward_prep_alone(erase, monkeypatch):
 
     class Spy:  # the prep kernel, recording the maxnreg of each launch
         def __getitem__(self, grid):
-            return lambda *args, **kw: (caps.append(kw.get("maxnreg")), real[grid](*args, **kw))[1]
+            def launch(*args, **kw):
+                caps.append(kw.get("maxnreg"))
+                return real[grid](*args, **kw)
+            return launch
 
     monkeypatch.setattr(kernel, "_eda_prep_kernel", Spy())
     compare(make_inputs(1, 19, 1, 2, 16, 16, erase=erase, seed=43, device=DEV), kernel.eda_fused, 1e-4,
             chunk_size=16)
     assert caps == [kernel.LAUNCH["PREP_MAXNREG"] if erase else None] and kernel.LAUNCH["PREP_MAXNREG"] == 168
+
 
 @pytest.mark.parametrize("late", [0, 128])
 def test_forward_walk_storing_the_chunk_states_early_or_late_matches_recurrence(late):
