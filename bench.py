@@ -5,7 +5,7 @@ Benchmarks (GPU), each appending JSON rows (command, date, commit, device, figur
     python bench.py --what=model_decode  # sample.py's decoding: EDA hybrid vs Transformer
     python bench.py --what=model_train   # train.py's step, EDA hybrid vs Transformer: per layer, per kernel kind
 
-Times are do_bench medians in ms ("fwd": a training forward; "peak MiB": allocated during fwd+bwd beyond the inputs).
+Times are do_bench medians in ms (kernels: CUDA-graph replays; "fwd": a training forward; "peak MiB": beyond inputs).
 Nothing is timed unless the kernels match the float64 reference first (else the run exits non-zero). FLA is optional.
 """
 import dataclasses
@@ -120,6 +120,18 @@ def bench_ms(fn, grads=None, mode="median"):
     return do_bench(fn, warmup=warmup, rep=rep, grad_to_none=grads, return_mode=mode)
 
 
+def capture(fn, warm):
+    """(fn's CUDA graph, warm()'s result); warm() runs first on a side stream (compiled, autotuned, allocated)."""
+    side, graph = torch.cuda.Stream(), torch.cuda.CUDAGraph()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        result = warm()
+    torch.cuda.current_stream().wait_stream(side)
+    with torch.cuda.graph(graph):
+        fn()
+    return graph, result
+
+
 def event_ms(fn, n, warm):
     """ms per call of fn over n calls (CUDA events, queued after warm()'s work), peak memory counted from there."""
     warm()
@@ -215,14 +227,18 @@ def check_all(fla):
 
 # 2. chunked kernels: fwd, fwd+bwd, peak memory; the launch sweep; per-kernel profiles ------------------------
 def measure(fn, inputs):
-    """(fwd ms, fwd+bwd ms, peak MiB) of fn(*inputs) -> output tensor, all float inputs requiring grad."""
+    """(fwd ms, fwd+bwd ms, peak MiB) of fn(*inputs) -> output tensor, all float inputs requiring grad; times of
+    CUDA-graph replays: the GPU's alone, not the host's launch path (whose load moved small shapes' timings)."""
     xs = leaves(inputs)
     grads = [x for x in xs if x is not None]
     do = torch.randn_like(fn(*xs))
-    fwdbwd = lambda: fn(*xs).backward(do)  # noqa: E731
-    t_f, t_fb = bench_ms(lambda: fn(*xs)), bench_ms(fwdbwd, grads)
+    fwdbwd = lambda: fn(*xs).backward(do)  # noqa: E731  (the replays write the captured gradients again)
+    graphs = [capture(f, lambda f=f: [f(), f(), *(setattr(x, "grad", None) for x in grads)])[0]
+              for f in (lambda: fn(*xs), fwdbwd)]
+    t_f, t_fb = [bench_ms(graph.replay) for graph in graphs]
     for x in grads:
         x.grad = None
+    del graphs  # their memory pools
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()  # (the allocator counts on the host: no sync needed)
     base = torch.cuda.memory_allocated()
@@ -231,8 +247,8 @@ def measure(fn, inputs):
 
 
 def kernel_cases(fla, extra=True):
-    """name -> fn(q, k, v, e, g, beta, gamma) -> o. Ours as model.py calls them (its gates bound g: check_g=False);
-    the default check_g=True (a device sync per call) in a row of its own."""
+    """name -> fn(q, k, v, e, g, beta, gamma) -> o. Ours as model.py calls them (its gates bound g: check_g=False;
+    the default check_g=True reads g back, a device sync no CUDA graph holds)."""
     chunk = torch.compile(eda.eda_chunk) if compile_eda_chunk else eda.eda_chunk
     safe = dict(safe_gate=True, lower_bound=-5.0)
     kda = lambda **kw: (lambda q, k, v, e, g, b, gm: fla[0](q, k, v, g, b, scale=head_k ** -0.5, **kw)[0])  # noqa: E731
@@ -241,7 +257,6 @@ def kernel_cases(fla, extra=True):
                                               **kw)[0][:, 1::2])
     cases = {"eda_triton (EDA)": lambda *a: fused(*a, check_g=False)[0],
              "eda_triton KDA path (e=None)": lambda q, k, v, _, g, b, __: fused(q, k, v, None, g, b, None, check_g=False)[0],
-             "eda_triton (EDA), check_g=True": extra and (lambda *a: fused(*a)[0]),
              "eda_chunk (PyTorch)": bench_eda_chunk and (lambda *a: chunk(*a)[0])}
     if fla is not None:
         cases.update({"FLA chunk_kda": kda(), "FLA chunk_kda safe_gate": extra and kda(**safe),
@@ -316,15 +331,8 @@ def bench_decode(fla):
         if fla is not None:
             cases["FLA fused_recurrent_kda"] = lambda: fla[1](q, k, v, g, beta, scale=head_k ** -0.5,
                                                              initial_state=state, output_final_state=True)
-        for name, fn in cases.items():
-            side, graph = torch.cuda.Stream(), torch.cuda.CUDAGraph()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):  # (the eager timing is the warm-up a capture wants, on a side stream)
-                eager = bench_ms(fn)
-            torch.cuda.current_stream().wait_stream(side)
-            with torch.cuda.graph(graph):
-                fn()
-            cases[name] = graph, eager  # from here on, a case is its graph and its eager time
+        for name, fn in cases.items():  # from here on, a case is its graph and its eager time (the warm-up)
+            cases[name] = capture(fn, lambda: bench_ms(fn))
         times = zip(*[[round(bench_ms(g.replay), 4) for g, _ in cases.values()] for _ in range(decode_rounds)])
         for (name, (_, eager)), ms in zip(cases.items(), map(sorted, times)):  # ms[len(ms) // 2]: the median
             emit("decode_kernel", case=name, B=B, H=16, HV=16, ms=ms[len(ms) // 2], ms_range=[ms[0], ms[-1]],
