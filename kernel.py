@@ -761,17 +761,18 @@ LAUNCH = dict(
     BWD_BV=64, BWD_BV_K128=128, BWD_BV_KDA=128, BWD_WARPS=8, BWD_STAGES=1,
     BWD_WROWS=1,  # 1: the per-chunk backward's q', dO, dq', Qk tiles on EDA's 16 write rows alone (fwd+bwd 3-5% faster)
     BWD_CARVEOUT=0,  # the per-chunk backward's shared memory, % of an SM's (-1: Triton's, the largest); the rest is L1
-    # walks narrow their V-blocks while fewer programs would run, to 16 columns (long sequences 8-12% faster than 32)
+    # walks narrow their V-blocks while the grid stays within a wave of SMs, to 16 columns (long sequences 8-12%
+    # faster than 32); past a wave they lose: the 125M layer's 48 walks run 64 columns, not 32 (fwd+bwd 2% faster)
     FILL_PROGRAMS=128, WALK_MIN_BV=16)
 _POW2 = dict(SUB_BLOCK=1, PREP_BK=16, DH_PREP_BK=8, FWD_BV=8, DH_BV=8, BWD_BV=16, BWD_BV_K128=16, BWD_BV_KDA=16,
              WALK_MIN_BV=8, **{n: 1 for n in LAUNCH if n.endswith("WARPS")})  # tensor cores: K >= 16, N >= 8
 
 
 def _walk_blocks(L, walk, K, V, programs):
-    """A walk's (BK, BV, warps): V-blocks narrowed (to WALK_MIN_BV) while fewer than FILL_PROGRAMS would run, on
-    *_WARPS at 128 columns, else 4."""
+    """A walk's (BK, BV, warps): V-blocks narrowed (to WALK_MIN_BV) while the narrower grid has at most
+    FILL_PROGRAMS programs, on *_WARPS at 128 columns, else 4."""
     BK, BV = _blocks(K, V, L[walk + "_BV"])
-    while BV > L["WALK_MIN_BV"] and programs * triton.cdiv(V, BV) < L["FILL_PROGRAMS"]:
+    while BV > L["WALK_MIN_BV"] and 2 * programs * triton.cdiv(V, BV) <= L["FILL_PROGRAMS"]:
         BV //= 2
     return BK, BV, L[walk + "_WARPS"] if BV >= 128 else 4
 

@@ -90,11 +90,11 @@ def test_four_value_heads_per_key_head_sum_their_dq_dk(erase):
 
 
 def test_walks_narrow_their_v_blocks_down_to_16_columns_where_few_programs_run():
-    # programs = B * HV: (1, 32768, 16, 16) takes 16 columns, the 125M layer's (8, 4096, 3, 6) 32; both walks
-    # run 8 warps at 128 columns, 4 on narrower blocks
+    # programs = B * HV: (1, 32768, 16, 16) takes 16 columns, the 125M layer's (8, 4096, 3, 6) 64 (96 programs:
+    # 32 columns would take 192, past a wave of 132 SMs); both walks run 8 warps at 128 columns, 4 on narrower blocks
     for walk in ("FWD", "DH"):
         assert [kernel._walk_blocks(kernel.LAUNCH, walk, 128, 128, p)[1:] for p in (128, 64, 48, 16, 6)] == \
-            [(128, 8), (64, 4), (32, 4), (16, 4), (16, 4)]
+            [(128, 8), (64, 4), (64, 4), (16, 4), (16, 4)]
     # B * HV = 2, V = 64: both walks in four 16-column blocks, grouped heads
     compare(make_inputs(1, 23, 1, 2, 16, 64, seed=41, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8)
 
@@ -445,12 +445,14 @@ def test_kernel_py_imports_nothing_of_this_repo():
 @pytest.mark.parametrize("launch, chunk, hv", [({}, None, 4), ({}, None, 2),
                                                ({"FWD_STAGES": 2, "DH_STAGES": 2}, 32, 4), ({"SUB_BLOCK": 8}, None, 4),
                                                ({"PREP_REUSE": 0}, None, 4), ({"BWD_WROWS": 0}, None, 4), ({}, None, 8),
-                                               ({"FWD_LATE_BV": 0}, None, 4)])
+                                               ({"FWD_LATE_BV": 0}, None, 4), ({"FILL_PROGRAMS": 8}, None, 4),
+                                               ({"FILL_PROGRAMS": 4}, None, 4)])
 def test_gpu_bf16_T4096_matches_fp64_reference(launch, chunk, hv):
     # the shipped launch settings, grouped (HV = 4: a pair's dq, dk added; HV = 8: four summed) and not (HV = H = 2),
     # 32-token chunks (whose walks fit a Hopper SM's shared memory at 2 stages), the UT solve in 8-row substitution
     # blocks (the default before 4), the prep's second pass reloading its tiles and the per-chunk backward on all
-    # 32 sub-steps of a chunk, the forward walk storing each chunk's state first thing in a step
+    # 32 sub-steps of a chunk, the forward walk storing each chunk's state first thing in a step, the walks on 64- and
+    # 128-column V-blocks (where more heads run: B * HV = 4 narrows them to 16 columns)
     x = make_inputs(1, 4096, 2, hv, 128, 128, dtype=torch.bfloat16, seed=11, device=DEV)
     compare(x, eda.eda_triton, 1e-2, launch=launch, chunk_size=chunk)
 
