@@ -42,8 +42,7 @@ check = 1            # correctness before timing: 0 none, 1 bf16 EDA/KDA + decod
 profile = True       # per-kernel GPU times of one fwd+bwd (torch.profiler): EDA, KDA path, FLA safe gate, sweep
 profile_shapes = None  # [(B, T, H, HV), ...] profiled; None: the first shape
 use_fla = True       # compare with FLA when it imports
-fla_extra_shapes = 1  # FLA safe_gate and doubled-sequence rows for this many shapes (FLA's autotuning is slow)
-fla_doubled_rows = True  # the extra rows include EDA through FLA's chunk_kda on the doubled sequence
+fla_extra_shapes = 1  # FLA's safe_gate rows for this many shapes (FLA's autotuning is slow)
 # launch variants (kernel.LAUNCH's names; 'chunk_size' too), each checked against float64 (check >= 1)
 sweep = [dict(FILL_PROGRAMS=256), dict(BWD_BV_K128=64), dict(DH_WARPS=4), dict(PREP_WARPS=8)]
 sweep_shapes = None  # [(B, T, H, HV), ...] of the sweep; None: the first shape
@@ -233,12 +232,10 @@ def measure(fn, inputs):
     grads = [x for x in xs if x is not None]
     do = torch.randn_like(fn(*xs))
     fwdbwd = lambda: fn(*xs).backward(do)  # noqa: E731  (the replays write the captured gradients again)
-    graphs = [capture(f, lambda f=f: [f(), f(), *(setattr(x, "grad", None) for x in grads)])[0]
-              for f in (lambda: fn(*xs), fwdbwd)]
-    t_f, t_fb = [bench_ms(graph.replay) for graph in graphs]
+    t_f, t_fb = [bench_ms(capture(f, lambda f=f: [f(), f(), *(setattr(x, "grad", None) for x in grads)])[0].replay)
+                 for f in (lambda: fn(*xs), fwdbwd)]
     for x in grads:
         x.grad = None
-    del graphs  # their memory pools
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()  # (the allocator counts on the host: no sync needed)
     base = torch.cuda.memory_allocated()
@@ -252,16 +249,11 @@ def kernel_cases(fla, extra=True):
     chunk = torch.compile(eda.eda_chunk) if compile_eda_chunk else eda.eda_chunk
     safe = dict(safe_gate=True, lower_bound=-5.0)
     kda = lambda **kw: (lambda q, k, v, e, g, b, gm: fla[0](q, k, v, g, b, scale=head_k ** -0.5, **kw)[0])  # noqa: E731
-    # EDA the paper's way: FLA's chunk_kda on the doubled sequence, o at the write sub-steps
-    doubled = lambda **kw: (lambda *a: fla[0](*eda.double_sequence(*a), scale=head_k ** -0.5,  # noqa: E731
-                                              **kw)[0][:, 1::2])
     cases = {"eda_triton (EDA)": lambda *a: fused(*a, check_g=False)[0],
              "eda_triton KDA path (e=None)": lambda q, k, v, _, g, b, __: fused(q, k, v, None, g, b, None, check_g=False)[0],
              "eda_chunk (PyTorch)": bench_eda_chunk and (lambda *a: chunk(*a)[0])}
     if fla is not None:
-        cases.update({"FLA chunk_kda": kda(), "FLA chunk_kda safe_gate": extra and kda(**safe),
-                      "EDA via doubled FLA chunk_kda": extra and fla_doubled_rows and doubled(),
-                      "EDA via doubled chunk_kda safe_gate": extra and fla_doubled_rows and doubled(**safe)})
+        cases.update({"FLA chunk_kda": kda(), "FLA chunk_kda safe_gate": extra and kda(**safe)})
     return {name: fn for name, fn in cases.items() if fn}
 
 
