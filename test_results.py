@@ -95,36 +95,10 @@ def test_the_kernel_table_holds_every_timing_of_its_run(written):
     rows = [json.loads(x) for x in open(os.path.join(ROOT, 'results', 'kernels.jsonl'))]
     run = kernel_table_run(rows)
     timed = [r for r in rows if r['bench'] == 'kernel' and r['run'] == run]
-    assert len(timed) == 20  # 4 shapes x (EDA, KDA path, EDA check_g, FLA, FLA safe gate)
+    assert len(timed) == 16  # 4 shapes x (EDA, KDA path, FLA, FLA safe gate)
     for r in timed:
-        if r.get('left_out'):  # listed under the table with its figures and why, in no ratio
-            assert (f"left out of the table and its ratios: {r['case']} at {tuple(r['shape'])}, fwd {r['fwd_ms']:.3f} "
-                    f"ms, fwd+bwd {r['fwd_bwd_ms']:.3f} ms, peak {r['peak_mib']:,} MiB; {r['left_out']}") in written[0]
-            assert f"| {r['case']} | {tuple(r['shape'])} |" not in written[0]
-            continue
-        if 'check_g' in r['case']:  # the default check_g=True: in the rows, not in the table
-            assert f"| {r['case']} |" not in written[0]
-            continue
         assert (f"| {r['case']} | {tuple(r['shape'])} | {r['fwd_ms']:.3f} | {r['fwd_bwd_ms']:.3f} | "
                 f"{r['peak_mib']:,} |") in written[0], r['case']
-
-
-def test_a_timing_marked_left_out_is_listed_and_in_no_ratio(results, monkeypatch):
-    """Marking a shape's timings left_out takes the shape out of the table, the spans and the count, and lists
-    its rows with the reason; the same rows unmarked are compared like the others."""
-    rows = [{k: v for k, v in json.loads(x).items() if k != 'left_out'}
-            for x in open(os.path.join(ROOT, 'results', 'kernels.jsonl'))]
-    run = kernel_table_run(rows)
-    last = [r for r in rows if r['bench'] == 'kernel' and r['run'] == run][-1]['shape']
-    monkeypatch.setattr(results, 'read_rows', lambda name, bench=None: rows)
-    unmarked = results.kernel_section()
-    for r in rows:
-        if r['bench'] == 'kernel' and r['run'] == run and r['shape'] == last:
-            r['left_out'] = 'Left out: timed beside other work.'
-    marked = results.kernel_section()
-    assert unmarked['n_shapes'] == 4 and marked['n_shapes'] == 3
-    assert unmarked['left'] == '' and marked['left'].count('Left out: timed beside other work.') == 5
-    assert f"| {tuple(last)} |" in unmarked['main'] and f"| {tuple(last)} |" not in marked['main']
 
 
 def test_the_training_table_is_its_rows_cell_by_cell(written):

@@ -301,10 +301,9 @@ def kernel_section():
     rows = read_rows('kernels.jsonl')
     run = [r for r in rows if r['bench'] == 'kernel' and r['case'].startswith('FLA')][-1]['run']  # the last with FLA
 
-    # {(case, shape): its row} of the run's timings, then profiles, but sweep variants and timings marked left_out
+    # {(case, shape): its row} of the run's timings, then profiles, but sweep variants
     kr, prof = ({(r['case'], tuple(r['shape'])): r for r in rows if r['bench'] == bench and r['run'] == run
-                 and not r['launch'] and not r.get('left_out')} for bench in ('kernel', 'profile'))
-    left = [fill('kernel left out', r=r, s=tuple(r['shape'])) for r in rows if r['run'] == run and r.get('left_out')]
+                 and not r['launch']} for bench in ('kernel', 'profile'))
     shapes, profiled = (list(dict.fromkeys(s for _, s in by)) for by in (kr, prof))  # in the order they ran
     k = {key: r['kernels'] for key, r in prof.items()}  # {(case, shape): {kernel: its ms in one fwd+bwd}}
 
@@ -333,12 +332,12 @@ def kernel_section():
         fe, fk = (io_floor_bytes(*s, erase) / (bw['tb_s'] * 1e12) * 1e3 for erase in (True, False))
         floor.append([str(s), f'{fe:.3f}', over(EDA, s, fe), f'{fk:.3f}', over(KDA, s, fk), over(SAFE, s, fk)])
     main = [fill('kernel row', case=c, s=s, r=r, safe=ratio(r, kr.get((SAFE, s))),
-                 chunk=ratio(r, kr.get(('FLA chunk_kda', s)))) for (c, s), r in kr.items() if 'check_g' not in c]
+                 chunk=ratio(r, kr.get(('FLA chunk_kda', s)))) for (c, s), r in kr.items()]
     fla0, eda0, kda0 = kr[SAFE, shapes[0]], kr[EDA, shapes[0]], kr[KDA, shapes[0]]  # the first shape's rows
     return dict(
         made=made([r for r in rows if r['bench'] == 'kernel' and r['run'] == run], note=True, commands=True),
         prof_made=made(list(prof.values()), commands=True), bw=bw, bw_made=made([bw], note=True, commands=True),
-        main='\n'.join(main), left='\n'.join(left), where='\n'.join(where), floor=table(None, floor), s0=shapes[0],
+        main='\n'.join(main), where='\n'.join(where), floor=table(None, floor), s0=shapes[0],
         fwd=vs_safe(EDA, 'fwd_ms'), fwd_bwd=vs_safe(EDA, 'fwd_bwd_ms'), peak=vs_safe(EDA, 'peak_mib'),
         kda_fwd=vs_safe(KDA, 'fwd_ms'), kda_fwd_bwd=vs_safe(KDA, 'fwd_bwd_ms'),
         n_shapes=sum((EDA, s) in kr and (SAFE, s) in kr for s in shapes),
