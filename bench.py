@@ -404,8 +404,8 @@ def model_decode_table():
 
 def model_train_table():
     """Per model and shape a 'model_train_layer' row per layer type: count, fwd+bwd ms, its core's alone (eda_triton,
-    SDPA), bytes a token its forward keeps for the backward; then 'model_train_step': ms a step (fp32 weights, bf16
-    autocast, no optimizer, after two warm-up steps), tok/s, peak GiB, a profiled step's GPU ms by kernel kind."""
+    SDPA; graph replays), bytes a token its forward keeps for the backward; then 'model_train_step': ms a step (fp32
+    weights, bf16 autocast, no optimizer, after two warm-up steps), tok/s, peak GiB, a profiled step's GPU ms by kind."""
     base = {k: v for k, v in runpy.run_path(train_config).items() if k in FIELDS}
     if unknown := sorted(set(train_overrides) - FIELDS):
         sys.exit(f"bench.py: train_overrides names {unknown}, which are not GPTConfig fields")
