@@ -15,11 +15,6 @@ def read(name):
     return open(os.path.join(ROOT, name)).read()
 
 
-def kernel_table_run(rows):
-    """The run RESULTS.md's kernel table shows: the last that timed FLA (as scripts/results.py picks it)."""
-    return [r for r in rows if r['bench'] == 'kernel' and r['case'].startswith('FLA')][-1]['run']
-
-
 def kernel_figure():
     """The kernel summary's figure against FLA as README.md has it (each rerun changes it)."""
     m = re.search(r'\d+\.\d+x FLA', read('README.md'))
@@ -93,7 +88,7 @@ def test_no_command_or_note_names_a_launch_setting_kernel_py_lacks():
 
 def test_the_kernel_table_holds_every_timing_of_its_run(written):
     rows = [json.loads(x) for x in open(os.path.join(ROOT, 'results', 'kernels.jsonl'))]
-    run = kernel_table_run(rows)
+    run = [r for r in rows if r['bench'] == 'kernel' and r['case'].startswith('FLA')][-1]['run']  # the table's run
     timed = [r for r in rows if r['bench'] == 'kernel' and r['run'] == run]
     assert len(timed) == 16  # 4 shapes x (EDA, KDA path, FLA, FLA safe gate)
     for r in timed:
