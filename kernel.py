@@ -313,68 +313,6 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV
         tl.store(ht + i_bh.to(tl.int64) * K * V + off_s, S, mask=m_s)
 
 
-@triton.jit
-def _eda_fwd_ksplit_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV: tl.constexpr, K: tl.constexpr,
-                   V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
-                   HAS_H0: tl.constexpr, STORE_HT: tl.constexpr, STORE_HS: tl.constexpr,
-                   LATE: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """_eda_fwd_kernel with the state in two key halves (FWD_KSPLIT): the K-long products in two independent chains."""
-    i_v = tl.program_id(0)
-    i_bh = tl.program_id(1)
-    i_b, i_hv, _ = _heads(i_bh, HV, HV)
-    BH: tl.constexpr = BK // 2
-    r = tl.arange(0, BT)
-    c1 = tl.arange(0, BH)
-    c2 = BH + c1
-    cv = i_v * BV + tl.arange(0, BV)
-    m1, m2, mv = c1 < K, c2 < K, cv < V
-    ms1, ms2 = m1[:, None] & mv[None, :], m2[:, None] & mv[None, :]
-    os1, os2 = c1[:, None] * V + cv[None, :], c2[:, None] * V + cv[None, :]
-    mk1, mk2 = (r >= 0)[:, None] & m1[None, :], (r >= 0)[:, None] & m2[None, :]
-    m_u = (r >= 0)[:, None] & mv[None, :]
-    tok, is_w = _sub_steps(BT, EDA)
-    S1 = tl.zeros([BH, BV], dtype=tl.float32)
-    S2 = tl.zeros([BH, BV], dtype=tl.float32)
-    if HAS_H0:
-        S1 = tl.load(h0 + i_bh.to(tl.int64) * K * V + os1, mask=ms1, other=0.).to(tl.float32)
-        S2 = tl.load(h0 + i_bh.to(tl.int64) * K * V + os2, mask=ms2, other=0.).to(tl.float32)
-    for c in range(NT):
-        base = i_bh.to(tl.int64) * NT + c
-        if STORE_HS and not LATE:
-            tl.store(hs + base * K * V + os1, S1.to(hs.dtype.element_ty), mask=ms1)
-            tl.store(hs + base * K * V + os2, S2.to(hs.dtype.element_ty), mask=ms2)
-        o1 = base * BT * K + r[:, None] * K + c1[None, :]
-        o2 = base * BT * K + r[:, None] * K + c2[None, :]
-        W1 = tl.load(Win + o1, mask=mk1, other=0.).to(DT)
-        W2 = tl.load(Win + o2, mask=mk2, other=0.).to(DT)
-        Ke1 = tl.load(Kein + o1, mask=mk1, other=0.).to(DT)
-        Ke2 = tl.load(Kein + o2, mask=mk2, other=0.).to(DT)
-        Qg1 = tl.load(Qgin + o1, mask=mk1, other=0.).to(DT)
-        Qg2 = tl.load(Qgin + o2, mask=mk2, other=0.).to(DT)
-        U0 = tl.load(U0in + base * BT * V + r[:, None] * V + cv[None, :], mask=m_u, other=0.).to(tl.float32)
-        Qk = tl.load(Qkin + base * BT * BT + r[:, None] * BT + r[None, :]).to(DT)
-        e1 = tl.load(eGNin + base * K + c1, mask=m1, other=0.)
-        e2 = tl.load(eGNin + base * K + c2, mask=m2, other=0.)
-        S1d, S2d = S1.to(DT), S2.to(DT)
-        # subtractions, not a sum: Triton folds a sum of dots into one accumulator chain
-        U = (U0 - tl.dot(W1, S1d, input_precision=PREC)) - tl.dot(W2, S2d, input_precision=PREC)
-        Ud = U.to(DT)
-        P1 = tl.dot(Qg1, S1d, input_precision=PREC)
-        P2 = tl.dot(Qg2, S2d, input_precision=PREC)
-        out = P1 + P2 + tl.dot(Qk, Ud, input_precision=PREC)
-        t_abs = c * (BT // 2 if EDA else BT) + tok
-        m_o = (is_w & (t_abs < T))[:, None] & mv[None, :]
-        tl.store(o + ((i_b.to(tl.int64) * T + t_abs) * HV + i_hv)[:, None] * V + cv[None, :],
-                 out.to(o.dtype.element_ty), mask=m_o)
-        if STORE_HS and LATE:
-            tl.store(hs + base * K * V + os1, S1.to(hs.dtype.element_ty), mask=ms1)
-            tl.store(hs + base * K * V + os2, S2.to(hs.dtype.element_ty), mask=ms2)
-        S1 = S1 * e1[:, None] + tl.dot(tl.trans(Ke1), Ud, input_precision=PREC)
-        S2 = S2 * e2[:, None] + tl.dot(tl.trans(Ke2), Ud, input_precision=PREC)
-    if STORE_HT:
-        tl.store(ht + i_bh.to(tl.int64) * K * V + os1, S1, mask=ms1)
-        tl.store(ht + i_bh.to(tl.int64) * K * V + os2, S2, mask=ms2)
-
 # ----------------------------------------------------------------------------------------------------
 # Backward: (3), (4) the reverse chunk walk for dS only; (5) per chunk, in parallel, all gradients.
 
@@ -818,7 +756,6 @@ LAUNCH = dict(
     # the two walks: *_WARPS for 128-wide V-blocks (narrower ones take 4); 3 stages keep the next chunks in flight
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3, DH_BV=128, DH_WARPS=8, DH_STAGES=3,
     FWD_LATE_BV=16,  # forward walks this narrow store a step's state after its products (wider ones spill)
-    FWD_KSPLIT=0,  # 1: the forward walk keeps its state in two key halves (_eda_fwd_ksplit_kernel)
     # the per-chunk backward's V-blocks: EDA's 32 rows a chunk take 128 columns at K = 128 (_bwd_width; 0-4% faster
     # than 64), 64 at other K; the KDA path: 128
     BWD_BV=64, BWD_BV_K128=128, BWD_BV_KDA=128, BWD_WARPS=8, BWD_STAGES=1,
@@ -933,8 +870,7 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
         CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
         num_stages=L["PREP_STAGES"], maxnreg=(L["PREP_MAXNREG"] or None) if eda else None)
     BK, BV, warps = _walk_blocks(L, "FWD", K, V, B * HV)
-    walk = _eda_fwd_ksplit_kernel if L["FWD_KSPLIT"] and BK >= 32 else _eda_fwd_kernel
-    walk[(triton.cdiv(V, BV), B * HV)](
+    _eda_fwd_kernel[(triton.cdiv(V, BV), B * HV)](
         W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, o, ht if output_final_state else o,
         hs if need_states else o, T, NT, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
         STORE_HT=output_final_state, STORE_HS=need_states, LATE=BV <= L["FWD_LATE_BV"], DT=DT, PREC=PREC,
