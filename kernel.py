@@ -313,52 +313,6 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV
         tl.store(ht + i_bh.to(tl.int64) * K * V + off_s, S, mask=m_s)
 
 
-@triton.jit
-def _eda_fwd_wg_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV: tl.constexpr, K: tl.constexpr,
-                   V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
-                   HAS_H0: tl.constexpr, STORE_HT: tl.constexpr, STORE_HS: tl.constexpr,
-                   LATE: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
-    """_eda_fwd_kernel on 64-row operands, every product a warpgroup MMA (FWD_WGMMA): Y = [W; Qg] S,
-    Z = [U0; 0] - Y = [U; -Qg S], out = [0 | Qk] Z - Z on the bottom rows, S' = S eGN + [Ke; 0]^T Z."""
-    i_v = tl.program_id(0)
-    i_bh = tl.program_id(1)
-    i_b, i_hv, _ = _heads(i_bh, HV, HV)
-    R: tl.constexpr = 2 * BT
-    r = tl.arange(0, R)
-    top = r < BT
-    rb = tl.where(top, r, r - BT)
-    ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
-    m_u = top[:, None] & mv[None, :]
-    tok = rb // 2 if EDA else rb
-    is_w = (~top) & ((rb % 2 == 1) if EDA else (rb >= 0))
-    S = tl.zeros([BK, BV], dtype=tl.float32)
-    if HAS_H0:
-        S = tl.load(h0 + i_bh.to(tl.int64) * K * V + off_s, mask=m_s, other=0.).to(tl.float32)
-    for c in range(NT):
-        base = i_bh.to(tl.int64) * NT + c
-        if STORE_HS and not LATE:
-            tl.store(hs + base * K * V + off_s, S.to(hs.dtype.element_ty), mask=m_s)
-        off_k = base * BT * K + rb[:, None] * K + ck[None, :]
-        m_k = (r >= 0)[:, None] & mk[None, :]
-        WQ = tl.load(tl.where(top[:, None], Win + off_k, Qgin + off_k), mask=m_k, other=0.).to(DT)
-        Ke = tl.load(Kein + off_k, mask=top[:, None] & mk[None, :], other=0.).to(DT)
-        P = tl.load(U0in + base * BT * V + rb[:, None] * V + cv[None, :], mask=m_u, other=0.).to(tl.float32)
-        Qk = tl.load(Qkin + base * BT * BT + rb[:, None] * BT + r[None, :],
-                     mask=(~top)[:, None] & (r < BT)[None, :], other=0.).to(DT)
-        eGN = tl.load(eGNin + base * K + ck, mask=mk, other=0.)
-        Z = P - tl.dot(WQ, S.to(DT), input_precision=PREC)
-        Zd = Z.to(DT)
-        out = tl.dot(Qk, Zd, input_precision=PREC) - Z
-        t_abs = c * (BT // 2 if EDA else BT) + tok
-        m_o = (is_w & (t_abs < T))[:, None] & mv[None, :]
-        tl.store(o + ((i_b.to(tl.int64) * T + t_abs) * HV + i_hv)[:, None] * V + cv[None, :],
-                 out.to(o.dtype.element_ty), mask=m_o)
-        if STORE_HS and LATE:
-            tl.store(hs + base * K * V + off_s, S.to(hs.dtype.element_ty), mask=m_s)
-        S = S * eGN[:, None] + tl.dot(tl.trans(Ke), Zd, input_precision=PREC)
-    if STORE_HT:
-        tl.store(ht + i_bh.to(tl.int64) * K * V + off_s, S, mask=m_s)
-
 # ----------------------------------------------------------------------------------------------------
 # Backward: (3), (4) the reverse chunk walk for dS only; (5) per chunk, in parallel, all gradients.
 
@@ -802,7 +756,6 @@ LAUNCH = dict(
     # the two walks: *_WARPS for 128-wide V-blocks (narrower ones take 4); 3 stages keep the next chunks in flight
     FWD_BV=128, FWD_WARPS=8, FWD_STAGES=3, DH_BV=128, DH_WARPS=8, DH_STAGES=3,
     FWD_LATE_BV=16,  # forward walks this narrow store a step's state after its products (wider ones spill)
-    FWD_WGMMA=0,  # 1: the forward walk's products on 64-row operands (_eda_fwd_wg_kernel)
     # the per-chunk backward's V-blocks: EDA's 32 rows a chunk take 128 columns at K = 128 (_bwd_width; 0-4% faster
     # than 64), 64 at other K; the KDA path: 128
     BWD_BV=64, BWD_BV_K128=128, BWD_BV_KDA=128, BWD_WARPS=8, BWD_STAGES=1,
@@ -917,8 +870,7 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
         CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
         num_stages=L["PREP_STAGES"], maxnreg=(L["PREP_MAXNREG"] or None) if eda else None)
     BK, BV, warps = _walk_blocks(L, "FWD", K, V, B * HV)
-    walk = _eda_fwd_wg_kernel if L["FWD_WGMMA"] else _eda_fwd_kernel
-    walk[(triton.cdiv(V, BV), B * HV)](
+    _eda_fwd_kernel[(triton.cdiv(V, BV), B * HV)](
         W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, o, ht if output_final_state else o,
         hs if need_states else o, T, NT, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
         STORE_HT=output_final_state, STORE_HS=need_states, LATE=BV <= L["FWD_LATE_BV"], DT=DT, PREC=PREC,
