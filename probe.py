@@ -89,8 +89,7 @@ def counterfactual_addresses(inputs, generator):
     unit vector per q/k head, shared by its value heads): random, shuffle (another q/k head's address at the same
     token; None with one q/k head), same (e_t = k_t)."""
     e, k = inputs['e'], inputs['k']
-    B, T, H, K = k.shape
-    HV = e.shape[2]
+    (B, T, H, K), HV = k.shape, e.shape[2]
     rand = torch.randn(B, T, H, K, generator=generator, dtype=torch.float64).to(e.device)
     return dict(random=to_value_heads(F.normalize(rand, dim=-1), HV),
                 shuffle=e.double().roll(HV // H, dims=2) if H > 1 else None, same=to_value_heads(k, HV))

@@ -14,7 +14,7 @@ import signal
 import sys
 import tempfile
 import time
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 
 import numpy as np
 import torch
@@ -383,15 +383,11 @@ if cfg.auto_backend_problem(device_type == 'cuda'):
 
 def available_memory():
     """Bytes of memory the kernel can still give (Linux's MemAvailable, else the free pages), or None."""
-    try:
-        with open('/proc/meminfo') as f:
-            return next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith('MemAvailable:'))
-    except (OSError, ValueError, StopIteration):
-        pass
-    try:
+    with suppress(OSError, ValueError, StopIteration), open('/proc/meminfo') as f:
+        return next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith('MemAvailable:'))
+    with suppress(ValueError, OSError):
         return os.sysconf('SC_AVPHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')
-    except (ValueError, OSError):
-        return None
+    return None
 
 
 if device_type == 'cpu' and master and (available := available_memory()) is not None:
@@ -599,11 +595,9 @@ def trim_log(path, step):
         lines = f.readlines()
     keep = []
     for line in lines:
-        try:
+        with suppress(ValueError, KeyError, TypeError):  # a record cut short by the interruption
             if json.loads(line)['step'] < step:
                 keep.append(line if line.endswith('\n') else line + '\n')
-        except (ValueError, KeyError, TypeError):
-            pass  # a record cut short by the interruption
     if len(keep) < len(lines):
         with open(f'{path}.tmp{os.getpid()}', 'x', opener=no_follow) as f:
             f.writelines(keep)

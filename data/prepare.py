@@ -83,13 +83,11 @@ def removed_unless_done(tmp):
 
 def rebuild_command(data_dir):
     """The command that (re)builds the token files of `data_dir`, as written in its meta.json."""
-    try:
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         with open(os.path.join(data_dir, "meta.json")) as f:
             command = json.load(f)["command"]
         if isinstance(command, str):
             return command
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
     if (name := os.path.basename(os.path.normpath(data_dir))) == "stdlib" or name in HUB:
         return f"python data/prepare.py {name}"
     return f"python data/prepare.py text --input=<your text files> --out={data_dir}"
