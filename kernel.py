@@ -562,6 +562,16 @@ def _scatter(dq, dk, de, dg, dbeta, dgamma, dqq, dkk, dgg, db, row_bt, wrow, ero
         tl.store(dgamma + row_bt * HV + i_hv, db.to(dgamma.dtype.element_ty), mask=erow)
 
 
+@triton.jit
+def _group_sum_kernel(x, y, N, G: tl.constexpr, K: tl.constexpr, BK: tl.constexpr, BN: tl.constexpr):
+    """y [N, K]: x [N, G, K] summed over its G members in fp32, rounded once (dq, dk per value head -> per key head)."""
+    n, ck = (tl.program_id(0) * BN + tl.arange(0, BN)).to(tl.int64)[:, None], tl.arange(0, BK)[None, :]
+    acc = tl.zeros([BN, BK], dtype=tl.float32)
+    for j in tl.static_range(G):
+        acc += tl.load(x + (n * G + j) * K + ck, mask=(n < N) & (ck < K), other=0.).to(tl.float32)
+    tl.store(y + n * K + ck, acc.to(y.dtype.element_ty), mask=(n < N) & (ck < K))
+
+
 # ----------------------------------------------------------------------------------------------------
 # Decode: fused recurrent (Eq. ed, one token at a time, state in HBM)
 
@@ -917,12 +927,8 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
         BV=BV, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g, WR=_write_rows(L, eda, BT), DT=DT, PREC=PREC,
         num_warps=L["BWD_WARPS"], num_stages=L["BWD_STAGES"])
     _ask_carveout(compiled, L["BWD_CARVEOUT"])
-    for x, out in ((dqv, dq), (dkv, dk)) if HV > H else ():
-        x = x.view(B, T, H, HV // H, K)
-        if HV == 2 * H:  # a pair: one add, one rounding (a sum over the view's axis 3 takes 1.5x as long)
-            torch.add(x[:, :, :, 0], x[:, :, :, 1], out=out)
-        else:  # fp32 accumulation
-            torch.sum(x, 3, out=out)
+    for x, out in ((dqv, dq), (dkv, dk)) if HV > H else ():  # at the copy bandwidth (torch's strided add: half)
+        _group_sum_kernel[(triton.cdiv(B * T * H, 32),)](x, out, B * T * H, G=HV // H, K=K, BK=BK, BN=32, num_warps=4)
     return dq, dk, dv, de, dg, dbeta, dgamma, dh0
 
 
