@@ -66,9 +66,9 @@ def test_eda_matches_recurrence_partial_chunks_T15():
 
 
 def test_eda_matches_recurrence_many_chunks_grouped_heads_T40():
-    # 5 chunks, the last one partial; HV = 2 H (grouped value heads: dq, dk per value head, a pair summed in one
-    # add); K != V; two V-blocks in every kernel (the backward's K-side sums run over them; FILL_PROGRAMS=1 keeps
-    # the walks from narrowing to 16 columns, as two programs would)
+    # 5 chunks, the last one partial; HV = 2 H (grouped value heads: dq, dk per value head, a pair summed after by
+    # _group_sum_kernel); K != V; two V-blocks in every kernel (the backward's K-side sums run over them;
+    # FILL_PROGRAMS=1 keeps the walks from narrowing to 16 columns, as two programs would)
     compare(make_inputs(1, 40, 1, 2, 32, 64, seed=2, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8,
             launch=dict(FWD_BV=32, DH_BV=32, BWD_BV=32, FILL_PROGRAMS=1))
 
@@ -85,7 +85,7 @@ def test_the_backward_takes_128_wide_v_blocks_only_where_they_were_measured_to_w
 
 @pytest.mark.parametrize("erase", [True, False])
 def test_four_value_heads_per_key_head_sum_their_dq_dk(erase):
-    # HV = 4 H: each group's four dq, dk rows summed in fp32 (a pair takes one add)
+    # HV = 4 H: each group's four dq, dk rows summed in fp32 by _group_sum_kernel
     compare(make_inputs(2, 23, 1, 4, 16, 32, seed=5, erase=erase, device=DEV), kernel.eda_fused, 1e-4,
             chunk_size=8 if erase else 16)
 
@@ -217,8 +217,10 @@ def test_key_columns_in_several_prep_blocks_match_recurrence(erase, scalar_g):
     compare(x, kernel.eda_fused, 1e-4, chunk_size=8 if erase else 16, launch=dict(PREP_BK=32, DH_PREP_BK=32))
 
 
-def test_head_dims_not_powers_of_two():
-    compare(make_inputs(1, 12, 1, 1, 48, 80, seed=7, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8)
+@pytest.mark.parametrize("hv", [1, 3])
+def test_head_dims_not_powers_of_two(hv):
+    # K = 48 in 64-wide blocks; HV = 3: a group of three, summed by _group_sum_kernel with its columns masked
+    compare(make_inputs(1, 12, 1, hv, 48, 80, seed=7, device=DEV), kernel.eda_fused, 1e-4, chunk_size=8)
 
 
 def test_ut_solve_stable_when_erase_address_equals_write_key():
