@@ -928,7 +928,7 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
         num_warps=L["BWD_WARPS"], num_stages=L["BWD_STAGES"])
     _ask_carveout(compiled, L["BWD_CARVEOUT"])
     for x, out in ((dqv, dq), (dkv, dk)) if HV > H else ():  # at the copy bandwidth (torch's strided add: half)
-        _group_sum_kernel[(triton.cdiv(B * T * H, 32),)](x, out, B * T * H, G=HV // H, K=K, BK=BK, BN=32, num_warps=4)
+        _group_sum_kernel[(triton.cdiv(B * T * H, 32),)](x, out, B * T * H, G=HV // H, K=K, BK=BK, BN=32)
     return dq, dk, dv, de, dg, dbeta, dgamma, dh0
 
 

@@ -301,7 +301,7 @@ def kernel_section():
     rows = read_rows('kernels.jsonl')
     run = [r for r in rows if r['bench'] == 'kernel' and r['case'].startswith('FLA')][-1]['run']  # the last with FLA
 
-    # {(case, shape): its row} of the run's timings, then profiles, but sweep variants
+    # {(case, shape): its row} of the run's timings, then of its profiles; sweep variants left out
     kr, prof = ({(r['case'], tuple(r['shape'])): r for r in rows if r['bench'] == bench and r['run'] == run
                  and not r['launch']} for bench in ('kernel', 'profile'))
     shapes, profiled = (list(dict.fromkeys(s for _, s in by)) for by in (kr, prof))  # in the order they ran
