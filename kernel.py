@@ -31,6 +31,12 @@ _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 @triton.jit
+def _exp(x):
+    """exp(x): ex2.approx.ftz, 2 instructions to tl.exp's 5 (its fix-ups of results below 2^-126, which flush to 0)."""
+    return tl.exp2(x * 1.4426950408889634)
+
+
+@triton.jit
 def _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale, H: tl.constexpr, HV: tl.constexpr,
                 K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, EDA: tl.constexpr, k0=0):
     """Chunk c's sub-step tiles (Eq. double_data), key columns k0 .. k0 + BK: k', q' (scaled), beta', G, rows, masks."""
@@ -138,7 +144,7 @@ def _anchored(kk, qq, G, BT: tl.constexpr, AB: tl.constexpr, SCALAR_G: tl.conste
         En = Ea
     else:
         Ganc = _anchors(G, r, G, r, AB)
-        Ea, En = tl.exp(G - Ganc), tl.exp(Ganc - G)
+        Ea, En = _exp(G - Ganc), _exp(Ganc - G)
         Kp = kk * Ea
         Kn = kk * En
         Qp = qq * Ea
@@ -171,15 +177,15 @@ def _scalar_decay(Gi, ri, G, r):
     first, any g is safe."""
     Gs = tl.sum(tl.where((tl.arange(0, G.shape[1]) == 0)[None, :], G, 0.), axis=1)
     Gsi = tl.sum(tl.where((tl.arange(0, G.shape[1]) == 0)[None, :], Gi, 0.), axis=1)
-    return tl.exp(tl.where(ri[:, None] >= r[None, :], Gsi[:, None] - Gs[None, :], float("-inf")))
+    return _exp(tl.where(ri[:, None] >= r[None, :], Gsi[:, None] - Gs[None, :], float("-inf")))
 
 
 @triton.jit
 def _cross_block(kk, qq, G, r, I: tl.constexpr, AB: tl.constexpr):
     """Pairs (i in block I, j before it) anchored at the row before block I: exponents <= 0, -inf masked before exp."""
     Gb = _row(G, r, I * AB - 1)
-    EpI = tl.exp(tl.where((r // AB == I)[:, None], G - Gb[None, :], float("-inf")))
-    EnI = tl.exp(tl.where((r < I * AB)[:, None], Gb[None, :] - G, float("-inf")))
+    EpI = _exp(tl.where((r // AB == I)[:, None], G - Gb[None, :], float("-inf")))
+    EnI = _exp(tl.where((r < I * AB)[:, None], Gb[None, :] - G, float("-inf")))
     return kk * EpI, kk * EnI, qq * EpI, EpI, EnI
 
 
@@ -253,14 +259,14 @@ def _key_operands(kk, qq, G, bb, Td, g, Xout, Yout, Qgout, eGNout, base, i_b, i_
     off_k = base * BT * K + r[:, None] * K + ck[None, :]
     m_k = (ck < K)[None, :] & (r >= 0)[:, None]
     GN = _row(G, r, BT - 1)
-    eG = tl.exp(G)
+    eG = tl.exp(G) if BWD else _exp(G)  # the dh prep at _exp took 168 registers, not 128 (3 programs an SM): +7-11%
     kg = bb[:, None] * kk * eG if BWD else kk * eG
-    kn = kk * tl.exp(GN[None, :] - G)
+    kn = kk * (tl.exp(GN[None, :] - G) if BWD else _exp(GN[None, :] - G))
     X = tl.dot(Td, (kn if BWD else kg).to(DT), input_precision=PREC)
     tl.store(Xout + off_k, X.to(Xout.dtype.element_ty), mask=m_k)
     tl.store(Yout + off_k, (kg if BWD else kn).to(Yout.dtype.element_ty), mask=m_k)
     tl.store(Qgout + off_k, (qq * eG).to(Qgout.dtype.element_ty), mask=m_k)
-    tl.store(eGNout + base * K + ck, tl.exp(GN), mask=ck < K)
+    tl.store(eGNout + base * K + ck, _exp(GN), mask=ck < K)
     low = tl.zeros([1], dtype=tl.float32)
     if CHECK_G:
         tok = c * (BT // 2 if EDA else BT) + tl.arange(0, BT // 2 if EDA else BT)
@@ -403,8 +409,8 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
     Tm = tl.load(Tin + (base_t + r[:, None] * BT + r[None, :])).to(DT)
     Qk = tl.load(Qkin + (base_t + rq[:, None] * BT + r[None, :])).to(DT)
     GN = _row(G, r, BT - 1)
-    eNG = tl.exp(GN[None, :] - G)
-    kg32 = kk * tl.exp(G)
+    eNG = _exp(GN[None, :] - G)
+    kg32 = kk * _exp(G)
     kg = kg32.to(DT)
     kg_lo = (kg32 - kg.to(tl.float32)).to(DT)  # what rounding kg lost (zero for fp32 inputs)
     kn = (kk * eNG).to(DT)
@@ -434,19 +440,19 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
     # through S_0 (R = V' - exp(G) K' S_0, O = exp(G) Q' S_0) and S_C (S_C = ... + (exp(G_C - G) K')^T U)
     ck = tl.arange(0, BK)
     # k' and the query rows' q', G reloaded, exp(G), exp(G_C - G) re-formed: not held over the V loop (they spilled:
-    # stack 584 -> 112 B, fwd+bwd 5-9% faster); exp2: the compiler merges tl.exp with the exps above, holds those again
+    # stack 584 -> 112 B, fwd+bwd 5-9% faster); 2 x log2(e) / 2: _exp's would merge with the exps above, held again
     if WR:
         _, qq_q, _, G_q, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
                                                H, HV, K, BT // 2, BK, False)
     kk = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale, H, HV, K, BT, BK, EDA)[0]
-    pos = -pos * tl.exp2(G * 1.4426950408889634)  # d/dk' via exp(+G)
-    neg = neg * tl.exp2((GN[None, :] - G) * 1.4426950408889634)  # d/dk' via exp(-G)
-    dqq = dqq * tl.exp(G_q)
+    pos = -pos * tl.exp2(2 * G * 0.7213475204444817)  # d/dk' via exp(+G)
+    neg = neg * tl.exp2(2 * (GN[None, :] - G) * 0.7213475204444817)  # d/dk' via exp(-G)
+    dqq = dqq * _exp(G_q)
     dkk = pos + neg
     dG = kk * (pos - neg)
     if not WR:  # WR: q' dq' joins the tokens' sums below
         dG += qq * dqq
-    dGN = tl.exp(GN) * sds + tl.sum(neg * kk, axis=0)
+    dGN = _exp(GN) * sds + tl.sum(neg * kk, axis=0)
     dG = dG + tl.where(r[:, None] == BT - 1, dGN[None, :], 0.)
     dL = tl.where(r[:, None] > r[None, :], -dL, 0.)  # inside the chunk: through T (dL) and Qk (dQk)
     dQk = tl.where(rq[:, None] >= r[None, :], dQk, 0.)
@@ -516,7 +522,7 @@ def _in_chunk_grads(kk, qq, G, bb, dL, dQk, r, qq_q, G_q, rq, ck, BT: tl.constex
         # ("pos") or exp(-G) ("neg") up to constants, so dG = k' (pos - neg) + q' dq' and dk' = pos + neg.
         Ea_q, Qp_q = Ea, Qp
         if WR:
-            Ea_q = tl.exp(G_q - _anchors(G_q, rq, G, r, AB))
+            Ea_q = _exp(G_q - _anchors(G_q, rq, G, r, AB))
             Qp_q = qq_q * Ea_q
         same = (r // AB)[:, None] == (r // AB)[None, :]
         same_q = (rq // AB)[:, None] == (r // AB)[None, :]
@@ -600,7 +606,7 @@ def _eda_decode_kernel(q, k, v, e, g, beta, gamma, s_in, s_out, o, scale, T, H: 
         kv = tl.load(k + (row * H + i_h) * K + ck, mask=mk, other=0., eviction_policy='evict_last').to(tl.float32)
         vv = tl.load(v + (row * HV + i_hv) * V + cv, mask=mv, other=0., eviction_policy='evict_first').to(tl.float32)
         off_g = row * HV + i_hv + 0 * ck if SCALAR_G else (row * HV + i_hv) * K + ck  # SCALAR_G: one g a head
-        eg = tl.exp(tl.load(g + off_g, mask=mk, other=0., eviction_policy='evict_last').to(tl.float32))
+        eg = _exp(tl.load(g + off_g, mask=mk, other=0., eviction_policy='evict_last').to(tl.float32))
         bt = tl.load(beta + row * HV + i_hv).to(tl.float32)
         # one pass over S (2-4% faster at B = 64, notes/decode.md): the decay (Eq. decayed_memory) rides on the read
         # vectors; k^T, q^T of the erased state (Eq. erase_step) follow from a = e^T D S; the write (Eq. eda_two_stage)
@@ -746,9 +752,7 @@ def _check_kernel_inputs(q, k, v, e, scale):
 
 def _dot_types(x):
     """Dot operand dtype, precision, stored matrices' dtype: exact fp32, else bf16 (fp16 overflows exp(40) factors)."""
-    if x.dtype == torch.float32:
-        return tl.float32, "ieee", torch.float32
-    return tl.bfloat16, "tf32", torch.bfloat16
+    return (tl.float32, "ieee", torch.float32) if x.dtype == torch.float32 else (tl.bfloat16, "tf32", torch.bfloat16)
 
 
 def _blocks(K, V, bv):
