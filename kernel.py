@@ -38,7 +38,8 @@ def _exp(x):
 
 @triton.jit
 def _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale, H: tl.constexpr, HV: tl.constexpr,
-                K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, EDA: tl.constexpr, k0=0):
+                K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, EDA: tl.constexpr, k0=0,
+                SCAN_MMA: tl.constexpr = False):
     """Chunk c's sub-step tiles (Eq. double_data), key columns k0 .. k0 + BK: k', q' (scaled), beta', G, rows, masks."""
     ck = k0 + tl.arange(0, BK)
     mk = ck < K
@@ -51,7 +52,14 @@ def _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale, H: tl.cons
         kk += tl.load(e + off_hk[:, None] + ck[None, :], mask=erow[:, None] & mk[None, :], other=0.).to(tl.float32)
     gmask = erow if EDA else wrow  # the decay rides on the erase sub-step; the write sub-step has identity decay
     gg = tl.load(g + off_hk[:, None] + ck[None, :], mask=gmask[:, None] & mk[None, :], other=0.).to(tl.float32)
-    G = tl.cumsum(gg, axis=0)
+    if SCAN_MMA:  # the per-chunk backward's: G on tensor cores (4584 -> 4192 instructions; the preps' lose: stack,
+        hi = gg.to(tl.bfloat16)  # registers), the lower-triangular ones times g's three bf16 parts (fp32's 24 bits),
+        mid = (gg - hi.to(tl.float32)).to(tl.bfloat16)  # not tl.cumsum's scan across warps through shared memory
+        tri = (tl.arange(0, BT)[:, None] >= tl.arange(0, BT)[None, :]).to(tl.bfloat16)
+        lo = (gg - hi.to(tl.float32) - mid.to(tl.float32)).to(tl.bfloat16)
+        G = tl.dot(tri, hi, tl.dot(tri, mid, tl.dot(tri, lo)))  # the small parts first
+    else:
+        G = tl.cumsum(gg, axis=0)
     return kk, qq * scale, bb, G, row_bt, wrow, erow
 
 
@@ -398,10 +406,10 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
     r = tl.arange(0, BT)
     kk, qq, bb, G, row_bt, wrow, erow = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
-                                                    H, HV, K, BT, BK, EDA)
+                                                    H, HV, K, BT, BK, EDA, 0, DT == tl.bfloat16)
     if WR:  # the tokens' own q' and G (a cumsum of their g: G[2t + 1] = G[2t]), row_q their (b, t) rows
         _, qq_q, _, G_q, row_q, m_q, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
-                                                     H, HV, K, BT // 2, BK, False)
+                                                     H, HV, K, BT // 2, BK, False, 0, DT == tl.bfloat16)
         rq = 2 * tl.arange(0, BT // 2) + 1
     else:
         qq_q, G_q, row_q, m_q, rq = qq, G, row_bt, wrow, r
@@ -872,10 +880,8 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
     outs = o, ht, hs, Tm, Qk = _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states)
     if not need_states:  # T and Qk only live through the forward (the op returns them absent, as the fake op)
         Tm, Qk = (torch.empty(B * HV, NT, BT, BT, dtype=tdt, device=q.device) for _ in range(2))
-    SB = min(L["SUB_BLOCK"], BT)
-    BKC = min(L["PREP_BK"], triton.next_power_of_2(K))
-    W, Ke, Qg, eGN = _key_buffers(q, B * HV, NT, BT, K)
-    U0 = torch.empty(B * HV, NT, BT, V, dtype=tdt, device=q.device)
+    SB, BKC = min(L["SUB_BLOCK"], BT), min(L["PREP_BK"], triton.next_power_of_2(K))
+    (W, Ke, Qg, eGN), U0 = _key_buffers(q, B * HV, NT, BT, K), q.new_empty(B * HV, NT, BT, V, dtype=tdt)
     gmin = q.new_empty(B * HV * NT, dtype=torch.float32) if check_g else Tm
     _eda_prep_kernel[(NT, B * HV)](
         q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W, U0, Ke, Qg, eGN, gmin, scale, T, NT,
@@ -908,10 +914,8 @@ def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk
     BK, BVd, warps = _walk_blocks(L, "DH", K, V, B * HV)
     DT, PREC, _ = _dot_types(q)
     # (3) the state gradient at every chunk end, walking backwards on operands prepared in parallel
-    dhs = torch.empty_like(hs)
-    dh0 = q.new_empty(B, HV, K, V, dtype=torch.float32) if need_dh0 else _absent(q)
-    W2, Kg, Qg, eGN = _key_buffers(q, B * HV, NT, BT, K)
-    M = torch.empty_like(Tm)
+    dhs, dh0 = torch.empty_like(hs), q.new_empty(B, HV, K, V, dtype=torch.float32) if need_dh0 else _absent(q)
+    (W2, Kg, Qg, eGN), M = _key_buffers(q, B * HV, NT, BT, K), torch.empty_like(Tm)
     _eda_dh_prep_kernel[(NT, B * HV)](
         q, k, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W2, M, Qg, Kg, eGN, scale, T, NT,
         H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(L["DH_PREP_BK"], BK), EDA=eda, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
@@ -965,8 +969,7 @@ def _conv_outputs(u, heads):
 
 
 def _conv_fwd(u, w, heads, eps):
-    B, T, _ = u.shape
-    outs = _conv_outputs(u, heads)
+    (B, T, _), outs = u.shape, _conv_outputs(u, heads)
     for (c0, nh, width, norm), y in zip(_conv_segments(heads), outs):
         _conv_fwd_kernel[(triton.cdiv(T, CONV_BT), B * nh)](
             u, w, y, T, u.stride(0), u.stride(1), c0, eps, NH=nh, W=width, KS=w.shape[-1], BT=CONV_BT,
@@ -975,11 +978,9 @@ def _conv_fwd(u, w, heads, eps):
 
 
 def _conv_bwd(u, w, grads, heads, eps):
-    B, T, C = u.shape
-    KS = w.shape[-1]
+    (B, T, C), KS = u.shape, w.shape[-1]
     NTB = triton.cdiv(T, CONV_BWD_BT)
-    dz = torch.empty(B, T, C, dtype=torch.float32, device=u.device)
-    dwp = torch.empty(B * NTB, C, KS, dtype=torch.float32, device=u.device)
+    dz, dwp = (torch.empty(*shape, dtype=torch.float32, device=u.device) for shape in ((B, T, C), (B * NTB, C, KS)))
     for (c0, nh, width, norm), dy in zip(_conv_segments(heads), grads):
         _conv_bwd_dz_kernel[(NTB, B * nh)](
             u, w, dy, dz, dwp, T, NTB, u.stride(0), u.stride(1), c0, C, eps, NH=nh, W=width, KS=KS,

@@ -512,12 +512,11 @@ def save_checkpoint(path):
         # tensors and plain Python values only (the RNG states too): loads with weights_only=True
         name, key, pos, has_gauss, gauss = np.random.get_state()
         ckpt = {'model': model_sd, 'optimizer': optim_sd, 'model_args': dataclasses.asdict(cfg), 'config': settings,
-                'iter_num': iter_num, 'best_val_loss': best_val_loss,
+                'iter_num': iter_num, 'best_val_loss': best_val_loss, 'encoding': encoding,
                 'rng': {'python': random.getstate(), 'numpy': (name, key.tolist(), int(pos), int(has_gauss), float(gauss)),
                         'torch': torch.get_rng_state(),
                         'cuda': torch.cuda.get_rng_state() if device_type == 'cuda' else None},
-                'data_position': {'dataset': dataset, 'block_size': cfg.block_size, 'iter': iter_num},
-                'encoding': encoding}
+                'data_position': {'dataset': dataset, 'block_size': cfg.block_size, 'iter': iter_num}}
         tmp, made = f'{path}.tmp{os.getpid()}', False  # this process's own, created here (never a planted link)
         try:
             with open(tmp, 'xb', opener=no_follow) as f:
