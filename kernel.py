@@ -448,7 +448,7 @@ def _eda_bwd_kernel(q, k, v, e, g, beta, gamma, Tin, Qkin, hs, dhs, do, dq, dk, 
     # through S_0 (R = V' - exp(G) K' S_0, O = exp(G) Q' S_0) and S_C (S_C = ... + (exp(G_C - G) K')^T U)
     ck = tl.arange(0, BK)
     # k' and the query rows' q', G reloaded, exp(G), exp(G_C - G) re-formed: not held over the V loop (they spilled:
-    # stack 584 -> 112 B, fwd+bwd 5-9% faster); 2 x log2(e) / 2: _exp's would merge with the exps above, held again
+    # stack 584 -> 112 B, fwd+bwd 5-9% faster); exp2(2x log2(e)/2), not _exp: the compiler would merge it with the above
     if WR:
         _, qq_q, _, G_q, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
                                                H, HV, K, BT // 2, BK, False)
