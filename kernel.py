@@ -153,9 +153,7 @@ def _anchored(kk, qq, G, BT: tl.constexpr, AB: tl.constexpr, SCALAR_G: tl.conste
     else:
         Ganc = _anchors(G, r, G, r, AB)
         Ea, En = _exp(G - Ganc), _exp(Ganc - G)
-        Kp = kk * Ea
-        Kn = kk * En
-        Qp = qq * Ea
+        Kp, Kn, Qp = kk * Ea, kk * En, qq * Ea
         Knt = tl.trans(Kn.to(DT))
         same = rb[:, None] == rb[None, :]
         A = tl.where(same & (r[:, None] > r[None, :]), tl.dot(Kp.to(DT), Knt, input_precision=PREC), 0.)
@@ -295,9 +293,10 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV
     i_b, i_hv, _ = _heads(i_bh, HV, HV)
     r = tl.arange(0, BT)
     ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
-    m_k = (r >= 0)[:, None] & mk[None, :]
-    m_u = (r >= 0)[:, None] & mv[None, :]
-    tok, is_w = _sub_steps(BT, EDA)  # outputs at the write sub-steps only
+    # outputs from EDA's write rows 2t + 1 of Qg, Qk (rq), not masked rows (forward 13% faster at HV = 6, 1-3% else)
+    WR: tl.constexpr = EDA and BT >= 32  # 8-token chunks: 8 write rows, under a tensor-core product's 16
+    tok, is_w = _sub_steps(BT // 2 if WR else BT, EDA and not WR)
+    rq = 2 * tok + 1 if WR else r
     S = tl.zeros([BK, BV], dtype=tl.float32)
     if HAS_H0:
         S = tl.load(h0 + i_bh.to(tl.int64) * K * V + off_s, mask=m_s, other=0.).to(tl.float32)
@@ -306,11 +305,11 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV
         if STORE_HS and not LATE:  # S_0 of every chunk, for the backward
             tl.store(hs + base * K * V + off_s, S.to(hs.dtype.element_ty), mask=m_s)
         off_k = base * BT * K + r[:, None] * K + ck[None, :]
-        W = tl.load(Win + off_k, mask=m_k, other=0.).to(DT)
-        Ke = tl.load(Kein + off_k, mask=m_k, other=0.).to(DT)
-        Qg = tl.load(Qgin + off_k, mask=m_k, other=0.).to(DT)
-        U0 = tl.load(U0in + base * BT * V + r[:, None] * V + cv[None, :], mask=m_u, other=0.).to(tl.float32)
-        Qk = tl.load(Qkin + base * BT * BT + r[:, None] * BT + r[None, :]).to(DT)
+        W = tl.load(Win + off_k, mask=mk[None, :], other=0.).to(DT)
+        Ke = tl.load(Kein + off_k, mask=mk[None, :], other=0.).to(DT)
+        Qg = tl.load(Qgin + base * BT * K + rq[:, None] * K + ck[None, :], mask=mk[None, :], other=0.).to(DT)
+        U0 = tl.load(U0in + base * BT * V + r[:, None] * V + cv[None, :], mask=mv[None, :], other=0.).to(tl.float32)
+        Qk = tl.load(Qkin + base * BT * BT + rq[:, None] * BT + r[None, :]).to(DT)
         eGN = tl.load(eGNin + base * K + ck, mask=mk, other=0.)
         Sd = S.to(DT)
         U = U0 - tl.dot(W, Sd, input_precision=PREC)
