@@ -286,7 +286,7 @@ def _key_operands(kk, qq, G, bb, Td, g, Xout, Yout, Qgout, eGNout, base, i_b, i_
 def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV: tl.constexpr, K: tl.constexpr,
                     V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
                     HAS_H0: tl.constexpr, STORE_HT: tl.constexpr, STORE_HS: tl.constexpr,
-                    LATE: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr, OHV: tl.constexpr = 0, OL: tl.constexpr = 0):
+                    LATE: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Launch (2) of notes/chunk_form.md §4: per (V-block, batch x value head) the chunk walk of Eq. chunk_wise_eda."""
     i_v = tl.program_id(0)
     i_bh = tl.program_id(1)
@@ -317,11 +317,8 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV
         out = tl.dot(Qg, Sd, input_precision=PREC) + tl.dot(Qk, Ud, input_precision=PREC)
         t_abs = c * (BT // 2 if EDA else BT) + tok
         m_o = (is_w & (t_abs < T))[:, None] & mv[None, :]
-        if OL == 0:  # o [B, T, HV, V], its rows OHV heads apart
-            tl.store(o + ((i_b.to(tl.int64) * T + t_abs) * OHV + i_hv)[:, None] * V + cv[None, :],
-                     out.to(o.dtype.element_ty), mask=m_o)
-        else:  # o [B, HV, T, V]
-            tl.store(o + (i_bh.to(tl.int64) * T + t_abs)[:, None] * V + cv[None, :], out.to(o.dtype.element_ty), mask=m_o)
+        tl.store(o + ((i_b.to(tl.int64) * T + t_abs) * HV + i_hv)[:, None] * V + cv[None, :],
+                 out.to(o.dtype.element_ty), mask=m_o)
         if STORE_HS and LATE:  # after the products: the store's layout change waits on a barrier
             tl.store(hs + base * K * V + off_s, S.to(hs.dtype.element_ty), mask=m_s)
         S = S * eGN[:, None] + tl.dot(tl.trans(Ke), Ud, input_precision=PREC)
@@ -787,9 +784,7 @@ LAUNCH = dict(
     BWD_CARVEOUT=0,  # the per-chunk backward's shared memory, % of an SM's (-1: Triton's, the largest); the rest is L1
     # walks narrow their V-blocks while the grid stays within a wave of SMs, to 16 columns (long sequences 8-12%
     # faster than 32); past a wave they lose: the 125M layer's 48 walks run 64 columns, not 32 (fwd+bwd 2% faster)
-    FILL_PROGRAMS=128, WALK_MIN_BV=16,
-    FWD_WIDE_BV=128, DH_WIDE_BV=128,  # *_WARPS from this V-block width on
-    O_LAYOUT=0)
+    FILL_PROGRAMS=128, WALK_MIN_BV=16)
 _POW2 = dict(SUB_BLOCK=1, PREP_BK=16, DH_PREP_BK=8, FWD_BV=8, DH_BV=8, BWD_BV=16, BWD_BV_K128=16, BWD_BV_KDA=16,
              WALK_MIN_BV=8, **{n: 1 for n in LAUNCH if n.endswith("WARPS")})  # tensor cores: K >= 16, N >= 8
 
@@ -800,7 +795,7 @@ def _walk_blocks(L, walk, K, V, programs):
     BK, BV = _blocks(K, V, L[walk + "_BV"])
     while BV > L["WALK_MIN_BV"] and 2 * programs * triton.cdiv(V, BV) <= L["FILL_PROGRAMS"]:
         BV //= 2
-    return BK, BV, L[walk + "_WARPS"] if BV >= L[walk + "_WIDE_BV"] else 4
+    return BK, BV, L[walk + "_WARPS"] if BV >= 128 else 4
 
 
 def launch_settings(changes=None):
@@ -894,21 +889,11 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
         CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
         num_stages=L["PREP_STAGES"], maxnreg=(L["PREP_MAXNREG"] or None) if eda else None)
     BK, BV, warps = _walk_blocks(L, "FWD", K, V, B * HV)
-    OL, OHV, ob = L["O_LAYOUT"], HV, o  # 1: o [B, HV, T, V]; 3: heads padded to a power of 2; each copied after
-    if OL == 1:
-        ob = torch.empty(B, HV, T, V, dtype=v.dtype, device=v.device)
-    elif OL == 3:
-        OL, OHV = 0, triton.next_power_of_2(HV)
-        ob = torch.empty(B, T, OHV, V, dtype=v.dtype, device=v.device)
     _eda_fwd_kernel[(triton.cdiv(V, BV), B * HV)](
-        W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, ob, ht if output_final_state else o,
+        W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, o, ht if output_final_state else o,
         hs if need_states else o, T, NT, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
         STORE_HT=output_final_state, STORE_HS=need_states, LATE=BV <= L["FWD_LATE_BV"], DT=DT, PREC=PREC,
-        num_warps=warps, num_stages=L["FWD_STAGES"], OHV=OHV, OL=OL)
-    if L["O_LAYOUT"] == 1:
-        o.copy_(ob.transpose(1, 2))
-    elif L["O_LAYOUT"] == 3:
-        o.copy_(ob[:, :, :HV])
+        num_warps=warps, num_stages=L["FWD_STAGES"])
     if check_g and (low := gmin.min().item()) < G_MIN:  # after every launch: the GPU never idles for the sync
         raise ValueError(f"eda_triton: channel-wise log decay g has values below {G_MIN} (min {low:.3g}); the "
                          "kernels' anchored decay factors would overflow. Bound it with eda.safe_gate / eda.kda_gate, "
