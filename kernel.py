@@ -79,8 +79,7 @@ def _chunk_rows(beta, gamma, i_b, i_hv, c, T, HV: tl.constexpr, BT: tl.constexpr
     tok, is_w = _sub_steps(BT, EDA)
     tok += c * (BT // 2 if EDA else BT)
     valid = tok < T
-    wrow = valid & is_w
-    erow = valid & (r % 2 == 0)
+    wrow, erow = valid & is_w, valid & (r % 2 == 0)
     row_bt = i_b.to(tl.int64) * T + tok  # (b, t) row of every [B, T, ...] tensor
     off_b = row_bt * HV + i_hv
     bb = tl.load(beta + off_b, mask=wrow, other=0.).to(tl.float32)
@@ -101,8 +100,7 @@ def _state_block(i_v, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl
     """Key and value columns of V-block i_v of a [K, V] state, their masks, and offsets inside one state."""
     ck = tl.arange(0, BK)
     cv = i_v * BV + tl.arange(0, BV)
-    mk = ck < K
-    mv = cv < V
+    mk, mv = ck < K, cv < V
     return ck, cv, mk, mv, mk[:, None] & mv[None, :], ck[:, None] * V + cv[None, :]
 
 
@@ -293,6 +291,8 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV
     i_b, i_hv, _ = _heads(i_bh, HV, HV)
     r = tl.arange(0, BT)
     ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
+    m_k = (r >= 0)[:, None] & mk[None, :]
+    m_u = (r >= 0)[:, None] & mv[None, :]
     # outputs from EDA's write rows 2t + 1 of Qg, Qk (rq), not masked rows (forward 13% faster at HV = 6, 1-3% else)
     WR: tl.constexpr = EDA and BT >= 32  # 8-token chunks: 8 write rows, under a tensor-core product's 16
     tok, is_w = _sub_steps(BT // 2 if WR else BT, EDA and not WR)
@@ -305,10 +305,14 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV
         if STORE_HS and not LATE:  # S_0 of every chunk, for the backward
             tl.store(hs + base * K * V + off_s, S.to(hs.dtype.element_ty), mask=m_s)
         off_k = base * BT * K + r[:, None] * K + ck[None, :]
-        W = tl.load(Win + off_k, mask=mk[None, :], other=0.).to(DT)
-        Ke = tl.load(Kein + off_k, mask=mk[None, :], other=0.).to(DT)
-        Qg = tl.load(Qgin + base * BT * K + rq[:, None] * K + ck[None, :], mask=mk[None, :], other=0.).to(DT)
-        U0 = tl.load(U0in + base * BT * V + r[:, None] * V + cv[None, :], mask=mv[None, :], other=0.).to(tl.float32)
+        W = tl.load(Win + off_k, mask=m_k, other=0.).to(DT)
+        Ke = tl.load(Kein + off_k, mask=m_k, other=0.).to(DT)
+        if WR:
+            Qg = tl.load(Qgin + base * BT * K + rq[:, None] * K + ck[None, :], mask=(rq >= 0)[:, None] & mk[None, :],
+                         other=0.).to(DT)
+        else:  # the KDA path's load as it was (with broadcast masks its walk took 12% longer at HV = 6)
+            Qg = tl.load(Qgin + off_k, mask=m_k, other=0.).to(DT)
+        U0 = tl.load(U0in + base * BT * V + r[:, None] * V + cv[None, :], mask=m_u, other=0.).to(tl.float32)
         Qk = tl.load(Qkin + base * BT * BT + rq[:, None] * BT + r[None, :]).to(DT)
         eGN = tl.load(eGNin + base * K + ck, mask=mk, other=0.)
         Sd = S.to(DT)
@@ -563,8 +567,7 @@ def _scatter(dq, dk, de, dg, dbeta, dgamma, dqq, dkk, dgg, db, row_bt, wrow, ero
     off_hk = (row_bt * HV + i_hv)[:, None] * K + ck[None, :]
     off_q = (row_q * HV + i_hv)[:, None] * K + ck[None, :]
     m_qk = m_q[:, None] & mk[None, :]
-    m_w = wrow[:, None] & mk[None, :]
-    m_e = erow[:, None] & mk[None, :]
+    m_w, m_e = wrow[:, None] & mk[None, :], erow[:, None] & mk[None, :]
     tl.store(dq + off_q, dqq.to(dq.dtype.element_ty), mask=m_qk)
     tl.store(dk + off_hk, dkk.to(dk.dtype.element_ty), mask=m_w)
     tl.store(dg + ((row_g * HV + i_hv)[:, None] * K + ck[None, :]), dgg.to(dg.dtype.element_ty),
@@ -640,10 +643,8 @@ def _eda_decode_kernel(q, k, v, e, g, beta, gamma, s_in, s_out, o, scale, T, H: 
 @triton.jit
 def _conv_block(c0, T, NH: tl.constexpr, W: tl.constexpr, BT: tl.constexpr, BW: tl.constexpr):
     """This program's batch b, row block i_t, rows, column mask, channels ch of u, offsets in its [B, T, NH, W] tile."""
-    i_t = tl.program_id(0)
-    i_bh = tl.program_id(1)
-    b = i_bh // NH
-    h = i_bh % NH
+    i_t, i_bh = tl.program_id(0), tl.program_id(1)
+    b, h = i_bh // NH, i_bh % NH
     rows = i_t * BT + tl.arange(0, BT)
     cols = tl.arange(0, BW)
     off_h = ((b.to(tl.int64) * T + rows) * NH + h)[:, None] * W + cols[None, :]
