@@ -284,8 +284,7 @@ def _key_operands(kk, qq, G, bb, Td, g, Xout, Yout, Qgout, eGNout, base, i_b, i_
 def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV: tl.constexpr, K: tl.constexpr,
                     V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
                     HAS_H0: tl.constexpr, STORE_HT: tl.constexpr, STORE_HS: tl.constexpr,
-                    LATE: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr, ASM_O: tl.constexpr = 0,
-                    ASM_HS: tl.constexpr = 0, ASM_G: tl.constexpr = 0):
+                    LATE: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Launch (2) of notes/chunk_form.md §4: per (V-block, batch x value head) the chunk walk of Eq. chunk_wise_eda."""
     i_v = tl.program_id(0)
     i_bh = tl.program_id(1)
@@ -315,33 +314,17 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV
             Qg = tl.load(Qgin + off_k, mask=m_k, other=0.).to(DT)
         U0 = tl.load(U0in + base * BT * V + r[:, None] * V + cv[None, :], mask=m_u, other=0.).to(tl.float32)
         Qk = tl.load(Qkin + base * BT * BT + rq[:, None] * BT + r[None, :]).to(DT)
-        if ASM_G:
-            eGN = tl.inline_asm_elementwise("ld.global.nc.f32 $0, [$1];", "=r,l", [eGNin + base * K + ck],
-                                            dtype=tl.float32, is_pure=True, pack=1)
-        else:
-            eGN = tl.load(eGNin + base * K + ck, mask=mk, other=0.)
+        eGN = tl.load(eGNin + base * K + ck, mask=mk, other=0.)
         Sd = S.to(DT)
         U = U0 - tl.dot(W, Sd, input_precision=PREC)
         Ud = U.to(DT)
         out = tl.dot(Qg, Sd, input_precision=PREC) + tl.dot(Qk, Ud, input_precision=PREC)
         t_abs = c * (BT // 2 if EDA else BT) + tok
         m_o = (is_w & (t_abs < T))[:, None] & mv[None, :]
-        po = o + ((i_b.to(tl.int64) * T + t_abs) * HV + i_hv)[:, None] * V + cv[None, :]
-        if ASM_O:
-            tl.inline_asm_elementwise(
-                "{ .reg .pred p; setp.ne.s32 p, $3, 0; @p st.global.b16 [$1], $2; mov.b32 $0, 0; }",
-                "=r,l,h,r", [po, out.to(o.dtype.element_ty).to(tl.int16, bitcast=True), m_o.to(tl.int32)],
-                dtype=tl.int32, is_pure=False, pack=1)
-        else:
-            tl.store(po, out.to(o.dtype.element_ty), mask=m_o)
+        tl.store(o + ((i_b.to(tl.int64) * T + t_abs) * HV + i_hv)[:, None] * V + cv[None, :],
+                 out.to(o.dtype.element_ty), mask=m_o)
         if STORE_HS and LATE:  # after the products: the store's layout change waits on a barrier
-            if ASM_HS:
-                tl.inline_asm_elementwise(
-                    "{ .reg .pred p; setp.ne.s32 p, $3, 0; @p st.global.b16 [$1], $2; mov.b32 $0, 0; }",
-                    "=r,l,h,r", [hs + base * K * V + off_s, S.to(hs.dtype.element_ty).to(tl.int16, bitcast=True),
-                                 m_s.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
-            else:
-                tl.store(hs + base * K * V + off_s, S.to(hs.dtype.element_ty), mask=m_s)
+            tl.store(hs + base * K * V + off_s, S.to(hs.dtype.element_ty), mask=m_s)
         S = S * eGN[:, None] + tl.dot(tl.trans(Ke), Ud, input_precision=PREC)
     if STORE_HT:
         tl.store(ht + i_bh.to(tl.int64) * K * V + off_s, S, mask=m_s)
@@ -802,7 +785,7 @@ LAUNCH = dict(
     BWD_CARVEOUT=0,  # the per-chunk backward's shared memory, % of an SM's (-1: Triton's, the largest); the rest is L1
     # walks narrow their V-blocks while the grid stays within a wave of SMs, to 16 columns (long sequences 8-12%
     # faster than 32); past a wave they lose: the 125M layer's 48 walks run 64 columns, not 32 (fwd+bwd 2% faster)
-    FILL_PROGRAMS=128, WALK_MIN_BV=16, ASM_O=0, ASM_HS=0, ASM_G=0)
+    FILL_PROGRAMS=128, WALK_MIN_BV=16)
 _POW2 = dict(SUB_BLOCK=1, PREP_BK=16, DH_PREP_BK=8, FWD_BV=8, DH_BV=8, BWD_BV=16, BWD_BV_K128=16, BWD_BV_KDA=16,
              WALK_MIN_BV=8, **{n: 1 for n in LAUNCH if n.endswith("WARPS")})  # tensor cores: K >= 16, N >= 8
 
@@ -911,7 +894,6 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
         W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, o, ht if output_final_state else o,
         hs if need_states else o, T, NT, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
         STORE_HT=output_final_state, STORE_HS=need_states, LATE=BV <= L["FWD_LATE_BV"], DT=DT, PREC=PREC,
-        ASM_O=L["ASM_O"], ASM_HS=L["ASM_HS"], ASM_G=L["ASM_G"],
         num_warps=warps, num_stages=L["FWD_STAGES"])
     if check_g and (low := gmin.min().item()) < G_MIN:  # after every launch: the GPU never idles for the sync
         raise ValueError(f"eda_triton: channel-wise log decay g has values below {G_MIN} (min {low:.3g}); the "
