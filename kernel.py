@@ -202,7 +202,7 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
                      H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                      BKC: tl.constexpr, BVP: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr, AB: tl.constexpr,
                      EDA: tl.constexpr, SCALAR_G: tl.constexpr, CHECK_G: tl.constexpr, REUSE: tl.constexpr,
-                     DT: tl.constexpr, PREC: tl.constexpr, XR: tl.constexpr = False, QGW: tl.constexpr = False):
+                     DT: tl.constexpr, PREC: tl.constexpr):
     """Launch (1) of notes/chunk_form.md §4: T, Qk, U_0 = T diag(b') V' and _key_operands'. CHECK_G: also store the
     chunk's smallest log decay (the wrapper rejects g < G_MIN without a pass of its own over g)."""
     c = tl.program_id(0)
@@ -215,7 +215,7 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
     if REUSE:
         kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
                                             H, HV, K, BT, BKC, EDA)
-        A, Qk, _, _, _, Ea, En = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
+        A, Qk, _, _, _, _, _ = _anchored(kk, qq, G, BT, AB, SCALAR_G, DT, PREC)
     else:
         A = tl.zeros([BT, BT], dtype=tl.float32)
         Qk = tl.zeros([BT, BT], dtype=tl.float32)
@@ -232,8 +232,7 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
     Td = (Tm * bb[None, :]).to(DT)  # then the walk's operands from T diag(b'): b' over [BT, K] tiles costs smem
     if REUSE:
         low = _key_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, i_hv, c, T, 0,
-                            HV, K, BT, BKC, EDA, False, CHECK_G, DT, PREC, Ea, En,
-                            XR and AB == BT and not SCALAR_G, QGW and EDA and BT >= 32)
+                            HV, K, BT, BKC, EDA, False, CHECK_G, DT, PREC)
     else:
         low = tl.zeros([1], dtype=tl.float32)
         for kb in range(tl.cdiv(K, BKC)):
@@ -256,8 +255,7 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
 @triton.jit
 def _key_operands(kk, qq, G, bb, Td, g, Xout, Yout, Qgout, eGNout, base, i_b, i_hv, c, T, k0, HV: tl.constexpr,
                   K: tl.constexpr, BT: tl.constexpr, BKC: tl.constexpr, EDA: tl.constexpr, BWD: tl.constexpr,
-                  CHECK_G: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr, Ea=None, En=None,
-                  XR: tl.constexpr = False, QGW: tl.constexpr = False):
+                  CHECK_G: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Key columns k0 .. k0 + BKC of a walk's operands (Td: T diag(b'); BWD: T^T): X = W = Td exp(G) K', Y = Ke =
     exp(G_C - G) K'; BWD: X = W2 = T^T exp(G_C - G) K', Y = Kg = diag(b') exp(G) K'; Qg = exp(G) Q', exp(G_C)."""
     r = tl.arange(0, BT)
@@ -265,22 +263,13 @@ def _key_operands(kk, qq, G, bb, Td, g, Xout, Yout, Qgout, eGNout, base, i_b, i_
     off_k = base * BT * K + r[:, None] * K + ck[None, :]
     m_k = (ck < K)[None, :] & (r >= 0)[:, None]
     GN = _row(G, r, BT - 1)
-    if XR:
-        eH = _exp(GN * 0.5)[None, :]
-        eG = Ea * eH
-        kg = kk * eG
-        kn = kk * En * eH
-    else:
-        eG = tl.exp(G) if BWD else _exp(G)  # the dh prep at _exp took 168 registers, not 128 (3 programs an SM): +7-11%
-        kg = bb[:, None] * kk * eG if BWD else kk * eG
-        kn = kk * (tl.exp(GN[None, :] - G) if BWD else _exp(GN[None, :] - G))
+    eG = tl.exp(G) if BWD else _exp(G)  # the dh prep at _exp took 168 registers, not 128 (3 programs an SM): +7-11%
+    kg = bb[:, None] * kk * eG if BWD else kk * eG
+    kn = kk * (tl.exp(GN[None, :] - G) if BWD else _exp(GN[None, :] - G))
     X = tl.dot(Td, (kn if BWD else kg).to(DT), input_precision=PREC)
     tl.store(Xout + off_k, X.to(Xout.dtype.element_ty), mask=m_k)
     tl.store(Yout + off_k, (kg if BWD else kn).to(Yout.dtype.element_ty), mask=m_k)
-    if QGW:
-        tl.store(Qgout + off_k, (qq * eG).to(Qgout.dtype.element_ty), mask=m_k & (r % 2 == 1)[:, None])
-    else:
-        tl.store(Qgout + off_k, (qq * eG).to(Qgout.dtype.element_ty), mask=m_k)
+    tl.store(Qgout + off_k, (qq * eG).to(Qgout.dtype.element_ty), mask=m_k)
     tl.store(eGNout + base * K + ck, _exp(GN), mask=ck < K)
     low = tl.zeros([1], dtype=tl.float32)
     if CHECK_G:
@@ -796,7 +785,7 @@ LAUNCH = dict(
     BWD_CARVEOUT=0,  # the per-chunk backward's shared memory, % of an SM's (-1: Triton's, the largest); the rest is L1
     # walks narrow their V-blocks while the grid stays within a wave of SMs, to 16 columns (long sequences 8-12%
     # faster than 32); past a wave they lose: the 125M layer's 48 walks run 64 columns, not 32 (fwd+bwd 2% faster)
-    FILL_PROGRAMS=128, WALK_MIN_BV=16, PREP_XR=0, PREP_QGW=0, FWD_FILL=0, DH_FILL=0, FWD_W8_BV=128, DH_W8_BV=128)
+    FILL_PROGRAMS=128, WALK_MIN_BV=16)
 _POW2 = dict(SUB_BLOCK=1, PREP_BK=16, DH_PREP_BK=8, FWD_BV=8, DH_BV=8, BWD_BV=16, BWD_BV_K128=16, BWD_BV_KDA=16,
              WALK_MIN_BV=8, **{n: 1 for n in LAUNCH if n.endswith("WARPS")})  # tensor cores: K >= 16, N >= 8
 
@@ -805,10 +794,9 @@ def _walk_blocks(L, walk, K, V, programs):
     """A walk's (BK, BV, warps): V-blocks narrowed (to WALK_MIN_BV) while the narrower grid has at most
     FILL_PROGRAMS programs, on *_WARPS at 128 columns, else 4."""
     BK, BV = _blocks(K, V, L[walk + "_BV"])
-    fill = L[walk + "_FILL"] or L["FILL_PROGRAMS"]
-    while BV > L["WALK_MIN_BV"] and 2 * programs * triton.cdiv(V, BV) <= fill:
+    while BV > L["WALK_MIN_BV"] and 2 * programs * triton.cdiv(V, BV) <= L["FILL_PROGRAMS"]:
         BV //= 2
-    return BK, BV, L[walk + "_WARPS"] if BV >= L[walk + "_W8_BV"] else 4
+    return BK, BV, L[walk + "_WARPS"] if BV >= 128 else 4
 
 
 def launch_settings(changes=None):
@@ -900,8 +888,7 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
         H=H, HV=HV, K=K, V=V, BT=BT, BKC=BKC, BVP=min(64, triton.next_power_of_2(V)),
         SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
         CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
-        num_stages=L["PREP_STAGES"], maxnreg=(L["PREP_MAXNREG"] or None) if eda else None,
-        XR=bool(L["PREP_XR"]), QGW=bool(L["PREP_QGW"]))
+        num_stages=L["PREP_STAGES"], maxnreg=(L["PREP_MAXNREG"] or None) if eda else None)
     BK, BV, warps = _walk_blocks(L, "FWD", K, V, B * HV)
     _eda_fwd_kernel[(triton.cdiv(V, BV), B * HV)](
         W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, o, ht if output_final_state else o,
