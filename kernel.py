@@ -119,7 +119,7 @@ def _unit_lower_inverse(M, BT: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexp
     rb = r // SB
     Tm = (r[:, None] == r[None, :]).to(tl.float32)
     Mb = tl.where(rb[:, None] == rb[None, :], M, 0.)
-    for i in tl.static_range(1, SB):
+    for i in range(1, SB):
         m_i = tl.sum(tl.where((r % SB)[:, None] == i, Mb, 0.), axis=0)  # row i of every block (disjoint columns)
         t_i = tl.sum(m_i[:, None] * Tm, axis=0)                         # sum_j M_ij row_j(T), per block
         sel = ((r % SB)[:, None] == i) & (rb[:, None] == rb[None, :])
@@ -202,25 +202,11 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
                      H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                      BKC: tl.constexpr, BVP: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr, AB: tl.constexpr,
                      EDA: tl.constexpr, SCALAR_G: tl.constexpr, CHECK_G: tl.constexpr, REUSE: tl.constexpr,
-                     DT: tl.constexpr, PREC: tl.constexpr, PERSIST: tl.constexpr = 0, PSTAGES: tl.constexpr = 2, NBH=1):
-    if PERSIST:
-        for t in tl.range(tl.program_id(0), NT * NBH, tl.num_programs(0), num_stages=PSTAGES):
-            _prep_chunk(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout, Qgout, eGNout, gmin, scale, T, NT,
-                        t % NT, t // NT, H, HV, K, V, BT, BKC, BVP, SB, NLVL, AB, EDA, SCALAR_G, CHECK_G, REUSE, DT, PREC)
-    else:
-        _prep_chunk(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout, Qgout, eGNout, gmin, scale, T, NT,
-                    tl.program_id(0), tl.program_id(1), H, HV, K, V, BT, BKC, BVP, SB, NLVL, AB, EDA, SCALAR_G,
-                    CHECK_G, REUSE, DT, PREC)
-
-
-@triton.jit
-def _prep_chunk(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout, Qgout, eGNout, gmin, scale, T, NT,
-                c, i_bh, H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
-                BKC: tl.constexpr, BVP: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr, AB: tl.constexpr,
-                EDA: tl.constexpr, SCALAR_G: tl.constexpr, CHECK_G: tl.constexpr, REUSE: tl.constexpr,
-                DT: tl.constexpr, PREC: tl.constexpr):
+                     DT: tl.constexpr, PREC: tl.constexpr):
     """Launch (1) of notes/chunk_form.md §4: T, Qk, U_0 = T diag(b') V' and _key_operands'. CHECK_G: also store the
     chunk's smallest log decay (the wrapper rejects g < G_MIN without a pass of its own over g)."""
+    c = tl.program_id(0)
+    i_bh = tl.program_id(1)
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
     r = tl.arange(0, BT)
     base = i_bh.to(tl.int64) * NT + c
@@ -254,7 +240,7 @@ def _prep_chunk(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout, Qgo
                                                 H, HV, K, BT, BKC, EDA, kb * BKC)
             low = tl.minimum(low, _key_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, i_hv,
                                                 c, T, kb * BKC, HV, K, BT, BKC, EDA, False, CHECK_G, DT, PREC))
-    for i_v in tl.static_range((V + BVP - 1) // BVP):  # U_0 = T diag(b') V', V in blocks
+    for i_v in range(tl.cdiv(V, BVP)):  # U_0 = T diag(b') V', V in blocks
         cv = i_v * BVP + tl.arange(0, BVP)
         mv = cv < V
         vv = tl.load(v + (row_bt * HV + i_hv)[:, None] * V + cv[None, :], mask=wrow[:, None] & mv[None, :],
@@ -799,7 +785,7 @@ LAUNCH = dict(
     BWD_CARVEOUT=0,  # the per-chunk backward's shared memory, % of an SM's (-1: Triton's, the largest); the rest is L1
     # walks narrow their V-blocks while the grid stays within a wave of SMs, to 16 columns (long sequences 8-12%
     # faster than 32); past a wave they lose: the 125M layer's 48 walks run 64 columns, not 32 (fwd+bwd 2% faster)
-    FILL_PROGRAMS=128, WALK_MIN_BV=16, PREP_PERSIST=0, PREP_PSTAGES=2)
+    FILL_PROGRAMS=128, WALK_MIN_BV=16)
 _POW2 = dict(SUB_BLOCK=1, PREP_BK=16, DH_PREP_BK=8, FWD_BV=8, DH_BV=8, BWD_BV=16, BWD_BV_K128=16, BWD_BV_KDA=16,
              WALK_MIN_BV=8, **{n: 1 for n in LAUNCH if n.endswith("WARPS")})  # tensor cores: K >= 16, N >= 8
 
@@ -897,15 +883,12 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
     SB, BKC = min(L["SUB_BLOCK"], BT), min(L["PREP_BK"], triton.next_power_of_2(K))
     (W, Ke, Qg, eGN), U0 = _key_buffers(q, B * HV, NT, BT, K), q.new_empty(B * HV, NT, BT, V, dtype=tdt)
     gmin = q.new_empty(B * HV * NT, dtype=torch.float32) if check_g else Tm
-    P = L["PREP_PERSIST"] * (torch.cuda.get_device_properties(q.device).multi_processor_count
-                             if q.device.type == "cuda" else 1)
-    _eda_prep_kernel[(min(P, NT * B * HV), 1) if P else (NT, B * HV)](
+    _eda_prep_kernel[(NT, B * HV)](
         q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W, U0, Ke, Qg, eGN, gmin, scale, T, NT,
         H=H, HV=HV, K=K, V=V, BT=BT, BKC=BKC, BVP=min(64, triton.next_power_of_2(V)),
         SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
         CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
-        num_stages=L["PREP_STAGES"], maxnreg=(L["PREP_MAXNREG"] or None) if eda else None,
-        PERSIST=bool(P), PSTAGES=L["PREP_PSTAGES"], NBH=B * HV)
+        num_stages=L["PREP_STAGES"], maxnreg=(L["PREP_MAXNREG"] or None) if eda else None)
     BK, BV, warps = _walk_blocks(L, "FWD", K, V, B * HV)
     _eda_fwd_kernel[(triton.cdiv(V, BV), B * HV)](
         W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, o, ht if output_final_state else o,
