@@ -300,49 +300,32 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV
     S = tl.zeros([BK, BV], dtype=tl.float32)
     if HAS_H0:
         S = tl.load(h0 + i_bh.to(tl.int64) * K * V + off_s, mask=m_s, other=0.).to(tl.float32)
-    b0 = i_bh.to(tl.int64) * NT
-    pW = Win + b0 * BT * K + r[:, None] * K + ck[None, :]
-    pKe = Kein + b0 * BT * K + r[:, None] * K + ck[None, :]
-    if WR:
-        pQg = Qgin + b0 * BT * K + rq[:, None] * K + ck[None, :]
-    else:
-        pQg = Qgin + b0 * BT * K + r[:, None] * K + ck[None, :]
-    pU0 = U0in + b0 * BT * V + r[:, None] * V + cv[None, :]
-    pQk = Qkin + b0 * BT * BT + rq[:, None] * BT + r[None, :]
-    pG = eGNin + b0 * K + ck
-    phs = hs + b0 * K * V + off_s
-    t_abs = tok
-    po = o + ((i_b.to(tl.int64) * T + tok) * HV + i_hv)[:, None] * V + cv[None, :]
     for c in range(NT):
+        base = i_bh.to(tl.int64) * NT + c
         if STORE_HS and not LATE:  # S_0 of every chunk, for the backward
-            tl.store(phs, S.to(hs.dtype.element_ty), mask=m_s)
-        W = tl.load(pW, mask=m_k, other=0.).to(DT)
-        Ke = tl.load(pKe, mask=m_k, other=0.).to(DT)
+            tl.store(hs + base * K * V + off_s, S.to(hs.dtype.element_ty), mask=m_s)
+        off_k = base * BT * K + r[:, None] * K + ck[None, :]
+        W = tl.load(Win + off_k, mask=m_k, other=0.).to(DT)
+        Ke = tl.load(Kein + off_k, mask=m_k, other=0.).to(DT)
         if WR:
-            Qg = tl.load(pQg, mask=(rq >= 0)[:, None] & mk[None, :], other=0.).to(DT)
+            Qg = tl.load(Qgin + base * BT * K + rq[:, None] * K + ck[None, :], mask=(rq >= 0)[:, None] & mk[None, :],
+                         other=0.).to(DT)
         else:  # the KDA path's load as it was (with broadcast masks its walk took 12% longer at HV = 6)
-            Qg = tl.load(pQg, mask=m_k, other=0.).to(DT)
-        U0 = tl.load(pU0, mask=m_u, other=0.).to(tl.float32)
-        Qk = tl.load(pQk).to(DT)
-        eGN = tl.load(pG, mask=mk, other=0.)
+            Qg = tl.load(Qgin + off_k, mask=m_k, other=0.).to(DT)
+        U0 = tl.load(U0in + base * BT * V + r[:, None] * V + cv[None, :], mask=m_u, other=0.).to(tl.float32)
+        Qk = tl.load(Qkin + base * BT * BT + rq[:, None] * BT + r[None, :]).to(DT)
+        eGN = tl.load(eGNin + base * K + ck, mask=mk, other=0.)
         Sd = S.to(DT)
         U = U0 - tl.dot(W, Sd, input_precision=PREC)
         Ud = U.to(DT)
         out = tl.dot(Qg, Sd, input_precision=PREC) + tl.dot(Qk, Ud, input_precision=PREC)
+        t_abs = c * (BT // 2 if EDA else BT) + tok
         m_o = (is_w & (t_abs < T))[:, None] & mv[None, :]
-        tl.store(po, out.to(o.dtype.element_ty), mask=m_o)
+        tl.store(o + ((i_b.to(tl.int64) * T + t_abs) * HV + i_hv)[:, None] * V + cv[None, :],
+                 out.to(o.dtype.element_ty), mask=m_o)
         if STORE_HS and LATE:  # after the products: the store's layout change waits on a barrier
-            tl.store(phs, S.to(hs.dtype.element_ty), mask=m_s)
+            tl.store(hs + base * K * V + off_s, S.to(hs.dtype.element_ty), mask=m_s)
         S = S * eGN[:, None] + tl.dot(tl.trans(Ke), Ud, input_precision=PREC)
-        pW += BT * K
-        pKe += BT * K
-        pQg += BT * K
-        pU0 += BT * V
-        pQk += BT * BT
-        pG += K
-        phs += K * V
-        t_abs += BT // 2 if EDA else BT
-        po += (BT // 2 if EDA else BT) * HV * V
     if STORE_HT:
         tl.store(ht + i_bh.to(tl.int64) * K * V + off_s, S, mask=m_s)
 
@@ -389,35 +372,23 @@ def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT, H
     dS = tl.zeros([BK, BV], dtype=tl.float32)
     if HAS_DHT:
         dS = tl.load(dht + i_bh.to(tl.int64) * K * V + off_s, mask=m_s, other=0.).to(tl.float32)
-    b0 = i_bh.to(tl.int64) * NT + NT - 1  # the last chunk; the walk steps back
-    pW2 = W2in + b0 * BT * K + r[:, None] * K + ck[None, :]
-    pQg = Qgin + b0 * BT * K + r[:, None] * K + ck[None, :]
-    pKg = Kgin + b0 * BT * K + r[:, None] * K + ck[None, :]
-    pM = Min + b0 * BT * BT + r[:, None] * BT + r[None, :]
-    pG = eGNin + b0 * K + ck
-    pdhs = dhs + b0 * K * V + off_s
-    t_abs = (NT - 1) * (BT // 2 if EDA else BT) + tok
-    pdo = do + ((i_b.to(tl.int64) * T + t_abs) * HV + i_hv)[:, None] * V + cv[None, :]
     for cc in range(NT):
-        W2 = tl.load(pW2, mask=m_k, other=0.).to(DT)
-        Qg = tl.load(pQg, mask=m_k, other=0.).to(DT)
-        Kg = tl.load(pKg, mask=m_k, other=0.).to(DT)
-        Mt = tl.load(pM).to(DT)
-        eGN = tl.load(pG, mask=mk, other=0.)
-        dO = tl.load(pdo, mask=(is_w & (t_abs < T))[:, None] & mv[None, :], other=0.).to(DT)
+        c = NT - 1 - cc
+        base = i_bh.to(tl.int64) * NT + c
+        off_k = base * BT * K + r[:, None] * K + ck[None, :]
+        W2 = tl.load(W2in + off_k, mask=m_k, other=0.).to(DT)
+        Qg = tl.load(Qgin + off_k, mask=m_k, other=0.).to(DT)
+        Kg = tl.load(Kgin + off_k, mask=m_k, other=0.).to(DT)
+        Mt = tl.load(Min + base * BT * BT + r[:, None] * BT + r[None, :]).to(DT)
+        eGN = tl.load(eGNin + base * K + ck, mask=mk, other=0.)
+        t_abs = c * (BT // 2 if EDA else BT) + tok
+        dO = tl.load(do + ((i_b.to(tl.int64) * T + t_abs) * HV + i_hv)[:, None] * V + cv[None, :],
+                     mask=(is_w & (t_abs < T))[:, None] & mv[None, :], other=0.).to(DT)
         dX = tl.dot(Mt, dO, input_precision=PREC) + tl.dot(W2, dS.to(DT), input_precision=PREC)
         dXd = dX.to(DT)
-        tl.store(pdhs, dS.to(dhs.dtype.element_ty), mask=m_s)  # after dX: off its chain
+        tl.store(dhs + base * K * V + off_s, dS.to(dhs.dtype.element_ty), mask=m_s)  # after dX: off its chain
         dS = dS * eGN[:, None] + tl.dot(tl.trans(Qg), dO, input_precision=PREC) \
             - tl.dot(tl.trans(Kg), dXd, input_precision=PREC)
-        pW2 -= BT * K
-        pQg -= BT * K
-        pKg -= BT * K
-        pM -= BT * BT
-        pG -= K
-        pdhs -= K * V
-        t_abs -= BT // 2 if EDA else BT
-        pdo -= (BT // 2 if EDA else BT) * HV * V
     if STORE_DH0:
         tl.store(dh0 + i_bh.to(tl.int64) * K * V + off_s, dS, mask=m_s)
 
