@@ -381,7 +381,7 @@ def decode_section():
     x = {k: r['ec']['tok_s'] / r['tc']['tok_s'] for k, r in at.items()}  # the hybrid's tokens/s over the Transformer's
     fla = {r['B']: r['ms'] for r in kern if r['case'].startswith('FLA')}
     return dict(
-        made=made(steps, commands=True), kern_made=made(kern, commands=True), check=check, big=max(at),
+        made=made(steps, commands=True), kern_made=made(kern, note=True, commands=True), check=check, big=max(at),
         x_big=x[max(at)], verdict='all pass.' if check['ok'] else 'FAILED.', rounds=kern[0]['rounds'],
         launches=', '.join(f'{k} {n}' for k, n in check['kernels_per_step'].items()), longest=at[max(at)[0], 1]['ec'],
         table='\n'.join(fill('decode row', ctx=c, B=b, x=x[c, b], cache=r['ec']['mib_per_seq'] / r['tc']['mib_per_seq'],
