@@ -37,33 +37,6 @@ def _exp(x):
 
 
 @triton.jit
-def _prefetch(p):
-    """An L2 prefetch of the line at each pointer of p (nothing held in registers)."""
-    tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.b32 $0, 0;", "=r,l", [p], dtype=tl.int32, is_pure=False,
-                              pack=1)
-
-
-@triton.jit
-def _prefetch_chunk(q, k, v, e, g, beta, gamma, c, i_bh, T, H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr,
-                    V: tl.constexpr, BT: tl.constexpr, EDA: tl.constexpr):
-    i_b, i_hv, i_h = _heads(i_bh, H, HV)
-    NTOK: tl.constexpr = BT // 2 if EDA else BT
-    tok = tl.minimum(c * NTOK + tl.arange(0, NTOK), T - 1)
-    row = i_b.to(tl.int64) * T + tok
-    lk = tl.arange(0, (K + 63) // 64) * 64
-    lg = tl.arange(0, (K + 31) // 32) * 32
-    lv = tl.arange(0, (V + 63) // 64) * 64
-    _prefetch(q + ((row * H + i_h) * K)[:, None] + lk[None, :])
-    _prefetch(k + ((row * H + i_h) * K)[:, None] + lk[None, :])
-    _prefetch(g + ((row * HV + i_hv) * K)[:, None] + lg[None, :])
-    _prefetch(v + ((row * HV + i_hv) * V)[:, None] + lv[None, :])
-    _prefetch(beta + row * HV + i_hv)
-    if EDA:
-        _prefetch(e + ((row * HV + i_hv) * K)[:, None] + lk[None, :])
-        _prefetch(gamma + row * HV + i_hv)
-
-
-@triton.jit
 def _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale, H: tl.constexpr, HV: tl.constexpr,
                 K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, EDA: tl.constexpr, k0=0,
                 SCAN_MMA: tl.constexpr = False):
@@ -229,7 +202,7 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
                      H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                      BKC: tl.constexpr, BVP: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr, AB: tl.constexpr,
                      EDA: tl.constexpr, SCALAR_G: tl.constexpr, CHECK_G: tl.constexpr, REUSE: tl.constexpr,
-                     DT: tl.constexpr, PREC: tl.constexpr, PFN: tl.constexpr = 0):
+                     DT: tl.constexpr, PREC: tl.constexpr):
     """Launch (1) of notes/chunk_form.md §4: T, Qk, U_0 = T diag(b') V' and _key_operands'. CHECK_G: also store the
     chunk's smallest log decay (the wrapper rejects g < G_MIN without a pass of its own over g)."""
     c = tl.program_id(0)
@@ -237,10 +210,6 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
     r = tl.arange(0, BT)
     base = i_bh.to(tl.int64) * NT + c
-    if PFN:  # the inputs of the program PFN launches on, into L2: its first loads wait less
-        nxt = c + NT * i_bh + PFN
-        if nxt < NT * tl.num_programs(1):
-            _prefetch_chunk(q, k, v, e, g, beta, gamma, nxt % NT, nxt // NT, T, H, HV, K, V, BT, EDA)
     bb, row_bt, wrow, erow = _chunk_rows(beta, gamma, i_b, i_hv, c, T, HV, BT, EDA)
     if not EDA:  # v first, in flight while the keys load: the KDA path's prep 6-8% faster (EDA's spills, no gain)
         v0 = tl.load(v + (row_bt * HV + i_hv)[:, None] * V + tl.arange(0, BVP)[None, :],
@@ -819,7 +788,7 @@ LAUNCH = dict(
     BWD_CARVEOUT=0,  # the per-chunk backward's shared memory, % of an SM's (-1: Triton's, the largest); the rest is L1
     # walks narrow their V-blocks while the grid stays within a wave of SMs, to 16 columns (long sequences 8-12%
     # faster than 32); past a wave they lose: the 125M layer's 48 walks run 64 columns, not 32 (fwd+bwd 2% faster)
-    FILL_PROGRAMS=128, WALK_MIN_BV=16, PREP_PFN=0)
+    FILL_PROGRAMS=128, WALK_MIN_BV=16)
 _POW2 = dict(SUB_BLOCK=1, PREP_BK=16, DH_PREP_BK=8, FWD_BV=8, DH_BV=8, BWD_BV=16, BWD_BV_K128=16, BWD_BV_KDA=16,
              WALK_MIN_BV=8, **{n: 1 for n in LAUNCH if n.endswith("WARPS")})  # tensor cores: K >= 16, N >= 8
 
@@ -922,8 +891,7 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
         H=H, HV=HV, K=K, V=V, BT=BT, BKC=BKC, BVP=min(64 if eda else 256, triton.next_power_of_2(V)),
         SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
         CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
-        num_stages=L["PREP_STAGES"], maxnreg=(L["PREP_MAXNREG"] or None) if eda else None,
-        PFN=L["PREP_PFN"] * (torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 1))
+        num_stages=L["PREP_STAGES"], maxnreg=(L["PREP_MAXNREG"] or None) if eda else None)
     BK, BV, warps = _walk_blocks(L, "FWD", K, V, B * HV)
     _eda_fwd_kernel[(triton.cdiv(V, BV), B * HV)](
         W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, o, ht if output_final_state else o,
