@@ -333,73 +333,6 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV
         tl.store(ht + i_bh.to(tl.int64) * K * V + off_s, S, mask=m_s)
 
 
-@triton.jit
-def _eda_fwd_pair_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV: tl.constexpr, K: tl.constexpr,
-                         V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, EDA: tl.constexpr,
-                         HAS_H0: tl.constexpr, STORE_HT: tl.constexpr, STORE_HS: tl.constexpr,
-                         DT: tl.constexpr, PREC: tl.constexpr):
-    """The forward walk two chunks (a, b) a step: b's operands merged with a's off the state's dependent chain
-    (W_b' = W_b D_a - P W_a, U0_b' = U0_b - P U0_a, P = W_b Ke_a^T), so U_a, U_b come from one S_0."""
-    i_v = tl.program_id(0)
-    i_bh = tl.program_id(1)
-    i_b, i_hv, _ = _heads(i_bh, HV, HV)
-    r = tl.arange(0, BT)
-    ck, cv, mk, mv, m_s, off_s = _state_block(i_v, K, V, BK, BV)
-    m_k = (r >= 0)[:, None] & mk[None, :]
-    m_u = (r >= 0)[:, None] & mv[None, :]
-    WR: tl.constexpr = EDA and BT >= 32
-    tok, is_w = _sub_steps(BT // 2 if WR else BT, EDA and not WR)
-    rq = 2 * tok + 1 if WR else r
-    TOK: tl.constexpr = BT // 2 if EDA else BT
-    S = tl.zeros([BK, BV], dtype=tl.float32)
-    if HAS_H0:
-        S = tl.load(h0 + i_bh.to(tl.int64) * K * V + off_s, mask=m_s, other=0.).to(tl.float32)
-    for c in range(0, NT, 2):
-        base = i_bh.to(tl.int64) * NT + c
-        hb = (r * 0 + c + 1 < NT)[:, None]  # chunk b exists (a tensor: the interpreter's masks)
-        if STORE_HS:
-            tl.store(hs + base * K * V + off_s, S.to(hs.dtype.element_ty), mask=m_s)
-        off_k = base * BT * K + r[:, None] * K + ck[None, :]
-        off_q = base * BT * K + rq[:, None] * K + ck[None, :]
-        off_u = base * BT * V + r[:, None] * V + cv[None, :]
-        off_qk = base * BT * BT + rq[:, None] * BT + r[None, :]
-        W_a = tl.load(Win + off_k, mask=m_k, other=0.).to(DT)
-        Ke_a = tl.load(Kein + off_k, mask=m_k, other=0.).to(DT)
-        Qg_a = tl.load(Qgin + off_q, mask=(rq >= 0)[:, None] & mk[None, :], other=0.).to(DT)
-        U0_a = tl.load(U0in + off_u, mask=m_u, other=0.).to(tl.float32)
-        Qk_a = tl.load(Qkin + off_qk).to(DT)
-        eGN_a = tl.load(eGNin + base * K + ck, mask=mk, other=0.)
-        W_b = tl.load(Win + BT * K + off_k, mask=m_k & hb, other=0.).to(DT)
-        Ke_b = tl.load(Kein + BT * K + off_k, mask=m_k & hb, other=0.).to(DT)
-        Qg_b = tl.load(Qgin + BT * K + off_q, mask=(rq * 0 + c + 1 < NT)[:, None] & mk[None, :], other=0.)
-        U0_b = tl.load(U0in + BT * V + off_u, mask=m_u & hb, other=0.).to(tl.float32)
-        Qk_b = tl.load(Qkin + BT * BT + off_qk, mask=(rq * 0 + c + 1 < NT)[:, None] & (r >= 0)[None, :], other=0.).to(DT)
-        eGN_b = tl.load(eGNin + (base + 1) * K + ck, mask=mk & (ck * 0 + c + 1 < NT), other=1.)
-        # b's operands against a's S_0 (independent of S: off the chain)
-        Pd = tl.dot(W_b, tl.trans(Ke_a), input_precision=PREC).to(DT)
-        W_b2 = (W_b.to(tl.float32) * eGN_a[None, :] - tl.dot(Pd, W_a, input_precision=PREC)).to(DT)
-        U0_b2 = U0_b - tl.dot(Pd, U0_a.to(DT), input_precision=PREC)
-        Qx = tl.dot(Qg_b.to(DT), tl.trans(Ke_a), input_precision=PREC).to(DT)
-        Qg_b2 = (Qg_b.to(tl.float32) * eGN_a[None, :]).to(DT)
-        Sd = S.to(DT)
-        U_a = (U0_a - tl.dot(W_a, Sd, input_precision=PREC)).to(DT)
-        U_b = (U0_b2 - tl.dot(W_b2, Sd, input_precision=PREC)).to(DT)
-        out_a = tl.dot(Qg_a, Sd, input_precision=PREC) + tl.dot(Qk_a, U_a, input_precision=PREC)
-        out_b = tl.dot(Qg_b2, Sd, input_precision=PREC) + tl.dot(Qx, U_a, input_precision=PREC) + \
-            tl.dot(Qk_b, U_b, input_precision=PREC)
-        t_a = c * TOK + tok
-        off_o = ((i_b.to(tl.int64) * T + t_a) * HV + i_hv)[:, None] * V + cv[None, :]
-        tl.store(o + off_o, out_a.to(o.dtype.element_ty), mask=(is_w & (t_a < T))[:, None] & mv[None, :])
-        tl.store(o + TOK * HV * V + off_o, out_b.to(o.dtype.element_ty),
-                 mask=(is_w & (t_a + TOK < T))[:, None] & mv[None, :])
-        S = S * eGN_a[:, None] + tl.dot(tl.trans(Ke_a), U_a, input_precision=PREC)
-        if STORE_HS:
-            tl.store(hs + (base + 1) * K * V + off_s, S.to(hs.dtype.element_ty), mask=m_s & (ck * 0 + c + 1 < NT)[:, None])
-        S = S * eGN_b[:, None] + tl.dot(tl.trans(Ke_b), U_b, input_precision=PREC)
-    if STORE_HT:
-        tl.store(ht + i_bh.to(tl.int64) * K * V + off_s, S, mask=m_s)
-
-
 # ----------------------------------------------------------------------------------------------------
 # Backward: (3), (4) the reverse chunk walk for dS only; (5) per chunk, in parallel, all gradients.
 
@@ -855,7 +788,7 @@ LAUNCH = dict(
     BWD_CARVEOUT=0,  # the per-chunk backward's shared memory, % of an SM's (-1: Triton's, the largest); the rest is L1
     # walks narrow their V-blocks while the grid stays within a wave of SMs, to 16 columns (long sequences 8-12%
     # faster than 32); past a wave they lose: the 125M layer's 48 walks run 64 columns, not 32 (fwd+bwd 2% faster)
-    FILL_PROGRAMS=128, WALK_MIN_BV=16, FWD_PAIR=0, FWD_PAIR_NW=0)
+    FILL_PROGRAMS=128, WALK_MIN_BV=16)
 _POW2 = dict(SUB_BLOCK=1, PREP_BK=16, DH_PREP_BK=8, FWD_BV=8, DH_BV=8, BWD_BV=16, BWD_BV_K128=16, BWD_BV_KDA=16,
              WALK_MIN_BV=8, **{n: 1 for n in LAUNCH if n.endswith("WARPS")})  # tensor cores: K >= 16, N >= 8
 
@@ -960,14 +893,11 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
         CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
         num_stages=L["PREP_STAGES"], maxnreg=(L["PREP_MAXNREG"] or None) if eda else None)
     BK, BV, warps = _walk_blocks(L, "FWD", K, V, B * HV)
-    args = (W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, o, ht if output_final_state else o,
-            hs if need_states else o, T, NT)
-    kw = dict(HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None, STORE_HT=output_final_state,
-              STORE_HS=need_states, DT=DT, PREC=PREC, num_stages=L["FWD_STAGES"])
-    if L["FWD_PAIR"]:  # two chunks a walk step (FWD_PAIR_NW: its warps; 0: the walk's)
-        _eda_fwd_pair_kernel[(triton.cdiv(V, BV), B * HV)](*args, num_warps=L["FWD_PAIR_NW"] or warps, **kw)
-    else:
-        _eda_fwd_kernel[(triton.cdiv(V, BV), B * HV)](*args, LATE=BV <= L["FWD_LATE_BV"], num_warps=warps, **kw)
+    _eda_fwd_kernel[(triton.cdiv(V, BV), B * HV)](
+        W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, o, ht if output_final_state else o,
+        hs if need_states else o, T, NT, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
+        STORE_HT=output_final_state, STORE_HS=need_states, LATE=BV <= L["FWD_LATE_BV"], DT=DT, PREC=PREC,
+        num_warps=warps, num_stages=L["FWD_STAGES"])
     if check_g and (low := gmin.min().item()) < G_MIN:  # after every launch: the GPU never idles for the sync
         raise ValueError(f"eda_triton: channel-wise log decay g has values below {G_MIN} (min {low:.3g}); the "
                          "kernels' anchored decay factors would overflow. Bound it with eda.safe_gate / eda.kda_gate, "
