@@ -258,7 +258,7 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
 @triton.jit
 def _key_operands(kk, qq, G, bb, Td, g, Xout, Yout, Qgout, eGNout, base, i_b, i_hv, c, T, k0, HV: tl.constexpr,
                   K: tl.constexpr, BT: tl.constexpr, BKC: tl.constexpr, EDA: tl.constexpr, BWD: tl.constexpr,
-                  CHECK_G: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr, STORE_QG: tl.constexpr = True):
+                  CHECK_G: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """Key columns k0 .. k0 + BKC of a walk's operands (Td: T diag(b'); BWD: T^T): X = W = Td exp(G) K', Y = Ke =
     exp(G_C - G) K'; BWD: X = W2 = T^T exp(G_C - G) K', Y = Kg = diag(b') exp(G) K'; Qg = exp(G) Q', exp(G_C)."""
     r = tl.arange(0, BT)
@@ -272,8 +272,7 @@ def _key_operands(kk, qq, G, bb, Td, g, Xout, Yout, Qgout, eGNout, base, i_b, i_
     X = tl.dot(Td, (kn if BWD else kg).to(DT), input_precision=PREC)
     tl.store(Xout + off_k, X.to(Xout.dtype.element_ty), mask=m_k)
     tl.store(Yout + off_k, (kg if BWD else kn).to(Yout.dtype.element_ty), mask=m_k)
-    if STORE_QG:
-        tl.store(Qgout + off_k, (qq * eG).to(Qgout.dtype.element_ty), mask=m_k)
+    tl.store(Qgout + off_k, (qq * eG).to(Qgout.dtype.element_ty), mask=m_k)
     tl.store(eGNout + base * K + ck, _exp(GN), mask=ck < K)
     low = tl.zeros([1], dtype=tl.float32)
     if CHECK_G:
@@ -341,8 +340,7 @@ def _eda_fwd_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV
 @triton.jit
 def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, W2out, Mout, Qgout, Kgout, eGNout, scale, T, NT,
                         H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
-                        BKC: tl.constexpr, EDA: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr,
-                        STORE_QG: tl.constexpr = True):
+                        BKC: tl.constexpr, EDA: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
     """The reverse walk's operands, per chunk (the prep's twin): M = T^T Qk^T [BT, BT], W2, Kg, Qg, exp(G_C)."""
     c = tl.program_id(0)
     i_bh = tl.program_id(1)
@@ -359,7 +357,7 @@ def _eda_dh_prep_kernel(q, k, e, g, beta, gamma, Tin, Qkin, W2out, Mout, Qgout, 
         kk, qq, _, G, _, _, _ = _chunk_keys(q, k, e, g, beta, gamma, i_b, i_h, i_hv, c, T, scale,
                                             H, HV, K, BT, BKC, EDA, kb * BKC)
         _key_operands(kk, qq, G, bb, Tt, g, W2out, Kgout, Qgout, eGNout, base, i_b, i_hv, c, T, kb * BKC,
-                      HV, K, BT, BKC, EDA, True, False, DT, PREC, STORE_QG)
+                      HV, K, BT, BKC, EDA, True, False, DT, PREC)
 
 @triton.jit
 def _eda_bwd_dh_kernel(W2in, Min, Qgin, Kgin, eGNin, do, dht, dhs, dh0, T, NT, HV: tl.constexpr, K: tl.constexpr,
@@ -790,7 +788,7 @@ LAUNCH = dict(
     BWD_CARVEOUT=0,  # the per-chunk backward's shared memory, % of an SM's (-1: Triton's, the largest); the rest is L1
     # walks narrow their V-blocks while the grid stays within a wave of SMs, to 16 columns (long sequences 8-12%
     # faster than 32); past a wave they lose: the 125M layer's 48 walks run 64 columns, not 32 (fwd+bwd 2% faster)
-    FILL_PROGRAMS=128, WALK_MIN_BV=16, KEEP_QG=0)
+    FILL_PROGRAMS=128, WALK_MIN_BV=16)
 _POW2 = dict(SUB_BLOCK=1, PREP_BK=16, DH_PREP_BK=8, FWD_BV=8, DH_BV=8, BWD_BV=16, BWD_BV_K128=16, BWD_BV_KDA=16,
              WALK_MIN_BV=8, **{n: 1 for n in LAUNCH if n.endswith("WARPS")})  # tensor cores: K >= 16, N >= 8
 
@@ -872,23 +870,21 @@ def _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states):
     o = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
     ht = torch.empty(B, HV, K, V, dtype=torch.float32, device=q.device) if output_final_state else _absent(q)
     if not need_states:
-        return o, ht, _absent(q), _absent(q), _absent(q), _absent(q)
+        return o, ht, _absent(q), _absent(q), _absent(q)
     hs = torch.empty(B, HV, NT, K, V, dtype=q.dtype, device=q.device)
     Tm, Qk = (torch.empty(B * HV, NT, BT, BT, dtype=_dot_types(q)[2], device=q.device) for _ in range(2))
-    return o, ht, hs, Tm, Qk, torch.empty(B * HV, NT, BT, K, dtype=_dot_types(q)[2], device=q.device)
+    return o, ht, hs, Tm, Qk
 
 
 def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states, chunk_tokens, scalar_g, check_g, L):
     """Launches (1), (2) of notes/chunk_form.md §4 (check_g: each chunk's smallest g too); L: launch settings."""
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     DT, PREC, tdt = _dot_types(q)
-    outs = o, ht, hs, Tm, Qk, Qgs = _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states)
+    outs = o, ht, hs, Tm, Qk = _fwd_outputs(q, v, e, chunk_tokens, output_final_state, need_states)
     if not need_states:  # T and Qk only live through the forward (the op returns them absent, as the fake op)
         Tm, Qk = (torch.empty(B * HV, NT, BT, BT, dtype=tdt, device=q.device) for _ in range(2))
     SB, BKC = min(L["SUB_BLOCK"], BT), min(L["PREP_BK"], triton.next_power_of_2(K))
     (W, Ke, Qg, eGN), U0 = _key_buffers(q, B * HV, NT, BT, K), q.new_empty(B * HV, NT, BT, V, dtype=tdt)
-    if need_states:
-        Qg = Qgs
     gmin = q.new_empty(B * HV * NT, dtype=torch.float32) if check_g else Tm
     _eda_prep_kernel[(NT, B * HV)](
         q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W, U0, Ke, Qg, eGN, gmin, scale, T, NT,
@@ -916,20 +912,17 @@ def _bwd_grads(q, k, v, e, g, beta, gamma):
     return tuple(_absent(q) if x is None else x.new_empty(x.shape) for x in (q, k, v, e, g, beta, gamma))
 
 
-def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk_tokens, scalar_g, L, Qgs=None):
+def _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk_tokens, scalar_g, L):
     B, T, H, HV, K, V, eda, BT, NT = _geometry(q, v, e, chunk_tokens)
     BK, BVd, warps = _walk_blocks(L, "DH", K, V, B * HV)
     DT, PREC, _ = _dot_types(q)
     # (3) the state gradient at every chunk end, walking backwards on operands prepared in parallel
     dhs, dh0 = torch.empty_like(hs), q.new_empty(B, HV, K, V, dtype=torch.float32) if need_dh0 else _absent(q)
     (W2, Kg, Qg, eGN), M = _key_buffers(q, B * HV, NT, BT, K), torch.empty_like(Tm)
-    keep = bool(L["KEEP_QG"]) and Qgs is not None and Qgs.numel() > 0
-    if keep:
-        Qg = Qgs
     _eda_dh_prep_kernel[(NT, B * HV)](
         q, k, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W2, M, Qg, Kg, eGN, scale, T, NT,
         H=H, HV=HV, K=K, V=V, BT=BT, BKC=min(L["DH_PREP_BK"], BK), EDA=eda, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
-        num_stages=L["PREP_STAGES"], STORE_QG=not keep)
+        num_stages=L["PREP_STAGES"])
     _eda_bwd_dh_kernel[(triton.cdiv(V, BVd), B * HV)](
         W2, M, Qg, Kg, eGN, do, dht if dht is not None else do, dhs, dh0 if need_dh0 else dhs, T, NT,
         HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BVd, EDA=eda, HAS_DHT=dht is not None, STORE_DH0=need_dh0, DT=DT, PREC=PREC,
@@ -1010,7 +1003,7 @@ Tensor, Opt = torch.Tensor, Optional[torch.Tensor]
 def _eda_chunk_fwd(q: Tensor, k: Tensor, v: Tensor, e: Opt, g: Tensor, beta: Tensor, gamma: Opt, h0: Opt,
                    scale: float, chunk_tokens: int, scalar_g: bool, output_final_state: bool, need_states: bool,
                    check_g: bool, recompute_states: bool, launch: List[int]
-                   ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+                   ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """The chunked forward (Eq. chunk_wise_eda) on a channel-wise g (scalar_g: columns equal, the exact per-head path):
     (o, final state, S_0 of every chunk, T, Qk), absent ones empty; recompute_states: the backward reruns it."""
     q, k, v, e, g, beta, gamma, h0 = (None if x is None else x.contiguous() for x in (q, k, v, e, g, beta, gamma, h0))
@@ -1026,18 +1019,18 @@ def _(q, k, v, e, g, beta, gamma, h0, scale, chunk_tokens, scalar_g, output_fina
 
 @torch.library.custom_op("nanoeda::eda_chunk_bwd", mutates_args=())
 def _eda_chunk_bwd(q: Tensor, k: Tensor, v: Tensor, e: Opt, g: Tensor, beta: Tensor, gamma: Opt, hs: Tensor,
-                   Tm: Tensor, Qk: Tensor, Qgs: Tensor, do: Tensor, dht: Opt, scale: float, chunk_tokens: int, scalar_g: bool,
+                   Tm: Tensor, Qk: Tensor, do: Tensor, dht: Opt, scale: float, chunk_tokens: int, scalar_g: bool,
                    need_dh0: bool, launch: List[int]
                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     """Gradients of the chunked forward: _bwd_grads' buffers and dh0 (fp32), absent ones empty; dg is channel-wise."""
-    q, k, v, g, beta, hs, Tm, Qk, Qgs, do = (x.contiguous() for x in (q, k, v, g, beta, hs, Tm, Qk, Qgs, do))
+    q, k, v, g, beta, hs, Tm, Qk, do = (x.contiguous() for x in (q, k, v, g, beta, hs, Tm, Qk, do))
     e, gamma, dht = (None if x is None else x.contiguous() for x in (e, gamma, dht))
     return _bwd(q, k, v, e, g, beta, gamma, scale, hs, Tm, Qk, do, dht, need_dh0, chunk_tokens, scalar_g,
-                dict(zip(LAUNCH, launch)), Qgs)
+                dict(zip(LAUNCH, launch)))
 
 
 @_eda_chunk_bwd.register_fake
-def _(q, k, v, e, g, beta, gamma, hs, Tm, Qk, Qgs, do, dht, scale, chunk_tokens, scalar_g, need_dh0, launch):
+def _(q, k, v, e, g, beta, gamma, hs, Tm, Qk, do, dht, scale, chunk_tokens, scalar_g, need_dh0, launch):
     dh0 = q.new_empty(q.shape[0], v.shape[2], q.shape[3], v.shape[3], dtype=torch.float32) if need_dh0 else _absent(q)
     return (*_bwd_grads(q, k, v, e, g, beta, gamma), dh0)
 
@@ -1045,19 +1038,19 @@ def _(q, k, v, e, g, beta, gamma, hs, Tm, Qk, Qgs, do, dht, scale, chunk_tokens,
 def _eda_chunk_setup(ctx, inputs, output):
     (q, k, v, e, g, beta, gamma, h0, scale, chunk_tokens, scalar_g, output_final_state, need_states, _, recompute,
      launch) = inputs
-    _, _, hs, Tm, Qk, Qgs = output
+    _, _, hs, Tm, Qk = output
     # no zero gradients for outputs the loss did not reach: hs's alone would be ~1 GB, written and never read
     ctx.set_materialize_grads(False)
-    ctx.save_for_backward(q, k, v, e, g, beta, gamma, h0 if recompute else None, hs, Tm, Qk, Qgs)
+    ctx.save_for_backward(q, k, v, e, g, beta, gamma, h0 if recompute else None, hs, Tm, Qk)
     ctx.meta = (scale, chunk_tokens, scalar_g, output_final_state, need_states, recompute,
                 None if h0 is None else h0.dtype, launch)
 
 
 def _eda_chunk_backward(ctx, do, dht, *_):
-    q, k, v, e, g, beta, gamma, h0, hs, Tm, Qk, Qgs = ctx.saved_tensors
+    q, k, v, e, g, beta, gamma, h0, hs, Tm, Qk = ctx.saved_tensors
     scale, chunk_tokens, scalar_g, output_final_state, need_states, recompute, h0_dtype, launch = ctx.meta
     if recompute:  # the forward again, this time storing what the backward reads (one layer's worth at a time)
-        _, _, hs, Tm, Qk, Qgs = torch.ops.nanoeda.eda_chunk_fwd(q, k, v, e, g, beta, gamma, h0, scale, chunk_tokens,
+        _, _, hs, Tm, Qk = torch.ops.nanoeda.eda_chunk_fwd(q, k, v, e, g, beta, gamma, h0, scale, chunk_tokens,
                                                            scalar_g, False, True, False, False, launch)
     elif not need_states:
         raise RuntimeError("eda_triton: backward through a forward that ran without gradients (call it with "
@@ -1065,7 +1058,7 @@ def _eda_chunk_backward(ctx, do, dht, *_):
     if do is None:  # the loss used only the final state
         do = torch.zeros_like(v)  # o's shape and dtype
     dq, dk, dv, de, dg, dbeta, dgamma, dh0 = torch.ops.nanoeda.eda_chunk_bwd(
-        q, k, v, e, g, beta, gamma, hs, Tm, Qk, Qgs, do, dht if output_final_state else None, scale, chunk_tokens, scalar_g,
+        q, k, v, e, g, beta, gamma, hs, Tm, Qk, do, dht if output_final_state else None, scale, chunk_tokens, scalar_g,
         h0_dtype is not None, launch)
     return (dq, dk, dv, None if e is None else de, dg, dbeta, None if gamma is None else dgamma,  # inputs' dtypes
             None if h0_dtype is None else dh0.to(h0_dtype), None, None, None, None, None, None, None, None)
@@ -1166,7 +1159,7 @@ def eda_fused(q, k, v, e, g, beta, gamma, scale=None, initial_state=None, output
     # contiguous here, not only inside the op: what autograd saves for the backward is then the copy
     q, k, v, gx, beta, e, gamma, h0 = (None if x is None else x.contiguous()
                                        for x in (q, k, v, gx, beta, e, gamma, initial_state))
-    o, ht, _, _, _, _ = torch.ops.nanoeda.eda_chunk_fwd(q, k, v, e, gx, beta, gamma, h0, scale, chunk_size, scalar_g,
+    o, ht, _, _, _ = torch.ops.nanoeda.eda_chunk_fwd(q, k, v, e, gx, beta, gamma, h0, scale, chunk_size, scalar_g,
                                                      output_final_state, need_states, bool(check_g) and not scalar_g,
                                                      grad and bool(recompute_states), launch)
     return o, (ht if output_final_state else None)
