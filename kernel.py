@@ -243,7 +243,7 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
                                                 H, HV, K, BT, BKC, EDA, kb * BKC)
             low = tl.minimum(low, _key_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, i_hv,
                                                 c, T, kb * BKC, HV, K, BT, BKC, EDA, False, CHECK_G, DT, PREC))
-    for i_v in range(tl.cdiv(V, BVP)):  # U_0 = T diag(b') V', V in blocks (the KDA path's: one)
+    for i_v in range(tl.cdiv(V, BVP)):  # U_0 = T diag(b') V', V in blocks (the KDA path's: one, v0; BVP >= V)
         cv = i_v * BVP + tl.arange(0, BVP)
         mv = cv < V
         vv = v0 if not EDA else tl.load(v + (row_bt * HV + i_hv)[:, None] * V + cv[None, :],
@@ -888,7 +888,7 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
     gmin = q.new_empty(B * HV * NT, dtype=torch.float32) if check_g else Tm
     _eda_prep_kernel[(NT, B * HV)](
         q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W, U0, Ke, Qg, eGN, gmin, scale, T, NT,
-        H=H, HV=HV, K=K, V=V, BT=BT, BKC=BKC, BVP=min(64 if eda else 256, triton.next_power_of_2(V)),
+        H=H, HV=HV, K=K, V=V, BT=BT, BKC=BKC, BVP=triton.next_power_of_2(min(64, V) if eda else V),
         SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
         CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
         num_stages=L["PREP_STAGES"], maxnreg=(L["PREP_MAXNREG"] or None) if eda else None)
