@@ -17,6 +17,11 @@ import torch
 import triton
 import triton.language as tl
 
+if triton.__version__.startswith("3.6."):  # Gluon, experimental: walk_gluon.py is written to 3.6's API (3.7+ renames)
+    import walk_gluon
+else:
+    walk_gluon = None
+
 # tokens per chunk (eda_fused's default), and per anchor block: anchored halfway down a 16-token block's log decay,
 # every decay factor stays within exp(5 * 8) = exp(40) under the safe gate (-5 per step)
 CHUNK_TOKENS = 16
@@ -788,7 +793,8 @@ LAUNCH = dict(
     BWD_CARVEOUT=0,  # the per-chunk backward's shared memory, % of an SM's (-1: Triton's, the largest); the rest is L1
     # walks narrow their V-blocks while the grid stays within a wave of SMs, to 16 columns (long sequences 8-12%
     # faster than 32); past a wave they lose: the 125M layer's 48 walks run 64 columns, not 32 (fwd+bwd 2% faster)
-    FILL_PROGRAMS=128, WALK_MIN_BV=16)
+    FILL_PROGRAMS=128, WALK_MIN_BV=16,
+    FWD_GLUON=1)  # 1: forward walks of <= 64 columns run walk_gluon.py's where they can (_gluon_walk), 0: Triton's
 _POW2 = dict(SUB_BLOCK=1, PREP_BK=16, DH_PREP_BK=8, FWD_BV=8, DH_BV=8, BWD_BV=16, BWD_BV_K128=16, BWD_BV_KDA=16,
              WALK_MIN_BV=8, **{n: 1 for n in LAUNCH if n.endswith("WARPS")})  # tensor cores: K >= 16, N >= 8
 
@@ -800,6 +806,14 @@ def _walk_blocks(L, walk, K, V, programs):
     while BV > L["WALK_MIN_BV"] and 2 * programs * triton.cdiv(V, BV) <= L["FILL_PROGRAMS"]:
         BV //= 2
     return BK, BV, L[walk + "_WARPS"] if BV >= 128 else 4
+
+
+def _gluon_walk(L, q, eda, BT, K, V, BV):
+    """Whether the forward walk runs walk_gluon.py's (warps in roles), as written and measured: EDA's 16-token chunks,
+    K = 128, bf16 operands, V-blocks of <= 64 columns (at 128 it was not faster), on Hopper or later with triton 3.6."""
+    return (walk_gluon is not None and bool(L["FWD_GLUON"]) and q.is_cuda and eda and BT == 32 and K == 128
+            and q.dtype != torch.float32 and BV <= 64 and V % BV == 0
+            and torch.cuda.get_device_capability(q.device)[0] >= 9)
 
 
 def launch_settings(changes=None):
@@ -893,11 +907,16 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
         CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
         num_stages=L["PREP_STAGES"], maxnreg=(L["PREP_MAXNREG"] or None) if eda else None)
     BK, BV, warps = _walk_blocks(L, "FWD", K, V, B * HV)
-    _eda_fwd_kernel[(triton.cdiv(V, BV), B * HV)](
-        W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, o, ht if output_final_state else o,
-        hs if need_states else o, T, NT, HV=HV, K=K, V=V, BT=BT, BK=BK, BV=BV, EDA=eda, HAS_H0=h0 is not None,
-        STORE_HT=output_final_state, STORE_HS=need_states, LATE=BV <= L["FWD_LATE_BV"], DT=DT, PREC=PREC,
-        num_warps=warps, num_stages=L["FWD_STAGES"])
+    args = (W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, o, ht if output_final_state else o,
+            hs if need_states else o, T, NT)
+    flags = dict(HV=HV, K=K, V=V, BT=BT, BV=BV, HAS_H0=h0 is not None, STORE_HT=output_final_state,
+                 STORE_HS=need_states)
+    if _gluon_walk(L, q, eda, BT, K, V, BV):  # 2 worker warps at 16 columns, 4 wider (as measured)
+        walk_gluon.eda_fwd_ws_kernel[(V // BV, B * HV)](*args, **flags, WW=2 if BV == 16 else 4, WW_REGS=128,
+                                                         num_warps=4)
+    else:
+        _eda_fwd_kernel[(triton.cdiv(V, BV), B * HV)](*args, **flags, BK=BK, EDA=eda, LATE=BV <= L["FWD_LATE_BV"],
+                                                      DT=DT, PREC=PREC, num_warps=warps, num_stages=L["FWD_STAGES"])
     if check_g and (low := gmin.min().item()) < G_MIN:  # after every launch: the GPU never idles for the sync
         raise ValueError(f"eda_triton: channel-wise log decay g has values below {G_MIN} (min {low:.3g}); the "
                          "kernels' anchored decay factors would overflow. Bound it with eda.safe_gate / eda.kda_gate, "

@@ -419,25 +419,42 @@ def test_each_kernel_op_passes_torch_library_opcheck(name):
     torch.library.opcheck(op, args)
 
 
-def test_kernel_py_imports_nothing_of_this_repo():
+def test_kernel_py_imports_nothing_of_this_repo_but_its_gluon_walk():
     """The import graph runs one way: eda.py may import kernel.py (lazily), never the reverse; kernel.py's
-    imports, at the top or inside functions, name no module or folder of this repository."""
+    imports, at the top or inside functions, name no module or folder of this repository but walk_gluon.py
+    (its forward walk in Gluon), which imports none."""
     import ast
     here = os.path.dirname(os.path.abspath(__file__))
     ours = {n[:-3] if n.endswith(".py") else n for n in os.listdir(here)
             if n.endswith(".py") or os.path.isdir(os.path.join(here, n))}
     assert {"eda", "model", "train", "conftest"} <= ours  # the list is the repository's
-    imported = set()
-    for node in ast.walk(ast.parse(open(os.path.join(here, "kernel.py")).read())):
-        if isinstance(node, ast.Import):
-            imported |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, "a relative import"
-            imported.add(node.module.split(".")[0])
-        elif isinstance(node, ast.Name):
-            assert node.id not in ("__import__", "importlib"), "an import by name"
-    assert {"torch", "triton"} <= imported  # what it does import was seen
-    assert not imported & ours, sorted(imported & ours)
+    for name, allowed in (("kernel.py", {"walk_gluon"}), ("walk_gluon.py", set())):
+        imported = set()
+        for node in ast.walk(ast.parse(open(os.path.join(here, name)).read())):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                assert node.level == 0, "a relative import"
+                imported.add(node.module.split(".")[0])
+            elif isinstance(node, ast.Name):
+                assert node.id not in ("__import__", "importlib"), "an import by name"
+        assert "triton" in imported  # what it does import was seen
+        assert imported & ours == allowed, (name, sorted(imported & ours))
+
+
+def test_the_gluon_walk_runs_only_where_it_was_written_and_measured():
+    """_gluon_walk: EDA's 16-token chunks, K = 128, bf16 operands, <= 64 columns, on CUDA with triton 3.6's Gluon;
+    never under the interpreter, never with FWD_GLUON=0."""
+    L = dict(zip(kernel.LAUNCH, kernel.launch_settings()))
+    q = torch.zeros(1, device=DEV, dtype=torch.bfloat16)
+    gluon = DEV == "cuda" and kernel.walk_gluon is not None and torch.cuda.get_device_capability()[0] >= 9
+    assert kernel._gluon_walk(L, q, True, 32, 128, 128, 16) == gluon
+    assert kernel._gluon_walk(L, q, True, 32, 128, 128, 64) == gluon
+    for args in ((True, 32, 128, 128, 128), (False, 16, 128, 128, 16), (True, 64, 128, 128, 16),
+                 (True, 32, 64, 128, 16), (True, 32, 128, 80, 32)):
+        assert not kernel._gluon_walk(L, q, *args), args
+    assert not kernel._gluon_walk(L, q.float(), True, 32, 128, 128, 16)
+    assert not kernel._gluon_walk(dict(L, FWD_GLUON=0), q, True, 32, 128, 128, 16)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -449,15 +466,26 @@ def test_kernel_py_imports_nothing_of_this_repo():
                                                ({"FWD_STAGES": 2, "DH_STAGES": 2}, 32, 4), ({"SUB_BLOCK": 8}, None, 4),
                                                ({"PREP_REUSE": 0}, None, 4), ({"BWD_WROWS": 0}, None, 4), ({}, None, 8),
                                                ({"FWD_LATE_BV": 0}, None, 4), ({"FILL_PROGRAMS": 8}, None, 4),
-                                               ({"FILL_PROGRAMS": 4}, None, 4)])
+                                               ({"FILL_PROGRAMS": 4}, None, 4), ({"FWD_GLUON": 0}, None, 4),
+                                               ({"FILL_PROGRAMS": 16}, None, 4)])
 def test_gpu_bf16_T4096_matches_fp64_reference(launch, chunk, hv):
     # the shipped launch settings, grouped (HV = 4: a pair's dq, dk added; HV = 8: four summed) and not (HV = H = 2),
     # 32-token chunks (whose walks fit a Hopper SM's shared memory at 2 stages), the UT solve in 8-row substitution
     # blocks (the default before 4), the prep's second pass reloading its tiles and the per-chunk backward on all
     # 32 sub-steps of a chunk, the forward walk storing each chunk's state first thing in a step, the walks on 64- and
-    # 128-column V-blocks (where more heads run: B * HV = 4 narrows them to 16 columns)
+    # 128-column V-blocks (where more heads run: B * HV = 4 narrows them to 16 columns), the forward walk in Gluon (on
+    # Hopper, triton 3.6) at 16, 32 and 64 columns or Triton's at 16
     x = make_inputs(1, 4096, 2, hv, 128, 128, dtype=torch.bfloat16, seed=11, device=DEV)
     compare(x, eda.eda_triton, 1e-2, launch=launch, chunk_size=chunk)
+
+
+@needs_gpu
+@pytest.mark.parametrize("fill", [128, 16])
+def test_gpu_gluon_walk_odd_length_grouped_heads_matches_fp64_reference(fill):
+    # the Gluon forward walk (where kernel._gluon_walk allows it) at 16 and 64 columns: a partial last chunk, grouped
+    # value heads, an initial state, the final state and every gradient (the backward reads the states it stored)
+    x = make_inputs(2, 999, 1, 3, 128, 128, dtype=torch.bfloat16, seed=17, device=DEV)
+    compare(x, eda.eda_triton, 1e-2, launch=dict(FILL_PROGRAMS=fill))
 
 
 @needs_gpu

@@ -1,0 +1,143 @@
+"""
+The forward chunk walk (launch (2) of notes/chunk_form.md §4, Eq. chunk_wise_eda) with warps in roles, in Gluon.
+
+kernel.py's Triton walk runs one instruction stream: each step's state chain (U = U_0 - W S, S = D S + Ke^T U), the
+state's store for the backward and the output o = Qg S + Qk U take turns on the same warps, one warp per scheduler.
+Here the chain runs on 4 warps of its own, fed by a ring of cp.async copies, and hands each step's S and U through a
+ring of shared-memory slots (mbarriers: `ready` when filled, `empty` when read) to worker warps that store S and form o.
+EDA's 16-token chunks (BT = 32 rows, outputs on the 16 write rows), K = 128, bf16 operands, V-blocks of BV dividing V:
+kernel._fwd runs it on Hopper where those hold (notes/kernel.md, "The forward walk in Gluon"); the CPU interpreter
+and every other case run the Triton walk, which tests hold it to.
+"""
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy, mma_v2
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier
+
+NBUF = gl.constexpr(3)  # S, U slots between the chain and the workers
+NS = gl.constexpr(3)  # stages of the chain's and the workers' operand rings (2 of them in flight)
+
+
+@gluon.jit
+def _ring_fill(ring_a, ring_b, A, B, off_a, off_b, base0, i, NT, SA: gl.constexpr, SB: gl.constexpr,
+               NS: gl.constexpr):
+    """Copy chunk i's tiles (the last chunk's past the end) into the rings' slot i % NS, as one commit group."""
+    nb = base0 + gl.minimum(i, NT - 1)
+    async_copy.async_copy_global_to_shared(ring_a.index(i % NS), A + nb * SA + off_a)
+    async_copy.async_copy_global_to_shared(ring_b.index(i % NS), B + nb * SB + off_b)
+    async_copy.commit_group()
+
+
+@gluon.jit
+def _chain(Win, U0in, Kein, eGNin, h0, ht, s_buf, u_buf, w_ring, k_ring, ready, empty, NT, K: gl.constexpr,
+           V: gl.constexpr, BT: gl.constexpr, BV: gl.constexpr, NBUF: gl.constexpr, NS: gl.constexpr,
+           HAS_H0: gl.constexpr, STORE_HT: gl.constexpr):
+    """The state chain on 4 warps: per chunk U = U_0 - W S_0, S_C = exp(G_C) S_0 + Ke^T U; S_0 and U to a slot."""
+    i_v, i_bh = gl.program_id(0), gl.program_id(1)
+    mmaW: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[2, 2], instr_shape=[16, 8])
+    mmaS: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[4, 1], instr_shape=[16, 8])
+    ld: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+    ck = gl.arange(0, K, layout=gl.SliceLayout(0, ld))
+    off_k = gl.arange(0, BT, layout=gl.SliceLayout(1, ld))[:, None] * K + ck[None, :]
+    off_u = (gl.arange(0, BT, layout=gl.SliceLayout(1, mmaW))[:, None] * V
+             + i_v * BV + gl.arange(0, BV, layout=gl.SliceLayout(0, mmaW))[None, :])
+    ks = gl.arange(0, K, layout=gl.SliceLayout(1, mmaS))
+    off_s = ks[:, None] * V + i_v * BV + gl.arange(0, BV, layout=gl.SliceLayout(0, mmaS))[None, :]
+    base0 = i_bh.to(gl.int64) * NT
+    for i in gl.static_range(NS - 1):
+        _ring_fill(w_ring, k_ring, Win, Kein, off_k, off_k, base0, i, NT, BT * K, BT * K, NS)
+    U0 = gl.load(U0in + base0 * BT * V + off_u).to(gl.float32)
+    eGN = gl.load(eGNin + base0 * K + ks)
+    S = gl.zeros([K, BV], gl.float32, mmaS)
+    if HAS_H0:
+        S = gl.load(h0 + i_bh.to(gl.int64) * K * V + off_s).to(gl.float32)
+    for c in range(NT):
+        nb = base0 + gl.minimum(c + 1, NT - 1)  # the next chunk's U_0, exp(G_C): in flight during this step
+        U0_n = gl.load(U0in + nb * BT * V + off_u).to(gl.float32)
+        eGN_n = gl.load(eGNin + nb * K + ks)
+        gl.thread_barrier()  # every chain warp has read the ring slot the next copy overwrites
+        _ring_fill(w_ring, k_ring, Win, Kein, off_k, off_k, base0, c + NS - 1, NT, BT * K, BT * K, NS)
+        async_copy.wait_group(NS - 1)
+        gl.thread_barrier()
+        slot = c % NBUF
+        mbarrier.wait(empty.index(slot), ((c // NBUF) & 1) ^ 1)  # the workers are done with the slot (free at first)
+        s_slot, u_slot = s_buf.index(slot), u_buf.index(slot)
+        s_slot.store(S.to(gl.bfloat16))  # S_0 rounded once: the product's operand, the store's and the output's
+        Wd = w_ring.index(c % NS).load(gl.DotOperandLayout(0, mmaW, 2))
+        U = U0 - mma_v2(Wd, s_slot.load(gl.DotOperandLayout(1, mmaW, 2)), gl.zeros([BT, BV], gl.float32, mmaW))
+        u_slot.store(U.to(gl.bfloat16))
+        Ud = u_slot.load(gl.DotOperandLayout(1, mmaS, 2))
+        KeT = k_ring.index(c % NS).permute((1, 0)).load(gl.DotOperandLayout(0, mmaS, 2))
+        mbarrier.arrive(ready.index(slot), count=1)
+        S = S * eGN[:, None] + mma_v2(KeT, Ud, gl.zeros([K, BV], gl.float32, mmaS))
+        U0, eGN = U0_n, eGN_n
+    async_copy.wait_group(0)
+    if STORE_HT:
+        gl.store(ht + i_bh.to(gl.int64) * K * V + off_s, S)
+
+
+@gluon.jit
+def _workers(Qgin, Qkin, o, hs, s_buf, u_buf, q_ring, qk_ring, ready, empty, T, NT, HV: gl.constexpr,
+             K: gl.constexpr, V: gl.constexpr, BT: gl.constexpr, BV: gl.constexpr, NBUF: gl.constexpr,
+             NS: gl.constexpr, WW: gl.constexpr, STORE_HS: gl.constexpr):
+    """WW warps: per chunk, S_0 to hs (for the backward) and o = Qg S_0 + Qk U on the write rows 2t + 1."""
+    i_v, i_bh = gl.program_id(0), gl.program_id(1)
+    i_b, i_hv = i_bh // HV, i_bh % HV
+    NQ: gl.constexpr = BT // 2
+    mmaO: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, WW], instr_shape=[16, 8])
+    ld: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [WW, 1], [1, 0])
+    rq = 2 * gl.arange(0, NQ, layout=gl.SliceLayout(1, ld)) + 1
+    off_q = rq[:, None] * K + gl.arange(0, K, layout=gl.SliceLayout(0, ld))[None, :]
+    off_qk = rq[:, None] * BT + gl.arange(0, BT, layout=gl.SliceLayout(0, ld))[None, :]
+    off_s = (gl.arange(0, K, layout=gl.SliceLayout(1, ld))[:, None] * V
+             + i_v * BV + gl.arange(0, BV, layout=gl.SliceLayout(0, ld))[None, :])
+    to = gl.arange(0, NQ, layout=gl.SliceLayout(1, mmaO))
+    co = i_v * BV + gl.arange(0, BV, layout=gl.SliceLayout(0, mmaO))
+    base0 = i_bh.to(gl.int64) * NT
+    for i in gl.static_range(NS - 1):
+        _ring_fill(q_ring, qk_ring, Qgin, Qkin, off_q, off_qk, base0, i, NT, BT * K, BT * BT, NS)
+    for c in range(NT):
+        gl.thread_barrier()
+        _ring_fill(q_ring, qk_ring, Qgin, Qkin, off_q, off_qk, base0, c + NS - 1, NT, BT * K, BT * BT, NS)
+        async_copy.wait_group(NS - 1)
+        gl.thread_barrier()
+        slot = c % NBUF
+        mbarrier.wait(ready.index(slot), (c // NBUF) & 1)
+        s_slot = s_buf.index(slot)
+        if STORE_HS:
+            gl.store(hs + (base0 + c) * K * V + off_s, s_slot.load(ld).to(hs.dtype.element_ty))
+        Sd = s_slot.load(gl.DotOperandLayout(1, mmaO, 2))
+        Ud = u_buf.index(slot).load(gl.DotOperandLayout(1, mmaO, 2))
+        mbarrier.arrive(empty.index(slot), count=1)
+        out = mma_v2(q_ring.index(c % NS).load(gl.DotOperandLayout(0, mmaO, 2)), Sd,
+                     gl.zeros([NQ, BV], gl.float32, mmaO))
+        out = mma_v2(qk_ring.index(c % NS).load(gl.DotOperandLayout(0, mmaO, 2)), Ud, out)
+        t_abs = c * NQ + to
+        gl.store(o + ((i_b.to(gl.int64) * T + t_abs) * HV + i_hv)[:, None] * V + co[None, :],
+                 out.to(o.dtype.element_ty), mask=(t_abs < T)[:, None] & (co < V)[None, :])
+    async_copy.wait_group(0)
+
+
+@gluon.jit
+def eda_fwd_ws_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV: gl.constexpr, K: gl.constexpr,
+                      V: gl.constexpr, BT: gl.constexpr, BV: gl.constexpr, HAS_H0: gl.constexpr,
+                      STORE_HT: gl.constexpr, STORE_HS: gl.constexpr, WW: gl.constexpr, WW_REGS: gl.constexpr):
+    """Per (V-block, batch x value head): kernel._eda_fwd_kernel's results, the chain and the workers in parallel."""
+    bf: gl.constexpr = gl.bfloat16  # rings in the layout tensor-core operands are read from
+    s_buf = gl.allocate_shared_memory(bf, [NBUF, K, BV], gl.NVMMASharedLayout.get_default_for([K, BV], bf))
+    u_buf = gl.allocate_shared_memory(bf, [NBUF, BT, BV], gl.NVMMASharedLayout.get_default_for([BT, BV], bf))
+    w_ring = gl.allocate_shared_memory(bf, [NS, BT, K], gl.NVMMASharedLayout.get_default_for([BT, K], bf))
+    k_ring = gl.allocate_shared_memory(bf, [NS, BT, K], gl.NVMMASharedLayout.get_default_for([BT, K], bf))
+    q_ring = gl.allocate_shared_memory(bf, [NS, BT // 2, K], gl.NVMMASharedLayout.get_default_for([BT // 2, K], bf))
+    qk_ring = gl.allocate_shared_memory(bf, [NS, BT // 2, BT], gl.NVMMASharedLayout.get_default_for([BT // 2, BT], bf))
+    ready = gl.allocate_shared_memory(gl.int64, [NBUF, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [NBUF, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(NBUF):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=1)
+    gl.warp_specialize([
+        (_chain, (Win, U0in, Kein, eGNin, h0, ht, s_buf, u_buf, w_ring, k_ring, ready, empty, NT, K, V, BT, BV,
+                  NBUF, NS, HAS_H0, STORE_HT)),
+        (_workers, (Qgin, Qkin, o, hs, s_buf, u_buf, q_ring, qk_ring, ready, empty, T, NT, HV, K, V, BT, BV, NBUF,
+                    NS, WW, STORE_HS)),
+    ], [WW], [WW_REGS])
