@@ -40,6 +40,7 @@ TABLE7 = {('dense', 'transformer'): (2.5052, 2.5052), ('dense', 'gdn'): (2.5035,
           ('moe', 'gdn'): (24.5676, 2.7236), ('moe', 'kda'): (24.6324, 2.7885), ('moe', 'eda'): (24.6558, 2.8119)}
 MIXER_NAMES = {'eda': 'EDA', 'kda': 'KDA', 'gdn': 'GDN', 'gdn2': 'GDN-2', 'transformer': 'Transformer (no conv)'}
 # EDA's kernels (as the template's columns order them) and the kernel benchmark's cases
+WALKS = {'eda_fwd_ws_kernel': '_eda_fwd_kernel'}  # walk_gluon.py's forward walk, kernel.py's where it does not run
 KERNELS = ('_eda_prep_kernel', '_eda_fwd_kernel', '_eda_dh_prep_kernel', '_eda_bwd_dh_kernel', '_eda_bwd_kernel')
 EDA, KDA, SAFE = 'eda_triton (EDA)', 'eda_triton KDA path (e=None)', 'FLA chunk_kda safe_gate'
 UPDATES = {'reassign': 'overwrites and moves'}  # what a task's updates are, where "updates" would say less
@@ -305,7 +306,8 @@ def kernel_section():
     kr, prof = ({(r['case'], tuple(r['shape'])): r for r in rows if r['bench'] == bench and r['run'] == run
                  and not r['launch']} for bench in ('kernel', 'profile'))
     shapes, profiled = (list(dict.fromkeys(s for _, s in by)) for by in (kr, prof))  # in the order they ran
-    k = {key: r['kernels'] for key, r in prof.items()}  # {(case, shape): {kernel: its ms in one fwd+bwd}}
+    # {(case, shape): {kernel: its ms in one fwd+bwd}}; the forward walk in Gluon where it ran, one column either way
+    k = {key: {WALKS.get(n, n): ms for n, ms in r['kernels'].items()} for key, r in prof.items()}
 
     def ratio(r, f):  # r's forward and fwd+bwd times over those of FLA's row f
         return f"{r['fwd_ms'] / f['fwd_ms']:.2f}x / {r['fwd_bwd_ms'] / f['fwd_bwd_ms']:.2f}x" if f else '—'
