@@ -6,16 +6,15 @@ state's store for the backward and the output o = Qg S + Qk U take turns on the 
 Here the chain runs on 4 warps of its own, fed by a ring of cp.async copies, and hands each step's S and U through a
 ring of shared-memory slots (mbarriers: `ready` when filled, `empty` when read) to worker warps that store S and form o.
 EDA's 16-token chunks (BT = 32 rows, outputs on the 16 write rows), K = 128, bf16 operands, V-blocks of BV dividing V:
-kernel._fwd runs it on Hopper where those hold (notes/kernel.md, "The forward walk in Gluon"); the CPU interpreter
-and every other case run the Triton walk, which tests hold it to.
+kernel._fwd runs it on Hopper where those hold (notes/kernel.md, "The forward walk in Gluon, and the next design"); the
+CPU interpreter and every other case run the Triton walk, which tests hold it to.
 """
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy, mma_v2
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 
-NBUF = gl.constexpr(3)  # S, U slots between the chain and the workers
-NS = gl.constexpr(3)  # stages of the chain's and the workers' operand rings (2 of them in flight)
+NS = gl.constexpr(3)  # slots of every ring: the operands' (2 chunks in flight) and the S, U handed to the workers
 
 
 @gluon.jit
@@ -30,8 +29,8 @@ def _ring_fill(ring_a, ring_b, A, B, off_a, off_b, base0, i, NT, SA: gl.constexp
 
 @gluon.jit
 def _chain(Win, U0in, Kein, eGNin, h0, ht, s_buf, u_buf, w_ring, k_ring, ready, empty, NT, K: gl.constexpr,
-           V: gl.constexpr, BT: gl.constexpr, BV: gl.constexpr, NBUF: gl.constexpr, NS: gl.constexpr,
-           HAS_H0: gl.constexpr, STORE_HT: gl.constexpr):
+           V: gl.constexpr, BT: gl.constexpr, BV: gl.constexpr, NS: gl.constexpr, HAS_H0: gl.constexpr,
+           STORE_HT: gl.constexpr):
     """The state chain on 4 warps: per chunk U = U_0 - W S_0, S_C = exp(G_C) S_0 + Ke^T U; S_0 and U to a slot."""
     i_v, i_bh = gl.program_id(0), gl.program_id(1)
     mmaW: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[2, 2], instr_shape=[16, 8])
@@ -59,8 +58,8 @@ def _chain(Win, U0in, Kein, eGNin, h0, ht, s_buf, u_buf, w_ring, k_ring, ready, 
         _ring_fill(w_ring, k_ring, Win, Kein, off_k, off_k, base0, c + NS - 1, NT, BT * K, BT * K, NS)
         async_copy.wait_group(NS - 1)
         gl.thread_barrier()
-        slot = c % NBUF
-        mbarrier.wait(empty.index(slot), ((c // NBUF) & 1) ^ 1)  # the workers are done with the slot (free at first)
+        slot = c % NS
+        mbarrier.wait(empty.index(slot), ((c // NS) & 1) ^ 1)  # the workers are done with the slot (free at first)
         s_slot, u_slot = s_buf.index(slot), u_buf.index(slot)
         s_slot.store(S.to(gl.bfloat16))  # S_0 rounded once: the product's operand, the store's and the output's
         Wd = w_ring.index(c % NS).load(gl.DotOperandLayout(0, mmaW, 2))
@@ -78,8 +77,8 @@ def _chain(Win, U0in, Kein, eGNin, h0, ht, s_buf, u_buf, w_ring, k_ring, ready, 
 
 @gluon.jit
 def _workers(Qgin, Qkin, o, hs, s_buf, u_buf, q_ring, qk_ring, ready, empty, T, NT, HV: gl.constexpr,
-             K: gl.constexpr, V: gl.constexpr, BT: gl.constexpr, BV: gl.constexpr, NBUF: gl.constexpr,
-             NS: gl.constexpr, WW: gl.constexpr, STORE_HS: gl.constexpr):
+             K: gl.constexpr, V: gl.constexpr, BT: gl.constexpr, BV: gl.constexpr, NS: gl.constexpr,
+             WW: gl.constexpr, STORE_HS: gl.constexpr):
     """WW warps: per chunk, S_0 to hs (for the backward) and o = Qg S_0 + Qk U on the write rows 2t + 1."""
     i_v, i_bh = gl.program_id(0), gl.program_id(1)
     i_b, i_hv = i_bh // HV, i_bh % HV
@@ -101,8 +100,8 @@ def _workers(Qgin, Qkin, o, hs, s_buf, u_buf, q_ring, qk_ring, ready, empty, T, 
         _ring_fill(q_ring, qk_ring, Qgin, Qkin, off_q, off_qk, base0, c + NS - 1, NT, BT * K, BT * BT, NS)
         async_copy.wait_group(NS - 1)
         gl.thread_barrier()
-        slot = c % NBUF
-        mbarrier.wait(ready.index(slot), (c // NBUF) & 1)
+        slot = c % NS
+        mbarrier.wait(ready.index(slot), (c // NS) & 1)
         s_slot = s_buf.index(slot)
         if STORE_HS:
             gl.store(hs + (base0 + c) * K * V + off_s, s_slot.load(ld).to(hs.dtype.element_ty))
@@ -124,20 +123,20 @@ def eda_fwd_ws_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, 
                       STORE_HT: gl.constexpr, STORE_HS: gl.constexpr, WW: gl.constexpr, WW_REGS: gl.constexpr):
     """Per (V-block, batch x value head): kernel._eda_fwd_kernel's results, the chain and the workers in parallel."""
     bf: gl.constexpr = gl.bfloat16  # rings in the layout tensor-core operands are read from
-    s_buf = gl.allocate_shared_memory(bf, [NBUF, K, BV], gl.NVMMASharedLayout.get_default_for([K, BV], bf))
-    u_buf = gl.allocate_shared_memory(bf, [NBUF, BT, BV], gl.NVMMASharedLayout.get_default_for([BT, BV], bf))
+    s_buf = gl.allocate_shared_memory(bf, [NS, K, BV], gl.NVMMASharedLayout.get_default_for([K, BV], bf))
+    u_buf = gl.allocate_shared_memory(bf, [NS, BT, BV], gl.NVMMASharedLayout.get_default_for([BT, BV], bf))
     w_ring = gl.allocate_shared_memory(bf, [NS, BT, K], gl.NVMMASharedLayout.get_default_for([BT, K], bf))
     k_ring = gl.allocate_shared_memory(bf, [NS, BT, K], gl.NVMMASharedLayout.get_default_for([BT, K], bf))
     q_ring = gl.allocate_shared_memory(bf, [NS, BT // 2, K], gl.NVMMASharedLayout.get_default_for([BT // 2, K], bf))
     qk_ring = gl.allocate_shared_memory(bf, [NS, BT // 2, BT], gl.NVMMASharedLayout.get_default_for([BT // 2, BT], bf))
-    ready = gl.allocate_shared_memory(gl.int64, [NBUF, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [NBUF, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(NBUF):
+    ready = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(NS):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=1)
     gl.warp_specialize([
-        (_chain, (Win, U0in, Kein, eGNin, h0, ht, s_buf, u_buf, w_ring, k_ring, ready, empty, NT, K, V, BT, BV,
-                  NBUF, NS, HAS_H0, STORE_HT)),
-        (_workers, (Qgin, Qkin, o, hs, s_buf, u_buf, q_ring, qk_ring, ready, empty, T, NT, HV, K, V, BT, BV, NBUF,
-                    NS, WW, STORE_HS)),
+        (_chain, (Win, U0in, Kein, eGNin, h0, ht, s_buf, u_buf, w_ring, k_ring, ready, empty, NT, K, V, BT, BV, NS,
+                  HAS_H0, STORE_HT)),
+        (_workers, (Qgin, Qkin, o, hs, s_buf, u_buf, q_ring, qk_ring, ready, empty, T, NT, HV, K, V, BT, BV, NS, WW,
+                    STORE_HS)),
     ], [WW], [WW_REGS])
