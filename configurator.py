@@ -87,8 +87,7 @@ def _help(config, settings):
     for cls in [v for v in config.values() if isinstance(v, type) and dataclasses.is_dataclass(v)]:
         with contextlib.suppress(OSError, TypeError):  # a class of the script itself (no module): read below
             comments.update(_comments(inspect.getsource(cls)))
-    script = config.get("__file__")
-    if script:
+    if script := config.get("__file__"):
         with open(script, encoding="utf-8") as f:
             comments.update(_comments(f.read()))
     print(f"usage: python {script and script.rsplit('/', 1)[-1] or 'SCRIPT'} [config/FILE.py ...] [--key=value ...]  "

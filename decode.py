@@ -177,8 +177,7 @@ class GraphDecoder:
         self.kv = [c for c, b in zip(cache["layers"], model.blocks) if b.is_attention]
         self.tok = torch.zeros(cache_batch(cache), 1, dtype=torch.long, device=dev)
         self.pos = torch.zeros(1, dtype=torch.long, device=dev)
-        self.pos_is = None  # the value of self.pos, as last set or advanced (None: unknown)
-        self.graph = None
+        self.graph, self.pos_is = None, None  # pos_is: the value of self.pos, as last set or advanced (None: unknown)
         if capture:
             self._check_room()
             # Warm up outside the capture (compiling, cuBLAS's workspace: none of it may happen while capturing), on

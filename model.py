@@ -9,6 +9,7 @@ import os
 import pickle
 import random
 import zlib
+from contextlib import suppress
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -538,10 +539,8 @@ def grouped_matmul(x, w, counts):
     w = w.to(x.dtype)
     aligned = all((s * x.element_size()) % 16 == 0 for s in (w.shape[1], w.shape[2]))
     if hasattr(F, "grouped_mm") and aligned and x.is_cuda and x.dtype == torch.bfloat16:
-        try:
+        with suppress(RuntimeError):  # a GPU (or torch build) without it, which torch documents for sm80 and later
             return F.grouped_mm(x, w, offs=counts.cumsum(0).to(torch.int32))
-        except RuntimeError:  # a GPU (or torch build) without it, which torch documents for sm80 and later
-            pass
     return torch.cat([xi @ w[i] for i, xi in enumerate(x.split(counts.tolist()))])
 
 

@@ -183,8 +183,7 @@ if dtype == 'auto':
 ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}[dtype]
 autocast = nullcontext() if ptdtype == torch.float32 else torch.autocast(device_type=device_type, dtype=ptdtype)
 if device_type == 'cuda':
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
 tokens_per_iter = gradient_accumulation_steps * batch_size * block_size
 bar = None  # the progress bar, once the training loop starts
 
@@ -245,8 +244,7 @@ def no_follow(path, flags):
 # Output -------------------------------------------------------------------------------------------------------
 # out_dir is made and tried before any data or model work; a run replaces another's files only when asked to, and
 # continues the one in out_dir only when it resumes from out_dir's own checkpoint. eval_only writes nothing.
-ckpt_path = os.path.join(out_dir, 'ckpt.pt')
-log_path = os.path.join(out_dir, 'log.jsonl')
+ckpt_path, log_path = os.path.join(out_dir, 'ckpt.pt'), os.path.join(out_dir, 'log.jsonl')
 src = os.path.join(resume_dir or out_dir, 'ckpt.pt')  # what init_from='resume' loads
 if init_from == 'resume' and not os.path.exists(src):
     fail(f'init_from=resume: no checkpoint at {src}')
@@ -678,8 +676,7 @@ while True:
             # the weights of the last step are bad: never save them, and never let best_val_loss become NaN
             fail(f'non-finite loss at the evaluation of step {iter_num} (train {losses["train"]}, val '
                  f'{losses["val"]}); stopping without saving. {kept_checkpoint()}')
-        improved = losses['val'] < best_val_loss
-        best_val_loss = min(best_val_loss, losses['val'])
+        improved, best_val_loss = losses['val'] < best_val_loss, min(best_val_loss, losses['val'])
         # (not at the step this run started from: a checkpoint holds the config that trained its weights)
         if save_ckpt and iter_num > first_iter and (improved or always_save_checkpoint):
             saving = True
