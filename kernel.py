@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-if triton.__version__.startswith("3.6."):  # Gluon, experimental: walk_gluon.py is written to 3.6's API (3.7+ renames)
+if triton.__version__.startswith("3.6."):  # Gluon is experimental: walk_gluon.py uses 3.6's calls (3.9 renames some)
     import walk_gluon
 else:
     walk_gluon = None
@@ -810,7 +810,7 @@ def _walk_blocks(L, walk, K, V, programs):
 
 def _gluon_walk(L, q, eda, BT, K, V, BV):
     """Whether the forward walk runs walk_gluon.py's (warps in roles), as written and measured: EDA's 16-token chunks,
-    K = 128, bf16 operands, V-blocks of <= 64 columns (at 128 it was not faster), on Hopper or later with triton 3.6."""
+    K = 128, bf16 operands, V-blocks of <= 64 columns (not run at 128), on Hopper or later with triton 3.6."""
     return (walk_gluon is not None and bool(L["FWD_GLUON"]) and q.is_cuda and eda and BT == 32 and K == 128
             and q.dtype != torch.float32 and BV <= 64 and V % BV == 0
             and torch.cuda.get_device_capability(q.device)[0] >= 9)
