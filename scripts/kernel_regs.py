@@ -1,7 +1,7 @@
 """
-Registers and spills of kernel.py's Triton kernels, compiled for Hopper (sm_90a) on a machine without a GPU.
+Registers and spills of kernel.py's Triton kernels (and walk_gluon.py's), compiled for Hopper (sm_90a) without a GPU.
 
-    python scripts/kernel_regs.py [prep fwd dh_prep bwd_dh bwd] [--sass] [--kda] [--heads=H,HV] [--warps=N]
+    python scripts/kernel_regs.py [prep fwd fwd_gluon dh_prep bwd_dh bwd] [--sass] [--kda] [--heads=H,HV] [--warps=N]
                                   [--chunk=TOKENS] [--set=NAME=VALUE] [--ncu=FILE] [--ncu_metric=COLUMN]
 
 Compiles what the model and bench.py run (EDA, bf16, K = V = 128, the module's launch settings, no g check in the
@@ -58,7 +58,10 @@ def disassemble(fn, consts, opt, *tool):
     consts = {n: c for n, c in consts.items() if n in params}  # one table serves kernel versions that differ
     sig = {p: "constexpr" if p in consts else SCALARS.get(p, "*fp32" if p in FP32_POINTERS else "*bf16")
            for p in params}  # each parameter's type for Triton's compiler: constexprs, SCALARS, else pointers
-    src = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=aligned(sig))
+    gluon = fn.__class__.__name__ == "GluonJITFunction"
+    if gluon:  # walk_gluon.py's kernel has Gluon's own source class, in an experimental module: imported for it alone
+        from triton.experimental.gluon._runtime import GluonASTSource
+    src = (GluonASTSource if gluon else ASTSource)(fn=fn, signature=sig, constexprs=consts, attrs=aligned(sig))
     compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opt)  # num_warps, num_stages, maxnreg
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(compiled.asm["cubin"])
@@ -87,11 +90,14 @@ def instruction_mix(fn, consts, opt, top=12):
 
 
 def stalls_by_line(fn, consts, opt, path, column, top=30):
-    """An ncu source export's column (path, gzip or not; warp-stall samples, wavefronts) by the kernel.py line of each
-    instruction, from this compile's line table (nvdisasm -g; Triton inlines the helpers, a line may be a helper's)."""
-    table, line = [], 0  # (opcode, its kernel.py line) per instruction, in address order
+    """An ncu source export's column (path, gzip or not; warp-stall samples, wavefronts) by the source line (kernel.py's
+    or walk_gluon.py's) of each instruction, from this compile's line table (nvdisasm -g; Triton inlines the helpers,
+    a line may be a helper's)."""
+    path_py = inspect.getsourcefile(fn.fn)
+    table, line = [], 0  # (opcode, its source line) per instruction, in address order
     for text in disassemble(fn, consts, opt, "nvdisasm", "-g", "-c")[0].splitlines():
-        line = int(m.group(1)) if (m := re.search(r'kernel\.py", line (\d+)', text)) else line
+        m = re.search(re.escape(os.path.basename(path_py)) + r'", line (\d+)', text)
+        line = int(m.group(1)) if m else line
         table += [(op, line) for _, op, _ in instructions(text)]
     with (gzip.open if path.endswith(".gz") else open)(path, "rt") as f:
         rows = list(csv.reader(f))
@@ -105,9 +111,9 @@ def stalls_by_line(fn, consts, opt, path, column, top=30):
     counts = collections.Counter()
     for (_, n), (_, line) in zip(got, table):
         counts[line] += int(n or 0)
-    src = ["", *open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernel.py")).read().splitlines()]
+    src, name = ["", *open(path_py).read().splitlines()], os.path.basename(path_py)
     for line, n in counts.most_common(top):  # line 0: code before the table's first line
-        print(f"{100 * n / sum(counts.values()):5.1f}%  kernel.py:{line:<5d} {src[line].strip()[:90]}")
+        print(f"{100 * n / sum(counts.values()):5.1f}%  {name}:{line:<5d} {src[line].strip()[:90]}")
 
 
 def main():
@@ -135,12 +141,19 @@ def main():
                     L["PREP_STAGES"]),
         "bwd_dh": (kernel._eda_bwd_dh_kernel, dict(common, BV=dh[1], HAS_DHT=True, STORE_DH0=True), dh[2],
                    L["DH_STAGES"]),
+        # the forward walk the model runs on Hopper at <= 64 columns (kernel._gluon_walk), at the 125M layer's 64
+        "fwd_gluon": (kernel.walk_gluon and kernel.walk_gluon.eda_fwd_ws_kernel, dict(
+            HV=HV, K=K, V=K, BT=BT, BV=64, HAS_H0=True, STORE_HT=True, STORE_HS=True, WW=4, WW_REGS=128), 4, 1),
         "bwd": (kernel._eda_bwd_kernel, dict(common, BV=kernel._bwd_width(L, eda, K), AB=AB, SCALAR_G=False,
                                              WR=kernel._write_rows(L, eda, BT)), L["BWD_WARPS"], L["BWD_STAGES"])}
     print(f"triton {triton.__version__}, sm_90a, {'EDA' if eda else 'KDA path'} bf16, H = {H}, HV = {HV}, "
           f"K = V = {K}, chunk {chunk} tokens (BT = {BT})")
     for name, (fn, consts, w, s, *cap) in kernels.items():
         if args and name not in args:
+            continue
+        if name == "fwd_gluon" and not (fn and eda and BT == 32):
+            print(f"{name:10s} not compiled: walk_gluon.py runs with triton 3.6 (this is {triton.__version__}), EDA, "
+                  "16-token chunks", flush=True)
             continue
         opt = dict(num_warps=warps or w, num_stages=s, maxnreg=(cap or [None])[0])
         out, smem = disassemble(fn, consts, opt, "cuobjdump", "--dump-resource-usage")
