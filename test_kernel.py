@@ -443,7 +443,7 @@ def test_kernel_py_imports_nothing_of_this_repo_but_its_gluon_walk():
 
 
 def test_the_gluon_walk_runs_only_where_it_was_written_and_measured():
-    """_gluon_walk: EDA's 16-token chunks, K = 128, bf16 operands, <= 64 columns, on CUDA with triton 3.6's Gluon;
+    """_gluon_walk: EDA's 16-token chunks, K = V = 128, bf16 operands, <= 64 columns, on CUDA with triton 3.6's Gluon;
     never under the interpreter, never with FWD_GLUON=0."""
     L = dict(zip(kernel.LAUNCH, kernel.launch_settings()))
     q = torch.zeros(1, device=DEV, dtype=torch.bfloat16)
@@ -451,7 +451,7 @@ def test_the_gluon_walk_runs_only_where_it_was_written_and_measured():
     assert kernel._gluon_walk(L, q, True, 32, 128, 128, 16) == gluon
     assert kernel._gluon_walk(L, q, True, 32, 128, 128, 64) == gluon
     for args in ((True, 32, 128, 128, 128), (False, 16, 128, 128, 16), (True, 64, 128, 128, 16),
-                 (True, 32, 64, 128, 16), (True, 32, 128, 80, 32)):
+                 (True, 32, 64, 128, 16), (True, 32, 128, 80, 16), (True, 32, 128, 256, 64)):
         assert not kernel._gluon_walk(L, q, *args), args
     assert not kernel._gluon_walk(L, q.float(), True, 32, 128, 128, 16)
     assert not kernel._gluon_walk(dict(L, FWD_GLUON=0), q, True, 32, 128, 128, 16)

@@ -5,9 +5,9 @@ kernel.py's Triton walk runs one instruction stream: each step's state chain (U 
 state's store for the backward and the output o = Qg S + Qk U take turns on the same warps, one warp per scheduler.
 Here the chain runs on 4 warps of its own, fed by a ring of cp.async copies, and hands each step's S and U through a
 ring of shared-memory slots (mbarriers: `ready` when filled, `empty` when read) to worker warps that store S and form o.
-EDA's 16-token chunks (BT = 32 rows, outputs on the 16 write rows), K = 128, bf16 operands, V-blocks of BV dividing V:
-kernel._fwd runs it on Hopper where those hold (notes/kernel.md, "The forward walk in Gluon, and the next design"); the
-CPU interpreter and every other case run the Triton walk, which tests hold it to.
+EDA's 16-token chunks (BT = 32 rows, outputs on the 16 write rows), K = 128, bf16 operands, V-blocks of BV dividing V.
+kernel._gluon_walk runs it on Hopper at K = V = 128, as tested (notes/kernel.md, "The forward walk in Gluon, and the
+next design"); the CPU interpreter and every other case run the Triton walk, which tests hold it to.
 """
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
