@@ -815,6 +815,12 @@ def _gluon_walk(L, q, eda, BT, K, V, BV):
             and q.dtype != torch.float32 and BV <= 64 and torch.cuda.get_device_capability(q.device)[0] >= 9)
 
 
+def _gluon_workers(BV):
+    """walk_gluon.py's launch beyond its grid: worker warps (2 at 16 columns, 4 wider, as measured), their register
+    cap, and the state chain's 4 warps."""
+    return dict(WW=2 if BV == 16 else 4, WW_REGS=128, num_warps=4)
+
+
 def launch_settings(changes=None):
     """LAUNCH's values in its order (as the chunk ops take them), but those named in `changes` (a dict), checked."""
     if unknown := sorted(set(changes or {}) - set(LAUNCH)):
@@ -910,9 +916,8 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
             hs if need_states else o, T, NT)
     flags = dict(HV=HV, K=K, V=V, BT=BT, BV=BV, HAS_H0=h0 is not None, STORE_HT=output_final_state,
                  STORE_HS=need_states)
-    if _gluon_walk(L, q, eda, BT, K, V, BV):  # 2 worker warps at 16 columns, 4 wider (as measured)
-        walk_gluon.eda_fwd_ws_kernel[(V // BV, B * HV)](*args, **flags, WW=2 if BV == 16 else 4, WW_REGS=128,
-                                                         num_warps=4)
+    if _gluon_walk(L, q, eda, BT, K, V, BV):
+        walk_gluon.eda_fwd_ws_kernel[(V // BV, B * HV)](*args, **flags, **_gluon_workers(BV))
     else:
         _eda_fwd_kernel[(triton.cdiv(V, BV), B * HV)](*args, **flags, BK=BK, EDA=eda, LATE=BV <= L["FWD_LATE_BV"],
                                                       DT=DT, PREC=PREC, num_warps=warps, num_stages=L["FWD_STAGES"])

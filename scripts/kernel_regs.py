@@ -131,6 +131,7 @@ def main():
                   DT=tl.bfloat16, PREC="tf32")
     SB, AB = min(L["SUB_BLOCK"], BT), kernel._anchor_rows(eda, BT)
     fwd, dh = (kernel._walk_blocks(L, w, K, K, L["FILL_PROGRAMS"]) for w in ("FWD", "DH"))  # at *_BV, unnarrowed
+    gw = kernel._gluon_workers(64)  # the Gluon walk's workers at 64 columns (num_warps: its chain's)
     kernels = {  # name: (jit function, constexprs, num_warps, num_stages[, maxnreg]), as kernel.py launches them
         "prep": (kernel._eda_prep_kernel, dict(common, SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=AB, SCALAR_G=False,
                                                CHECK_G=False, REUSE=bool(L["PREP_REUSE"]) and common["BKC"] >= K),
@@ -143,7 +144,7 @@ def main():
                    L["DH_STAGES"]),
         # the forward walk the model runs on Hopper at <= 64 columns (kernel._gluon_walk), at the 125M layer's 64
         "fwd_gluon": (kernel.walk_gluon and kernel.walk_gluon.eda_fwd_ws_kernel, dict(
-            HV=HV, K=K, V=K, BT=BT, BV=64, HAS_H0=True, STORE_HT=True, STORE_HS=True, WW=4, WW_REGS=128), 4, 1),
+            HV=HV, K=K, V=K, BT=BT, BV=64, HAS_H0=True, STORE_HT=True, STORE_HS=True, **gw), gw["num_warps"], 1),
         "bwd": (kernel._eda_bwd_kernel, dict(common, BV=kernel._bwd_width(L, eda, K), AB=AB, SCALAR_G=False,
                                              WR=kernel._write_rows(L, eda, BT)), L["BWD_WARPS"], L["BWD_STAGES"])}
     print(f"triton {triton.__version__}, sm_90a, {'EDA' if eda else 'KDA path'} bf16, H = {H}, HV = {HV}, "
