@@ -12,8 +12,7 @@ next design"); the CPU interpreter and every other case run the Triton walk, whi
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy, mma_v2
-from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, warpgroup_mma, \
-    warpgroup_mma_wait
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 
 NS = gl.constexpr(3)  # slots of every ring: the operands' (2 chunks in flight) and the S, U handed to the workers
 
@@ -77,64 +76,9 @@ def _chain(Win, U0in, Kein, eGNin, h0, ht, s_buf, u_buf, w_ring, k_ring, ready, 
 
 
 @gluon.jit
-def _chain_wg(Win, U0in, Kein, eGNin, h0, ht, s_buf, u_buf, w_ring, k_ring, ready, empty, NT, K: gl.constexpr,
-              V: gl.constexpr, BT: gl.constexpr, BV: gl.constexpr, NS: gl.constexpr, HAS_H0: gl.constexpr,
-              STORE_HT: gl.constexpr):
-    """_chain on warpgroup MMAs (64 columns): U^T = U_0^T - S_0^T W^T and S_C = exp(G_C) S_0 + Ke^T U, each 64 or more
-    rows tall as wgmma needs, operands read from the rings where they are; U^T to its slot."""
-    i_v, i_bh = gl.program_id(0), gl.program_id(1)
-    accS: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BV, 16])
-    accU: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BT, 16])
-    ld: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
-    ck = gl.arange(0, K, layout=gl.SliceLayout(0, ld))
-    off_k = gl.arange(0, BT, layout=gl.SliceLayout(1, ld))[:, None] * K + ck[None, :]
-    off_u = (i_v * BV + gl.arange(0, BV, layout=gl.SliceLayout(1, accU))[:, None]
-             + gl.arange(0, BT, layout=gl.SliceLayout(0, accU))[None, :] * V)
-    ks = gl.arange(0, K, layout=gl.SliceLayout(1, accS))
-    off_s = ks[:, None] * V + i_v * BV + gl.arange(0, BV, layout=gl.SliceLayout(0, accS))[None, :]
-    base0 = i_bh.to(gl.int64) * NT
-    for i in gl.static_range(NS - 1):
-        _ring_fill(w_ring, k_ring, Win, Kein, off_k, off_k, base0, i, NT, BT * K, BT * K, NS)
-    U0 = gl.load(U0in + base0 * BT * V + off_u).to(gl.float32)
-    eGN = gl.load(eGNin + base0 * K + ks)
-    S = gl.zeros([K, BV], gl.float32, accS)
-    if HAS_H0:
-        S = gl.load(h0 + i_bh.to(gl.int64) * K * V + off_s).to(gl.float32)
-    for c in range(NT):
-        nb = base0 + gl.minimum(c + 1, NT - 1)
-        U0_n = gl.load(U0in + nb * BT * V + off_u).to(gl.float32)
-        eGN_n = gl.load(eGNin + nb * K + ks)
-        gl.thread_barrier()
-        _ring_fill(w_ring, k_ring, Win, Kein, off_k, off_k, base0, c + NS - 1, NT, BT * K, BT * K, NS)
-        async_copy.wait_group(NS - 1)
-        fence_async_shared()  # cp.async writes through the generic proxy, wgmma reads through the async one
-        gl.thread_barrier()
-        slot = c % NS
-        mbarrier.wait(empty.index(slot), ((c // NS) & 1) ^ 1)
-        s_slot, u_slot = s_buf.index(slot), u_buf.index(slot)
-        s_slot.store(S.to(gl.bfloat16))
-        fence_async_shared()
-        gl.thread_barrier()
-        WS = warpgroup_mma(s_slot.permute((1, 0)), w_ring.index(c % NS).permute((1, 0)),
-                           gl.zeros([BV, BT], gl.float32, accU), use_acc=False, is_async=True)
-        U = U0 - warpgroup_mma_wait(0, deps=(WS,))
-        u_slot.store(U.to(gl.bfloat16))
-        fence_async_shared()
-        gl.thread_barrier()
-        mbarrier.arrive(ready.index(slot), count=1)
-        S = warpgroup_mma(k_ring.index(c % NS).permute((1, 0)), u_slot.permute((1, 0)), S * eGN[:, None],
-                          is_async=True)
-        S = warpgroup_mma_wait(0, deps=(S,))
-        U0, eGN = U0_n, eGN_n
-    async_copy.wait_group(0)
-    if STORE_HT:
-        gl.store(ht + i_bh.to(gl.int64) * K * V + off_s, S)
-
-
-@gluon.jit
 def _workers(Qgin, Qkin, o, hs, s_buf, u_buf, q_ring, qk_ring, ready, empty, T, NT, HV: gl.constexpr,
              K: gl.constexpr, V: gl.constexpr, BT: gl.constexpr, BV: gl.constexpr, NS: gl.constexpr,
-             WW: gl.constexpr, STORE_HS: gl.constexpr, UT: gl.constexpr):
+             WW: gl.constexpr, STORE_HS: gl.constexpr):
     """WW warps: per chunk, S_0 to hs (for the backward) and o = Qg S_0 + Qk U on the write rows 2t + 1."""
     i_v, i_bh = gl.program_id(0), gl.program_id(1)
     i_b, i_hv = i_bh // HV, i_bh % HV
@@ -162,8 +106,7 @@ def _workers(Qgin, Qkin, o, hs, s_buf, u_buf, q_ring, qk_ring, ready, empty, T, 
         if STORE_HS:
             gl.store(hs + (base0 + c) * K * V + off_s, s_slot.load(ld).to(hs.dtype.element_ty))
         Sd = s_slot.load(gl.DotOperandLayout(1, mmaO, 2))
-        u_slot = u_buf.index(slot).permute((1, 0)) if UT else u_buf.index(slot)
-        Ud = u_slot.load(gl.DotOperandLayout(1, mmaO, 2))
+        Ud = u_buf.index(slot).load(gl.DotOperandLayout(1, mmaO, 2))
         mbarrier.arrive(empty.index(slot), count=1)
         out = mma_v2(q_ring.index(c % NS).load(gl.DotOperandLayout(0, mmaO, 2)), Sd,
                      gl.zeros([NQ, BV], gl.float32, mmaO))
@@ -181,9 +124,7 @@ def eda_fwd_ws_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, 
     """Per (V-block, batch x value head): kernel._eda_fwd_kernel's results, the chain and the workers in parallel."""
     bf: gl.constexpr = gl.bfloat16  # rings in the layout tensor-core operands are read from
     s_buf = gl.allocate_shared_memory(bf, [NS, K, BV], gl.NVMMASharedLayout.get_default_for([K, BV], bf))
-    WG: gl.constexpr = BV == 64
-    UB: gl.constexpr = [BV, BT] if WG else [BT, BV]
-    u_buf = gl.allocate_shared_memory(bf, [NS] + UB, gl.NVMMASharedLayout.get_default_for(UB, bf))
+    u_buf = gl.allocate_shared_memory(bf, [NS, BT, BV], gl.NVMMASharedLayout.get_default_for([BT, BV], bf))
     w_ring = gl.allocate_shared_memory(bf, [NS, BT, K], gl.NVMMASharedLayout.get_default_for([BT, K], bf))
     k_ring = gl.allocate_shared_memory(bf, [NS, BT, K], gl.NVMMASharedLayout.get_default_for([BT, K], bf))
     q_ring = gl.allocate_shared_memory(bf, [NS, BT // 2, K], gl.NVMMASharedLayout.get_default_for([BT // 2, K], bf))
@@ -194,8 +135,8 @@ def eda_fwd_ws_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, 
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=1)
     gl.warp_specialize([
-        (_chain_wg if WG else _chain, (Win, U0in, Kein, eGNin, h0, ht, s_buf, u_buf, w_ring, k_ring, ready, empty, NT, K, V, BT, BV, NS,
+        (_chain, (Win, U0in, Kein, eGNin, h0, ht, s_buf, u_buf, w_ring, k_ring, ready, empty, NT, K, V, BT, BV, NS,
                   HAS_H0, STORE_HT)),
         (_workers, (Qgin, Qkin, o, hs, s_buf, u_buf, q_ring, qk_ring, ready, empty, T, NT, HV, K, V, BT, BV, NS, WW,
-                    STORE_HS, WG)),
+                    STORE_HS)),
     ], [WW], [WW_REGS])
