@@ -61,11 +61,10 @@ def _chain(Win, U0in, Kein, eGNin, h0, ht, s_buf, u_buf, w_ring, k_ring, u0_ring
     if HAS_H0:
         S = gl.load(h0 + i_bh.to(gl.int64) * K * V + off_s).to(gl.float32)
     for c in range(NT):
-        gl.thread_barrier()  # every chain warp has read the ring slot the next copy overwrites
+        async_copy.wait_group(NS - 2)  # chunk c's copies landed (this thread's)
+        gl.thread_barrier()  # everyone's; and every chain warp is done with the slot the next copy overwrites
         _chain_fill(w_ring, k_ring, u0_ring, g_ring, Win, Kein, U0in, eGNin, off_k, off_u0, off_g, base0,
                     c + NS - 1, NT, K, V, BT, NS)
-        async_copy.wait_group(NS - 1)
-        gl.thread_barrier()
         slot = c % NS
         U0 = u0_ring.index(slot).load(mmaW).to(gl.float32)  # before the wait, not after: 0.379 -> 0.348 ms (H200)
         eGN = g_ring.index(slot).load(gl.SliceLayout(1, mmaS))
@@ -107,12 +106,11 @@ def _workers(Qgin, Qkin, o, hs, s_buf, u_buf, q_ring, qk_ring, ready, empty, T, 
         _ring_copy(qk_ring, Qkin, off_qk, base0, i, NT, BT * BT, NS)
         async_copy.commit_group()
     for c in range(NT):
+        async_copy.wait_group(NS - 2)
         gl.thread_barrier()
         _ring_copy(q_ring, Qgin, off_q, base0, c + NS - 1, NT, BT * K, NS)
         _ring_copy(qk_ring, Qkin, off_qk, base0, c + NS - 1, NT, BT * BT, NS)
         async_copy.commit_group()
-        async_copy.wait_group(NS - 1)
-        gl.thread_barrier()
         slot = c % NS
         mbarrier.wait(ready.index(slot), (c // NS) & 1)
         s_slot = s_buf.index(slot)
