@@ -812,7 +812,7 @@ def _gluon_walk(L, q, eda, BT, K, V, BV):
     """Whether the forward walk runs walk_gluon.py's (warps in roles), as written and tested on the GPU: EDA's 16-token
     chunks, K = V = 128, bf16 operands, V-blocks of <= 64 columns (not run at 128), on Hopper or later, triton 3.6."""
     return (walk_gluon is not None and bool(L["FWD_GLUON"]) and q.is_cuda and eda and BT == 32 and K == V == 128
-            and q.dtype != torch.float32 and BV <= 64 and torch.cuda.get_device_capability(q.device)[0] >= 9)
+            and _dot_types(q)[2] == torch.bfloat16 and BV <= 64 and torch.cuda.get_device_capability(q.device)[0] >= 9)
 
 
 def _gluon_workers(BV):
