@@ -207,10 +207,9 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
                      H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                      BKC: tl.constexpr, BVP: tl.constexpr, SB: tl.constexpr, NLVL: tl.constexpr, AB: tl.constexpr,
                      EDA: tl.constexpr, SCALAR_G: tl.constexpr, CHECK_G: tl.constexpr, REUSE: tl.constexpr,
-                     U0_WALK: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+                     DT: tl.constexpr, PREC: tl.constexpr):
     """Launch (1) of notes/chunk_form.md §4: T, Qk, U_0 = T diag(b') V' and _key_operands'. CHECK_G: also store the
-    chunk's smallest log decay (the wrapper rejects g < G_MIN without a pass of its own over g). U0_WALK: the walk forms
-    U_0 itself; store T diag(b')'s columns of the write rows [BT, BT / 2] (V' is zero on the erase rows) instead."""
+    chunk's smallest log decay (the wrapper rejects g < G_MIN without a pass of its own over g)."""
     c = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b, i_hv, i_h = _heads(i_bh, H, HV)
@@ -249,18 +248,14 @@ def _eda_prep_kernel(q, k, v, e, g, beta, gamma, Tout, Qkout, Wout, U0out, Keout
                                                 H, HV, K, BT, BKC, EDA, kb * BKC)
             low = tl.minimum(low, _key_operands(kk, qq, G, bb, Td, g, Wout, Keout, Qgout, eGNout, base, i_b, i_hv,
                                                 c, T, kb * BKC, HV, K, BT, BKC, EDA, False, CHECK_G, DT, PREC))
-    if U0_WALK:
-        Tv = tl.split(tl.reshape(Td, [BT, BT // 2, 2]))[1]  # the odd columns: EDA's write rows 2t + 1
-        tl.store(U0out + base * BT * (BT // 2) + r[:, None] * (BT // 2) + tl.arange(0, BT // 2)[None, :], Tv)
-    else:
-        for i_v in range(tl.cdiv(V, BVP)):  # U_0 = T diag(b') V', V in blocks (the KDA path's: one, v0; BVP >= V)
-            cv = i_v * BVP + tl.arange(0, BVP)
-            mv = cv < V
-            vv = v0 if not EDA else tl.load(v + (row_bt * HV + i_hv)[:, None] * V + cv[None, :],
-                                            mask=wrow[:, None] & mv[None, :], other=0.).to(tl.float32)
-            U0 = tl.dot(Td, vv.to(DT), input_precision=PREC)
-            tl.store(U0out + base * BT * V + r[:, None] * V + cv[None, :], U0.to(U0out.dtype.element_ty),
-                     mask=(r >= 0)[:, None] & mv[None, :])
+    for i_v in range(tl.cdiv(V, BVP)):  # U_0 = T diag(b') V', V in blocks (the KDA path's: one, v0; BVP >= V)
+        cv = i_v * BVP + tl.arange(0, BVP)
+        mv = cv < V
+        vv = v0 if not EDA else tl.load(v + (row_bt * HV + i_hv)[:, None] * V + cv[None, :],
+                                        mask=wrow[:, None] & mv[None, :], other=0.).to(tl.float32)
+        U0 = tl.dot(Td, vv.to(DT), input_precision=PREC)
+        tl.store(U0out + base * BT * V + r[:, None] * V + cv[None, :], U0.to(U0out.dtype.element_ty),
+                 mask=(r >= 0)[:, None] & mv[None, :])
     if CHECK_G:
         tl.store(gmin + base + tl.arange(0, 1), low)
 
@@ -799,8 +794,7 @@ LAUNCH = dict(
     # walks narrow their V-blocks while the grid stays within a wave of SMs, to 16 columns (long sequences 8-12%
     # faster than 32); past a wave they lose: the 125M layer's 48 walks run 64 columns, not 32 (fwd+bwd 2% faster)
     FILL_PROGRAMS=128, WALK_MIN_BV=16,
-    FWD_GLUON=1,  # 1: forward walks of <= 64 columns run walk_gluon.py's where they can (_gluon_walk), 0: Triton's
-    GLUON_U0=1)  # 1: its chain on S^T (64 columns) forms U_0 = T diag(b') V' from v, the prep stores T diag(b')'s part
+    FWD_GLUON=1)  # 1: forward walks of <= 64 columns run walk_gluon.py's where they can (_gluon_walk), 0: Triton's
 _POW2 = dict(SUB_BLOCK=1, PREP_BK=16, DH_PREP_BK=8, FWD_BV=8, DH_BV=8, BWD_BV=16, BWD_BV_K128=16, BWD_BV_KDA=16,
              WALK_MIN_BV=8, **{n: 1 for n in LAUNCH if n.endswith("WARPS")})  # tensor cores: K >= 16, N >= 8
 
@@ -909,24 +903,21 @@ def _fwd(q, k, v, e, g, beta, gamma, scale, h0, output_final_state, need_states,
     if not need_states:  # T and Qk only live through the forward (the op returns them absent, as the fake op)
         Tm, Qk = (torch.empty(B * HV, NT, BT, BT, dtype=tdt, device=q.device) for _ in range(2))
     SB, BKC = min(L["SUB_BLOCK"], BT), min(L["PREP_BK"], triton.next_power_of_2(K))
-    BK, BV, warps = _walk_blocks(L, "FWD", K, V, B * HV)
-    gluon = _gluon_walk(L, q, eda, BT, K, V, BV)
-    u0_walk = gluon and BV >= 64 and bool(L["GLUON_U0"])  # walk_gluon.py's chain on S^T forms U_0 itself
-    (W, Ke, Qg, eGN), U0 = _key_buffers(q, B * HV, NT, BT, K), q.new_empty(B * HV, NT, BT, BT // 2 if u0_walk else V,
-                                                                           dtype=tdt)
+    (W, Ke, Qg, eGN), U0 = _key_buffers(q, B * HV, NT, BT, K), q.new_empty(B * HV, NT, BT, V, dtype=tdt)
     gmin = q.new_empty(B * HV * NT, dtype=torch.float32) if check_g else Tm
     _eda_prep_kernel[(NT, B * HV)](
         q, k, v, e if eda else k, g, beta, gamma if eda else beta, Tm, Qk, W, U0, Ke, Qg, eGN, gmin, scale, T, NT,
         H=H, HV=HV, K=K, V=V, BT=BT, BKC=BKC, BVP=triton.next_power_of_2(min(64, V) if eda else V),
         SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=_anchor_rows(eda, BT), EDA=eda, SCALAR_G=scalar_g,
-        CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, U0_WALK=u0_walk, DT=DT, PREC=PREC,
-        num_warps=L["PREP_WARPS"], num_stages=L["PREP_STAGES"], maxnreg=(L["PREP_MAXNREG"] or None) if eda else None)
+        CHECK_G=check_g, REUSE=bool(L["PREP_REUSE"]) and BKC >= K, DT=DT, PREC=PREC, num_warps=L["PREP_WARPS"],
+        num_stages=L["PREP_STAGES"], maxnreg=(L["PREP_MAXNREG"] or None) if eda else None)
+    BK, BV, warps = _walk_blocks(L, "FWD", K, V, B * HV)
     args = (W, U0, Ke, Qg, eGN, Qk, h0 if h0 is not None else q, o, ht if output_final_state else o,
             hs if need_states else o, T, NT)
     flags = dict(HV=HV, K=K, V=V, BT=BT, BV=BV, HAS_H0=h0 is not None, STORE_HT=output_final_state,
                  STORE_HS=need_states)
-    if gluon:
-        walk_gluon.eda_fwd_ws_kernel[(V // BV, B * HV)](*args, v, **flags, U0_WALK=u0_walk, **_gluon_workers(BV))
+    if _gluon_walk(L, q, eda, BT, K, V, BV):
+        walk_gluon.eda_fwd_ws_kernel[(V // BV, B * HV)](*args, **flags, **_gluon_workers(BV))
     else:
         _eda_fwd_kernel[(triton.cdiv(V, BV), B * HV)](*args, **flags, BK=BK, EDA=eda, LATE=BV <= L["FWD_LATE_BV"],
                                                       DT=DT, PREC=PREC, num_warps=warps, num_stages=L["FWD_STAGES"])

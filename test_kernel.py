@@ -138,33 +138,6 @@ def test_the_register_cap_reaches_edas_forward_prep_alone(erase, monkeypatch):
     assert caps == [kernel.LAUNCH["PREP_MAXNREG"] if erase else None] and kernel.LAUNCH["PREP_MAXNREG"] == 168
 
 
-def test_the_preps_write_columns_of_T_diag_b_give_its_U0():
-    # U0_WALK (the Gluon walk at 64 columns forms U_0 itself): the prep stores T diag(b')'s columns of the write rows
-    # instead of U_0 = T diag(b') V'; with v's tokens of each chunk they give the U_0 the prep stores otherwise
-    launches, real = [], kernel._eda_prep_kernel
-
-    class Spy:  # the prep kernel, recording its launch
-        def __getitem__(self, grid):
-            def launch(*args, **kw):
-                launches.append((grid, args, kw))
-                return real[grid](*args, **kw)
-            return launch
-
-    B, T, HV, V, BT = 2, 37, 2, 32, 32
-    x = make_inputs(B, T, 1, HV, 16, V, seed=45, device=DEV)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(kernel, "_eda_prep_kernel", Spy())
-        kernel.eda_fused(*[x[n] for n in NAMES[:7]], initial_state=x["initial_state"], chunk_size=BT // 2)
-    (grid, args, kw), = launches
-    U0, NT = args[10], args[17]
-    assert not kw["U0_WALK"] and U0.shape == (B * HV, NT, BT, V)
-    Tv = torch.full((B * HV, NT, BT, BT // 2), float("nan"), dtype=U0.dtype, device=U0.device)
-    real[grid](*args[:10], Tv, *args[11:], **dict(kw, U0_WALK=True))
-    v = torch.nn.functional.pad(x["v"], (0, 0, 0, 0, 0, NT * BT // 2 - T))  # zeros past T
-    vc = v.reshape(B, NT, BT // 2, HV, V).permute(0, 3, 1, 2, 4).reshape(B * HV, NT, BT // 2, V)
-    assert rel(Tv @ vc, U0) < 1e-5
-
-
 @pytest.mark.parametrize("late", [0, 128])
 def test_forward_walk_storing_the_chunk_states_early_or_late_matches_recurrence(late):
     # FWD_LATE_BV: a forward walk step stores its chunk's state first thing or after its products (the same values)
@@ -494,22 +467,20 @@ def test_the_gluon_walk_runs_only_where_it_was_written_and_measured():
                                                ({"PREP_REUSE": 0}, None, 4), ({"BWD_WROWS": 0}, None, 4), ({}, None, 8),
                                                ({"FWD_LATE_BV": 0}, None, 4), ({"FILL_PROGRAMS": 8}, None, 4),
                                                ({"FILL_PROGRAMS": 4}, None, 4), ({"FWD_GLUON": 0}, None, 4),
-                                               ({"FILL_PROGRAMS": 16}, None, 4),
-                                               ({"FILL_PROGRAMS": 8, "GLUON_U0": 0}, None, 4)])
+                                               ({"FILL_PROGRAMS": 16}, None, 4)])
 def test_gpu_bf16_T4096_matches_fp64_reference(launch, chunk, hv):
     # the shipped launch settings, grouped (HV = 4: a pair's dq, dk added; HV = 8: four summed) and not (HV = H = 2),
     # 32-token chunks (whose walks fit a Hopper SM's shared memory at 2 stages), the UT solve in 8-row substitution
     # blocks (the default before 4), the prep's second pass reloading its tiles and the per-chunk backward on all
     # 32 sub-steps of a chunk, the forward walk storing each chunk's state first thing in a step, the walks on 64- and
     # 128-column V-blocks (where more heads run: B * HV = 4 narrows them to 16 columns), the forward walk in Gluon (on
-    # Hopper, triton 3.6) at 16, 32 and 64 columns (forming U_0 itself or reading the prep's) or Triton's at 16
+    # Hopper, triton 3.6) at 16, 32 and 64 columns or Triton's at 16
     x = make_inputs(1, 4096, 2, hv, 128, 128, dtype=torch.bfloat16, seed=11, device=DEV)
     compare(x, eda.eda_triton, 1e-2, launch=launch, chunk_size=chunk)
 
 
 @needs_gpu
-@pytest.mark.parametrize("fill, dtype", [(128, torch.bfloat16), (16, torch.bfloat16), (128, torch.float16),
-                                         (16, torch.float16)])
+@pytest.mark.parametrize("fill, dtype", [(128, torch.bfloat16), (16, torch.bfloat16), (128, torch.float16)])
 def test_gpu_gluon_walk_odd_length_grouped_heads_matches_fp64_reference(fill, dtype):
     # the Gluon forward walk (where kernel._gluon_walk allows it) at 16 and 64 columns: a partial last chunk, grouped
     # value heads, an initial state, the final state and every gradient (the backward reads the states it stored);

@@ -27,59 +27,44 @@ def _ring_copy(ring, X, off, base0, i, NT, SX: gl.constexpr, NS: gl.constexpr):
 
 @gluon.jit
 def _chain_fill(w_ring, k_ring, u0_ring, g_ring, Win, Kein, U0in, eGNin, off_k, off_u0, off_g, base0, i, NT,
-                K: gl.constexpr, SU: gl.constexpr, BT: gl.constexpr, NS: gl.constexpr):
-    """The chain's operands of chunk i, W, Ke, U_0's V-block (or T diag(b')'s write columns: SU, a chunk's size) and
-    exp(G_C), as one commit group (with the copies started before it)."""
+                K: gl.constexpr, V: gl.constexpr, BT: gl.constexpr, NS: gl.constexpr):
+    """The chain's operands of chunk i, W, Ke, U_0 (its V-block) and exp(G_C), as one commit group."""
     _ring_copy(w_ring, Win, off_k, base0, i, NT, BT * K, NS)
     _ring_copy(k_ring, Kein, off_k, base0, i, NT, BT * K, NS)
-    _ring_copy(u0_ring, U0in, off_u0, base0, i, NT, SU, NS)
+    _ring_copy(u0_ring, U0in, off_u0, base0, i, NT, BT * V, NS)
     _ring_copy(g_ring, eGNin, off_g, base0, i, NT, K, NS)
     async_copy.commit_group()
 
 
 @gluon.jit
-def _chain_offsets(i_v, K: gl.constexpr, V: gl.constexpr, BT: gl.constexpr, BV: gl.constexpr, U0_WALK: gl.constexpr):
-    """The chain's copy offsets: W's and Ke's [BT, K] tiles, U_0's [BT, BV] block (U0_WALK: T diag(b')'s [BT, BT / 2]
-    write columns), exp(G_C)'s K entries."""
+def _chain_offsets(i_v, K: gl.constexpr, V: gl.constexpr, BT: gl.constexpr, BV: gl.constexpr):
+    """The chain's copy offsets: W's and Ke's [BT, K] tiles, U_0's [BT, BV] block, exp(G_C)'s K entries."""
     ld: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
     off_k = (gl.arange(0, BT, layout=gl.SliceLayout(1, ld))[:, None] * K
              + gl.arange(0, K, layout=gl.SliceLayout(0, ld))[None, :])
-    W: gl.constexpr = BT // 2 if U0_WALK else BV  # the tile's width, its row stride
-    VT: gl.constexpr = 8 if W >= 32 else 4  # in 16- or 8-byte copies, one tile of 4 warps
-    ldu: gl.constexpr = gl.BlockedLayout([1, VT], [32 * VT // W, W // VT], [4, 1], [1, 0])
-    off_u0 = (gl.arange(0, BT, layout=gl.SliceLayout(1, ldu))[:, None] * (W if U0_WALK else V)
-              + (0 if U0_WALK else i_v * BV) + gl.arange(0, W, layout=gl.SliceLayout(0, ldu))[None, :])
+    VT: gl.constexpr = 8 if BV >= 32 else 4  # U_0's V-block in 16- or 8-byte copies, one tile of 4 warps
+    ldu: gl.constexpr = gl.BlockedLayout([1, VT], [32 * VT // BV, BV // VT], [4, 1], [1, 0])
+    off_u0 = (gl.arange(0, BT, layout=gl.SliceLayout(1, ldu))[:, None] * V
+              + i_v * BV + gl.arange(0, BV, layout=gl.SliceLayout(0, ldu))[None, :])
     return off_k, off_u0, gl.arange(0, K, layout=gl.BlockedLayout([1], [32], [4], [0]))
 
 
 @gluon.jit
-def _v_copy(v_ring, v, i_v, i_bh, i, T, NT, HV: gl.constexpr, V: gl.constexpr, BT: gl.constexpr, BV: gl.constexpr,
-            NS: gl.constexpr):
-    """Start copying v's V-block on chunk i's BT / 2 tokens (zeros past T) into slot i % NS (not committed)."""
-    ld: gl.constexpr = gl.BlockedLayout([1, 8], [32 * 8 // BV, BV // 8], [4, 1], [1, 0])
-    tok = gl.minimum(i, NT - 1) * (BT // 2) + gl.arange(0, BT // 2, layout=gl.SliceLayout(1, ld))
-    row = ((i_bh // HV).to(gl.int64) * T + tok) * HV + i_bh % HV
-    off = row[:, None] * V + i_v * BV + gl.arange(0, BV, layout=gl.SliceLayout(0, ld))[None, :]
-    async_copy.async_copy_global_to_shared(v_ring.index(i % NS), v + off, mask=(tok < T)[:, None])
-
-
-@gluon.jit
 def _chain(Win, U0in, Kein, eGNin, h0, ht, s_buf, u_buf, w_ring, k_ring, u0_ring, g_ring, ready, empty, NT,
-           v, v_ring, T, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BT: gl.constexpr, BV: gl.constexpr,
-           NS: gl.constexpr, HAS_H0: gl.constexpr, STORE_HT: gl.constexpr, U0_WALK: gl.constexpr):
+           K: gl.constexpr, V: gl.constexpr, BT: gl.constexpr, BV: gl.constexpr, NS: gl.constexpr,
+           HAS_H0: gl.constexpr, STORE_HT: gl.constexpr):
     """The state chain on 4 warps, V-blocks under 64 columns: per chunk U = U_0 - W S_0, S_C = exp(G_C) S_0 + Ke^T U;
-    S_0 and U to a slot. S [K, BV] is spread over the warps by rows, so both products read it through shared memory.
-    U_0 comes from the prep (v, v_ring, U0_WALK: _chain_t's)."""
+    S_0 and U to a slot. S [K, BV] is spread over the warps by rows, so both products read it through shared memory."""
     i_v, i_bh = gl.program_id(0), gl.program_id(1)
     mmaW: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[2, 2], instr_shape=[16, 8])
     mmaS: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[4, 1], instr_shape=[16, 8])
-    off_k, off_u0, off_g = _chain_offsets(i_v, K, V, BT, BV, False)
+    off_k, off_u0, off_g = _chain_offsets(i_v, K, V, BT, BV)
     ks = gl.arange(0, K, layout=gl.SliceLayout(1, mmaS))
     off_s = ks[:, None] * V + i_v * BV + gl.arange(0, BV, layout=gl.SliceLayout(0, mmaS))[None, :]
     base0 = i_bh.to(gl.int64) * NT
     for i in gl.static_range(NS - 1):
         _chain_fill(w_ring, k_ring, u0_ring, g_ring, Win, Kein, U0in, eGNin, off_k, off_u0, off_g, base0, i, NT,
-                    K, BT * V, BT, NS)
+                    K, V, BT, NS)
     S = gl.zeros([K, BV], gl.float32, mmaS)
     if HAS_H0:
         S = gl.load(h0 + i_bh.to(gl.int64) * K * V + off_s).to(gl.float32)
@@ -87,7 +72,7 @@ def _chain(Win, U0in, Kein, eGNin, h0, ht, s_buf, u_buf, w_ring, k_ring, u0_ring
         async_copy.wait_group(NS - 2)  # chunk c's copies landed (this thread's)
         gl.thread_barrier()  # everyone's; and every chain warp is done with the slot the next copy overwrites
         _chain_fill(w_ring, k_ring, u0_ring, g_ring, Win, Kein, U0in, eGNin, off_k, off_u0, off_g, base0,
-                    c + NS - 1, NT, K, BT * V, BT, NS)
+                    c + NS - 1, NT, K, V, BT, NS)
         slot = c % NS
         U0 = u0_ring.index(slot).load(mmaW).to(gl.float32)  # before the wait, not after: 0.379 -> 0.348 ms (H200)
         eGN = g_ring.index(slot).load(gl.SliceLayout(1, mmaS))
@@ -108,28 +93,24 @@ def _chain(Win, U0in, Kein, eGNin, h0, ht, s_buf, u_buf, w_ring, k_ring, u0_ring
 
 @gluon.jit
 def _chain_t(Win, U0in, Kein, eGNin, h0, ht, s_buf, u_buf, w_ring, k_ring, u0_ring, g_ring, ready, empty, NT,
-             v, v_ring, T, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BT: gl.constexpr, BV: gl.constexpr,
-             NS: gl.constexpr, HAS_H0: gl.constexpr, STORE_HT: gl.constexpr, U0_WALK: gl.constexpr):
+             K: gl.constexpr, V: gl.constexpr, BT: gl.constexpr, BV: gl.constexpr, NS: gl.constexpr,
+             HAS_H0: gl.constexpr, STORE_HT: gl.constexpr):
     """_chain on S^T [BV, K] for 64-column V-blocks, 16 rows a warp, in two key halves (S^T is 64 fp32 registers a
     thread): U^T = U_0^T - S_0^T W^T, S_C^T = S_0^T exp(G_C) + U^T Ke. Each warp's rows of S_0^T and U^T are both the
     accumulator it holds and the A operand of the next product, so the chain's path skips shared memory (the walk
-    alone 0.342 -> 0.332 ms at (8, 4096, 3, 6), H200; at 16 columns, 4 warps on 16 rows: 1.37 -> 2.12). U0_WALK: U_0^T =
-    V'^T (T diag(b'))^T from v's BT / 2 tokens and the prep's write columns of T diag(b'), one product of depth 16."""
+    alone 0.342 -> 0.332 ms at (8, 4096, 3, 6), H200; at 16 columns, 4 warps on 16 rows: 1.37 -> 2.12)."""
     i_v, i_bh = gl.program_id(0), gl.program_id(1)
     KH: gl.constexpr = K // 2
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[4, 1], instr_shape=[16, 8])
     A: gl.constexpr = gl.DotOperandLayout(0, mma, 2)
     B: gl.constexpr = gl.DotOperandLayout(1, mma, 2)
-    off_k, off_u0, off_g = _chain_offsets(i_v, K, V, BT, BV, U0_WALK)
-    SU: gl.constexpr = BT * (BT // 2 if U0_WALK else V)
+    off_k, off_u0, off_g = _chain_offsets(i_v, K, V, BT, BV)
     vs = i_v * BV + gl.arange(0, BV, layout=gl.SliceLayout(1, mma))
     off_s = gl.arange(0, KH, layout=gl.SliceLayout(0, mma))[None, :] * V + vs[:, None]  # S^T[v, k] at S[k, v]
     base0 = i_bh.to(gl.int64) * NT
     for i in gl.static_range(NS - 1):
-        if U0_WALK:
-            _v_copy(v_ring, v, i_v, i_bh, i, T, NT, HV, V, BT, BV, NS)
         _chain_fill(w_ring, k_ring, u0_ring, g_ring, Win, Kein, U0in, eGNin, off_k, off_u0, off_g, base0, i, NT,
-                    K, SU, BT, NS)
+                    K, V, BT, NS)
     S0 = gl.zeros([BV, KH], gl.float32, mma)
     S1 = gl.zeros([BV, KH], gl.float32, mma)
     if HAS_H0:
@@ -138,16 +119,10 @@ def _chain_t(Win, U0in, Kein, eGNin, h0, ht, s_buf, u_buf, w_ring, k_ring, u0_ri
     for c in range(NT):
         async_copy.wait_group(NS - 2)
         gl.thread_barrier()
-        if U0_WALK:
-            _v_copy(v_ring, v, i_v, i_bh, c + NS - 1, T, NT, HV, V, BT, BV, NS)
         _chain_fill(w_ring, k_ring, u0_ring, g_ring, Win, Kein, U0in, eGNin, off_k, off_u0, off_g, base0,
-                    c + NS - 1, NT, K, SU, BT, NS)
+                    c + NS - 1, NT, K, V, BT, NS)
         slot = c % NS
-        if U0_WALK:  # v in float16 too: the products' operands are bf16 (kernel._dot_types)
-            U0T = mma_v2(v_ring.index(slot).permute((1, 0)).load(A).to(gl.bfloat16),
-                         u0_ring.index(slot).permute((1, 0)).load(B), gl.zeros([BV, BT], gl.float32, mma))
-        else:
-            U0T = u0_ring.index(slot).permute((1, 0)).load(mma).to(gl.float32)
+        U0T = u0_ring.index(slot).permute((1, 0)).load(mma).to(gl.float32)
         g0 = g_ring.index(slot).slice(0, KH).load(gl.SliceLayout(0, mma))
         g1 = g_ring.index(slot).slice(KH, KH).load(gl.SliceLayout(0, mma))
         mbarrier.wait(empty.index(slot), ((c // NS) & 1) ^ 1)
@@ -217,10 +192,9 @@ def _workers(Qgin, Qkin, o, hs, s_buf, u_buf, q_ring, qk_ring, ready, empty, T, 
 
 
 @gluon.jit
-def eda_fwd_ws_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, v, HV: gl.constexpr, K: gl.constexpr,
+def eda_fwd_ws_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, HV: gl.constexpr, K: gl.constexpr,
                       V: gl.constexpr, BT: gl.constexpr, BV: gl.constexpr, HAS_H0: gl.constexpr,
-                      STORE_HT: gl.constexpr, STORE_HS: gl.constexpr, WW: gl.constexpr, WW_REGS: gl.constexpr,
-                      U0_WALK: gl.constexpr):
+                      STORE_HT: gl.constexpr, STORE_HS: gl.constexpr, WW: gl.constexpr, WW_REGS: gl.constexpr):
     """Per (V-block, batch x value head): kernel._eda_fwd_kernel's results, the chain and the workers in parallel."""
     bf: gl.constexpr = gl.bfloat16  # rings in the layout tensor-core operands are read from
     s_buf = gl.allocate_shared_memory(bf, [NS, K, BV], gl.NVMMASharedLayout.get_default_for([K, BV], bf))
@@ -229,16 +203,7 @@ def eda_fwd_ws_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, 
     k_ring = gl.allocate_shared_memory(bf, [NS, BT, K], gl.NVMMASharedLayout.get_default_for([BT, K], bf))
     q_ring = gl.allocate_shared_memory(bf, [NS, BT // 2, K], gl.NVMMASharedLayout.get_default_for([BT // 2, K], bf))
     qk_ring = gl.allocate_shared_memory(bf, [NS, BT // 2, BT], gl.NVMMASharedLayout.get_default_for([BT // 2, BT], bf))
-    gl.static_assert(not U0_WALK or BV >= 64, "U_0 is formed in the walk by its chain on S^T alone")
-    if U0_WALK:  # T diag(b')'s write columns and v's tokens, products' operands
-        u0_ring = gl.allocate_shared_memory(bf, [NS, BT, BT // 2],
-                                            gl.NVMMASharedLayout.get_default_for([BT, BT // 2], bf))
-        vt: gl.constexpr = v.dtype.element_ty
-        v_ring = gl.allocate_shared_memory(vt, [NS, BT // 2, BV],
-                                           gl.NVMMASharedLayout.get_default_for([BT // 2, BV], vt))
-    else:
-        u0_ring = gl.allocate_shared_memory(bf, [NS, BT, BV], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
-        v_ring = u0_ring  # unused
+    u0_ring = gl.allocate_shared_memory(bf, [NS, BT, BV], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
     g_ring = gl.allocate_shared_memory(gl.float32, [NS, K], gl.SwizzledSharedLayout(1, 1, 1, [0]))
     ready = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())
@@ -247,8 +212,7 @@ def eda_fwd_ws_kernel(Win, U0in, Kein, Qgin, eGNin, Qkin, h0, o, ht, hs, T, NT, 
         mbarrier.init(empty.index(i), count=1)
     gl.warp_specialize([  # the chain on S^T where each warp can hold whole rows of it, 16 rows a warp
         (_chain_t if BV >= 64 else _chain, (Win, U0in, Kein, eGNin, h0, ht, s_buf, u_buf, w_ring, k_ring, u0_ring,
-                                            g_ring, ready, empty, NT, v, v_ring, T, HV, K, V, BT, BV, NS, HAS_H0,
-                                            STORE_HT, U0_WALK)),
+                                            g_ring, ready, empty, NT, K, V, BT, BV, NS, HAS_H0, STORE_HT)),
         (_workers, (Qgin, Qkin, o, hs, s_buf, u_buf, q_ring, qk_ring, ready, empty, T, NT, HV, K, V, BT, BV, NS, WW,
                     STORE_HS)),
     ], [WW], [WW_REGS])

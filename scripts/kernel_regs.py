@@ -134,8 +134,7 @@ def main():
     gw = kernel._gluon_workers(64)  # the Gluon walk's workers at 64 columns (num_warps: its chain's)
     kernels = {  # name: (jit function, constexprs, num_warps, num_stages[, maxnreg]), as kernel.py launches them
         "prep": (kernel._eda_prep_kernel, dict(common, SB=SB, NLVL=(BT // SB).bit_length() - 1, AB=AB, SCALAR_G=False,
-                                               CHECK_G=False, REUSE=bool(L["PREP_REUSE"]) and common["BKC"] >= K,
-                                               U0_WALK=False),
+                                               CHECK_G=False, REUSE=bool(L["PREP_REUSE"]) and common["BKC"] >= K),
                  L["PREP_WARPS"], L["PREP_STAGES"], (L["PREP_MAXNREG"] or None) if eda else None),
         "fwd": (kernel._eda_fwd_kernel, dict(common, BV=fwd[1], HAS_H0=True, STORE_HT=True, STORE_HS=True,
                                              LATE=fwd[1] <= L["FWD_LATE_BV"]), fwd[2], L["FWD_STAGES"]),
@@ -145,8 +144,7 @@ def main():
                    L["DH_STAGES"]),
         # the forward walk the model runs on Hopper at <= 64 columns (kernel._gluon_walk), at the 125M layer's 64
         "fwd_gluon": (kernel.walk_gluon and kernel.walk_gluon.eda_fwd_ws_kernel, dict(
-            HV=HV, K=K, V=K, BT=BT, BV=64, HAS_H0=True, STORE_HT=True, STORE_HS=True, U0_WALK=bool(L["GLUON_U0"]),
-            **gw), gw["num_warps"], 1),
+            HV=HV, K=K, V=K, BT=BT, BV=64, HAS_H0=True, STORE_HT=True, STORE_HS=True, **gw), gw["num_warps"], 1),
         "bwd": (kernel._eda_bwd_kernel, dict(common, BV=kernel._bwd_width(L, eda, K), AB=AB, SCALAR_G=False,
                                              WR=kernel._write_rows(L, eda, BT)), L["BWD_WARPS"], L["BWD_STAGES"])}
     print(f"triton {triton.__version__}, sm_90a, {'EDA' if eda else 'KDA path'} bf16, H = {H}, HV = {HV}, "
