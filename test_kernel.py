@@ -480,11 +480,12 @@ def test_gpu_bf16_T4096_matches_fp64_reference(launch, chunk, hv):
 
 
 @needs_gpu
-@pytest.mark.parametrize("fill, dtype", [(128, torch.bfloat16), (16, torch.bfloat16), (128, torch.float16)])
+@pytest.mark.parametrize("fill, dtype", [(128, torch.bfloat16), (16, torch.bfloat16), (128, torch.float16),
+                                         (16, torch.float16)])
 def test_gpu_gluon_walk_odd_length_grouped_heads_matches_fp64_reference(fill, dtype):
-    # the Gluon forward walk (where kernel._gluon_walk allows it) at 16 and 64 columns: a partial last chunk, grouped
-    # value heads, an initial state, the final state and every gradient (the backward reads the states it stored);
-    # float16 inputs too (bf16 operands, the states and o stored in float16)
+    # the Gluon forward walk (where kernel._gluon_walk allows it) at 16 and 64 columns (its two chains): a partial
+    # last chunk, grouped value heads, an initial state, the final state and every gradient (the backward reads the
+    # states it stored); float16 inputs too (bf16 operands, the states and o stored in float16)
     x = make_inputs(2, 999, 1, 3, 128, 128, dtype=dtype, seed=17, device=DEV)
     compare(x, eda.eda_triton, 1e-2, launch=dict(FILL_PROGRAMS=fill))
 
