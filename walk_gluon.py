@@ -37,6 +37,15 @@ def _chain_fill(w_ring, k_ring, u0_ring, g_ring, Win, Kein, U0in, eGNin, off_k, 
 
 
 @gluon.jit
+def _workers_fill(q_ring, qk_ring, Qgin, Qkin, off_q, off_qk, base0, i, NT, K: gl.constexpr, BT: gl.constexpr,
+                  NS: gl.constexpr):
+    """The workers' operands of chunk i, Qg's and Qk's write rows, as one commit group."""
+    _ring_copy(q_ring, Qgin, off_q, base0, i, NT, BT * K, NS)
+    _ring_copy(qk_ring, Qkin, off_qk, base0, i, NT, BT * BT, NS)
+    async_copy.commit_group()
+
+
+@gluon.jit
 def _chain_offsets(i_v, K: gl.constexpr, V: gl.constexpr, BT: gl.constexpr, BV: gl.constexpr):
     """The chain's copy offsets: W's and Ke's [BT, K] tiles, U_0's [BT, BV] block, exp(G_C)'s K entries."""
     ld: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
@@ -165,15 +174,11 @@ def _workers(Qgin, Qkin, o, hs, s_buf, u_buf, q_ring, qk_ring, ready, empty, T, 
     co = i_v * BV + gl.arange(0, BV, layout=gl.SliceLayout(0, mmaO))
     base0 = i_bh.to(gl.int64) * NT
     for i in gl.static_range(NS - 1):
-        _ring_copy(q_ring, Qgin, off_q, base0, i, NT, BT * K, NS)
-        _ring_copy(qk_ring, Qkin, off_qk, base0, i, NT, BT * BT, NS)
-        async_copy.commit_group()
+        _workers_fill(q_ring, qk_ring, Qgin, Qkin, off_q, off_qk, base0, i, NT, K, BT, NS)
     for c in range(NT):
         async_copy.wait_group(NS - 2)
         gl.thread_barrier()
-        _ring_copy(q_ring, Qgin, off_q, base0, c + NS - 1, NT, BT * K, NS)
-        _ring_copy(qk_ring, Qkin, off_qk, base0, c + NS - 1, NT, BT * BT, NS)
-        async_copy.commit_group()
+        _workers_fill(q_ring, qk_ring, Qgin, Qkin, off_q, off_qk, base0, c + NS - 1, NT, K, BT, NS)
         slot = c % NS
         mbarrier.wait(ready.index(slot), (c // NS) & 1)
         s_slot = s_buf.index(slot)
